@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from controller.devcluster.cli import add_parser as add_devcluster
+from controller.plan import add_parser as add_plan
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,15 +21,31 @@ def build_parser() -> argparse.ArgumentParser:
         prog="orca", description="orca-controller: workload placement for Kubernetes"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_plan(sub)
+    crd = sub.add_parser("crd", help="print the Workload CRD generated from the API models")
+    crd.set_defaults(func=_print_crd)
     add_devcluster(sub)
     return parser
+
+
+def _print_crd(_args: argparse.Namespace) -> int:
+    from controller.api.crd import workload_crd_yaml
+
+    sys.stdout.write(workload_crd_yaml())
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``orca`` command; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except BrokenPipeError:  # `orca plan ... | head`: the reader left, nothing to report
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130
     return code
 
 

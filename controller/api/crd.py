@@ -1,0 +1,133 @@
+"""The Workload CustomResourceDefinition, generated from the pydantic models.
+
+pydantic emits JSON Schema (``$ref``/``$defs``, ``anyOf`` with ``null`` for optional fields,
+titles); Kubernetes wants a *structural* OpenAPI v3 schema (everything inline, one type per
+node, no nulls). ``structural`` converts one into the other; ``workload_crd`` wraps it with
+the names, printer columns and subresources. ``orca crd`` prints it; ``crds/`` holds it checked
+in, and a test fails when the two drift.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from controller.api.models import (
+    GROUP,
+    KIND,
+    PLURAL,
+    SHORT_NAMES,
+    SINGULAR,
+    VERSION,
+    WorkloadSpec,
+    WorkloadStatus,
+)
+
+CRD_NAME = f"{PLURAL}.{GROUP}"
+
+_DROP = frozenset({"title", "additionalProperties", "$defs"})
+
+PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Kind", "type": "string", "jsonPath": ".spec.kind"},
+    {"name": "Desired", "type": "integer", "jsonPath": ".status.desired"},
+    {"name": "Placed", "type": "integer", "jsonPath": ".status.placed"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Nodes", "type": "string", "jsonPath": ".status.placements[*].node", "priority": 1},
+    {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
+]
+
+
+def structural(schema: dict[str, Any]) -> dict[str, Any]:
+    """Inline ``$ref``s and turn pydantic's JSON Schema into a structural OpenAPI schema."""
+    defs: dict[str, Any] = schema.get("$defs", {})
+
+    def convert(node: Any) -> Any:
+        if isinstance(node, list):
+            return [convert(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        node = dict(node)
+        ref = node.pop("$ref", None)
+        if ref is not None:
+            target = convert(defs[ref.rsplit("/", 1)[-1]])
+            node = {**target, **node}
+        any_of = None if "x-kubernetes-int-or-string" in node else node.pop("anyOf", None)
+        if any_of is not None:
+            options = [o for o in any_of if o != {"type": "null"}]
+            if len(options) != 1:
+                raise ValueError(f"cannot express anyOf {any_of!r} structurally")
+            node = {**convert(options[0]), **node}
+            if node.get("default", ...) is None:
+                del node["default"]
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in _DROP:
+                continue
+            if key == "properties":
+                out[key] = {name: convert(sub) for name, sub in value.items()}
+            elif key == "items":
+                out[key] = convert(value)
+            else:
+                out[key] = value
+        if "properties" in out:
+            out.setdefault("type", "object")
+        return out
+
+    result: dict[str, Any] = convert(schema)
+    return result
+
+
+def workload_crd() -> dict[str, Any]:
+    """The Workload CRD as a dict, ready for YAML."""
+    spec = structural(WorkloadSpec.model_json_schema(by_alias=True, mode="validation"))
+    status = structural(WorkloadStatus.model_json_schema(by_alias=True, mode="serialization"))
+    spec["description"] = "What to place, and where it may go."
+    status["description"] = "Where orca placed it, and why not when it could not."
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD_NAME},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": SINGULAR,
+                "shortNames": list(SHORT_NAMES),
+                "categories": ["orca"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "A workload for orca to place onto nodes.",
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec,
+                                "status": status,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def workload_crd_yaml() -> str:
+    """The CRD as the YAML checked in under ``crds/``."""
+    header = "# Generated by `orca crd` from controller/api/models.py. Do not edit.\n"
+    return header + yaml.safe_dump(workload_crd(), sort_keys=False, width=100)

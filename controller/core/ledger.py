@@ -1,0 +1,134 @@
+"""The placement ledger: every Workload's placements, and the capacity they use per node.
+
+The ledger is the only code that changes booked capacity. The scheduler reads it (free
+capacity, replicas per node for name affinity, a Workload's current placements) and never
+writes it; whoever acts on a decision books it here.
+
+A Workload's bookings move through these states (kube-scheduler's assume/bind, in miniature)::
+
+      (none) --assume--> ASSUMED --confirm--> CONFIRMED
+                            |                     ^
+                            +--forget--> previous-+   (forget restores what was there before)
+
+``load`` sets CONFIRMED bookings directly (status read from the API server). ``assume``
+returns an ``Assumption``; ``confirm`` and ``forget`` take it and are idempotent, and
+``forget`` only restores when the Workload's bookings are still the assumed ones, so a newer
+decision is never undone by an older failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.core.nodes import IntArray, NodeTable
+
+
+@dataclass(frozen=True, slots=True)
+class Booking:
+    """One placed replica and the resources it holds on its node."""
+
+    node: str
+    alloc_id: str
+    cpu: int
+    memory: int
+    score: int = 0
+
+
+@dataclass(eq=False)
+class Assumption:
+    """A decision booked before its status write; confirm or forget it exactly once."""
+
+    key: str
+    bookings: tuple[Booking, ...]
+    previous: tuple[Booking, ...]
+    settled: bool = field(default=False)
+
+
+class Ledger:
+    """Bookings per Workload key (``<namespace>/<name>``), with per-node usage arrays."""
+
+    def __init__(self, table: NodeTable | None = None) -> None:
+        self._bookings: dict[str, tuple[Booking, ...]] = {}
+        self.table = table if table is not None else NodeTable(())
+        self.used_cpu: IntArray = np.zeros(len(self.table), dtype=np.int64)
+        self.used_memory: IntArray = np.zeros(len(self.table), dtype=np.int64)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def bookings(self, key: str) -> tuple[Booking, ...]:
+        return self._bookings.get(key, ())
+
+    def keys(self) -> Iterator[str]:
+        return iter(self._bookings)
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self._bookings.values())
+
+    def free(self) -> tuple[IntArray, IntArray]:
+        """Free cpu and memory per node of the bound table (allocatable minus bookings)."""
+        return self.table.cpu - self.used_cpu, self.table.memory - self.used_memory
+
+    def replicas_per_node(self, key: str) -> IntArray:
+        """How many replicas of Workload ``key`` each node holds (for name affinity)."""
+        counts = np.zeros(len(self.table), dtype=np.int64)
+        for booking in self._bookings.get(key, ()):
+            i = self.table.index.get(booking.node)
+            if i is not None:
+                counts[i] += 1
+        return counts
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def rebind(self, table: NodeTable) -> None:
+        """Follow a new node table: usage is recomputed from the bookings (nothing is lost;
+        bookings on nodes that left the table keep their place until rescheduled)."""
+        self.table = table
+        self.used_cpu = np.zeros(len(table), dtype=np.int64)
+        self.used_memory = np.zeros(len(table), dtype=np.int64)
+        for bookings in self._bookings.values():
+            self._apply(bookings, +1)
+
+    def load(self, key: str, bookings: Iterable[Booking]) -> None:
+        """Record a Workload's confirmed bookings (read from its status)."""
+        self._replace(key, tuple(bookings))
+
+    def remove(self, key: str) -> None:
+        """A Workload is gone: its capacity is free again."""
+        self._replace(key, ())
+
+    def assume(self, key: str, bookings: Iterable[Booking]) -> Assumption:
+        """Book a decision before its status write lands; returns what to confirm or forget."""
+        new = tuple(bookings)
+        previous = self._replace(key, new)
+        return Assumption(key=key, bookings=new, previous=previous)
+
+    def confirm(self, assumption: Assumption) -> None:
+        """The status write landed: the assumed bookings are the truth."""
+        assumption.settled = True
+
+    def forget(self, assumption: Assumption) -> None:
+        """The status write failed: restore the previous bookings (if not superseded)."""
+        if assumption.settled:
+            return
+        assumption.settled = True
+        if self._bookings.get(assumption.key, ()) == assumption.bookings:
+            self._replace(assumption.key, assumption.previous)
+
+    def _replace(self, key: str, new: tuple[Booking, ...]) -> tuple[Booking, ...]:
+        old = self._bookings.pop(key, ())
+        self._apply(old, -1)
+        if new:
+            self._bookings[key] = new
+        self._apply(new, +1)
+        return old
+
+    def _apply(self, bookings: Iterable[Booking], sign: int) -> None:
+        index = self.table.index
+        for b in bookings:
+            i = index.get(b.node)
+            if i is not None:
+                self.used_cpu[i] += sign * b.cpu
+                self.used_memory[i] += sign * b.memory

@@ -1,0 +1,52 @@
+"""A scheduling ``Decision`` to the Workload ``status`` the API shows (DESIGN.md 2).
+
+Pure: the caller passes the previous status and the time, so ``lastTransitionTime`` only moves
+when the condition's status actually changes, and the same decision on the same previous
+status gives an identical result (which is how the operator knows it has nothing to write).
+"""
+
+from __future__ import annotations
+
+from controller.api.models import Condition, Phase, WorkloadStatus
+from controller.core.scheduler import Decision
+
+CONDITION_SCHEDULED = "Scheduled"
+
+
+def condition_status(phase: Phase) -> str:
+    """``Scheduled`` is True only when everything is placed."""
+    return "True" if phase is Phase.SCHEDULED else "False"
+
+
+def status_from_decision(
+    decision: Decision,
+    generation: int | None,
+    previous: WorkloadStatus | None,
+    now: str,
+) -> WorkloadStatus:
+    """The full status for ``decision``; ``now`` is an RFC 3339 timestamp."""
+    state = condition_status(decision.phase)
+    last_transition = now
+    if previous is not None:
+        for old in previous.conditions:
+            if old.type == CONDITION_SCHEDULED and old.status == state:
+                last_transition = old.last_transition_time
+    condition = Condition(
+        type=CONDITION_SCHEDULED,
+        status=state,
+        reason=decision.reason,
+        message=decision.message,
+        last_transition_time=last_transition,
+        observed_generation=generation,
+    )
+    others = [c for c in (previous.conditions if previous else []) if c.type != CONDITION_SCHEDULED]
+    return WorkloadStatus(
+        observed_generation=generation,
+        phase=decision.phase,
+        desired=decision.desired,
+        placed=decision.placed,
+        placements=list(decision.placements),
+        conditions=[condition, *others],
+        message=decision.message,
+        unschedulable=list(decision.unschedulable),
+    )

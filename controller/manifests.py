@@ -1,0 +1,124 @@
+"""Reading Node and Workload manifests from YAML files, with errors a user can act on.
+
+Accepts what a user would ``kubectl apply`` or get back from ``kubectl get -o yaml``:
+multi-document YAML, and ``kind: List`` (or ``NodeList``/``WorkloadList``) with ``items``.
+Every problem becomes one ``ManifestError`` line naming the file, the object and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from controller.api.models import GROUP, KIND, VERSION, NodeInfo, Workload
+from controller.core.nodes import NodeError, node_info_from_node
+
+API_VERSION = f"{GROUP}/{VERSION}"
+
+
+class ManifestError(ValueError):
+    """Bad input: one line, naming the file, the object and the field."""
+
+
+def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(where, object) for every object in the file, flattening List kinds."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ManifestError(f"{path}:{where}: invalid YAML: {problem}") from None
+    for number, doc in enumerate(docs, start=1):
+        if doc is None:
+            continue
+        where = f"{path}: document {number}"
+        if not isinstance(doc, Mapping):
+            raise ManifestError(f"{where}: expected a Kubernetes object, got {type(doc).__name__}")
+        kind = doc.get("kind")
+        if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise ManifestError(f"{where}: items: expected a list")
+            for i, item in enumerate(items):
+                if not isinstance(item, Mapping):
+                    raise ManifestError(f"{where}: items[{i}]: expected a Kubernetes object")
+                yield f"{where} items[{i}]", item
+        else:
+            yield where, doc
+
+
+def _describe(obj: Mapping[str, Any]) -> str:
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping) or not metadata.get("name"):
+        return f"{obj.get('kind', 'object')} (no metadata.name)"
+    namespace = metadata.get("namespace")
+    name = f"{namespace}/{metadata['name']}" if namespace else str(metadata["name"])
+    return f"{obj.get('kind')} {name}"
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif "[" in part or part.startswith("function-"):
+            continue  # pydantic's union/validator branch labels, not user fields
+        else:
+            out += f".{part}" if out else part
+    return out or "(object)"
+
+
+def validation_message(exc: ValidationError) -> str:
+    """The first pydantic error in the user's field names: ``spec.count: must be >= 1``."""
+    first = exc.errors()[0]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"{_field(tuple(first['loc']))}: {message}"
+
+
+def load_nodes(path: Path) -> list[NodeInfo]:
+    """Every Node in the file as a NodeInfo."""
+    nodes: list[NodeInfo] = []
+    for where, obj in _documents(path):
+        if obj.get("kind") != "Node":
+            raise ManifestError(f"{where}: {_describe(obj)} is not a Node")
+        try:
+            nodes.append(node_info_from_node(obj))
+        except NodeError as exc:
+            raise ManifestError(f"{where}: {_describe(obj)}: {exc}") from None
+    return nodes
+
+
+def parse_workload(obj: Mapping[str, Any], where: str) -> Workload:
+    """One Workload object, refused as the CRD schema would refuse it."""
+    if obj.get("kind") != KIND or obj.get("apiVersion") != API_VERSION:
+        raise ManifestError(
+            f"{where}: {_describe(obj)} ({obj.get('apiVersion')}) is not a {API_VERSION} {KIND}"
+        )
+    try:
+        return Workload.model_validate(obj)
+    except ValidationError as exc:
+        raise ManifestError(f"{where}: {_describe(obj)}: {validation_message(exc)}") from None
+
+
+def load_workloads(path: Path) -> list[Workload]:
+    """Every Workload in the file, in file order; a name given twice is an error."""
+    workloads: list[Workload] = []
+    seen: set[str] = set()
+    for where, obj in _documents(path):
+        workload = parse_workload(obj, where)
+        if workload.key in seen:
+            raise ManifestError(f"{where}: Workload {workload.key} appears twice")
+        seen.add(workload.key)
+        workloads.append(workload)
+    return workloads
