@@ -8,6 +8,7 @@ pure (no I/O) and share one config: frozen, camelCase on the wire, unknown field
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal
 from enum import StrEnum
@@ -96,6 +97,7 @@ RuntimeName = Annotated[
 ]
 
 
+@functools.lru_cache(maxsize=4096)
 def quantity_to_int(value: str | int, scale: int = 1) -> int:
     """``value * scale`` rounded up, parsed by the kubernetes client (cpu: scale 1000 = milli)."""
     q: Decimal = parse_quantity(value) * scale  # type: ignore[no-untyped-call]

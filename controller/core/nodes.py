@@ -22,6 +22,7 @@ DEFAULT_KIND = "linux"
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
 
 
 class NodeError(ValueError):
@@ -91,7 +92,18 @@ class NodeTable:
         self.ready: BoolArray = np.array([n.ready for n in self.nodes], dtype=np.bool_)
         self.cordoned: BoolArray = np.array([n.unschedulable for n in self.nodes], dtype=np.bool_)
         self.eligible: BoolArray = self.ready & ~self.cordoned
-        for arr in (self.cpu, self.memory, self.ready, self.cordoned, self.eligible):
+        # Divisors for the capacity scores: allocatable as float, inf where there is none.
+        self.cpu_divisor: FloatArray = np.where(self.cpu > 0, self.cpu, np.inf)
+        self.memory_divisor: FloatArray = np.where(self.memory > 0, self.memory, np.inf)
+        for arr in (
+            self.cpu,
+            self.memory,
+            self.ready,
+            self.cordoned,
+            self.eligible,
+            self.cpu_divisor,
+            self.memory_divisor,
+        ):
             arr.setflags(write=False)
         NodeTable._next_version += 1
         self.version = NodeTable._next_version

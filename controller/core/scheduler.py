@@ -3,13 +3,14 @@
 The scheduling cycle reads as a pipeline (kube-scheduler's ``schedule_one``, in miniature)::
 
     prepare      compile the spec's CEL once; a spec that cannot run is Invalid
-    keep         existing placements stay while their node is eligible and still passes
-                 runtime + constraints (capacity changes never evict)
     filter       eligible -> runtime -> each constraint -> Insufficient cpu -> memory,
                  as boolean numpy masks over the hostname-sorted node table
+    keep         existing placements stay while their node is eligible and still passes
+                 runtime + constraints (capacity changes never evict)
     score        capacity (Spread / BinPack, 0..100 per node) + affinity weights
     select       fewest replicas of this Workload first, then score, then hostname
-    diagnose     the first failing filter per rejected node, counted: the status message
+    diagnose     when short: the first failing filter per rejected node, counted, which
+                 becomes the status message (DaemonSets always report why nodes lack one)
 
 ``Scheduler.schedule`` is a pure function of (Workload, Ledger): the ledger is read, never
 written, and the memo caches inside only remember answers. The caller books the decision.
@@ -19,12 +20,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 
 from controller.api.models import (
+    NodeInfo,
     Phase,
     Placement,
     RejectionReason,
@@ -41,7 +44,7 @@ from controller.core.celexpr import (
     compile_expression,
 )
 from controller.core.ledger import Booking, Ledger
-from controller.core.nodes import BoolArray, IntArray, NodeTable
+from controller.core.nodes import BoolArray, FloatArray, IntArray, NodeTable
 
 # -- rejection reasons (kube-scheduler wording where there is one) ------------------------------
 REASON_CORDONED: Final = "node(s) were unschedulable"
@@ -126,17 +129,31 @@ class _Prepared:
     """A spec checked and compiled once per cycle."""
 
     spec: WorkloadSpec
+    cpu: int
+    memory: int
     runtimes: tuple[str, ...]
     constraints: tuple[CompiledExpression, ...]
     cel_affinity: tuple[tuple[CompiledExpression, int], ...]
     name_affinity: tuple[tuple[str, int], ...]
     errors: tuple[str, ...] = ()
 
+    @property
+    def affinity_reads_free(self) -> bool:
+        return any(expr.reads_free for expr, _ in self.cel_affinity)
 
-@dataclass
+
+@dataclass(frozen=True)
 class _Stage:
     reason: str
     passed: BoolArray
+
+
+@dataclass(frozen=True)
+class _Filters:
+    """The filters that do not depend on this cycle's placements, and their conjunction."""
+
+    stages: tuple[_Stage, ...]
+    passes: BoolArray
 
 
 @dataclass
@@ -146,7 +163,6 @@ class _State:
     free_cpu: IntArray
     free_memory: IntArray
     own: IntArray  # replicas of this Workload per node
-    bookings: list[Booking] = field(default_factory=list)
 
 
 def prepare(spec: WorkloadSpec, namespace: str) -> _Prepared:
@@ -177,6 +193,8 @@ def prepare(spec: WorkloadSpec, namespace: str) -> _Prepared:
             )
     return _Prepared(
         spec=spec,
+        cpu=spec.cpu_millis,
+        memory=spec.memory_bytes,
         runtimes=runtimes,
         constraints=tuple(constraints),
         cel_affinity=tuple(cel_affinity),
@@ -185,13 +203,24 @@ def prepare(spec: WorkloadSpec, namespace: str) -> _Prepared:
     )
 
 
+def offers_runtime(node: NodeInfo, wants: frozenset[str]) -> bool:
+    """Runtime matching of the original: ``pve-vm``/``pve-ct``/``proxmox`` mean "a node of
+    kind proxmox" (it *is* the runtime); any other runtime must be in the node's labels."""
+    if node.kind == PROXMOX_KIND and wants & PROXMOX_RUNTIMES:
+        return True
+    return any(normalize_runtime(r) in wants for r in node.runtimes if r not in PROXMOX_RUNTIMES)
+
+
 class Scheduler:
-    """Runs the scheduling cycle. Holds only memo caches (CEL outcomes, runtime masks), so
-    one instance can serve a whole ``orca plan`` run or the operator's lifetime."""
+    """Runs the scheduling cycle. Holds only memo caches (CEL outcomes, filter masks per node
+    table), so one instance can serve a whole ``orca plan`` run or the operator's lifetime."""
+
+    MAX_CACHED_FILTERS = 4096
 
     def __init__(self, cel: CelEvaluator | None = None) -> None:
         self.cel = cel if cel is not None else CelEvaluator()
-        self._runtime_masks: dict[tuple[int, tuple[str, ...]], BoolArray] = {}
+        self._filters: dict[tuple[object, ...], _Filters] = {}
+        self._filters_version = -1
 
     # -- the cycle ------------------------------------------------------------------------------
 
@@ -202,96 +231,81 @@ class Scheduler:
         prepared = prepare(workload.spec, namespace)
         existing = ledger.bookings(key)
         if prepared.errors:
-            return self._invalid(prepared, existing)
+            return _invalid(prepared, existing)
         table = ledger.table
         spec = prepared.spec
         free_cpu, free_memory = ledger.free()
-        free_cpu, free_memory = free_cpu.copy(), free_memory.copy()
-        daemon = spec.kind is WorkloadKind.DAEMONSET
-        use_constraints = not (daemon and spec.mode is ScheduleMode.EVERY_NODE)
         state = _State(free_cpu, free_memory, np.zeros(len(table), dtype=np.int64))
         _release(existing, table, state)
-        static = self._static_stages(prepared, table, free_cpu, free_memory, use_constraints)
-        passes = _all(static, len(table))
-        kept = _keep(key, spec, existing, table, passes, state, daemon)
-        affinity = self._affinity(prepared, table, ledger, state)
+        daemon = spec.kind is WorkloadKind.DAEMONSET
+        use_constraints = not (daemon and spec.mode is ScheduleMode.EVERY_NODE)
+        filters = self._static_filters(prepared, table, state, use_constraints)
+        kept = _keep(key, prepared, existing, table, filters.passes, state, daemon)
         if daemon:
             return self._place_daemonset(
-                key, namespace, name, prepared, table, static, passes, kept, affinity, state
+                key, namespace, name, prepared, ledger, filters, kept, state
             )
-        return self._place_replicas(
-            namespace, name, prepared, ledger, static, passes, kept, affinity, state
-        )
+        return self._place_replicas(namespace, name, prepared, ledger, filters, kept, state)
 
-    # -- prepare / filter -----------------------------------------------------------------------
+    # -- filter ---------------------------------------------------------------------------------
 
-    def _invalid(self, prepared: _Prepared, existing: Sequence[Booking]) -> Decision:
-        """A spec that cannot run: say why; existing placements stay until it is fixed."""
-        return Decision(
-            phase=Phase.INVALID,
-            reason=CONDITION_INVALID_SPEC,
-            desired=prepared.spec.replicas,
-            placements=tuple(_placement(b) for b in existing),
-            message="; ".join(prepared.errors),
-            bookings=tuple(existing),
-        )
-
-    def _runtime_mask(self, table: NodeTable, runtimes: tuple[str, ...]) -> BoolArray:
-        cache_key = (table.version, runtimes)
-        mask = self._runtime_masks.get(cache_key)
-        if mask is None:
-            if len(self._runtime_masks) > 256:
-                self._runtime_masks.clear()
-            wants = set(runtimes)
-            proxmox = bool(wants & PROXMOX_RUNTIMES)
-            mask = np.array(
-                [
-                    (proxmox and n.kind == PROXMOX_KIND)
-                    or any(normalize_runtime(r) in wants for r in n.runtimes)
-                    for n in table.nodes
-                ],
-                dtype=np.bool_,
-            )
-            self._runtime_masks[cache_key] = mask
-        return mask
-
-    def _static_stages(
-        self,
-        prepared: _Prepared,
-        table: NodeTable,
-        free_cpu: IntArray,
-        free_memory: IntArray,
-        use_constraints: bool,
-    ) -> list[_Stage]:
-        """The filters that do not depend on this cycle's own placements, in report order."""
+    def _static_filters(
+        self, prepared: _Prepared, table: NodeTable, state: _State, use_constraints: bool
+    ) -> _Filters:
+        """Eligibility, runtime and constraints, memoised per node table and spec signature
+        (unless a constraint reads free capacity, which changes with every placement)."""
+        constraints = prepared.constraints if use_constraints else ()
+        signature = (prepared.runtimes, tuple(c.source for c in constraints))
+        cacheable = not any(c.reads_free for c in constraints)
+        if table.version != self._filters_version or len(self._filters) > self.MAX_CACHED_FILTERS:
+            self._filters.clear()
+            self._filters_version = table.version
+        if cacheable and (hit := self._filters.get(signature)) is not None:
+            return hit
         stages = [
             _Stage(REASON_CORDONED, ~table.cordoned),
             _Stage(REASON_NOT_READY, table.ready),
         ]
         if prepared.runtimes:
-            mask = self._runtime_mask(table, prepared.runtimes)
-            stages.append(_Stage(reason_runtime(prepared.runtimes), mask))
-        if use_constraints:
-            for expr in prepared.constraints:
-                true, failed = self.cel.truth(expr, table, free_cpu, free_memory)
-                if failed.any():
-                    stages.append(_Stage(reason_constraint_error(expr.source), ~failed))
-                stages.append(_Stage(reason_constraint(expr.source), true | failed))
-        return stages
+            stages.append(
+                _Stage(reason_runtime(prepared.runtimes), self._runtime_mask(table, prepared))
+            )
+        for expr in constraints:
+            true, failed = self.cel.truth(expr, table, state.free_cpu, state.free_memory)
+            if failed.any():
+                stages.append(_Stage(reason_constraint_error(expr.source), ~failed))
+            stages.append(_Stage(reason_constraint(expr.source), true | failed))
+        filters = _Filters(tuple(stages), _all(stages, len(table)))
+        if cacheable:
+            self._filters[signature] = filters
+        return filters
+
+    def _runtime_mask(self, table: NodeTable, prepared: _Prepared) -> BoolArray:
+        signature = (prepared.runtimes, "runtime")
+        hit = self._filters.get(signature)
+        if hit is None:
+            wants = frozenset(prepared.runtimes)
+            mask = np.fromiter(
+                (offers_runtime(n, wants) for n in table.nodes), dtype=np.bool_, count=len(table)
+            )
+            hit = self._filters[signature] = _Filters((), mask)
+        return hit.passes
 
     @staticmethod
-    def _capacity_stages(spec: WorkloadSpec, state: _State) -> list[_Stage]:
+    def _capacity_stages(prepared: _Prepared, state: _State) -> list[_Stage]:
         return [
-            _Stage(REASON_INSUFFICIENT_CPU, state.free_cpu >= spec.cpu_millis),
-            _Stage(REASON_INSUFFICIENT_MEMORY, state.free_memory >= spec.memory_bytes),
+            _Stage(REASON_INSUFFICIENT_CPU, state.free_cpu >= prepared.cpu),
+            _Stage(REASON_INSUFFICIENT_MEMORY, state.free_memory >= prepared.memory),
         ]
 
     # -- score ----------------------------------------------------------------------------------
 
     def _affinity(
         self, prepared: _Prepared, table: NodeTable, ledger: Ledger, state: _State
-    ) -> IntArray:
-        """Affinity part of the score per node: CEL targets and Workload-name targets."""
+    ) -> IntArray | None:
+        """Affinity part of the score per node (None: the spec has no affinity rules)."""
+        if not prepared.cel_affinity and not prepared.name_affinity:
+            return None
         total = np.zeros(len(table), dtype=np.int64)
         for expr, weight in prepared.cel_affinity:
             true, _ = self.cel.truth(expr, table, state.free_cpu, state.free_memory)
@@ -299,6 +313,25 @@ class Scheduler:
         for target, weight in prepared.name_affinity:
             total += ledger.replicas_per_node(target) * weight
         return total
+
+    @staticmethod
+    def _scores(
+        prepared: _Prepared,
+        table: NodeTable,
+        state: _State,
+        candidates: npt.NDArray[np.intp],
+        affinity: IntArray | None,
+    ) -> IntArray:
+        scores = capacity_score(
+            prepared.spec.strategy,
+            table.cpu_divisor[candidates],
+            table.memory_divisor[candidates],
+            state.free_cpu[candidates] - prepared.cpu,
+            state.free_memory[candidates] - prepared.memory,
+        )
+        if affinity is not None:
+            scores += affinity[candidates]
+        return scores
 
     # -- select ---------------------------------------------------------------------------------
 
@@ -308,73 +341,49 @@ class Scheduler:
         name: str,
         prepared: _Prepared,
         ledger: Ledger,
-        static: list[_Stage],
-        passes: BoolArray,
+        filters: _Filters,
         kept: dict[int, Booking],
-        affinity: IntArray,
         state: _State,
     ) -> Decision:
-        """Job and Service: fill the missing replica indexes one by one."""
+        """Job and Service: fill the missing replica indexes one by one, each on the node with
+        the fewest replicas of this Workload, then the best score, then the lowest hostname."""
         table = ledger.table
-        spec = prepared.spec
-        desired = spec.replicas
-        cpu, memory = spec.cpu_millis, spec.memory_bytes
-        diagnosis = _diagnose(table, static + self._capacity_stages(spec, state))
+        desired = prepared.spec.replicas
+        cpu, memory = prepared.cpu, prepared.memory
+        affinity = self._affinity(prepared, table, ledger, state)
         new: dict[int, Booking] = {}
-        short = False
         for index in range(desired):
             if index in kept:
                 continue
-            fit = passes & (state.free_cpu >= cpu) & (state.free_memory >= memory)
+            fit = filters.passes & (state.free_cpu >= cpu)
+            if memory:
+                fit &= state.free_memory >= memory
             candidates = np.flatnonzero(fit)
             if candidates.size == 0:
-                short = True
                 break
-            own = state.own[candidates]
-            candidates = candidates[own == own.min()]
-            if self._affinity_reads_free(prepared) and new:
-                affinity = self._affinity(prepared, table, ledger, state)
-            scores = self._scores(spec.strategy, table, state, candidates, cpu, memory)
-            scores += affinity[candidates]
-            best = int(np.argmax(scores))  # first maximum: lowest hostname wins ties
+            if new or kept:
+                own = state.own[candidates]
+                candidates = candidates[own == own.min()]
+                if prepared.affinity_reads_free:
+                    affinity = self._affinity(prepared, table, ledger, state)
+            scores = self._scores(prepared, table, state, candidates, affinity)
+            best = int(np.argmax(scores))  # the first maximum: lowest hostname wins ties
             i = int(candidates[best])
-            booking = Booking(
+            new[index] = Booking(
                 table.hostnames[i], alloc_id(namespace, name, index), cpu, memory, int(scores[best])
             )
-            new[index] = booking
             state.free_cpu[i] -= cpu
             state.free_memory[i] -= memory
             state.own[i] += 1
-        if short:
-            diagnosis = _diagnose(table, static + self._capacity_stages(spec, state))
-        bookings = tuple(sorted({**kept, **new}.items()))
+        bookings = [b for _, b in sorted({**kept, **new}.items())]
         placed = len(bookings)
-        phase = _phase(placed, desired)
-        message = f"{placed}/{desired} replicas placed"
-        if placed < desired:
-            message = _short_message(placed, desired, len(table), diagnosis)
-        return _decision(phase, desired, [b for _, b in bookings], message, diagnosis)
-
-    @staticmethod
-    def _affinity_reads_free(prepared: _Prepared) -> bool:
-        return any(expr.reads_free for expr, _ in prepared.cel_affinity)
-
-    @staticmethod
-    def _scores(
-        strategy: Strategy,
-        table: NodeTable,
-        state: _State,
-        candidates: np.ndarray[tuple[int], np.dtype[np.intp]],
-        cpu: int,
-        memory: int,
-    ) -> IntArray:
-        return capacity_score(
-            strategy,
-            table.cpu[candidates],
-            table.memory[candidates],
-            state.free_cpu[candidates] - cpu,
-            state.free_memory[candidates] - memory,
-        )
+        if placed >= desired:
+            return _decision(
+                Phase.SCHEDULED, desired, bookings, f"{placed}/{desired} replicas placed"
+            )
+        diagnosis = _diagnose(table, [*filters.stages, *self._capacity_stages(prepared, state)])
+        message = _short_message(placed, desired, len(table), diagnosis)
+        return _decision(_phase(placed, desired), desired, bookings, message, diagnosis)
 
     def _place_daemonset(
         self,
@@ -382,11 +391,9 @@ class Scheduler:
         namespace: str,
         name: str,
         prepared: _Prepared,
-        table: NodeTable,
-        static: list[_Stage],
-        passes: BoolArray,
+        ledger: Ledger,
+        filters: _Filters,
         kept: dict[int, Booking],
-        affinity: IntArray,
         state: _State,
     ) -> Decision:
         """DaemonSet: one placement per eligible node that passes the filters.
@@ -394,14 +401,15 @@ class Scheduler:
         ``every-node`` ignores constraints, ``matching`` uses them, ``mandatory`` also counts
         the matching nodes that cannot take it (runtime, capacity) as missing.
         """
+        table = ledger.table
         spec = prepared.spec
-        cpu, memory = spec.cpu_millis, spec.memory_bytes
-        stages = static + self._capacity_stages(spec, state)
-        diagnosis = _diagnose(table, stages)
-        fit = passes & (state.free_cpu >= cpu) & (state.free_memory >= memory) & (state.own == 0)
+        cpu, memory = prepared.cpu, prepared.memory
+        diagnosis = _diagnose(table, [*filters.stages, *self._capacity_stages(prepared, state)])
+        fit = filters.passes & (state.free_cpu >= cpu) & (state.free_memory >= memory)
+        fit &= state.own == 0
         candidates = np.flatnonzero(fit)
-        scores = self._scores(spec.strategy, table, state, candidates, cpu, memory)
-        scores += affinity[candidates]
+        affinity = self._affinity(prepared, table, ledger, state)
+        scores = self._scores(prepared, table, state, candidates, affinity)
         used = set(kept)
         free_indexes = (i for i in range(len(table) + len(kept) + 1) if i not in used)
         new = [
@@ -412,7 +420,7 @@ class Scheduler:
         placed = len(bookings)
         if spec.mode is ScheduleMode.MANDATORY:
             # Matching = eligible and passing the constraints; runtime and capacity may fail.
-            matching = _all([s for s in static if not _is_runtime(s)], len(table))
+            matching = _all([s for s in filters.stages if not _is_runtime(s)], len(table))
             desired = int(matching.sum())
             missing = matching.copy()
             for b in bookings:
@@ -438,6 +446,18 @@ class Scheduler:
         return _decision(phase, desired, bookings, message, diagnosis)
 
 
+def _invalid(prepared: _Prepared, existing: Sequence[Booking]) -> Decision:
+    """A spec that cannot run: say why; existing placements stay until it is fixed."""
+    return Decision(
+        phase=Phase.INVALID,
+        reason=CONDITION_INVALID_SPEC,
+        desired=prepared.spec.replicas,
+        placements=tuple(_placement(b) for b in existing),
+        message="; ".join(prepared.errors),
+        bookings=tuple(existing),
+    )
+
+
 def _release(existing: Sequence[Booking], table: NodeTable, state: _State) -> None:
     """Give back what this Workload's current bookings hold: the cycle re-decides them all."""
     for booking in existing:
@@ -449,7 +469,7 @@ def _release(existing: Sequence[Booking], table: NodeTable, state: _State) -> No
 
 def _keep(
     key: str,
-    spec: WorkloadSpec,
+    prepared: _Prepared,
     existing: Sequence[Booking],
     table: NodeTable,
     passes: BoolArray,
@@ -464,7 +484,8 @@ def _keep(
     """
     kept: dict[int, Booking] = {}
     taken_nodes: set[int] = set()
-    cpu, memory = spec.cpu_millis, spec.memory_bytes
+    cpu, memory = prepared.cpu, prepared.memory
+    replicas = prepared.spec.replicas
     for booking in existing:
         i = table.index.get(booking.node)
         index = alloc_index(key, booking.alloc_id)
@@ -473,7 +494,7 @@ def _keep(
             or index is None
             or index in kept
             or not passes[i]
-            or (not daemon and index >= spec.replicas)
+            or (not daemon and index >= replicas)
             or (daemon and i in taken_nodes)
         ):
             continue
@@ -491,30 +512,38 @@ def _is_runtime(stage: _Stage) -> bool:
 
 def capacity_score(
     strategy: Strategy,
-    alloc_cpu: IntArray,
-    alloc_memory: IntArray,
+    cpu_divisor: FloatArray,
+    memory_divisor: FloatArray,
     free_cpu_after: IntArray,
     free_memory_after: IntArray,
 ) -> IntArray:
     """Capacity score 0..100 per node, normalised per node so unequal nodes compare fairly.
 
-    Spread:  mean over cpu, memory of ``free_after * 100 // allocatable``  (LeastAllocated)
-    BinPack: mean over cpu, memory of ``used_after * 100 // allocatable``  (MostAllocated)
+    Spread:  mean over cpu, memory of ``floor(free_after * 100 / allocatable)``
+    BinPack: mean over cpu, memory of ``100 - that``, i.e. of the used share (MostAllocated)
 
-    A resource a node has none of contributes 0; results are clipped to 0..100, so an
-    over-committed node (possible after a resize) never scores outside the range.
+    The mean is rounded down. ``*_divisor`` is the allocatable as float, ``inf`` where a node
+    has none of the resource (``NodeTable.cpu_divisor``), so such a resource scores 0 (or 100
+    for BinPack, where a node that has none of it is as full as it gets). Each part is clipped
+    to 0..100, so an over-committed node (possible after a resize) never scores outside the
+    range. float64 division of integers below 2**46 (64 TiB) is exact enough that the floor
+    equals integer floor division.
     """
-    return (
-        _resource_score(strategy, alloc_cpu, free_cpu_after)
-        + _resource_score(strategy, alloc_memory, free_memory_after)
-    ) // 2
+    total = _percent_free(cpu_divisor, free_cpu_after)
+    total += _percent_free(memory_divisor, free_memory_after)
+    if strategy is Strategy.BINPACK:
+        np.subtract(200.0, total, out=total)
+    total //= 2
+    return total.astype(np.int64)
 
 
-def _resource_score(strategy: Strategy, alloc: IntArray, free_after: IntArray) -> IntArray:
-    part = free_after if strategy is Strategy.SPREAD else alloc - free_after
-    safe = np.where(alloc > 0, alloc, 1)
-    score = np.where(alloc > 0, part * 100 // safe, 0)
-    return np.clip(score, 0, 100)
+def _percent_free(divisor: FloatArray, free_after: IntArray) -> FloatArray:
+    score: FloatArray = np.multiply(free_after, 100.0, dtype=np.float64)
+    score /= divisor
+    np.floor(score, out=score)
+    np.minimum(score, 100.0, out=score)
+    np.maximum(score, 0.0, out=score)
+    return score
 
 
 def _all(stages: Sequence[_Stage], size: int) -> BoolArray:
@@ -573,7 +602,7 @@ def _decision(
     desired: int,
     bookings: Sequence[Booking],
     message: str,
-    diagnosis: tuple[RejectionReason, ...],
+    diagnosis: tuple[RejectionReason, ...] = (),
 ) -> Decision:
     return Decision(
         phase=phase,
