@@ -1,0 +1,66 @@
+"""Small builders for tests: Nodes as the API returns them, Workloads as users write them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.api.models import NodeInfo, Workload
+from controller.core.ledger import Ledger
+from controller.core.nodes import NodeTable, node_info_from_node
+
+GiB = 1 << 30
+
+
+def node_object(
+    name: str,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    runtimes: tuple[str, ...] = ("docker",),
+    tags: tuple[str, ...] = (),
+    labels: dict[str, str] | None = None,
+    kind: str | None = None,
+    ready: bool = True,
+    cordoned: bool = False,
+) -> dict[str, Any]:
+    """A Node object as ``kubectl get node -o json`` would show it."""
+    all_labels = dict(labels or {})
+    all_labels.update({f"runtime.orca.cloudinit.dev/{r}": "true" for r in runtimes})
+    all_labels.update({f"tag.orca.cloudinit.dev/{t}": "" for t in tags})
+    if kind:
+        all_labels["orca.cloudinit.dev/kind"] = kind
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": all_labels},
+        "spec": {"unschedulable": True} if cordoned else {},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": memory},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def node(name: str, **kwargs: Any) -> NodeInfo:
+    return node_info_from_node(node_object(name, **kwargs))
+
+
+def workload(
+    name: str = "web",
+    namespace: str = "shop",
+    status: dict[str, Any] | None = None,
+    generation: int = 1,
+    **spec: Any,
+) -> Workload:
+    obj: dict[str, Any] = {
+        "apiVersion": "orca.cloudinit.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace, "generation": generation},
+        "spec": spec,
+    }
+    if status is not None:
+        obj["status"] = status
+    return Workload.model_validate(obj)
+
+
+def ledger_for(*nodes: NodeInfo) -> Ledger:
+    return Ledger(NodeTable(nodes))

@@ -1,0 +1,397 @@
+"""The scheduler's promises: the original's scenarios, DESIGN.md 4 and 5, whole results."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+
+from controller.api.models import NodeInfo, Phase, Strategy, Workload
+from controller.core.ledger import Ledger
+from controller.core.nodes import NodeTable
+from controller.core.scheduler import (
+    CONDITION_ALL_PLACED,
+    CONDITION_INVALID_SPEC,
+    CONDITION_PARTIALLY_PLACED,
+    CONDITION_UNSCHEDULABLE,
+    Decision,
+    Scheduler,
+    alloc_index,
+    capacity_score,
+)
+from tests.factories import GiB, ledger_for, node, workload
+
+
+def schedule(w: Workload, ledger: Ledger) -> Decision:
+    return Scheduler().schedule(w, ledger)
+
+
+def book(w: Workload, ledger: Ledger, scheduler: Scheduler | None = None) -> Decision:
+    """Schedule and book, as orca plan and the operator do."""
+    decision = (scheduler or Scheduler()).schedule(w, ledger)
+    ledger.load(w.key, decision.bookings)
+    return decision
+
+
+def nodes_of(decision: Decision) -> list[str]:
+    return [p.node for p in decision.placements]
+
+
+def test_five_service_replicas_on_three_nodes_land_two_two_one() -> None:
+    ledger = ledger_for(node("a"), node("b"), node("c"))
+    decision = schedule(workload(kind="Service", count=5, resources={"cpu": "100m"}), ledger)
+    assert decision.phase is Phase.SCHEDULED
+    assert sorted(Counter(nodes_of(decision)).values()) == [1, 2, 2]
+    assert [p.alloc_id for p in decision.placements] == [f"shop/web-{i}" for i in range(5)]
+
+
+def test_wasm_lands_only_on_wasmtime_nodes() -> None:
+    ledger = ledger_for(
+        node("big", cpu="64", runtimes=("docker",)),
+        node("w1", cpu="1", runtimes=("wasmtime",)),
+        node("w2", cpu="1", runtimes=("WASMTIME",)),
+    )
+    decision = schedule(workload(kind="Service", count=2, runtime={"oneOf": ["wasm"]}), ledger)
+    assert sorted(nodes_of(decision)) == ["w1", "w2"]
+    job = schedule(workload(name="j", kind="Job", runtime={"oneOf": ["wasm"]}), ledger)
+    assert nodes_of(job) in (["w1"], ["w2"])
+
+
+@pytest.mark.parametrize("runtime", ["pve-vm", "pve-ct", "proxmox"])
+def test_proxmox_runtimes_land_only_on_proxmox_nodes(runtime: str) -> None:
+    ledger = ledger_for(
+        node("linux-with-label", cpu="64", runtimes=(runtime,)),
+        node("pve", cpu="8", runtimes=(), kind="proxmox"),
+    )
+    decision = schedule(workload(kind="Job", runtime={"oneOf": [runtime]}), ledger)
+    assert nodes_of(decision) == ["pve"]
+
+
+def test_daemonset_one_per_fitting_node() -> None:
+    ledger = ledger_for(
+        node("a"),
+        node("b", runtimes=("process",)),
+        node("c", cpu="100m"),
+        node("d", cordoned=True),
+        node("e", ready=False),
+    )
+    spec: dict[str, Any] = {
+        "kind": "DaemonSet",
+        "runtime": {"oneOf": ["docker"]},
+        "resources": {"cpu": "200m"},
+    }
+    decision = schedule(workload(name="agent", **spec), ledger)
+    assert nodes_of(decision) == ["a"]
+    assert decision.phase is Phase.SCHEDULED
+    assert decision.desired == 1
+    reasons = {r.reason: r.nodes for r in decision.unschedulable}
+    assert reasons == {
+        "node(s) were unschedulable": ["d"],
+        "node(s) not ready": ["e"],
+        "runtime docker not offered": ["b"],
+        "Insufficient cpu": ["c"],
+    }
+
+
+def test_daemonset_modes() -> None:
+    ledger = ledger_for(
+        node("a", tags=("edge",)),
+        node("b", tags=("edge",), cpu="100m"),
+        node("c"),
+    )
+    base: dict[str, Any] = {
+        "kind": "DaemonSet",
+        "constraints": ['"edge" in node.tags'],
+        "resources": {"cpu": "1"},
+    }
+    every = schedule(workload(name="d", schedule={"mode": "every-node"}, **base), ledger)
+    assert nodes_of(every) == ["a", "c"]  # constraints ignored, capacity is not
+    matching = schedule(workload(name="d", schedule={"mode": "matching"}, **base), ledger)
+    assert nodes_of(matching) == ["a"]
+    assert matching.phase is Phase.SCHEDULED
+    mandatory = schedule(workload(name="d", schedule={"mode": "mandatory"}, **base), ledger)
+    assert nodes_of(mandatory) == ["a"]
+    assert mandatory.phase is Phase.PARTIALLY_SCHEDULED
+    assert (mandatory.desired, mandatory.placed) == (2, 1)
+    assert "Mandatory on b" in mandatory.message
+
+
+def test_no_nodes_is_reported_not_raised() -> None:
+    decision = schedule(workload(kind="Job"), Ledger())
+    assert decision.phase is Phase.UNSCHEDULABLE
+    assert decision.reason == CONDITION_UNSCHEDULABLE
+    assert decision.message == "0/0 nodes are available: no nodes in the cluster."
+
+
+def test_nothing_fits_gives_a_kube_scheduler_style_message() -> None:
+    ledger = ledger_for(
+        node("a", runtimes=("docker",)),
+        node("b", runtimes=("docker",)),
+        node("c", runtimes=("docker",)),
+        node("d", runtimes=("wasmtime",), cpu="1"),
+        node("e", runtimes=("wasmtime",), cpu="1"),
+    )
+    decision = schedule(
+        workload(kind="Job", runtime={"oneOf": ["wasm"]}, resources={"cpu": "2"}), ledger
+    )
+    assert decision.phase is Phase.UNSCHEDULABLE
+    assert decision.placements == ()
+    assert decision.message == (
+        "0/5 nodes are available: 3 runtime wasm not offered, 2 Insufficient cpu."
+    )
+    assert [(r.reason, r.count, r.nodes) for r in decision.unschedulable] == [
+        ("runtime wasm not offered", 3, ["a", "b", "c"]),
+        ("Insufficient cpu", 2, ["d", "e"]),
+    ]
+
+
+def test_partial_service_names_what_is_missing() -> None:
+    ledger = ledger_for(node("a", cpu="1"), node("b", cpu="1"))
+    decision = schedule(workload(kind="Service", count=3, resources={"cpu": "600m"}), ledger)
+    assert decision.phase is Phase.PARTIALLY_SCHEDULED
+    assert decision.reason == CONDITION_PARTIALLY_PLACED
+    assert (decision.desired, decision.placed) == (3, 2)
+    assert decision.message == ("2/3 replicas placed; 0/2 nodes are available: 2 Insufficient cpu.")
+
+
+def test_memory_is_checked_after_cpu() -> None:
+    ledger = ledger_for(node("a", memory="1Gi"), node("b", cpu="1"))
+    decision = schedule(workload(kind="Job", resources={"cpu": "2", "memory": "2Gi"}), ledger)
+    assert decision.message == (
+        "0/2 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."
+    )
+
+
+def test_constraints_filter_and_are_reported_with_their_expression() -> None:
+    ledger = ledger_for(
+        node("a", tags=("ssd",), labels={"zone": "z1"}),
+        node("b", tags=("ssd",), labels={"zone": "z2"}),
+        node("c", labels={"zone": "z1"}),
+        node("d"),
+    )
+    spec: dict[str, Any] = {
+        "kind": "Service",
+        "count": 2,
+        "constraints": ['"ssd" in node.tags', 'node.labels["zone"] == "z1"'],
+    }
+    decision = schedule(workload(**spec), ledger)
+    assert nodes_of(decision) == ["a", "a"]  # colocation only because nothing else fits
+    job = schedule(
+        workload(name="j", kind="Job", constraints=['node.labels["zone"] == "z9"']), ledger
+    )
+    assert [(r.reason, r.count) for r in job.unschedulable] == [
+        ('constraint node.labels["zone"] == "z9" failed to evaluate', 1),
+        ('node(s) didn\'t match constraint node.labels["zone"] == "z9"', 3),
+    ]
+
+
+def test_ties_break_by_hostname_whatever_the_listing_order() -> None:
+    nodes = [node(name) for name in ("zeta", "alpha", "mid")]
+    for order in (nodes, nodes[::-1]):
+        decision = schedule(workload(kind="Job"), Ledger(NodeTable(order)))
+        assert nodes_of(decision) == ["alpha"]
+
+
+def test_spread_prefers_free_capacity_binpack_prefers_full_nodes() -> None:
+    ledger = ledger_for(node("a"), node("b"))
+    book(workload(name="filler", kind="Job", resources={"cpu": "1", "memory": "2Gi"}), ledger)
+    assert ledger.bookings("shop/filler")[0].node == "a"
+    spread = schedule(workload(kind="Job", resources={"cpu": "500m"}), ledger)
+    binpack = schedule(workload(kind="Job", resources={"cpu": "500m"}, strategy="BinPack"), ledger)
+    assert nodes_of(spread) == ["b"]
+    assert nodes_of(binpack) == ["a"]
+
+
+def test_cel_affinity_adds_its_weight() -> None:
+    ledger = ledger_for(node("a", cpu="8"), node("b", cpu="2", tags=("gpu",)))
+    plain = schedule(workload(kind="Job"), ledger)
+    assert nodes_of(plain) == ["a"]
+    liked = schedule(
+        workload(kind="Job", affinity=[{"target": '"gpu" in node.tags', "weight": 100}]), ledger
+    )
+    assert nodes_of(liked) == ["b"]
+    assert liked.placements[0].score == 100 + 100
+    avoided = schedule(
+        workload(kind="Job", affinity=[{"target": 'node.hostname == "a"', "weight": -100}]), ledger
+    )
+    assert nodes_of(avoided) == ["b"]
+
+
+def test_name_affinity_counts_the_other_workloads_replicas() -> None:
+    ledger = ledger_for(node("a", cpu="8"), node("b", cpu="8"), node("c", cpu="8"))
+    ledger.rebind(ledger.table)
+    redis = book(workload(name="redis", kind="Service", count=1, resources={"cpu": "4"}), ledger)
+    assert nodes_of(redis) == ["a"]
+    near = schedule(workload(kind="Job", affinity=[{"target": "redis", "weight": 100}]), ledger)
+    assert nodes_of(near) == ["a"]
+    away = schedule(workload(kind="Job", affinity=[{"target": "redis", "weight": -100}]), ledger)
+    assert nodes_of(away) == ["b"]
+    other_ns = schedule(
+        workload(namespace="other", kind="Job", affinity=[{"target": "redis", "weight": 100}]),
+        ledger,
+    )
+    assert nodes_of(other_ns) == ["b"]  # same name, other namespace: no pull
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("constraints", ["node.tags.("], "spec.constraints[0]"),
+        ("constraints", ["node.tagz == 1"], "node has no field 'tagz'"),
+        ("affinity", [{"target": "node.kind ==", "weight": 1}], "spec.affinity[0].target"),
+        ("runtime", {"oneOf": ["pve-lxc"]}, "unknown runtime alias"),
+    ],
+    ids=["syntax", "unknown-field", "affinity", "runtime-alias"],
+)
+def test_invalid_specs_are_reported_with_the_field(field: str, value: Any, message: str) -> None:
+    decision = schedule(workload(kind="Job", **{field: value}), ledger_for(node("a")))
+    assert decision.phase is Phase.INVALID
+    assert decision.reason == CONDITION_INVALID_SPEC
+    assert message in decision.message
+
+
+def test_invalid_spec_keeps_existing_placements() -> None:
+    ledger = ledger_for(node("a"), node("b"))
+    first = book(workload(kind="Service", count=2), ledger)
+    broken = schedule(workload(kind="Service", count=2, constraints=["node.("]), ledger)
+    assert broken.phase is Phase.INVALID
+    assert broken.placements == first.placements
+
+
+# -- reconciliation semantics (DESIGN.md 5) ----------------------------------------------------
+
+
+def test_existing_placements_are_kept_even_when_a_better_node_appears() -> None:
+    ledger = ledger_for(node("a", cpu="2"), node("b", cpu="2"))
+    scheduler = Scheduler()
+    first = book(workload(kind="Service", count=2), ledger, scheduler)
+    ledger.rebind(NodeTable([*ledger.table.nodes, node("big", cpu="64")]))
+    again = book(workload(kind="Service", count=2), ledger, scheduler)
+    assert again.placements == first.placements
+
+
+def test_count_up_adds_and_count_down_removes_the_highest_indexes() -> None:
+    ledger = ledger_for(node("a"), node("b"), node("c"))
+    scheduler = Scheduler()
+    three = book(workload(kind="Service", count=3), ledger, scheduler)
+    five = book(workload(kind="Service", count=5), ledger, scheduler)
+    assert five.placements[:3] == three.placements
+    two = book(workload(kind="Service", count=2), ledger, scheduler)
+    assert two.placements == three.placements[:2]
+    assert len(ledger.bookings("shop/web")) == 2
+
+
+def test_a_replica_moves_when_its_node_stops_passing() -> None:
+    nodes = [node("a", tags=("ssd",)), node("b", tags=("ssd",)), node("c")]
+    ledger = ledger_for(*nodes)
+    scheduler = Scheduler()
+    first = book(workload(kind="Service", count=2), ledger, scheduler)
+    assert nodes_of(first) == ["a", "b"]
+    # Constraint added: nothing moves that still passes.
+    constrained = book(
+        workload(kind="Service", count=2, constraints=['"ssd" in node.tags']), ledger, scheduler
+    )
+    assert constrained.placements == first.placements
+    # b cordoned: its replica (index 1) moves, index 0 stays.
+    ledger.rebind(NodeTable([nodes[0], node("b", tags=("ssd",), cordoned=True), nodes[2]]))
+    moved = book(workload(kind="Service", count=2), ledger, scheduler)
+    assert moved.placements[0] == first.placements[0]
+    assert moved.placements[1].node == "c"
+    assert moved.placements[1].alloc_id == "shop/web-1"
+
+
+def test_node_removed_reschedules_services_and_drops_daemonsets() -> None:
+    ledger = ledger_for(node("a"), node("b"))
+    scheduler = Scheduler()
+    book(workload(kind="Job"), ledger, scheduler)
+    book(workload(name="agent", kind="DaemonSet"), ledger, scheduler)
+    ledger.rebind(NodeTable([node("b")]))
+    job = book(workload(kind="Job"), ledger, scheduler)
+    agent = book(workload(name="agent", kind="DaemonSet"), ledger, scheduler)
+    assert nodes_of(job) == ["b"]
+    assert [(p.node, p.alloc_id) for p in agent.placements] == [("b", "shop/agent-1")]
+
+
+def test_daemonset_grows_on_a_new_node_with_a_fresh_index() -> None:
+    ledger = ledger_for(node("b"), node("c"))
+    scheduler = Scheduler()
+    first = book(workload(name="agent", kind="DaemonSet"), ledger, scheduler)
+    ledger.rebind(NodeTable([node("a"), node("b"), node("c")]))
+    grown = book(workload(name="agent", kind="DaemonSet"), ledger, scheduler)
+    assert set(first.placements) <= set(grown.placements)
+    assert [(p.node, p.alloc_id) for p in grown.placements] == [
+        ("b", "shop/agent-0"),
+        ("c", "shop/agent-1"),
+        ("a", "shop/agent-2"),
+    ]
+
+
+def test_capacity_changes_never_evict() -> None:
+    ledger = ledger_for(node("a", cpu="2"))
+    scheduler = Scheduler()
+    first = book(workload(kind="Job", resources={"cpu": "2"}), ledger, scheduler)
+    ledger.rebind(NodeTable([node("a", cpu="1")]))
+    again = book(workload(kind="Job", resources={"cpu": "2"}), ledger, scheduler)
+    assert again.placements == first.placements
+
+
+def test_two_workloads_never_overcommit_a_node() -> None:
+    ledger = ledger_for(node("a", cpu="1"))
+    scheduler = Scheduler()
+    assert (
+        book(workload(name="one", kind="Job", resources={"cpu": "600m"}), ledger, scheduler).placed
+        == 1
+    )
+    second = book(workload(name="two", kind="Job", resources={"cpu": "600m"}), ledger, scheduler)
+    assert second.phase is Phase.UNSCHEDULABLE
+    assert int(ledger.used_cpu[0]) == 600
+
+
+def test_schedule_does_not_touch_the_ledger() -> None:
+    ledger = ledger_for(node("a"), node("b"))
+    before = (ledger.used_cpu.copy(), len(ledger))
+    decision = schedule(workload(kind="Service", count=3, resources={"cpu": "1"}), ledger)
+    assert decision.placed == 3
+    assert (ledger.used_cpu.tolist(), len(ledger)) == (before[0].tolist(), before[1])
+
+
+def test_all_placed_reason_and_message() -> None:
+    decision = schedule(workload(kind="Service", count=2), ledger_for(node("a"), node("b")))
+    assert (decision.reason, decision.message) == (CONDITION_ALL_PLACED, "2/2 replicas placed")
+    assert decision.unschedulable == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "index"),
+    [
+        ("shop/web-0", 0),
+        ("shop/web-12", 12),
+        ("shop/web-01", None),
+        ("other/web-1", None),
+        ("shop/web", None),
+    ],
+)
+def test_alloc_index(value: str, index: int | None) -> None:
+    assert alloc_index("shop/web", value) == index
+
+
+def test_capacity_score_formula() -> None:
+    cpu = np.array([4000.0, 4000.0, np.inf])
+    memory = np.array([8.0 * GiB, 8.0 * GiB, 8.0 * GiB])
+    free_cpu = np.array([2000, 4000, 0])
+    free_memory = np.array([8 * GiB, 0, 4 * GiB])
+    spread = capacity_score(Strategy.SPREAD, cpu, memory, free_cpu, free_memory)
+    binpack = capacity_score(Strategy.BINPACK, cpu, memory, free_cpu, free_memory)
+    assert spread.tolist() == [75, 50, 25]
+    assert binpack.tolist() == [25, 50, 75]
+    over = capacity_score(
+        Strategy.SPREAD, cpu[:1], memory[:1], np.array([-500]), np.array([16 * GiB])
+    )
+    assert over.tolist() == [50]  # each part clipped to 0..100
+
+
+def test_nodeinfo_eligibility_is_what_filters_use() -> None:
+    n: NodeInfo = node("x", cordoned=True)
+    assert not n.eligible
