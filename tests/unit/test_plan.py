@@ -1,0 +1,183 @@
+"""``orca plan`` end to end through ``controller.cli.main``: inputs, outputs, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controller.cli import main
+from tests.factories import node_object
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def write(tmp_path: Path, name: str, docs: list[dict[str, object]] | str) -> Path:
+    path = tmp_path / name
+    path.write_text(docs if isinstance(docs, str) else yaml.safe_dump_all(docs))
+    return path
+
+
+def wl(name: str, **spec: object) -> dict[str, object]:
+    return {
+        "apiVersion": "orca.cloudinit.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": spec,
+    }
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    code = main(["plan", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_shipped_examples_plan_with_one_unplaceable_workload(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(
+        capsys, "--nodes", EXAMPLES / "nodes.yaml", "--workloads", EXAMPLES / "workloads.yaml"
+    )
+    assert code == 1  # ml/trainer asks for 12 cores: nothing that big
+    lines = out.splitlines()
+    assert lines[0].split() == ["WORKLOAD", "KIND", "PLACED", "PHASE", "NODES", "REASON"]
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert "5/5" in rows["shop/web"]
+    assert "edge-1" in rows["shop/thumbnailer"]
+    assert "pve-1" in rows["ci/build-vm"]
+    assert "Unschedulable" in rows["ml/trainer"]
+    assert "0/6 nodes are available" in rows["ml/trainer"]
+    assert err == ""
+
+
+def test_json_output_has_the_status_fields(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a"), node_object("b")])
+    workloads = write(tmp_path, "w.yaml", [wl("web", kind="Service", count=2)])
+    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    assert code == 0
+    (result,) = json.loads(out)["results"]
+    assert result["workload"] == "shop/web"
+    assert result["phase"] == "Scheduled"
+    assert (result["desired"], result["placed"]) == (2, 2)
+    assert [p["node"] for p in result["placements"]] == ["a", "b"]
+    assert [p["allocId"] for p in result["placements"]] == ["shop/web-0", "shop/web-1"]
+    assert all(isinstance(p["score"], int) for p in result["placements"])
+    assert result["conditions"][0]["type"] == "Scheduled"
+    assert result["conditions"][0]["reason"] == "AllPlaced"
+
+
+def test_workloads_see_the_placements_before_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a", cpu="1")])
+    docs = [wl(f"j{i}", kind="Job", resources={"cpu": "600m"}) for i in range(2)]
+    workloads = write(tmp_path, "w.yaml", docs)
+    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    assert code == 1
+    phases = [r["phase"] for r in json.loads(out)["results"]]
+    assert phases == ["Scheduled", "Unschedulable"]
+
+
+def test_kubectl_list_output_is_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = write(
+        tmp_path,
+        "nodes.yaml",
+        [{"apiVersion": "v1", "kind": "List", "items": [node_object("a"), node_object("b")]}],
+    )
+    workloads = write(
+        tmp_path,
+        "w.yaml",
+        [{"apiVersion": "v1", "kind": "List", "items": [wl("d", kind="DaemonSet")]}],
+    )
+    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    assert code == 0
+    assert json.loads(out)["results"][0]["placed"] == 2
+
+
+def test_existing_status_placements_are_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a"), node_object("b", cpu="64")])
+    placed = wl("web", kind="Job")
+    placed["status"] = {"placements": [{"node": "a", "allocId": "shop/web-0", "score": 7}]}
+    workloads = write(tmp_path, "w.yaml", [placed])
+    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    assert code == 0
+    assert json.loads(out)["results"][0]["placements"] == [
+        {"node": "a", "allocId": "shop/web-0", "score": 7}
+    ]
+
+
+BAD_INPUTS = [
+    ("missing-file", None, "no such file"),
+    ("broken-yaml", "kind: [Node\n", "invalid YAML"),
+    ("not-a-workload", [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}], "Pod p"),
+    ("unknown-kind", [wl("x", kind="CronJob")], "spec.kind: Input should be"),
+    ("negative-count", [wl("x", kind="Service", count=-1)], "spec.count"),
+    ("weight-500", [wl("x", kind="Job", affinity=[{"target": "a", "weight": 500}])], "weight"),
+    ("count-on-job", [wl("x", kind="Job", count=2)], "count is only allowed"),
+    ("unknown-field", [wl("x", kind="Job", replicas=3)], "spec.replicas"),
+    ("bad-quantity", [wl("x", kind="Job", resources={"cpu": "lots"})], "spec.resources.cpu"),
+    ("long-expression", [wl("x", kind="Job", constraints=["true" + " " * 2000])], "constraints"),
+    ("duplicate", [wl("x", kind="Job"), wl("x", kind="Job")], "appears twice"),
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [(c, e) for _, c, e in BAD_INPUTS],
+    ids=[i for i, _, _ in BAD_INPUTS],
+)
+def test_bad_workload_input_exits_2_with_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: list[dict[str, object]] | str | None,
+    expected: str,
+) -> None:
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a")])
+    path = tmp_path / "absent.yaml" if content is None else write(tmp_path, "w.yaml", content)
+    code, out, err = run(capsys, "--nodes", nodes, "--workloads", path)
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("error: ") and str(path) in err
+    assert expected in err
+
+
+def test_bad_node_input_names_the_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a", cpu="many")])
+    workloads = write(tmp_path, "w.yaml", [wl("x", kind="Job")])
+    code, _, err = run(capsys, "--nodes", nodes, "--workloads", workloads)
+    assert code == 2
+    assert "Node a: status.allocatable" in err
+
+
+def test_console_script_prints_no_traceback_on_bad_input(tmp_path: Path) -> None:
+    """As a user runs it: a real process, its stderr, its exit code."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "plan",
+            "--nodes",
+            "no.yaml",
+            "--workloads",
+            "x",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr == "error: no.yaml: no such file\n"

@@ -1,0 +1,215 @@
+"""Property tests over random clusters and workloads (hypothesis).
+
+Each property is a promise a cluster operator relies on: no node over capacity, every
+placement passes every filter, Service replicas balanced, the same answer whatever order the
+nodes are listed in, and a short Service/DaemonSet leaves no fitting node unused.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller.api.models import NodeInfo, Phase, Workload
+from controller.core.ledger import Ledger
+from controller.core.nodes import NodeTable
+from controller.core.scheduler import Decision, Scheduler, normalize_runtime
+from tests.factories import workload
+
+RUNTIMES = ["docker", "process", "wasmtime"]
+TAGS = ["ssd", "gpu", "edge"]
+ZONES = ["z1", "z2", "z3"]
+CONSTRAINTS = [
+    '"ssd" in node.tags',
+    '!("gpu" in node.tags)',
+    'node.labels["zone"] != "z3"',
+    "node.cpu >= 4000",
+    'node.kind == "linux"',
+]
+
+node_infos = st.builds(
+    lambda i, cpu, mem, runtimes, tags, zone, proxmox, ready, cordoned: NodeInfo(
+        hostname=f"node-{i}",
+        runtimes=tuple(sorted(runtimes)),
+        tags=tuple(sorted(tags)),
+        labels={"zone": zone},
+        kind="proxmox" if proxmox else "linux",
+        cpu=cpu,
+        memory=mem,
+        ready=ready,
+        unschedulable=cordoned,
+    ),
+    st.integers(0, 10_000),
+    st.sampled_from([0, 1000, 2000, 4000, 8000]),
+    st.sampled_from([0, 1 << 30, 4 << 30, 16 << 30]),
+    st.sets(st.sampled_from(RUNTIMES), max_size=2),
+    st.sets(st.sampled_from(TAGS), max_size=2),
+    st.sampled_from(ZONES),
+    st.booleans(),
+    st.sampled_from([True, True, True, False]),  # mostly ready
+    st.sampled_from([False, False, False, True]),  # mostly not cordoned
+)
+
+clusters = st.lists(node_infos, min_size=0, max_size=12, unique_by=lambda n: n.hostname)
+
+
+@st.composite
+def specs(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["Job", "Service", "DaemonSet"]))
+    spec: dict[str, Any] = {
+        "kind": kind,
+        "resources": {
+            "cpu": f"{draw(st.sampled_from([0, 100, 500, 1000, 3000]))}m",
+            "memory": f"{draw(st.sampled_from([0, 256, 1024, 4096]))}Mi",
+        },
+        "constraints": draw(st.lists(st.sampled_from(CONSTRAINTS), max_size=2, unique=True)),
+        "strategy": draw(st.sampled_from(["Spread", "BinPack"])),
+    }
+    runtimes = draw(st.lists(st.sampled_from([*RUNTIMES, "wasm", "pve-vm"]), max_size=2))
+    if runtimes:
+        spec["runtime"] = {"oneOf": runtimes}
+    if kind == "Service":
+        spec["count"] = draw(st.integers(1, 8))
+    if kind == "DaemonSet":
+        spec["schedule"] = {"mode": draw(st.sampled_from(["every-node", "matching"]))}
+    return spec
+
+
+batches = st.lists(specs(), min_size=1, max_size=6)
+
+
+def plan_all(nodes: list[NodeInfo], batch: list[dict[str, Any]]) -> tuple[Ledger, list[Decision]]:
+    ledger = Ledger(NodeTable(nodes))
+    scheduler = Scheduler()
+    decisions = []
+    for i, spec in enumerate(batch):
+        decision = scheduler.schedule(workload(name=f"w{i}", **spec), ledger)
+        ledger.load(f"shop/w{i}", decision.bookings)
+        decisions.append(decision)
+    return ledger, decisions
+
+
+def passes_filters(n: NodeInfo, w: Workload) -> bool:
+    """An independent, per-node statement of DESIGN.md 4's filters (no numpy, no caches)."""
+    if not n.eligible:
+        return False
+    wants = {normalize_runtime(r) for r in w.spec.runtimes}
+    if wants:
+        proxmox = n.kind == "proxmox" and bool(wants & {"pve-vm", "pve-ct", "proxmox"})
+        if not proxmox and not wants & {normalize_runtime(r) for r in n.runtimes}:
+            return False
+    if w.spec.kind == "DaemonSet" and w.spec.mode == "every-node":
+        return True
+    for c in w.spec.constraints:
+        ok = {
+            '"ssd" in node.tags': "ssd" in n.tags,
+            '!("gpu" in node.tags)': "gpu" not in n.tags,
+            'node.labels["zone"] != "z3"': n.labels["zone"] != "z3",
+            "node.cpu >= 4000": n.cpu >= 4000,
+            'node.kind == "linux"': n.kind == "linux",
+        }[c]
+        if not ok:
+            return False
+    return True
+
+
+common = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@common
+@given(clusters, batches)
+def test_no_node_is_over_capacity(nodes: list[NodeInfo], batch: list[dict[str, Any]]) -> None:
+    ledger, _ = plan_all(nodes, batch)
+    free_cpu, free_memory = ledger.free()
+    assert (free_cpu >= 0).all()
+    assert (free_memory >= 0).all()
+
+
+@common
+@given(clusters, batches)
+def test_every_placement_passes_every_filter(
+    nodes: list[NodeInfo], batch: list[dict[str, Any]]
+) -> None:
+    _, decisions = plan_all(nodes, batch)
+    by_name = {n.hostname: n for n in nodes}
+    for i, (spec, decision) in enumerate(zip(batch, decisions, strict=True)):
+        w = workload(name=f"w{i}", **spec)
+        for p in decision.placements:
+            assert passes_filters(by_name[p.node], w), (p.node, spec)
+
+
+@common
+@given(clusters, batches, st.randoms(use_true_random=False))
+def test_same_result_under_any_node_order(
+    nodes: list[NodeInfo], batch: list[dict[str, Any]], rng: Any
+) -> None:
+    shuffled = list(nodes)
+    rng.shuffle(shuffled)
+    _, first = plan_all(nodes, batch)
+    _, second = plan_all(shuffled, batch)
+    assert first == second
+
+
+@common
+@given(clusters, st.integers(1, 10))
+def test_service_replicas_are_balanced_within_one_where_room_allows(
+    nodes: list[NodeInfo], count: int
+) -> None:
+    # A zero-sized Service: room is never the limit, so spread must be even.
+    _, (decision,) = plan_all(nodes, [{"kind": "Service", "count": count}])
+    eligible = [n for n in nodes if n.eligible]
+    if not eligible:
+        assert decision.phase is Phase.UNSCHEDULABLE
+        return
+    per_node = Counter(p.node for p in decision.placements)
+    loads = [per_node.get(n.hostname, 0) for n in eligible]
+    assert decision.placed == count
+    assert max(loads) - min(loads) <= 1
+
+
+@common
+@given(clusters, batches)
+def test_a_short_workload_leaves_no_fitting_node_unused(
+    nodes: list[NodeInfo], batch: list[dict[str, Any]]
+) -> None:
+    ledger = Ledger(NodeTable(nodes))
+    scheduler = Scheduler()
+    for i, spec in enumerate(batch):
+        w = workload(name=f"w{i}", **spec)
+        decision = scheduler.schedule(w, ledger)
+        ledger.load(w.key, decision.bookings)
+        free_cpu, free_memory = ledger.free()
+        placed_on = {p.node for p in decision.placements}
+        short = decision.placed < decision.desired or decision.phase is Phase.UNSCHEDULABLE
+        daemon = spec["kind"] == "DaemonSet"
+        if not (short or daemon):
+            continue
+        for idx, n in enumerate(ledger.table.nodes):
+            fits = (
+                passes_filters(n, w)
+                and free_cpu[idx] >= w.spec.cpu_millis
+                and free_memory[idx] >= w.spec.memory_bytes
+            )
+            if daemon:
+                assert not fits or n.hostname in placed_on, (n.hostname, spec)
+            else:
+                assert not fits, (n.hostname, spec, decision.message)
+
+
+@common
+@given(clusters, batches)
+def test_replanning_a_placed_batch_changes_nothing(
+    nodes: list[NodeInfo], batch: list[dict[str, Any]]
+) -> None:
+    """Level-triggered: the same cluster state gives the same placements (nothing moves)."""
+    ledger, decisions = plan_all(nodes, batch)
+    scheduler = Scheduler()
+    for i, (spec, decision) in enumerate(zip(batch, decisions, strict=True)):
+        again = scheduler.schedule(workload(name=f"w{i}", **spec), ledger)
+        assert set(again.placements) >= set(decision.placements)
+    free_cpu, _ = ledger.free()
+    assert np.all(free_cpu >= 0)
