@@ -61,7 +61,8 @@ class Ledger:
     def bookings(self, key: str) -> tuple[Booking, ...]:
         return self._bookings.get(key, ())
 
-    def keys(self) -> Iterator[str]:
+    def workload_keys(self) -> Iterator[str]:
+        """Keys of the Workloads that hold bookings."""
         return iter(self._bookings)
 
     def __len__(self) -> int:

@@ -1,0 +1,67 @@
+"""kopf wiring: index handlers feed ``ClusterState``; event handlers queue work. Nothing else.
+
+kopf runs every index handler over the initial listing of *both* Nodes and Workloads before
+it calls any event handler, so the first event handler call means the in-memory view (nodes,
+and the ledger rebuilt from every Workload's ``status.placements``) is complete; only then does
+the scheduling loop start deciding. Index handlers are kopf's own, and write nothing to the
+objects; event handlers return nothing, so kopf never patches a Workload or a Node. All
+handlers are ``async``: kopf runs sync handlers in threads, and the state has no locks.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from controller.api.models import GROUP, PLURAL, VERSION
+from controller.operator.reconciler import Reconciler
+
+logger = logging.getLogger("orca.handlers")
+
+
+def register(registry: kopf.OperatorRegistry, reconciler: Reconciler) -> None:
+    """Register the handlers on ``registry`` (not kopf's global one, so tests can run many)."""
+    state, queue = reconciler.state, reconciler.queue
+
+    @kopf.on.login(registry=registry)
+    async def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        """kopf's own watches use the same credentials as our writes (kubeconfig/in-cluster)."""
+        return kopf.login_via_client(**kwargs)
+
+    def became_ready() -> None:
+        if not reconciler.ready.is_set():
+            reconciler.ready.set()
+            queue.add_all(state.records)
+
+    def node_changed(name: str) -> None:
+        """Who could care: replicas on it, DaemonSets, anything not fully placed."""
+        if reconciler.ready.is_set():
+            queue.add_all(state.keys_on_node(name) | state.daemon_keys() | state.keys_not_placed())
+
+    @kopf.index("nodes", registry=registry)
+    async def orca_nodes(body: kopf.Body, **_: Any) -> None:
+        name = state.upsert_node(body)
+        if name is not None:
+            node_changed(name)
+
+    @kopf.index(GROUP, VERSION, PLURAL, registry=registry)
+    async def orca_workloads(body: kopf.Body, **_: Any) -> None:
+        record = state.upsert_workload(body)
+        if record is not None and reconciler.ready.is_set():
+            queue.add(record.key)
+
+    @kopf.on.event("nodes", registry=registry)
+    async def node_event(type: str, name: str, **_: Any) -> None:
+        became_ready()
+        if type == "DELETED" and state.delete_node(name):
+            node_changed(name)
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    async def workload_event(type: str, namespace: str | None, name: str, **_: Any) -> None:
+        became_ready()
+        if type == "DELETED":
+            key = f"{namespace}/{name}"
+            if state.delete_workload(key):
+                queue.add_all(state.keys_not_placed())

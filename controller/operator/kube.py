@@ -1,0 +1,141 @@
+"""The API calls the scheduling loop makes itself, over one pooled aiohttp session.
+
+kopf owns the watches; status writes, Events and the leader Lease go through this small
+client. Credentials come from the kubernetes client's own loaders (kubeconfig, in-cluster
+service account, exec plugins), and the bearer token is re-read per request through the
+client's refresh hook, so rotated service-account tokens keep working.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from controller.api.models import GROUP, PLURAL, VERSION
+from controller.operator import metrics
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class ApiError(Exception):
+    """A non-2xx answer: the HTTP status and the API server's message."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+
+def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+    """In-cluster config when running in a Pod, else the kubeconfig (``$KUBECONFIG``)."""
+    configuration = k8s_client.Configuration()
+    try:
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except k8s_config.ConfigException:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=configuration
+        )
+    return configuration
+
+
+@dataclass
+class KubeApi:
+    """A minimal async JSON client for the Kubernetes API."""
+
+    configuration: k8s_client.Configuration
+    max_connections: int = 32
+    _session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> KubeApi:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    def _ssl(self) -> ssl.SSLContext | bool:
+        cfg = self.configuration
+        if not cfg.verify_ssl:
+            return False
+        context = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+        if cfg.cert_file:
+            context.load_cert_chain(cfg.cert_file, cfg.key_file)
+        return context
+
+    async def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self.max_connections, ssl=self._ssl())
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(total=30)
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """One API call; raises ``ApiError`` on a non-2xx answer."""
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        token = self.configuration.get_api_key_with_prefix("authorization")
+        if token:
+            headers["Authorization"] = token
+        session = await self.session()
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        resource = path.rsplit("/", 1)[-1] if "/status" in path else method
+        metrics.API_REQUESTS.labels(verb=method, resource=resource).inc()
+        async with session.request(
+            method, self.configuration.host + path, data=data, headers=headers, params=params
+        ) as response:
+            text = await response.text()
+            if response.status >= 300:
+                try:
+                    payload = json.loads(text)
+                except ValueError:
+                    payload = {}
+                raise ApiError(
+                    response.status,
+                    str(payload.get("reason") or response.reason),
+                    str(payload.get("message") or text[:200]),
+                )
+            result: dict[str, Any] = json.loads(text) if text else {}
+            return result
+
+    # -- the calls the loop makes ------------------------------------------------------------
+
+    async def patch_workload_status(
+        self, namespace: str, name: str, status: Mapping[str, Any], resource_version: str | None
+    ) -> dict[str, Any]:
+        """One merge PATCH of ``/status``; with ``resource_version`` it is a precondition
+        (409 Conflict when the object changed since the decision was made)."""
+        body: dict[str, Any] = {"status": status}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}/status"
+        return await self.request("PATCH", path, body, MERGE_PATCH)
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        return await self.request("POST", f"/api/v1/namespaces/{namespace}/events", event)

@@ -1,0 +1,162 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, so a second replica stands by.
+
+The same protocol as client-go's ``leaderelection``: the leader renews the Lease every
+``retry_period``; a standby takes it over once the Lease record has not changed for
+``lease_duration`` *as observed on the standby's own clock* (no cross-node clock comparison);
+a leader that cannot renew within ``renew_deadline`` steps down. Every write carries the
+Lease's resourceVersion, so two replicas can never both win the same round.
+
+Standbys keep watching (their in-memory state stays warm) but decide and write nothing; on
+election the loop resyncs every Workload. A graceful stop releases the Lease at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.operator import metrics
+from controller.operator.kube import ApiError, KubeApi
+
+logger = logging.getLogger("orca.leader")
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+
+
+def _micro_time() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """Holds or waits for the Lease; ``is_leader`` is what the scheduling loop checks."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        namespace: str,
+        name: str,
+        identity: str | None = None,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        on_elected: Callable[[], None] | None = None,
+    ) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity or default_identity()
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.on_elected = on_elected
+        self.is_leader = False
+        self._observed: tuple[str | None, float] = (None, 0.0)
+        self._last_renew = 0.0
+
+    @property
+    def path(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases"
+
+    async def run(self) -> None:
+        """Try to acquire or renew every ``retry_period`` until cancelled; release on exit."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                try:
+                    won = await self._try_once(loop.time())
+                except (ApiError, OSError, TimeoutError) as exc:
+                    logger.warning("leader election: %s", exc)
+                    won = False
+                now = loop.time()
+                if won:
+                    self._last_renew = now
+                    self._set(True)
+                elif self.is_leader and now - self._last_renew > self.renew_deadline:
+                    logger.error("lost the leader Lease %s/%s", self.namespace, self.name)
+                    self._set(False)
+                await asyncio.sleep(self.retry_period)
+        finally:
+            if self.is_leader:
+                await asyncio.shield(self._release())
+
+    def _set(self, leader: bool) -> None:
+        if leader == self.is_leader:
+            return
+        self.is_leader = leader
+        metrics.IS_LEADER.set(1 if leader else 0)
+        if leader:
+            logger.info("became leader (Lease %s/%s, %s)", self.namespace, self.name, self.identity)
+            if self.on_elected is not None:
+                self.on_elected()
+
+    async def _try_once(self, now: float) -> bool:
+        try:
+            lease = await self.api.request("GET", f"{self.path}/{self.name}")
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            await self.api.request("POST", self.path, self._lease(None, 0))
+            return True
+        spec = lease.get("spec") or {}
+        version = lease["metadata"].get("resourceVersion")
+        holder = spec.get("holderIdentity") or ""
+        if version != self._observed[0]:
+            self._observed = (version, now)
+        expired = now - self._observed[1] > float(spec.get("leaseDurationSeconds") or 15)
+        if holder and holder != self.identity and not expired:
+            return False
+        transitions = int(spec.get("leaseTransitions") or 0) + (holder != self.identity)
+        updated = self._lease(lease, transitions, spec.get("acquireTime"))
+        try:
+            result = await self.api.request("PUT", f"{self.path}/{self.name}", updated)
+        except ApiError as exc:
+            if exc.conflict:
+                return False
+            raise
+        self._observed = (result["metadata"].get("resourceVersion"), now)
+        return True
+
+    def _lease(
+        self, current: dict[str, Any] | None, transitions: int, acquired: str | None = None
+    ) -> dict[str, Any]:
+        now = _micro_time()
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if current is not None:
+            metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
+            if (current.get("spec") or {}).get("holderIdentity") != self.identity:
+                acquired = None
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": int(self.lease_duration),
+                "acquireTime": acquired or now,
+                "renewTime": now,
+                "leaseTransitions": transitions,
+            },
+        }
+
+    async def _release(self) -> None:
+        """Hand the Lease back (empty holder, 1 s) so a standby takes over at once."""
+        try:
+            lease = await self.api.request("GET", f"{self.path}/{self.name}")
+            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            lease["spec"]["holderIdentity"] = ""
+            lease["spec"]["leaseDurationSeconds"] = 1
+            await self.api.request("PUT", f"{self.path}/{self.name}", lease)
+            logger.info("released the leader Lease")
+        except (ApiError, OSError, TimeoutError) as exc:
+            logger.warning("could not release the Lease: %s", exc)
+        finally:
+            self._set(False)

@@ -1,0 +1,239 @@
+"""The one scheduling loop: every decision is made here, against one ledger, in order.
+
+For each key the queue hands out (kube-scheduler's schedule_one, in miniature)::
+
+    snapshot   the node table (rebuilt only after node changes) and the ledger
+    decide     Scheduler.schedule: pure, microseconds to milliseconds
+    compare    the status it implies vs the one the object has: equal -> write nothing
+    assume     book the decision in the ledger before the write, so the next decision
+               (made while this write is in flight) already sees the capacity as taken
+    write      one merge PATCH of /status, preconditioned on the resourceVersion decided on
+    confirm    on success; on failure forget (restore the previous bookings) and requeue
+               with backoff; 404 means the Workload is gone, and so are its bookings
+
+Writes run concurrently (bounded); decisions never do. A key stays *processing* in the queue
+until its write settles, so one Workload never has two decisions in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from controller.api.models import KIND, Phase, WorkloadStatus
+from controller.core.ledger import Assumption
+from controller.core.scheduler import CONDITION_INVALID_SPEC, Decision, Scheduler
+from controller.core.status import status_from_decision
+from controller.manifests import API_VERSION
+from controller.operator import metrics
+from controller.operator.kube import ApiError, KubeApi
+from controller.operator.state import ClusterState, WorkloadRecord
+from controller.operator.workqueue import WorkQueue
+
+logger = logging.getLogger("orca.scheduler")
+
+EVENT_SCHEDULED = "Scheduled"
+EVENT_FAILED = "FailedScheduling"
+COMPONENT = "orca-controller"
+
+
+def rfc3339_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Reconciler:
+    """Owns the scheduling loop, the status writes and the Events they produce."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        queue: WorkQueue,
+        api: KubeApi,
+        scheduler: Scheduler | None = None,
+        is_leader: Callable[[], bool] = lambda: True,
+        max_in_flight: int = 32,
+        now: Callable[[], str] = rfc3339_now,
+        identity: str = COMPONENT,
+    ) -> None:
+        self.state = state
+        self.queue = queue
+        self.api = api
+        self.scheduler = scheduler or Scheduler()
+        self.is_leader = is_leader
+        self.now = now
+        self.identity = identity
+        self.ready = asyncio.Event()
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Process keys forever; nothing is decided before the initial listing is complete."""
+        await self.ready.wait()
+        logger.info(
+            "initial listing complete: %d nodes, %d workloads, %d placements",
+            len(self.state.nodes),
+            len(self.state.records),
+            len(self.state.ledger),
+        )
+        while True:
+            key = await self.queue.get()
+            try:
+                started = await self.reconcile(key)
+            except Exception:
+                logger.exception("reconcile of %s failed; retrying with backoff", key)
+                self.queue.add_rate_limited(key)
+                started = False
+            if not started:
+                self.queue.done(key)
+
+    @property
+    def in_flight(self) -> set[asyncio.Task[None]]:
+        """Status writes and Event posts not yet settled."""
+        return self._tasks
+
+    async def drain(self) -> None:
+        """Wait for the status writes in flight (used on shutdown and by tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def reconcile(self, key: str) -> bool:
+        """Decide ``key``; returns True when a write was started (it calls ``done`` itself)."""
+        record = self.state.records.get(key)
+        if record is None or not self.is_leader():
+            return False
+        self.state.table()
+        started = time.perf_counter()
+        decision = self._decide(record)
+        metrics.SCHEDULING_LATENCY.observe(time.perf_counter() - started)
+        status = status_from_decision(decision, record.generation, record.status, self.now())
+        previous = self.state.ledger.bookings(key)
+        logger.debug("%s: %s %d/%d", key, decision.phase.value, decision.placed, decision.desired)
+        if status == record.status:
+            metrics.SCHEDULING_ATTEMPTS.labels(result="unchanged").inc()
+            if previous != decision.bookings:  # e.g. a resize: same placements, new sizes
+                self.state.ledger.load(key, decision.bookings)
+            self.queue.forget(key)
+            return False
+        metrics.SCHEDULING_ATTEMPTS.labels(result=decision.phase.value).inc()
+        assumption = self.state.ledger.assume(key, decision.bookings)
+        record.writing = True
+        await self._slots.acquire()
+        task = asyncio.create_task(self._write(record, status, assumption, previous))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    def _decide(self, record: WorkloadRecord) -> Decision:
+        if record.workload is None:  # the API server accepted what our models refuse
+            existing = self.state.ledger.bookings(record.key)
+            return Decision(
+                phase=Phase.INVALID,
+                reason=CONDITION_INVALID_SPEC,
+                desired=0,
+                placements=tuple(record.status.placements) if record.status else (),
+                message=record.error or "invalid spec",
+                bookings=existing,
+            )
+        return self.scheduler.schedule(record.workload, self.state.ledger)
+
+    # -- the write ---------------------------------------------------------------------------------
+
+    async def _write(
+        self,
+        record: WorkloadRecord,
+        status: WorkloadStatus,
+        assumption: Assumption,
+        previous: tuple[Any, ...],
+    ) -> None:
+        key = record.key
+        previous_phase = record.phase
+        payload = status.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            response = await self.api.patch_workload_status(
+                record.namespace, record.name, payload, record.resource_version
+            )
+        except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            self.state.ledger.forget(assumption)
+            code = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
+            metrics.STATUS_WRITES.labels(outcome="failed").inc()
+            metrics.STATUS_WRITE_FAILURES.labels(code=code).inc()
+            self._settle(key)
+            if isinstance(exc, ApiError) and exc.not_found:
+                self.state.delete_workload(key)
+            else:
+                delay = self.queue.add_rate_limited(key)
+                log = logger.info if isinstance(exc, ApiError) and exc.conflict else logger.warning
+                log("status write for %s failed (%s); retrying in %.2fs", key, exc, delay)
+        else:
+            self.state.ledger.confirm(assumption)
+            metrics.STATUS_WRITES.labels(outcome="written").inc()
+            version = (response.get("metadata") or {}).get("resourceVersion")
+            current = self.state.records.get(key)
+            if current is not None:
+                current.written_version = version
+                current.resource_version = version
+                current.status = status
+            self._settle(key)
+            self.queue.forget(key)
+            if previous_phase != status.phase:
+                self._post_event(record, status, version)
+            if _freed(previous, assumption.bookings):
+                self.queue.add_all(self.state.keys_not_placed() - {key})
+        finally:
+            self._slots.release()
+            self.queue.done(key)
+
+    def _settle(self, key: str) -> None:
+        current = self.state.records.get(key)
+        if current is not None:
+            current.writing = False
+
+    def _post_event(
+        self, record: WorkloadRecord, status: WorkloadStatus, version: str | None
+    ) -> None:
+        """``Scheduled`` / ``FailedScheduling`` on a phase transition, never per pass."""
+        scheduled = status.phase is Phase.SCHEDULED
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        event = {
+            "metadata": {"generateName": f"{record.name}.", "namespace": record.namespace},
+            "involvedObject": {
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "name": record.name,
+                "namespace": record.namespace,
+                "uid": record.uid,
+                "resourceVersion": version,
+            },
+            "type": "Normal" if scheduled else "Warning",
+            "reason": EVENT_SCHEDULED if scheduled else EVENT_FAILED,
+            "message": status.message or "",
+            "firstTimestamp": now[:19] + "Z",
+            "lastTimestamp": now[:19] + "Z",
+            "count": 1,
+            "source": {"component": COMPONENT},
+            "reportingComponent": f"orca.cloudinit.dev/{COMPONENT}",
+            "reportingInstance": self.identity,
+        }
+        task = asyncio.create_task(self._send_event(record.namespace, event))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_event(self, namespace: str, event: dict[str, Any]) -> None:
+        try:
+            await self.api.create_event(namespace, event)
+        except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            logger.info("could not post event %s: %s", event["reason"], exc)
+
+
+def _freed(previous: tuple[Any, ...], current: tuple[Any, ...]) -> bool:
+    """Whether a decision gave capacity back (a replica moved away, or fewer or smaller)."""
+    kept = {(b.node, b.cpu, b.memory) for b in current}
+    return any((b.node, b.cpu, b.memory) not in kept for b in previous if b.cpu or b.memory)

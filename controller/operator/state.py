@@ -1,0 +1,171 @@
+"""The operator's in-memory view of the cluster: nodes, Workloads and the placement ledger.
+
+Fed by kopf's watch events (``handlers``), read and written by the one scheduling loop
+(``reconciler``); everything runs on one asyncio loop, so there are no locks. The ledger is
+rebuilt from every Workload's ``status.placements`` during kopf's initial listing, before the
+loop decides anything: a restarted operator never double-books.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from controller.api.models import NodeInfo, Phase, Workload, WorkloadKind, WorkloadStatus
+from controller.core.ledger import Ledger
+from controller.core.nodes import NodeError, NodeTable, node_info_from_node
+from controller.manifests import validation_message
+from controller.plan import bookings_from_status
+
+
+def _newer(candidate: str | None, known: str | None) -> bool:
+    """Whether ``candidate`` is not older than ``known``. resourceVersions are opaque by
+    contract; etcd-backed servers issue increasing integers, which is all this relies on
+    (to drop a stale event that arrives after our own write). Unknown formats count as new."""
+    if candidate is None or known is None:
+        return True
+    try:
+        return int(candidate) >= int(known)
+    except ValueError:
+        return True
+
+
+@dataclass
+class WorkloadRecord:
+    """What the operator knows of one Workload object."""
+
+    key: str
+    namespace: str
+    name: str
+    uid: str | None
+    resource_version: str | None
+    generation: int | None
+    workload: Workload | None  # None when the object does not parse
+    error: str | None = None  # why it does not parse, in the user's field names
+    status: WorkloadStatus | None = None
+    written_version: str | None = None  # resourceVersion our last status write produced
+    writing: bool = False  # a status write is in flight (its decision is assumed)
+
+    @property
+    def phase(self) -> Phase | None:
+        return self.status.phase if self.status else None
+
+    @property
+    def placed_fully(self) -> bool:
+        return self.phase is Phase.SCHEDULED
+
+    @property
+    def daemon(self) -> bool:
+        return self.workload is not None and self.workload.spec.kind is WorkloadKind.DAEMONSET
+
+
+@dataclass
+class ClusterState:
+    """NodeInfos by name, the node table built from them, the ledger, Workload records."""
+
+    nodes: dict[str, NodeInfo] = field(default_factory=dict)
+    records: dict[str, WorkloadRecord] = field(default_factory=dict)
+    ledger: Ledger = field(default_factory=Ledger)
+    _table_dirty: bool = False
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def upsert_node(self, obj: Mapping[str, Any]) -> str | None:
+        """Record a Node; returns its name if what the scheduler sees of it changed."""
+        try:
+            info = node_info_from_node(obj)
+        except NodeError:
+            return None
+        if self.nodes.get(info.hostname) == info:
+            return None  # a heartbeat: nothing the scheduler reads changed
+        self.nodes[info.hostname] = info
+        self._table_dirty = True
+        return info.hostname
+
+    def delete_node(self, name: str) -> bool:
+        if self.nodes.pop(name, None) is None:
+            return False
+        self._table_dirty = True
+        return True
+
+    def table(self) -> NodeTable:
+        """The current node table; rebuilt (and the ledger rebound) only after node changes."""
+        if self._table_dirty:
+            self.ledger.rebind(NodeTable(self.nodes.values()))
+            self._table_dirty = False
+        return self.ledger.table
+
+    # -- workloads ---------------------------------------------------------------------------
+
+    def upsert_workload(self, body: Mapping[str, Any]) -> WorkloadRecord | None:
+        """Record a Workload from an event; returns the record if it may need a decision
+        (None for a stale event or the echo of our own status write)."""
+        metadata = body.get("metadata") or {}
+        namespace = str(metadata.get("namespace") or "default")
+        name = str(metadata.get("name"))
+        key = f"{namespace}/{name}"
+        version = metadata.get("resourceVersion")
+        record = self.records.get(key)
+        if record is not None and record.uid == metadata.get("uid"):
+            if not _newer(version, record.resource_version):
+                return None
+            if version is not None and version == record.written_version:
+                record.resource_version = version
+                return None  # our own write coming back
+        workload: Workload | None = None
+        error: str | None = None
+        try:
+            workload = Workload.model_validate(body)
+        except ValidationError as exc:
+            error = validation_message(exc)
+        status = workload.status if workload is not None else _status_of(body)
+        record = WorkloadRecord(
+            key=key,
+            namespace=namespace,
+            name=name,
+            uid=metadata.get("uid"),
+            resource_version=version,
+            generation=metadata.get("generation"),
+            workload=workload,
+            error=error,
+            status=status,
+            written_version=record.written_version if record else None,
+            writing=record.writing if record else False,
+        )
+        self.records[key] = record
+        if not record.writing and workload is not None:
+            self.ledger.load(key, bookings_from_status(workload))
+        return record
+
+    def delete_workload(self, key: str) -> bool:
+        """A Workload is gone: forget it and free its capacity. True if it held any."""
+        self.records.pop(key, None)
+        held = bool(self.ledger.bookings(key))
+        self.ledger.remove(key)
+        return held
+
+    # -- who to retry when something changes ----------------------------------------------------
+
+    def keys_on_node(self, name: str) -> set[str]:
+        return {
+            key
+            for key in self.ledger.workload_keys()
+            if any(b.node == name for b in self.ledger.bookings(key))
+        }
+
+    def keys_not_placed(self) -> set[str]:
+        """Workloads that could use freed capacity: not fully placed (or not decided yet)."""
+        return {key for key, r in self.records.items() if not r.placed_fully}
+
+    def daemon_keys(self) -> set[str]:
+        return {key for key, r in self.records.items() if r.daemon}
+
+
+def _status_of(body: Mapping[str, Any]) -> WorkloadStatus | None:
+    try:
+        return WorkloadStatus.model_validate(body.get("status") or {})
+    except ValidationError:
+        return None

@@ -1,0 +1,108 @@
+"""A de-duplicating work queue with per-key backoff: client-go's workqueue, in small.
+
+A key is in at most one of three places: waiting (queued once, however often it is added),
+processing (handed out by ``get``, until ``done``), or neither. A key added while it is being
+processed is marked dirty and queued again on ``done``, so one Workload is never decided twice
+at once, and no change is lost while it was.
+
+::
+
+    add ──> WAITING ──get──> PROCESSING ──done──> (gone)
+              ^                  │ add                 │
+              └──── done <── DIRTY <┘                  │
+                                 add_rate_limited: add after a growing delay
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterable
+
+from controller.operator import metrics
+
+
+class WorkQueue:
+    """Keys to reconcile, in arrival order, each at most once."""
+
+    def __init__(self, base_delay: float = 0.05, max_delay: float = 30.0) -> None:
+        self._waiting: deque[str] = deque()
+        self._queued: set[str] = set()
+        self._processing: set[str] = set()
+        self._dirty: set[str] = set()
+        self._failures: dict[str, int] = {}
+        self._wakeup = asyncio.Event()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def add(self, key: str) -> None:
+        """Queue ``key`` (once); if it is being processed, queue it again when that is done."""
+        if key in self._processing:
+            self._dirty.add(key)
+            return
+        if key in self._queued:
+            return
+        self._queued.add(key)
+        self._waiting.append(key)
+        metrics.QUEUE_DEPTH.set(len(self._waiting))
+        self._wakeup.set()
+
+    def add_all(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            self.add(key)
+
+    def add_after(self, key: str, delay: float) -> None:
+        """Queue ``key`` after ``delay`` seconds (one timer per key: the earliest wins)."""
+        if delay <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        existing = self._timers.get(key)
+        if existing is not None:
+            if existing.when() <= loop.time() + delay:
+                return
+            existing.cancel()
+
+        def fire() -> None:
+            self._timers.pop(key, None)
+            self.add(key)
+
+        self._timers[key] = loop.call_later(delay, fire)
+
+    def add_rate_limited(self, key: str) -> float:
+        """Queue ``key`` after an exponential backoff for its consecutive failures."""
+        failures = self._failures.get(key, 0)
+        self._failures[key] = failures + 1
+        delay: float = min(self.base_delay * (2.0**failures), self.max_delay)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: str) -> None:
+        """``key`` succeeded: its next failure starts the backoff from the beginning."""
+        self._failures.pop(key, None)
+
+    async def get(self) -> str:
+        """The next key to process; it stays *processing* until ``done``."""
+        while not self._waiting:
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        key = self._waiting.popleft()
+        self._queued.discard(key)
+        self._processing.add(key)
+        metrics.QUEUE_DEPTH.set(len(self._waiting))
+        return key
+
+    def done(self, key: str) -> None:
+        """Processing of ``key`` finished; re-queue it if it was added meanwhile."""
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._dirty.discard(key)
+            self.add(key)
+
+    def idle(self) -> bool:
+        """Nothing waiting, nothing processing, no timers pending."""
+        return not self._waiting and not self._processing and not self._timers
