@@ -16,19 +16,23 @@ from typing import Any
 import kopf
 
 from controller.api.models import GROUP, PLURAL, VERSION
+from controller.operator.kube import load_configuration
 from controller.operator.reconciler import Reconciler
 
 logger = logging.getLogger("orca.handlers")
 
 
-def register(registry: kopf.OperatorRegistry, reconciler: Reconciler) -> None:
+def register(
+    registry: kopf.OperatorRegistry, reconciler: Reconciler, kubeconfig: str | None = None
+) -> None:
     """Register the handlers on ``registry`` (not kopf's global one, so tests can run many)."""
     state, queue = reconciler.state, reconciler.queue
 
     @kopf.on.login(registry=registry)
-    async def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        """kopf's own watches use the same credentials as our writes (kubeconfig/in-cluster)."""
-        return kopf.login_via_client(**kwargs)
+    async def login(**_: Any) -> kopf.ConnectionInfo:
+        """kopf's watches use the same credentials as our writes (kubeconfig or in-cluster),
+        re-read on every login so rotated tokens and certificates are picked up."""
+        return connection_info(load_configuration(kubeconfig))
 
     def became_ready() -> None:
         if not reconciler.ready.is_set():
@@ -65,3 +69,20 @@ def register(registry: kopf.OperatorRegistry, reconciler: Reconciler) -> None:
             key = f"{namespace}/{name}"
             if state.delete_workload(key):
                 queue.add_all(state.keys_not_placed())
+
+
+def connection_info(configuration: Any) -> kopf.ConnectionInfo:
+    """A kubernetes-client Configuration as kopf's ConnectionInfo."""
+    scheme, token = None, None
+    header = configuration.get_api_key_with_prefix("authorization")
+    if header:
+        scheme, _, token = header.partition(" ")
+    return kopf.ConnectionInfo(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        scheme=scheme,
+        token=token,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+    )

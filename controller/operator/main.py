@@ -130,7 +130,7 @@ async def operate(args: argparse.Namespace) -> None:
         metrics.IS_LEADER.set(1)
 
     registry = kopf.OperatorRegistry()
-    handlers.register(registry, reconciler)
+    handlers.register(registry, reconciler, args.kubeconfig)
     settings = kopf.OperatorSettings()
     configure_kopf(settings, args)
     stop = asyncio.Event()  # set when one of our tasks dies: kopf then stops too
@@ -181,8 +181,6 @@ async def operate(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The ``orca run`` command."""
-    if args.kubeconfig:
-        os.environ["KUBECONFIG"] = args.kubeconfig  # kopf's own login reads it too
     _configure_logging(args)
     if args.metrics_port:
         try:

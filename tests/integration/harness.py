@@ -1,0 +1,217 @@
+"""Drive the operator as a user runs it (``orca run`` in a subprocess) and look at the
+cluster as a user does (kubectl). Shared by the operator tests and the end-to-end benchmark."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controller.api.models import quantity_to_int
+from controller.devcluster.controlplane import KubectlRunner
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+API_VERSION = "orca.cloudinit.dev/v1alpha1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class OperatorProcess:
+    """``orca run`` in a subprocess, with its own metrics/liveness ports and log file."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log_path: Path,
+        namespaces: Sequence[str] = (),
+        lease_namespace: str = "default",
+        lease_name: str = "orca-test",
+        extra: Sequence[str] = (),
+    ) -> None:
+        self.metrics_port = free_port()
+        self.liveness_port = free_port()
+        self.log_path = log_path
+        args = [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "run",
+            f"--kubeconfig={kubeconfig}",
+            f"--metrics-port={self.metrics_port}",
+            f"--liveness=http://127.0.0.1:{self.liveness_port}/healthz",
+            f"--lease-namespace={lease_namespace}",
+            f"--lease-name={lease_name}",
+            *[f"--namespace={ns}" for ns in namespaces],
+            *extra,
+        ]
+        self._log = open(log_path, "ab")  # noqa: SIM115 (closed in stop/kill)
+        self.process = subprocess.Popen(
+            args, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=os.environ.copy()
+        )
+
+    def wait_live(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"operator exited with {self.process.returncode}:\n{self.log()}"
+                )
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=1
+                ) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"operator not live after {timeout}s:\n{self.log()}")
+
+    def metrics(self) -> dict[str, float]:
+        """The ``orca_*`` samples, by full sample name with labels."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics") as r:
+            text = r.read().decode()
+        samples: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("orca_"):
+                name, value = line.rsplit(" ", 1)
+                samples[name] = float(value)
+        return samples
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")[-6000:]
+
+    def stop(self, timeout: float = 20.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no Lease release, writes in flight are lost mid-air."""
+        self.process.kill()
+        self.process.wait()
+        self._log.close()
+
+
+class Cluster:
+    """Nodes and Workloads through kubectl, as an operator of the cluster would do it."""
+
+    def __init__(self, kubectl: KubectlRunner) -> None:
+        self.kubectl = kubectl
+
+    def run(self, *args: str, input: str | None = None) -> str:
+        return self.kubectl(*args, input=input, check=True).stdout
+
+    def apply(self, *objects: dict[str, Any]) -> None:
+        self.run("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+
+    def create(self, *objects: dict[str, Any]) -> None:
+        self.run("create", "-f", "-", input=yaml.safe_dump_all(objects))
+
+    def delete_all_nodes(self) -> None:
+        self.run("delete", "nodes", "--all", "--wait=false")
+
+    def set_ready(self, name: str, ready: bool) -> None:
+        status = {"status": {"conditions": [{"type": "Ready", "status": str(ready)}]}}
+        self.run(
+            "patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(status)
+        )
+
+    def workload(self, namespace: str, name: str) -> dict[str, Any]:
+        out = self.run("get", "workload", "-n", namespace, name, "-o", "json")
+        result: dict[str, Any] = json.loads(out)
+        return result
+
+    def workloads(self, namespace: str) -> list[dict[str, Any]]:
+        out = self.run("get", "workloads", "-n", namespace, "-o", "json")
+        items: list[dict[str, Any]] = json.loads(out)["items"]
+        return items
+
+    def events(self, namespace: str) -> list[dict[str, Any]]:
+        out = self.run("get", "events", "-n", namespace, "-o", "json")
+        items: list[dict[str, Any]] = json.loads(out)["items"]
+        return items
+
+    def nodes(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = json.loads(self.run("get", "nodes", "-o", "json"))["items"]
+        return items
+
+    def wait_for(
+        self,
+        namespace: str,
+        name: str,
+        predicate: Callable[[dict[str, Any]], bool],
+        timeout: float = 30.0,
+        what: str = "condition",
+    ) -> dict[str, Any]:
+        """Poll until ``predicate(workload)`` holds; fail with the last status seen."""
+        deadline = time.monotonic() + timeout
+        last: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            last = self.workload(namespace, name)
+            if predicate(last):
+                return last
+            time.sleep(0.25)
+        raise AssertionError(
+            f"{namespace}/{name}: {what} not reached in {timeout}s; status: "
+            + json.dumps(last.get("status"), indent=1)
+        )
+
+
+def workload_obj(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def placements(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """(allocId, node) of a Workload's status, in order."""
+    return [(p["allocId"], p["node"]) for p in (obj.get("status") or {}).get("placements", [])]
+
+
+def phase(obj: dict[str, Any]) -> str | None:
+    return (obj.get("status") or {}).get("phase")
+
+
+def observed(obj: dict[str, Any]) -> bool:
+    """The status describes the current spec."""
+    status = obj.get("status") or {}
+    return bool(status.get("observedGeneration") == obj["metadata"].get("generation"))
+
+
+def usage_per_node(workloads: Sequence[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """(millicores, bytes) booked per node by every placement in these Workloads' status."""
+    used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for w in workloads:
+        resources = w["spec"].get("resources") or {}
+        cpu = quantity_to_int(resources.get("cpu", 0), 1000)
+        memory = quantity_to_int(resources.get("memory", 0))
+        for p in (w.get("status") or {}).get("placements", []):
+            used[p["node"]][0] += cpu
+            used[p["node"]][1] += memory
+    return {node: (c, m) for node, (c, m) in used.items()}

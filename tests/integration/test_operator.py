@@ -1,0 +1,388 @@
+"""The operator against a real kube-apiserver + etcd (DESIGN.md 5, issue 4).
+
+Each test runs ``orca run`` in a subprocess scoped to a fresh namespace, creates Nodes as plain
+API objects and applies Workloads with kubectl, then reads back what a user would see.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.devcluster.controlplane import ControlPlane, KubectlRunner
+from tests.factories import node_object
+from tests.integration.harness import (
+    REPO_ROOT,
+    Cluster,
+    OperatorProcess,
+    observed,
+    phase,
+    placements,
+    usage_per_node,
+    workload_obj,
+)
+
+pytestmark = pytest.mark.controlplane
+
+
+@pytest.fixture(scope="module")
+def installed(kubectl: KubectlRunner) -> None:
+    kubectl("apply", "-f", str(REPO_ROOT / "crds"), check=True)
+    kubectl("apply", "-f", str(REPO_ROOT / "manifests" / "rbac.yaml"), check=True)
+    kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
+
+
+@pytest.fixture
+def cluster(kubectl: KubectlRunner, installed: None) -> Iterator[Cluster]:
+    c = Cluster(kubectl)
+    c.delete_all_nodes()
+    yield c
+    c.delete_all_nodes()
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.run("create", "namespace", name)
+    return name
+
+
+@pytest.fixture
+def start_operator(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Any]:
+    started: list[OperatorProcess] = []
+
+    def start(kubeconfig: Path | None = None, **kwargs: Any) -> OperatorProcess:
+        op = OperatorProcess(
+            kubeconfig or control_plane.kubeconfig_path,
+            tmp_path / f"operator-{len(started)}.log",
+            namespaces=[namespace],
+            lease_namespace=kwargs.pop("lease_namespace", namespace),
+            **kwargs,
+        )
+        started.append(op)
+        op.wait_live()
+        return op
+
+    yield start
+    for op in started:
+        op.stop()
+
+
+@pytest.fixture
+def operator(start_operator: Any) -> OperatorProcess:
+    op: OperatorProcess = start_operator()
+    return op
+
+
+def nodes(cluster: Cluster, *specs: tuple[str, dict[str, Any]]) -> None:
+    cluster.apply(*(node_object(name, **kw) for name, kw in specs))
+
+
+def placed(cluster: Cluster, ns: str, name: str, count: int, timeout: float = 30) -> dict[str, Any]:
+    return cluster.wait_for(
+        ns,
+        name,
+        lambda w: observed(w) and len(placements(w)) == count and phase(w) is not None,
+        timeout,
+        what=f"{count} placements",
+    )
+
+
+# -- kinds: create, update, delete ----------------------------------------------------------------
+
+
+def test_job_service_and_daemonset_are_placed(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    nodes(cluster, ("a", {}), ("b", {}), ("c", {"runtimes": ("wasmtime",)}))
+    cluster.apply(
+        workload_obj("job", namespace, kind="Job", runtime={"oneOf": ["wasm"]}),
+        workload_obj("svc", namespace, kind="Service", count=5, resources={"cpu": "100m"}),
+        workload_obj("ds", namespace, kind="DaemonSet"),
+    )
+    job = placed(cluster, namespace, "job", 1)
+    assert placements(job) == [(f"{namespace}/job-0", "c")]
+    svc = placed(cluster, namespace, "svc", 5)
+    assert sorted(Counter(n for _, n in placements(svc)).values()) == [1, 2, 2]
+    assert phase(svc) == "Scheduled"
+    condition = svc["status"]["conditions"][0]
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "Scheduled",
+        "True",
+        "AllPlaced",
+    )
+    ds = placed(cluster, namespace, "ds", 3)
+    assert sorted(n for _, n in placements(ds)) == ["a", "b", "c"]
+    # kubectl shows it: printer columns from the CRD.
+    table = cluster.run("get", "wl", "-n", namespace, "svc")
+    assert table.split("\n")[0].split() == ["NAME", "KIND", "DESIRED", "PLACED", "PHASE", "AGE"]
+    assert table.split("\n")[1].split()[:5] == ["svc", "Service", "5", "5", "Scheduled"]
+
+
+def test_count_up_and_down_keeps_existing_replicas(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    nodes(cluster, ("a", {}), ("b", {}), ("c", {}))
+    cluster.apply(workload_obj("web", namespace, kind="Service", count=2))
+    two = placements(placed(cluster, namespace, "web", 2))
+    cluster.apply(workload_obj("web", namespace, kind="Service", count=4))
+    four = placements(placed(cluster, namespace, "web", 4))
+    assert four[:2] == two
+    cluster.apply(workload_obj("web", namespace, kind="Service", count=1))
+    one = placements(placed(cluster, namespace, "web", 1))
+    assert one == two[:1]
+
+
+def test_delete_frees_capacity_for_a_pending_workload(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    nodes(cluster, ("a", {"cpu": "1"}))
+    cluster.apply(workload_obj("first", namespace, kind="Job", resources={"cpu": "800m"}))
+    placed(cluster, namespace, "first", 1)
+    cluster.apply(workload_obj("second", namespace, kind="Job", resources={"cpu": "800m"}))
+    waiting = cluster.wait_for(
+        namespace, "second", lambda w: phase(w) == "Unschedulable", what="Unschedulable"
+    )
+    assert waiting["status"]["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert waiting["status"]["unschedulable"] == [
+        {"reason": "Insufficient cpu", "count": 1, "nodes": ["a"]}
+    ]
+    cluster.run("delete", "workload", "-n", namespace, "first")
+    assert placements(placed(cluster, namespace, "second", 1)) == [(f"{namespace}/second-0", "a")]
+
+
+def test_constraint_change_moves_only_the_replicas_that_no_longer_pass(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    nodes(cluster, ("a", {"tags": ("ssd",)}), ("b", {}), ("c", {"tags": ("ssd",)}))
+    cluster.apply(workload_obj("web", namespace, kind="Service", count=2))
+    before = dict(placements(placed(cluster, namespace, "web", 2)))
+    assert sorted(before.values()) == ["a", "b"]
+    cluster.apply(
+        workload_obj("web", namespace, kind="Service", count=2, constraints=['"ssd" in node.tags'])
+    )
+    after = cluster.wait_for(
+        namespace,
+        "web",
+        lambda w: observed(w) and "b" not in [n for _, n in placements(w)],
+        what="replica moved off b",
+    )
+    moved = dict(placements(after))
+    stayed = [k for k, n in before.items() if n == "a"]
+    assert all(moved[k] == "a" for k in stayed)
+    assert sorted(moved.values()) == ["a", "c"]
+
+
+# -- node changes -----------------------------------------------------------------------------
+
+
+def test_node_added_grows_a_daemonset_and_deleted_node_shrinks_it(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    nodes(cluster, ("a", {}), ("b", {}))
+    cluster.apply(workload_obj("agent", namespace, kind="DaemonSet"))
+    placed(cluster, namespace, "agent", 2)
+    nodes(cluster, ("c", {}))
+    grown = placed(cluster, namespace, "agent", 3)
+    assert sorted(n for _, n in placements(grown)) == ["a", "b", "c"]
+    cluster.run("delete", "node", "a")
+    shrunk = placed(cluster, namespace, "agent", 2)
+    assert sorted(n for _, n in placements(shrunk)) == ["b", "c"]
+
+
+@pytest.mark.parametrize("change", ["cordon", "not-ready", "delete"])
+def test_replicas_on_a_lost_node_are_rescheduled(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, change: str
+) -> None:
+    nodes(cluster, ("a", {}), ("b", {}), ("c", {}))
+    cluster.apply(workload_obj("web", namespace, kind="Service", count=2))
+    before = dict(placements(placed(cluster, namespace, "web", 2)))
+    lost = before[f"{namespace}/web-1"]
+    if change == "cordon":
+        cluster.run("cordon", lost)
+    elif change == "not-ready":
+        cluster.set_ready(lost, False)
+    else:
+        cluster.run("delete", "node", lost)
+    after = cluster.wait_for(
+        namespace,
+        "web",
+        lambda w: len(placements(w)) == 2 and lost not in [n for _, n in placements(w)],
+        what=f"replica moved off {lost}",
+    )
+    now = dict(placements(after))
+    assert now[f"{namespace}/web-0"] == before[f"{namespace}/web-0"]  # untouched
+    assert now[f"{namespace}/web-1"] not in (lost, now[f"{namespace}/web-0"])
+
+
+def test_name_affinity_pulls_replicas_next_to_another_workload(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    nodes(cluster, ("a", {"cpu": "8"}), ("b", {"cpu": "8"}), ("c", {"cpu": "8"}))
+    cluster.apply(workload_obj("redis", namespace, kind="Job", resources={"cpu": "4"}))
+    redis_node = placements(placed(cluster, namespace, "redis", 1))[0][1]
+    cluster.apply(
+        workload_obj("web", namespace, kind="Job", affinity=[{"target": "redis", "weight": 100}])
+    )
+    assert placements(placed(cluster, namespace, "web", 1))[0][1] == redis_node
+
+
+# -- load, restarts, invalid input, idempotence ---------------------------------------------------
+
+
+def test_fifty_workloads_onto_room_for_thirty(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    nodes(cluster, *((f"n{i}", {"cpu": "3"}) for i in range(10)))  # 10 x 3 slots of 1 cpu
+    cluster.create(
+        *(
+            workload_obj(f"w{i:02d}", namespace, kind="Job", resources={"cpu": "1"})
+            for i in range(50)
+        )
+    )
+
+    def settled() -> list[dict[str, Any]]:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            items = cluster.workloads(namespace)
+            if all(phase(w) for w in items) and len(items) == 50:
+                return items
+            time.sleep(0.5)
+        raise AssertionError("not every Workload got a decision")
+
+    items = settled()
+    assert sum(1 for w in items if phase(w) == "Scheduled") == 30
+    assert sum(1 for w in items if phase(w) == "Unschedulable") == 20
+    assert all(cpu <= 3000 for cpu, _ in usage_per_node(items).values())
+    nodes(cluster, ("extra", {"cpu": "20"}))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        items = cluster.workloads(namespace)
+        if all(phase(w) == "Scheduled" for w in items):
+            break
+        time.sleep(0.5)
+    assert all(phase(w) == "Scheduled" for w in items)
+    usage = usage_per_node(items)
+    assert usage["extra"][0] == 20_000
+    assert all(cpu <= 3000 for node, (cpu, _) in usage.items() if node != "extra")
+
+
+def test_sigkill_mid_burst_loses_and_doubles_nothing(
+    cluster: Cluster, namespace: str, start_operator: Any
+) -> None:
+    nodes(cluster, *((f"n{i}", {"cpu": "4"}) for i in range(10)))  # 40 slots of 1 cpu
+    first: OperatorProcess = start_operator()
+    batch = [
+        workload_obj(f"w{i:02d}", namespace, kind="Service", count=2, resources={"cpu": "1"})
+        for i in range(30)
+    ]  # 60 replicas wanted, 40 fit
+    creator = threading.Thread(target=cluster.create, args=tuple(batch))
+    creator.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # kill it once some, but not all, are decided
+        if sum(1 for w in cluster.workloads(namespace) if phase(w)) >= 3:
+            break
+        time.sleep(0.05)
+    first.kill()
+    creator.join()
+    snapshot = {w["metadata"]["name"]: placements(w) for w in cluster.workloads(namespace)}
+    start_operator(lease_name="orca-test")  # the old Lease must expire first (15 s)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        items = cluster.workloads(namespace)
+        decided = len(items) == 30 and all(phase(w) and observed(w) for w in items)
+        if decided and sum(len(placements(w)) for w in items) == 40:
+            break
+        time.sleep(0.5)
+    items = cluster.workloads(namespace)
+    replicas = [p for w in items for p in placements(w)]
+    assert len(replicas) == 40  # everything that fits, once
+    assert len({alloc for alloc, _ in replicas}) == 40  # no alloc id twice
+    assert all(cpu <= 4000 for cpu, _ in usage_per_node(items).values())
+    for w in items:  # placements written before the kill were kept, not moved
+        before = snapshot.get(w["metadata"]["name"], [])
+        assert set(before) <= set(placements(w)), (w["metadata"]["name"], before)
+
+
+def test_invalid_cel_is_reported_as_invalid(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    nodes(cluster, ("a", {}))
+    cluster.apply(workload_obj("bad", namespace, kind="Job", constraints=["node.tags.("]))
+    bad = cluster.wait_for(namespace, "bad", lambda w: phase(w) == "Invalid", what="Invalid")
+    message = bad["status"]["message"]
+    assert "spec.constraints[0]" in message and "node.tags.(" in message
+    condition = bad["status"]["conditions"][0]
+    assert (condition["status"], condition["reason"]) == ("False", "InvalidSpec")
+    warnings = [e for e in cluster.events(namespace) if e["reason"] == "FailedScheduling"]
+    assert warnings and warnings[0]["involvedObject"]["name"] == "bad"
+
+
+def test_an_unchanged_workload_is_not_rewritten(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    nodes(cluster, ("a", {}), ("b", {}))
+    cluster.apply(workload_obj("web", namespace, kind="Service", count=2))
+    first = placed(cluster, namespace, "web", 2)
+    version = first["metadata"]["resourceVersion"]
+    # Things that change nothing the decision depends on: a label, a heartbeat-like status
+    # patch of a node, and a new unrelated node that is not better for a placed Service.
+    cluster.run("label", "workload", "-n", namespace, "web", "team=blue")
+    cluster.set_ready("a", True)
+    time.sleep(3)
+    again = cluster.workload(namespace, "web")
+    assert again["status"] == first["status"]
+    assert int(again["metadata"]["resourceVersion"]) > int(version)  # the label itself
+    writes = operator.metrics()
+    assert writes['orca_status_writes_total{outcome="written"}'] == 1.0
+    events = [e for e in cluster.events(namespace) if e["involvedObject"]["name"] == "web"]
+    assert [e["reason"] for e in events] == ["Scheduled"]
+
+
+def test_standby_replica_takes_over(cluster: Cluster, namespace: str, start_operator: Any) -> None:
+    nodes(cluster, ("a", {}))
+    leader: OperatorProcess = start_operator()
+    standby: OperatorProcess = start_operator()
+    cluster.apply(workload_obj("one", namespace, kind="Job"))
+    placed(cluster, namespace, "one", 1)
+    time.sleep(1)
+    lead = [op.metrics().get("orca_leader", 0.0) for op in (leader, standby)]
+    assert sorted(lead) == [0.0, 1.0]
+    active, passive = (leader, standby) if lead[0] == 1.0 else (standby, leader)
+    assert active.stop() == 0  # graceful: the Lease is handed back
+    cluster.apply(workload_obj("two", namespace, kind="Job"))
+    placed(cluster, namespace, "two", 1, timeout=30)
+    assert passive.metrics()["orca_leader"] == 1.0
+
+
+def test_operator_runs_with_the_shipped_rbac(
+    cluster: Cluster, namespace: str, control_plane: ControlPlane, start_operator: Any
+) -> None:
+    kubeconfig = control_plane.mint_kubeconfig(
+        "system:serviceaccount:orca-system:orca-controller", ["system:serviceaccounts"]
+    )
+    nodes(cluster, ("a", {}))
+    op: OperatorProcess = start_operator(kubeconfig=kubeconfig, lease_namespace="orca-system")
+    cluster.apply(workload_obj("web", namespace, kind="Job"))
+    placed(cluster, namespace, "web", 1)
+    assert "Forbidden" not in op.log()
+    # And it cannot write what it should not: a Workload's spec.
+    denied = cluster.kubectl(
+        "patch",
+        "workload",
+        "-n",
+        namespace,
+        "web",
+        "--type=merge",
+        "-p",
+        '{"spec":{"kind":"Job"}}',
+        kubeconfig=str(kubeconfig),
+    )
+    assert denied.returncode != 0 and "forbidden" in denied.stderr
