@@ -112,13 +112,22 @@ def render_table(results: Sequence[PlanResult], out: TextIO) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The ``orca plan`` command."""
+    from controller.fromcluster import ClusterError, ledger_from_cluster, read_cluster
+
+    if bool(args.nodes) == bool(args.from_cluster):
+        print("error: give exactly one of --nodes FILE and --from-cluster", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
-        nodes = load_nodes(Path(args.nodes))
         workloads = load_workloads(Path(args.workloads))
-    except ManifestError as exc:
+        if args.from_cluster:
+            nodes, live = read_cluster(args.kubeconfig)
+            ledger = ledger_from_cluster(nodes, live)
+            results = plan(nodes, workloads, ledger=ledger)
+        else:
+            results = plan(load_nodes(Path(args.nodes)), workloads)
+    except (ManifestError, ClusterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    results = plan(nodes, workloads)
     if args.output == "json":
         json.dump(to_json(results), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -135,7 +144,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Run orca's scheduler on Node and Workload manifests. Exit 0: all placed; "
         "1: some not placed; 2: bad input.",
     )
-    p.add_argument("--nodes", required=True, metavar="FILE", help="Node manifests (YAML)")
+    p.add_argument("--nodes", metavar="FILE", help="Node manifests (YAML)")
     p.add_argument("--workloads", required=True, metavar="FILE", help="Workload manifests")
+    p.add_argument(
+        "--from-cluster",
+        action="store_true",
+        help="dry run against the live cluster: its Nodes and the placements already made "
+        "(every Workload's status); writes nothing",
+    )
+    p.add_argument("--kubeconfig", help="with --from-cluster (default: $KUBECONFIG)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.set_defaults(func=run)

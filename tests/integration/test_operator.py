@@ -6,6 +6,9 @@ API objects and applies Workloads with kubectl, then reads back what a user woul
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
 from tests.factories import node_object
@@ -386,3 +390,52 @@ def test_operator_runs_with_the_shipped_rbac(
         kubeconfig=str(kubeconfig),
     )
     assert denied.returncode != 0 and "forbidden" in denied.stderr
+
+
+def test_plan_from_cluster_is_a_dry_run_against_the_live_ledger(
+    cluster: Cluster,
+    namespace: str,
+    operator: OperatorProcess,
+    control_plane: ControlPlane,
+    tmp_path: Path,
+) -> None:
+    nodes(cluster, ("a", {"cpu": "2"}), ("b", {"cpu": "2"}))
+    cluster.apply(workload_obj("big", namespace, kind="Job", resources={"cpu": "2"}))
+    big = placed(cluster, namespace, "big", 1)
+    taken = placements(big)[0][1]
+    request = tmp_path / "w.yaml"
+    request.write_text(
+        yaml.safe_dump_all(
+            [
+                workload_obj("next", namespace, kind="Job", resources={"cpu": "2"}),
+                workload_obj("third", namespace, kind="Job", resources={"cpu": "2"}),
+            ]
+        )
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "plan",
+            "--from-cluster",
+            f"--kubeconfig={control_plane.kubeconfig_path}",
+            f"--workloads={request}",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr  # the third does not fit
+    first, second = json.loads(result.stdout)["results"]
+    assert [p["node"] for p in first["placements"]] == [n for n in "ab" if n != taken]
+    assert second["phase"] == "Unschedulable"
+    # Nothing was written: no such Workloads, and the live one is untouched.
+    assert [w["metadata"]["name"] for w in cluster.workloads(namespace)] == ["big"]
+    assert (
+        cluster.workload(namespace, "big")["metadata"]["resourceVersion"]
+        == (big["metadata"]["resourceVersion"])
+    )
