@@ -1,1 +1,63 @@
-"""A real kube-apiserver + etcd on loopback, for development and tests (envtest in Python)."""
+"""A real kube-apiserver + etcd on loopback, for development and tests (envtest in Python).
+
+Binaries come from ``hack/testcp/build.sh`` (built from the Go module proxy, cached outside
+the repository). ``ControlPlane`` is the library API used by the pytest fixtures;
+``orca dev-cluster`` is the command-line front end (see ``cli.py``).
+
+Names are imported lazily: ``orca`` imports this package to register its sub-command, and
+pulling in ``cryptography`` there would slow down every ``orca`` invocation.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from controller.devcluster.binaries import (
+        ETCD_VERSION,
+        KUBE_VERSION,
+        BinariesNotFound,
+        default_bin_dir,
+        find_bin_dir,
+    )
+    from controller.devcluster.controlplane import (
+        ControlPlane,
+        ControlPlaneError,
+        KubectlError,
+        KubectlRunner,
+        running_control_plane,
+    )
+
+_LAZY = {
+    "ETCD_VERSION": "binaries",
+    "KUBE_VERSION": "binaries",
+    "BinariesNotFound": "binaries",
+    "default_bin_dir": "binaries",
+    "find_bin_dir": "binaries",
+    "ControlPlane": "controlplane",
+    "ControlPlaneError": "controlplane",
+    "KubectlError": "controlplane",
+    "KubectlRunner": "controlplane",
+    "running_control_plane": "controlplane",
+}
+
+__all__ = [
+    "ETCD_VERSION",
+    "KUBE_VERSION",
+    "BinariesNotFound",
+    "ControlPlane",
+    "ControlPlaneError",
+    "KubectlError",
+    "KubectlRunner",
+    "default_bin_dir",
+    "find_bin_dir",
+    "running_control_plane",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
