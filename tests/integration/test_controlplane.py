@@ -1,0 +1,374 @@
+"""Smoke tests of the real control plane: lifecycle, Nodes as plain objects, RBAC, versions.
+
+They pin down what the operator's integration tests rely on: that the fixture really is a
+kube-apiserver with RBAC, that Node status can be faked through the status subresource, and
+that starting/stopping leaves no processes or ports behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from kubernetes import client
+from kubernetes.client import ApiClient, ApiException
+
+from controller.devcluster.binaries import ETCD_VERSION, KUBE_VERSION
+from controller.devcluster.controlplane import ControlPlane, KubectlRunner
+
+pytestmark = pytest.mark.controlplane
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: kubernetes-client 37 defaults PATCH to JSON Patch; our bodies are merge patches.
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def _port(url: str) -> int:
+    port = urlparse(url).port
+    assert port is not None
+    return port
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie may linger until init reaps it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    """Live processes whose command line contains ``text`` (our directory): orphan detector."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline and _running(int(entry.name)):
+            found.append(f"{entry.name}: {cmdline[:200]}")
+    return found
+
+
+def _wait_until(pred: Callable[[], bool], timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return pred()
+
+
+def _assert_gone(directory: Path, pids: dict[str, int], ports: Sequence[int]) -> None:
+    assert _wait_until(lambda: not any(_running(p) for p in pids.values())), pids
+    assert not [p for p in ports if _listening(p)], f"ports still listening: {ports}"
+    assert _processes_mentioning(str(directory)) == []
+    assert not list(directory.glob("*.pid"))
+    assert not (directory / "state.json").exists()
+
+
+# -- lifecycle ---------------------------------------------------------------------------------
+
+
+def test_start_and_stop_leave_no_processes_or_ports(tmp_path: Path) -> None:
+    directory = tmp_path / "cp"
+    plane = ControlPlane(directory)
+    with plane:
+        pids = plane.pids
+        ports = [_port(plane.server_url), _port(plane.etcd_url)]
+        assert set(pids) == {"etcd", "kube-apiserver"}
+        assert all(_running(p) for p in pids.values())
+        assert all(_listening(p) for p in ports)
+        assert plane.ready()
+        assert (directory / "etcd.pid").read_text().strip() == str(pids["etcd"])
+        print(f"control plane ready in {plane.startup_seconds:.1f}s")
+    _assert_gone(directory, pids, ports)
+    plane.stop()  # idempotent
+
+
+def test_servers_die_with_the_python_process_that_started_them(tmp_path: Path) -> None:
+    """PR_SET_PDEATHSIG: even a SIGKILLed pytest leaves no etcd/kube-apiserver behind."""
+    directory = tmp_path / "cp"
+    script = textwrap.dedent(
+        f"""
+        import json, sys, time
+        from controller.devcluster.controlplane import ControlPlane
+        cp = ControlPlane({str(directory)!r}).start()
+        print(json.dumps({{"pids": cp.pids, "urls": [cp.server_url, cp.etcd_url]}}), flush=True)
+        time.sleep(600)
+        """
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line, child.stderr.read() if child.stderr else "no output"
+        info = json.loads(line)
+        assert all(_running(p) for p in info["pids"].values())
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    # Nobody ran stop(), so pid files stay behind; the processes and ports must not.
+    pids: dict[str, int] = info["pids"]
+    assert _wait_until(lambda: not any(_running(p) for p in pids.values())), pids
+    assert not [p for p in map(_port, info["urls"]) if _listening(p)]
+    assert _processes_mentioning(str(directory)) == []
+
+
+def test_sigterm_to_the_python_process_stops_the_servers_cleanly(tmp_path: Path) -> None:
+    """The SIGTERM handler stops the servers in order and removes the pid files."""
+    directory = tmp_path / "cp"
+    script = textwrap.dedent(
+        f"""
+        import json, time
+        from controller.devcluster.controlplane import ControlPlane
+        cp = ControlPlane({str(directory)!r}).start()
+        print(json.dumps({{"pids": cp.pids, "urls": [cp.server_url, cp.etcd_url]}}), flush=True)
+        time.sleep(600)
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        info = json.loads(child.stdout.readline())
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    _assert_gone(directory, info["pids"], [_port(u) for u in info["urls"]])
+
+
+def test_cli_start_status_stop(tmp_path: Path) -> None:
+    """``orca dev-cluster``: servers outlive ``start``; ``status``/``stop`` find them by pid."""
+    directory = tmp_path / "dev"
+
+    def orca(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "controller.cli", "dev-cluster", *args, "--dir", str(directory)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    started = orca("start")
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert started.stdout.rstrip().splitlines()[-1].startswith("use it with: export KUBECONFIG")
+        state = json.loads((directory / "state.json").read_text())
+        pids = {k: state[k]["pid"] for k in ("etcd", "apiserver")}
+        ports = [_port(state[k]["url"]) for k in ("etcd", "apiserver")]
+        assert all(_running(p) for p in pids.values())  # the CLI process has exited
+
+        status = orca("status")
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert status.stdout.startswith("running")
+        assert str(directory / "kubeconfig") in status.stdout
+
+        again = orca("start")
+        assert again.returncode == 1
+        assert "already running" in again.stderr
+    finally:
+        stopped = orca("stop")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    _assert_gone(directory, pids, ports)
+    after = orca("status")
+    assert after.returncode == 1
+    assert after.stdout.startswith("not running")
+
+
+# -- versions ----------------------------------------------------------------------------------
+
+
+def _gomod_version(path: Path, module: str) -> str:
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)} (v\S+)", path.read_text(), re.M)
+    assert match, f"{module} not in {path}"
+    return match.group(1)
+
+
+def test_pinned_versions_match_build_modules() -> None:
+    """binaries.py must look in the cache directory build.sh writes to."""
+    testcp = REPO_ROOT / "hack" / "testcp"
+    assert _gomod_version(testcp / "kube" / "go.mod", "k8s.io/kubernetes") == KUBE_VERSION
+    assert _gomod_version(testcp / "etcd" / "go.mod", "go.etcd.io/etcd/server/v3") == ETCD_VERSION
+
+
+def test_server_and_client_report_the_pinned_version(kubectl: KubectlRunner) -> None:
+    out = kubectl("version", "-o", "json", check=True)
+    versions = json.loads(out.stdout)
+    assert versions["serverVersion"]["gitVersion"] == KUBE_VERSION
+    assert versions["clientVersion"]["gitVersion"] == KUBE_VERSION
+
+
+# -- nodes as plain objects ------------------------------------------------------------------
+
+
+@pytest.fixture
+def node_name(api_client: ApiClient) -> Iterator[str]:
+    name = f"test-node-{uuid.uuid4().hex[:8]}"
+    yield name
+    try:
+        client.CoreV1Api(api_client).delete_node(name)
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
+def test_node_status_is_patched_through_the_status_subresource(
+    api_client: ApiClient, node_name: str, kubectl: KubectlRunner
+) -> None:
+    core = client.CoreV1Api(api_client)
+    core.create_node(
+        client.V1Node(
+            metadata=client.V1ObjectMeta(name=node_name, labels={"orca.test/role": "smoke"})
+        )
+    )
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    status_patch = {
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "faked by the test",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+        }
+    }
+    core.patch_node_status(node_name, status_patch, _content_type=MERGE_PATCH)
+
+    node = core.read_node(node_name)
+    assert node.status is not None and node.spec is not None
+    assert node.status.allocatable == resources
+    assert node.status.allocatable["cpu"] == "4"
+    assert node.status.allocatable["memory"] == "8Gi"
+    ready = [c.status for c in node.status.conditions or [] if c.type == "Ready"]
+    assert ready == ["True"]
+    assert not node.spec.unschedulable
+
+    # Writing status through the main resource is ignored, as for any status subresource.
+    core.patch_node(
+        node_name, {"status": {"allocatable": {"cpu": "64"}}}, _content_type=MERGE_PATCH
+    )
+    again = core.read_node(node_name)
+    assert again.status is not None and again.status.allocatable is not None
+    assert again.status.allocatable["cpu"] == "4"
+
+    core.patch_node(node_name, {"spec": {"unschedulable": True}}, _content_type=MERGE_PATCH)
+    cordoned = core.read_node(node_name).spec
+    assert cordoned is not None and cordoned.unschedulable is True
+
+    # kubectl works on the same objects, as a user would use it.
+    kubectl("uncordon", node_name, check=True)
+    uncordoned = core.read_node(node_name).spec
+    assert uncordoned is not None and not uncordoned.unschedulable
+    listed = kubectl("get", "nodes", "-l", "orca.test/role=smoke", "-o", "name", check=True)
+    assert f"node/{node_name}" in listed.stdout.split()
+
+
+# -- RBAC ------------------------------------------------------------------------------------
+
+
+def test_rbac_refuses_unbound_users_and_admits_bound_ones(
+    api_client: ApiClient,
+    make_api_client: Callable[[str, Sequence[str]], ApiClient],
+    kubectl: KubectlRunner,
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    nobody = client.CoreV1Api(make_api_client("nobody", []))
+    with pytest.raises(ApiException) as refused:
+        nobody.list_node()
+    assert refused.value.status == 403
+    message = json.loads(str(refused.value.body))["message"]
+    assert 'User "nobody" cannot list resource "nodes"' in message
+
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    role = f"orca-test-node-reader-{suffix}"
+    user, group = f"reader-{suffix}", f"orca-readers-{suffix}"
+    rbac_group = "rbac.authorization.k8s.io"
+    rbac.create_cluster_role(
+        client.V1ClusterRole(
+            metadata=client.V1ObjectMeta(name=role),
+            rules=[
+                client.V1PolicyRule(api_groups=[""], resources=["nodes"], verbs=["get", "list"])
+            ],
+        )
+    )
+    rbac.create_cluster_role_binding(
+        client.V1ClusterRoleBinding(
+            metadata=client.V1ObjectMeta(name=role),
+            role_ref=client.V1RoleRef(api_group=rbac_group, kind="ClusterRole", name=role),
+            subjects=[
+                client.RbacV1Subject(api_group=rbac_group, kind="User", name=user),
+                client.RbacV1Subject(api_group=rbac_group, kind="Group", name=group),
+            ],
+        )
+    )
+    try:
+        as_user = client.CoreV1Api(make_api_client(user, []))
+        as_member = client.CoreV1Api(make_api_client(f"member-{suffix}", [group]))
+
+        def allowed(api: client.CoreV1Api) -> bool:
+            try:
+                api.list_node()
+            except ApiException as e:
+                if e.status == 403:
+                    return False  # the authorizer's cache may lag the binding briefly
+                raise
+            return True
+
+        assert _wait_until(lambda: allowed(as_user), timeout=10)
+        assert _wait_until(lambda: allowed(as_member), timeout=10)
+        # Read-only: the role grants no writes.
+        with pytest.raises(ApiException) as write:
+            as_user.create_node(
+                client.V1Node(metadata=client.V1ObjectMeta(name=f"denied-{suffix}"))
+            )
+        assert write.value.status == 403
+        # And the unbound user is still refused.
+        assert not allowed(nobody)
+    finally:
+        rbac.delete_cluster_role_binding(role)
+        rbac.delete_cluster_role(role)
+
+
+def test_kubectl_with_a_minted_kubeconfig_is_refused(
+    control_plane: ControlPlane, kubectl: KubectlRunner
+) -> None:
+    path = control_plane.mint_kubeconfig("nobody", [])
+    result = kubectl("get", "nodes", kubeconfig=path)
+    assert result.returncode != 0
+    assert "Forbidden" in result.stderr
+    assert 'User "nobody" cannot list resource "nodes"' in result.stderr
+    whoami = kubectl("auth", "whoami", "-o", "json", kubeconfig=path, check=True)
+    assert json.loads(whoami.stdout)["status"]["userInfo"]["username"] == "nobody"
