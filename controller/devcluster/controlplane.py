@@ -94,15 +94,36 @@ def _proc_exe(pid: int) -> str | None:
         return None
 
 
+def _threads_running(pid: int) -> bool:
+    """Any thread of ``pid`` not yet dead (Linux).
+
+    A killed multi-threaded (Go) process can show its leader as a zombie while other
+    threads are still tearing down and holding its sockets; it is only gone, ports and all,
+    when every thread is.
+    """
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X", "x"):
+            return True
+    return False
+
+
 def _pid_alive(pid: int, exe: str | None) -> bool:
     """True when ``pid`` runs and (if known) is still ``exe``, not a recycled pid."""
     if pid <= 0:
         return False
     if sys.platform.startswith("linux"):
-        actual = _proc_exe(pid)
-        if actual is None:
+        if not _threads_running(pid):
             return False
-        return exe is None or actual == exe
+        actual = _proc_exe(pid)  # unreadable while the leader is a zombie: still ours
+        return exe is None or actual is None or actual == exe
     try:  # pragma: no cover - non-Linux fallback
         os.kill(pid, 0)
     except ProcessLookupError:
