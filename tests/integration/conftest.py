@@ -70,10 +70,13 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         return
 
     plane = ControlPlane(tmp_path_factory.mktemp("controlplane"), stop_timeout=10.0)
+    problem = None
     try:
         plane.start()
     except (BinariesNotFound, ControlPlaneError) as e:
-        pytest.fail(f"cannot start the test control plane: {e}", pytrace=False)
+        problem = str(e)
+    if problem is not None:  # outside `except`: the report shows the reason once, unchained
+        pytest.fail(f"cannot start the test control plane: {problem}", pytrace=False)
     try:
         yield plane
     finally:

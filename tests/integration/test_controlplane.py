@@ -26,7 +26,7 @@ from kubernetes import client
 from kubernetes.client import ApiClient, ApiException
 
 from controller.devcluster.binaries import ETCD_VERSION, KUBE_VERSION
-from controller.devcluster.controlplane import ControlPlane, KubectlRunner
+from controller.devcluster.controlplane import ControlPlane, ControlPlaneError, KubectlRunner
 
 pytestmark = pytest.mark.controlplane
 
@@ -48,12 +48,19 @@ def _listening(port: int) -> bool:
 
 
 def _running(pid: int) -> bool:
-    """Alive and not a zombie (an orphan's zombie may linger until init reaps it)."""
+    """Any thread of ``pid`` alive. A killed Go process may show a zombie leader while other
+    threads still hold its sockets, and an orphan's zombie lingers until init reaps it."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except FileNotFoundError:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    states = []
+    for task in tasks:
+        try:
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except FileNotFoundError:
+            continue
+    return any(state not in ("Z", "X") for state in states)
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -82,7 +89,7 @@ def _wait_until(pred: Callable[[], bool], timeout: float = 15.0) -> bool:
 
 def _assert_gone(directory: Path, pids: dict[str, int], ports: Sequence[int]) -> None:
     assert _wait_until(lambda: not any(_running(p) for p in pids.values())), pids
-    assert not [p for p in ports if _listening(p)], f"ports still listening: {ports}"
+    assert _wait_until(lambda: not any(_listening(p) for p in ports)), f"listening: {ports}"
     assert _processes_mentioning(str(directory)) == []
     assert not list(directory.glob("*.pid"))
     assert not (directory / "state.json").exists()
@@ -105,6 +112,50 @@ def test_start_and_stop_leave_no_processes_or_ports(tmp_path: Path) -> None:
         print(f"control plane ready in {plane.startup_seconds:.1f}s")
     _assert_gone(directory, pids, ports)
     plane.stop()  # idempotent
+
+
+def test_failed_start_reports_the_log_and_cleans_up(tmp_path: Path) -> None:
+    """A server that cannot start: the error carries its log; nothing is left running."""
+    directory = tmp_path / "cp"
+    plane = ControlPlane(directory, apiserver_args=["--no-such-flag"])
+    with pytest.raises(ControlPlaneError) as failed:
+        plane.start()
+    message = str(failed.value)
+    assert "kube-apiserver failed to start" in message
+    assert "unknown flag: --no-such-flag" in message
+    assert str(directory / "kube-apiserver.log") in message
+    assert _wait_until(lambda: _processes_mentioning(str(directory)) == [])
+    assert not list(directory.glob("*.pid"))
+
+
+def test_a_taken_port_is_retried_with_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The free-port pick is racy; a server that loses the race is restarted elsewhere."""
+    from controller.devcluster import controlplane
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        real_free_port = controlplane._free_port
+        handed_out: list[int] = []
+
+        def racy_free_port() -> int:
+            # Picks: etcd client, etcd peer, [retry: etcd client, etcd peer], API server, ...
+            # Hand the squatted port to etcd's first client pick and the API server's first.
+            port = taken if len(handed_out) in (0, 4) else real_free_port()
+            handed_out.append(port)
+            return port
+
+        monkeypatch.setattr(controlplane, "_free_port", racy_free_port)
+        with ControlPlane(tmp_path / "cp") as plane:
+            assert plane.ready()
+            assert _port(plane.etcd_url) != taken
+            assert _port(plane.server_url) != taken
+        assert handed_out.count(taken) == 2
+        assert "address already in use" in plane.etcd_log.read_text()
+        assert "address already in use" in plane.apiserver_log.read_text()
 
 
 def test_servers_die_with_the_python_process_that_started_them(tmp_path: Path) -> None:
@@ -133,8 +184,9 @@ def test_servers_die_with_the_python_process_that_started_them(tmp_path: Path) -
         child.wait()
     # Nobody ran stop(), so pid files stay behind; the processes and ports must not.
     pids: dict[str, int] = info["pids"]
+    ports = [_port(u) for u in info["urls"]]
     assert _wait_until(lambda: not any(_running(p) for p in pids.values())), pids
-    assert not [p for p in map(_port, info["urls"]) if _listening(p)]
+    assert _wait_until(lambda: not any(_listening(p) for p in ports)), f"listening: {ports}"
     assert _processes_mentioning(str(directory)) == []
 
 
