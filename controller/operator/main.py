@@ -57,7 +57,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="append",
         dest="namespaces",
         metavar="NS",
-        help="watch Workloads only in NS (repeatable; glob patterns allowed); default: all",
+        help="place Workloads only in namespace NS (repeatable); default: all namespaces",
     )
     p.add_argument(
         "--liveness",
@@ -100,9 +100,14 @@ def _configure_logging(args: argparse.Namespace) -> None:
 
 
 async def _resync(reconciler: Reconciler, every: float) -> None:
-    """The safety net: every ``every`` seconds, every Workload is looked at again."""
+    """The safety net: every ``every`` seconds, LIST everything again (anything a watch missed
+    is merged) and look at every Workload again."""
     while True:
         await asyncio.sleep(every)
+        try:
+            await reconciler.relist()
+        except Exception as exc:
+            logger.warning("periodic relist failed: %s", exc)
         reconciler.queue.add_all(reconciler.state.records)
 
 
@@ -123,6 +128,7 @@ async def operate(args: argparse.Namespace) -> None:
         is_leader=(lambda: elector.is_leader) if elector else (lambda: True),
         max_in_flight=args.max_in_flight,
         identity=identity,
+        namespaces=args.namespaces or (),
     )
     if elector is not None:
         elector.on_elected = lambda: queue.add_all(state.records)
@@ -144,6 +150,7 @@ async def operate(args: argparse.Namespace) -> None:
     @kopf.on.startup(registry=registry)
     async def start_loop(**_: object) -> None:
         background.append(asyncio.create_task(reconciler.run(), name="scheduling loop"))
+        background.append(asyncio.create_task(reconciler.post_events(), name="event poster"))
         background.append(asyncio.create_task(_resync(reconciler, args.resync_seconds)))
         if elector is not None:
             background.append(asyncio.create_task(elector.run(), name="leader election"))
@@ -155,6 +162,7 @@ async def operate(args: argparse.Namespace) -> None:
         """Let status writes in flight land, then stop deciding and hand the Lease back."""
         logger.info("stopping: %d status writes in flight", len(reconciler.in_flight))
         await reconciler.drain()
+        await reconciler.flush_events()
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)

@@ -29,4 +29,7 @@ NODES = Gauge("orca_nodes", "Nodes known to the operator, by eligibility.", ["el
 CEL_ERRORS = Counter(
     "orca_cel_evaluation_errors_total", "CEL evaluations that raised (per distinct value)."
 )
+EVENTS_DROPPED = Counter(
+    "orca_events_dropped_total", "Kubernetes Events not posted because the queue was full."
+)
 IS_LEADER = Gauge("orca_leader", "1 while this replica holds the leader Lease.")

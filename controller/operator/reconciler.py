@@ -20,13 +20,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 
-from controller.api.models import KIND, Phase, WorkloadStatus
+from controller.api.models import GROUP, KIND, PLURAL, VERSION, Phase, WorkloadStatus
 from controller.core.ledger import Assumption
 from controller.core.scheduler import CONDITION_INVALID_SPEC, Decision, Scheduler
 from controller.core.status import status_from_decision
@@ -60,6 +60,7 @@ class Reconciler:
         max_in_flight: int = 32,
         now: Callable[[], str] = rfc3339_now,
         identity: str = COMPONENT,
+        namespaces: Sequence[str] = (),
     ) -> None:
         self.state = state
         self.queue = queue
@@ -68,15 +69,51 @@ class Reconciler:
         self.is_leader = is_leader
         self.now = now
         self.identity = identity
+        self.namespaces = tuple(namespaces)
         self.ready = asyncio.Event()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=10_000)
 
     # -- the loop --------------------------------------------------------------------------------
 
+    async def relist(self) -> None:
+        """LIST Nodes and Workloads and merge them into the state (start-up and resync)."""
+        nodes = await self.api.request("GET", "/api/v1/nodes")
+        items: list[dict[str, Any]] = []
+        versions: list[str | None] = []
+        for path in self._workload_paths():
+            listed = await self.api.request("GET", path)
+            items.extend(listed.get("items") or [])
+            versions.append((listed.get("metadata") or {}).get("resourceVersion"))
+        # Several namespaces: the oldest list version is the safe one to compare against.
+        oldest = min(versions, key=lambda v: int(v) if v and v.isdigit() else 0)
+        nodes_version = (nodes.get("metadata") or {}).get("resourceVersion")
+        self.state.sync(nodes.get("items") or [], items, (nodes_version, oldest))
+
+    def _workload_paths(self) -> list[str]:
+        base = f"/apis/{GROUP}/{VERSION}"
+        if not self.namespaces:
+            return [f"{base}/{PLURAL}"]
+        return [f"{base}/namespaces/{ns}/{PLURAL}" for ns in self.namespaces]
+
+    async def start(self) -> None:
+        """The initial view: LIST both kinds (retrying until the API answers), then ready."""
+        delay = 0.5
+        while True:
+            try:
+                await self.relist()
+                break
+            except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+                logger.warning("initial listing failed (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        self.ready.set()
+        self.queue.add_all(self.state.records)
+
     async def run(self) -> None:
         """Process keys forever; nothing is decided before the initial listing is complete."""
-        await self.ready.wait()
+        await self.start()
         logger.info(
             "initial listing complete: %d nodes, %d workloads, %d placements",
             len(self.state.nodes),
@@ -222,15 +259,34 @@ class Reconciler:
             "reportingComponent": f"orca.cloudinit.dev/{COMPONENT}",
             "reportingInstance": self.identity,
         }
-        task = asyncio.create_task(self._send_event(record.namespace, event))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if self._events.full():
+            metrics.EVENTS_DROPPED.inc()
+            return
+        self._events.put_nowait((record.namespace, event))
 
-    async def _send_event(self, namespace: str, event: dict[str, Any]) -> None:
-        try:
-            await self.api.create_event(namespace, event)
-        except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
-            logger.info("could not post event %s: %s", event["reason"], exc)
+    async def post_events(self, max_wait: float = 2.0) -> None:
+        """Post queued Events, yielding to decisions: while the scheduling queue has work,
+        wait (up to ``max_wait`` per Event) so a burst's status writes go first. Events are
+        informational, status is the truth; under a long burst Events trail, never the reverse.
+        """
+        while True:
+            namespace, event = await self._events.get()
+            deadline = asyncio.get_running_loop().time() + max_wait
+            while len(self.queue) and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)
+            try:
+                await self.api.create_event(namespace, event)
+            except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+                logger.info("could not post event %s: %s", event["reason"], exc)
+
+    async def flush_events(self) -> None:
+        """Post what is queued now (shutdown): best effort, no waiting for idle moments."""
+        while not self._events.empty():
+            namespace, event = self._events.get_nowait()
+            try:
+                await self.api.create_event(namespace, event)
+            except (ApiError, aiohttp.ClientError, TimeoutError, OSError):
+                return
 
 
 def _freed(previous: tuple[Any, ...], current: tuple[Any, ...]) -> bool:

@@ -67,6 +67,7 @@ class ClusterState:
     """NodeInfos by name, the node table built from them, the ledger, Workload records."""
 
     nodes: dict[str, NodeInfo] = field(default_factory=dict)
+    node_versions: dict[str, str | None] = field(default_factory=dict)
     records: dict[str, WorkloadRecord] = field(default_factory=dict)
     ledger: Ledger = field(default_factory=Ledger)
     _table_dirty: bool = False
@@ -79,6 +80,10 @@ class ClusterState:
             info = node_info_from_node(obj)
         except NodeError:
             return None
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if not _newer(version, self.node_versions.get(info.hostname)):
+            return None  # an event older than what a LIST already told us
+        self.node_versions[info.hostname] = version
         if self.nodes.get(info.hostname) == info:
             return None  # a heartbeat: nothing the scheduler reads changed
         self.nodes[info.hostname] = info
@@ -86,6 +91,7 @@ class ClusterState:
         return info.hostname
 
     def delete_node(self, name: str) -> bool:
+        self.node_versions.pop(name, None)
         if self.nodes.pop(name, None) is None:
             return False
         self._table_dirty = True
@@ -110,8 +116,8 @@ class ClusterState:
         version = metadata.get("resourceVersion")
         record = self.records.get(key)
         if record is not None and record.uid == metadata.get("uid"):
-            if not _newer(version, record.resource_version):
-                return None
+            if not _newer(version, record.resource_version) or version == record.resource_version:
+                return None  # stale, or already known (a LIST and a watch both delivered it)
             if version is not None and version == record.written_version:
                 record.resource_version = version
                 return None  # our own write coming back
@@ -146,6 +152,33 @@ class ClusterState:
         held = bool(self.ledger.bookings(key))
         self.ledger.remove(key)
         return held
+
+    def sync(
+        self,
+        nodes: list[dict[str, Any]],
+        workloads: list[dict[str, Any]],
+        list_versions: tuple[str | None, str | None],
+    ) -> None:
+        """Merge a full LIST of Nodes and Workloads: add and update what it holds, drop what
+        it lacks unless the watch told us of it after the LIST was taken (a newer version)."""
+        nodes_version, workloads_version = list_versions
+        listed_nodes = set()
+        for obj in nodes:
+            self.upsert_node(obj)
+            listed_nodes.add((obj.get("metadata") or {}).get("name"))
+        for name in set(self.nodes) - listed_nodes:
+            if _newer(nodes_version, self.node_versions.get(name)):
+                self.delete_node(name)
+        listed = set()
+        for obj in workloads:
+            record = self.upsert_workload(obj)
+            metadata = obj.get("metadata") or {}
+            listed.add(
+                record.key if record else f"{metadata.get('namespace')}/{metadata.get('name')}"
+            )
+        for key in set(self.records) - listed:
+            if _newer(workloads_version, self.records[key].resource_version):
+                self.delete_workload(key)
 
     # -- who to retry when something changes ----------------------------------------------------
 

@@ -52,10 +52,13 @@ def cluster(kubectl: KubectlRunner, installed: None) -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def namespace(cluster: Cluster) -> str:
+def namespace(cluster: Cluster) -> Iterator[str]:
+    """A fresh namespace; its Workloads are deleted afterwards (namespace deletion never
+    finishes without a controller-manager), so no test sees another's placements."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     cluster.run("create", "namespace", name)
-    return name
+    yield name
+    cluster.run("delete", "workloads", "--all", "-n", name, "--wait=false")
 
 
 @pytest.fixture

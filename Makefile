@@ -1,0 +1,50 @@
+# The two commands a newcomer needs:
+#   make demo   a local control plane with sample nodes and workloads, and the operator placing them
+#   make test   lint, type-check and every test (unit, property, and against the real control plane)
+# Both install what they need first (a virtualenv in .venv, the control plane binaries in
+# ~/.cache/orca-testcp, built from the Go module proxy on first use: allow 10-20 minutes).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: demo demo-stop test lint unit integration controlplane bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+controlplane:
+	bash hack/testcp/build.sh >/dev/null
+
+demo: $(STAMP) controlplane
+	bash hack/demo.sh start
+
+demo-stop: $(STAMP)
+	bash hack/demo.sh stop
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+integration: $(STAMP) controlplane
+	$(BIN)/pytest tests/integration
+
+test: lint controlplane
+	$(BIN)/pytest
+
+bench: $(STAMP) controlplane
+	$(BIN)/python bench/bench_scheduler.py
+	$(BIN)/python bench/bench_operator.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,218 @@
+"""End-to-end benchmark: the operator against a real kube-apiserver + etcd.
+
+Starts a control plane (or reuses ``--kubeconfig``), creates N Nodes, starts ``orca run`` in a
+subprocess, creates M Workloads in one burst (32 concurrent POSTs) and waits until every one
+has a decision. Prints the time, workloads/s, API requests per Workload (status PATCHes and
+Events counted by the API server itself, plus the operator's own counter) and the operator's
+peak RSS.
+
+    python bench/bench_operator.py --nodes 1000 --workloads 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_scheduler import CONSTRAINTS, ZONES
+from controller.devcluster.controlplane import ControlPlane
+from controller.operator.kube import KubeApi, load_configuration
+from tests.integration.harness import REPO_ROOT, OperatorProcess, phase
+
+
+def node_objects(count: int, rng: random.Random) -> list[dict[str, Any]]:
+    nodes = []
+    for i in range(count):
+        big = rng.random() < 0.5
+        labels = {
+            "topology.kubernetes.io/zone": rng.choice(ZONES),
+            "node.kubernetes.io/instance-type": "m5.2xlarge" if big else "m5.xlarge",
+            "runtime.orca.cloudinit.dev/docker": "true",
+            f"runtime.orca.cloudinit.dev/{rng.choice(['process', 'wasmtime'])}": "true",
+        }
+        for tag in ("ssd", "gpu", "edge"):
+            if rng.random() < 0.4:
+                labels[f"tag.orca.cloudinit.dev/{tag}"] = ""
+        nodes.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": f"node-{i:05d}", "labels": labels},
+                "status": {
+                    "allocatable": {
+                        "cpu": "16" if big else "8",
+                        "memory": "64Gi" if big else "32Gi",
+                    },
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        )
+    return nodes
+
+
+def workload_objects(count: int, namespace: str, rng: random.Random) -> list[dict[str, Any]]:
+    out = []
+    for i in range(count):
+        spec: dict[str, Any] = {
+            "kind": "Job" if rng.random() < 0.5 else "Service",
+            "constraints": rng.sample(CONSTRAINTS, 2),
+            "resources": {"cpu": f"{rng.choice([100, 250, 500])}m", "memory": "256Mi"},
+            "runtime": {"oneOf": [rng.choice(["docker", "process", "wasm"])]},
+        }
+        if spec["kind"] == "Service":
+            spec["count"] = rng.randint(1, 5)
+        out.append(
+            {
+                "apiVersion": "orca.cloudinit.dev/v1alpha1",
+                "kind": "Workload",
+                "metadata": {"name": f"w{i:05d}", "namespace": namespace},
+                "spec": spec,
+            }
+        )
+    return out
+
+
+async def create_all(api: KubeApi, path: str, objects: list[dict[str, Any]], width: int) -> None:
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    for obj in objects:
+        queue.put_nowait(obj)
+
+    async def worker() -> None:
+        while not queue.empty():
+            await api.request("POST", path, queue.get_nowait())
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(width)))
+    finally:
+        await api.close()
+
+
+def apiserver_counts(plane: ControlPlane) -> dict[str, float]:
+    """``apiserver_request_total`` for Workload status PATCHes and Event POSTs."""
+    raw = plane.kubectl("get", "--raw", "/metrics", check=True).stdout
+    counts = {"status_patch": 0.0, "event_post": 0.0, "workload_other": 0.0}
+    for line in raw.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        if 'resource="workloads"' in labels and 'subresource="status"' in labels:
+            if 'verb="PATCH"' in labels:
+                counts["status_patch"] += float(value)
+        elif 'resource="events"' in labels and 'verb="POST"' in labels:
+            counts["event_post"] += float(value)
+    return counts
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_peak_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run(plane: ControlPlane, nodes: int, workloads: int, seed: int, workdir: Path) -> None:
+    rng = random.Random(seed)
+    kubectl = plane.kubectl
+    kubectl("apply", "-f", str(REPO_ROOT / "crds"), check=True)
+    kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
+    namespace = f"bench-{seed}"
+    kubectl("create", "namespace", namespace, check=False)
+    api = KubeApi(load_configuration(str(plane.kubeconfig_path)), max_connections=32)
+    started = time.perf_counter()
+    asyncio.run(create_all(api, "/api/v1/nodes", node_objects(nodes, rng), 32))
+    print(f"created {nodes} nodes in {time.perf_counter() - started:.1f}s", flush=True)
+
+    operator = OperatorProcess(
+        plane.kubeconfig_path,
+        workdir / "operator.log",
+        namespaces=[namespace],
+        lease_namespace=namespace,
+        lease_name="bench",
+    )
+    operator.wait_live()
+    time.sleep(2)  # initial listing of the nodes
+    before = apiserver_counts(plane)
+    pids = {**plane.pids, "operator": operator.process.pid, "bench client": os.getpid()}
+    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    objects = workload_objects(workloads, namespace, rng)
+    path = f"/apis/orca.cloudinit.dev/v1alpha1/namespaces/{namespace}/workloads"
+    api = KubeApi(load_configuration(str(plane.kubeconfig_path)), max_connections=32)
+    started = time.perf_counter()
+    asyncio.run(create_all(api, path, objects, 32))
+    burst = time.perf_counter() - started
+    # Poll the operator's own write counter (cheap), not a LIST of every Workload (which
+    # would steal the CPU being measured); then check the outcome once with a real LIST.
+    deadline = started + 600
+    written = 'orca_status_writes_total{outcome="written"}'
+    while operator.metrics().get(written, 0) < workloads and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    elapsed = time.perf_counter() - started
+    cpu_after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    while True:
+        items = json.loads(
+            kubectl("get", "workloads", "-n", namespace, "-o", "json", check=True).stdout
+        )["items"]
+        if all(phase(w) for w in items) or time.perf_counter() > deadline:
+            break
+        time.sleep(1)
+    time.sleep(1)
+    after = apiserver_counts(plane)
+    own = operator.metrics()
+    peak = rss_peak_mb(operator.process.pid)
+    operator.stop()
+    patches = after["status_patch"] - before["status_patch"]
+    events = after["event_post"] - before["event_post"]
+    decisions = sum(v for k, v in own.items() if k.startswith("orca_scheduling_attempts_total"))
+    own_requests = sum(
+        v
+        for k, v in own.items()
+        if k.startswith("orca_api_requests_total") and "PUT" not in k and 'verb="GET"' not in k
+    )
+    phases: dict[str, int] = {}
+    for w in items:
+        phases[phase(w) or "none"] = phases.get(phase(w) or "none", 0) + 1
+    print(
+        f"nodes={nodes} workloads={workloads}: created in {burst:.1f}s, all decided after "
+        f"{elapsed:.1f}s -> {workloads / elapsed:.0f} workloads/s end to end; phases {phases}\n"
+        f"  status PATCHes {patches:.0f} ({patches / workloads:.2f}/workload, "
+        f"{patches / max(decisions, 1):.2f}/decision), Events {events:.0f}, "
+        f"operator API requests {own_requests:.0f} ({own_requests / workloads:.2f}/workload, "
+        f"Lease traffic excluded)\n"
+        f"  operator peak RSS {peak:.0f} MB; CPU seconds during the run: "
+        + ", ".join(f"{n} {cpu_after[n] - cpu_before[n]:.1f}" for n in pids),
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--workloads", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    with (
+        tempfile.TemporaryDirectory(prefix="orca-bench-") as tmp,
+        ControlPlane(Path(tmp) / "cp") as plane,
+    ):
+        run(plane, args.nodes, args.workloads, args.seed, Path(tmp))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# `make demo`: a local kube-apiserver + etcd, six sample Nodes, the operator, sample Workloads.
+# `make demo-stop` (or `hack/demo.sh stop`) stops the operator and the control plane.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+DIR="${ORCA_DEMO_DIR:-$PWD/.dev-cluster}"
+ORCA=.venv/bin/orca
+BIN_DIR="$(bash hack/testcp/build.sh --print-bin-dir)"
+KUBECTL=("$BIN_DIR/kubectl" "--kubeconfig=$DIR/kubeconfig")
+
+stop() {
+  if [[ -f "$DIR/operator.pid" ]]; then
+    kill "$(cat "$DIR/operator.pid")" 2>/dev/null || true
+    rm -f "$DIR/operator.pid"
+  fi
+  "$ORCA" dev-cluster stop --dir "$DIR" || true
+}
+
+start() {
+  if ! "$ORCA" dev-cluster status --dir "$DIR" >/dev/null 2>&1; then
+    echo "==> starting kube-apiserver + etcd in $DIR"
+    "$ORCA" dev-cluster start --dir "$DIR" --bin-dir "$BIN_DIR"
+  fi
+  echo "==> installing the Workload CRD, sample namespaces and Nodes"
+  "${KUBECTL[@]}" apply -f crds/ >/dev/null
+  "${KUBECTL[@]}" wait --for=condition=established crd/workloads.orca.cloudinit.dev >/dev/null
+  "${KUBECTL[@]}" apply -f examples/namespaces.yaml -f examples/nodes.yaml >/dev/null
+  if [[ -f "$DIR/operator.pid" ]] && kill -0 "$(cat "$DIR/operator.pid")" 2>/dev/null; then
+    echo "==> the operator is already running (pid $(cat "$DIR/operator.pid"))"
+  else
+    echo "==> starting the operator (log: $DIR/operator.log, metrics: http://127.0.0.1:9090/metrics)"
+    nohup "$ORCA" run --kubeconfig "$DIR/kubeconfig" --liveness http://127.0.0.1:8080/healthz \
+      >"$DIR/operator.log" 2>&1 &
+    echo $! >"$DIR/operator.pid"
+  fi
+  echo "==> applying examples/workloads.yaml"
+  "${KUBECTL[@]}" apply -f examples/workloads.yaml
+  for _ in $(seq 1 60); do
+    pending=$("${KUBECTL[@]}" get wl -A -o jsonpath='{range .items[?(!@.status.phase)]}{.metadata.name}{"\n"}{end}' | grep -c . || true)
+    [[ "$pending" == 0 ]] && break
+    sleep 1
+  done
+  echo
+  "${KUBECTL[@]}" get workloads -A -o wide
+  cat <<MSG
+
+orca is running. Try:
+  export KUBECONFIG=$DIR/kubeconfig PATH=$BIN_DIR:\$PATH
+  kubectl describe wl -n ml trainer                 # why it is Unschedulable
+  kubectl patch wl -n shop web --type=merge -p '{"spec":{"count":8}}' && kubectl get wl -A
+  kubectl cordon node-b && kubectl get wl -n shop web -o yaml
+  .venv/bin/orca plan --from-cluster --workloads examples/workloads.yaml
+Stop everything with: make demo-stop
+MSG
+}
+
+case "${1:-start}" in
+  start) start ;;
+  stop) stop ;;
+  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac
