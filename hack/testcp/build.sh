@@ -27,7 +27,7 @@ KUBE_MOD="$HERE/kube"
 ETCD_MOD="$HERE/etcd"
 BINARIES=(kube-apiserver kubectl kube-scheduler etcd)
 # Bump when the way binaries are built changes (flags, stamps), to invalidate old caches.
-RECIPE=1
+RECIPE=2
 
 say() { printf '[testcp] %s\n' "$*" >&2; }
 die() { printf 'testcp: error: %s\n' "$*" >&2; exit 1; }
@@ -166,13 +166,15 @@ fetch_modules "$ETCD_MOD"
 
 # Version stamps: without them /version reports v0.0.0-master. The build date is the tag's
 # commit time from the proxy, so two builds of the same version produce the same bytes.
+# The module zip does not carry the upstream commit hash: gitCommit is left empty rather
+# than the unexpanded "$Format:%H$" placeholder.
 kube_time="$(cd "$KUBE_MOD" && go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes 2>/dev/null || true)"
 [[ -n $kube_time ]] || kube_time="1970-01-01T00:00:00Z"
 minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
 kube_ld="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   kube_ld+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  kube_ld+=" -X $pkg.gitTreeState=archive -X $pkg.buildDate=$kube_time"
+  kube_ld+=" -X $pkg.gitTreeState=archive -X $pkg.buildDate=$kube_time -X $pkg.gitCommit="
 done
 etcd_ld="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-proxy-$ETCD_VERSION"
 
@@ -195,16 +197,21 @@ build_one "$KUBE_MOD" "$kube_ld" kubectl k8s.io/kubernetes/cmd/kubectl
 build_one "$KUBE_MOD" "$kube_ld" kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 build_one "$ETCD_MOD" "$etcd_ld" etcd go.etcd.io/etcd/server/v3
 
-# Check the stamps really took before declaring the cache complete.
-"$TMP/kube-apiserver" --version | grep -qx "Kubernetes $KUBE_VERSION" \
-  || die "kube-apiserver --version does not report $KUBE_VERSION: $("$TMP/kube-apiserver" --version)"
-"$TMP/kubectl" version --client 2>/dev/null | grep -q "Client Version: $KUBE_VERSION" \
-  || die "kubectl version --client does not report $KUBE_VERSION"
-"$TMP/etcd" --version | grep -q "etcd Version: ${ETCD_VERSION#v}" \
-  || die "etcd --version does not report $ETCD_VERSION"
+# Check the stamps really took before declaring the cache complete. Capture first: with
+# pipefail, `cmd | grep -q` fails when grep exits early and cmd gets SIGPIPE.
+v="$("$TMP/kube-apiserver" --version 2>&1)" || die "kube-apiserver --version failed: $v"
+[[ $v == "Kubernetes $KUBE_VERSION" ]] || die "kube-apiserver --version reports '$v', not $KUBE_VERSION"
+v="$("$TMP/kubectl" version --client 2>&1)" || die "kubectl version --client failed: $v"
+grep -q "^Client Version: $KUBE_VERSION\$" <<<"$v" || die "kubectl version --client does not report $KUBE_VERSION: $v"
+v="$("$TMP/etcd" --version 2>&1)" || die "etcd --version failed: $v"
+grep -q "^etcd Version: ${ETCD_VERSION#v}\$" <<<"$v" || die "etcd --version does not report $ETCD_VERSION: $v"
 
-rm -rf "$BIN"
+# Swap by renames so a concurrently starting test never finds the directory missing
+# (running servers keep their already-open executables either way).
+old="$ROOT/bin.old.$$"
+[[ -d $BIN ]] && mv "$BIN" "$old"
 mv "$TMP" "$BIN"
+rm -rf "$old"
 expected_stamp >"$STAMP"   # written last: its presence means the bin dir is complete
 say "built in $((SECONDS - total_start))s: $(du -sh "$BIN" | cut -f1) in $BIN"
 echo "$BIN"
