@@ -118,13 +118,13 @@ def run(args: argparse.Namespace) -> int:
         print("error: give exactly one of --nodes FILE and --from-cluster", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        workloads = load_workloads(Path(args.workloads))
         if args.from_cluster:
+            workloads = load_workloads(Path(args.workloads))
             nodes, live = read_cluster(args.kubeconfig)
-            ledger = ledger_from_cluster(nodes, live)
-            results = plan(nodes, workloads, ledger=ledger)
+            results = plan(nodes, workloads, ledger=ledger_from_cluster(nodes, live))
         else:
-            results = plan(load_nodes(Path(args.nodes)), workloads)
+            nodes = load_nodes(Path(args.nodes))
+            results = plan(nodes, load_workloads(Path(args.workloads)))
     except (ManifestError, ClusterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -36,11 +36,7 @@ start() {
   fi
   echo "==> applying examples/workloads.yaml"
   "${KUBECTL[@]}" apply -f examples/workloads.yaml
-  for _ in $(seq 1 60); do
-    pending=$("${KUBECTL[@]}" get wl -A -o jsonpath='{range .items[?(!@.status.phase)]}{.metadata.name}{"\n"}{end}' | grep -c . || true)
-    [[ "$pending" == 0 ]] && break
-    sleep 1
-  done
+  "${KUBECTL[@]}" wait workloads --all -A --for=jsonpath='{.status.phase}' --timeout=60s >/dev/null
   echo
   "${KUBECTL[@]}" get workloads -A -o wide
   cat <<MSG

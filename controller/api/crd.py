@@ -34,7 +34,7 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Placed", "type": "integer", "jsonPath": ".status.placed"},
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-    {"name": "Nodes", "type": "string", "jsonPath": ".status.placements[*].node", "priority": 1},
+    {"name": "Nodes", "type": "string", "jsonPath": ".status.nodes", "priority": 1},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
 ]
 

@@ -270,6 +270,11 @@ class WorkloadStatus(_Model):
     )
     message: str | None = None
     unschedulable: list[RejectionReason] = Field(default_factory=list)
+    nodes: str | None = Field(
+        default=None,
+        description="The placements' nodes, for kubectl's wide output (a summary; "
+        "placements is the record).",
+    )
 
 
 class ObjectMeta(BaseModel):

@@ -11,6 +11,15 @@ from controller.api.models import Condition, Phase, WorkloadStatus
 from controller.core.scheduler import Decision
 
 CONDITION_SCHEDULED = "Scheduled"
+MAX_NODES_SUMMARY = 5
+
+
+def nodes_summary(nodes: list[str]) -> str:
+    """``a,b,c`` (distinct, in placement order), ``+N`` past a few: a column, not a record."""
+    distinct = list(dict.fromkeys(nodes))
+    shown = ",".join(distinct[:MAX_NODES_SUMMARY])
+    more = len(distinct) - MAX_NODES_SUMMARY
+    return shown + (f",+{more}" if more > 0 else "")
 
 
 def condition_status(phase: Phase) -> str:
@@ -49,4 +58,5 @@ def status_from_decision(
         conditions=[condition, *others],
         message=decision.message,
         unschedulable=list(decision.unschedulable),
+        nodes=nodes_summary([p.node for p in decision.placements]),
     )

@@ -6,7 +6,7 @@ from controller.api.models import Phase, WorkloadStatus
 from controller.core.ledger import Booking, Ledger
 from controller.core.nodes import NodeTable
 from controller.core.scheduler import Decision
-from controller.core.status import status_from_decision
+from controller.core.status import nodes_summary, status_from_decision
 from tests.factories import node
 
 
@@ -71,3 +71,9 @@ def test_same_decision_on_same_status_is_identical() -> None:
     again = status_from_decision(_decision(Phase.SCHEDULED), 1, first, "t9")
     assert again == first
     assert isinstance(again, WorkloadStatus)
+
+
+def test_nodes_summary_is_distinct_and_bounded() -> None:
+    assert nodes_summary(["b", "a", "b"]) == "b,a"
+    assert nodes_summary([f"n{i}" for i in range(8)]) == "n0,n1,n2,n3,n4,+3"
+    assert nodes_summary([]) == ""

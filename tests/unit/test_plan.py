@@ -71,6 +71,7 @@ def test_json_output_has_the_status_fields(
     assert all(isinstance(p["score"], int) for p in result["placements"])
     assert result["conditions"][0]["type"] == "Scheduled"
     assert result["conditions"][0]["reason"] == "AllPlaced"
+    assert result["nodes"] == "a,b"  # the summary kubectl -o wide shows
 
 
 def test_workloads_see_the_placements_before_them(
