@@ -27,13 +27,13 @@ from typing import Any
 import aiohttp
 
 from controller.api.models import GROUP, KIND, PLURAL, VERSION, Phase, WorkloadStatus
-from controller.core.ledger import Assumption
+from controller.core.ledger import Assumption, Booking
 from controller.core.scheduler import CONDITION_INVALID_SPEC, Decision, Scheduler
 from controller.core.status import status_from_decision
 from controller.manifests import API_VERSION
 from controller.operator import metrics
 from controller.operator.kube import ApiError, KubeApi
-from controller.operator.state import ClusterState, WorkloadRecord
+from controller.operator.state import ClusterState, WorkloadRecord, is_newer
 from controller.operator.workqueue import WorkQueue
 
 logger = logging.getLogger("orca.scheduler")
@@ -188,7 +188,7 @@ class Reconciler:
         record: WorkloadRecord,
         status: WorkloadStatus,
         assumption: Assumption,
-        previous: tuple[Any, ...],
+        previous: tuple[Booking, ...],
     ) -> None:
         key = record.key
         previous_phase = record.phase
@@ -214,7 +214,7 @@ class Reconciler:
             metrics.STATUS_WRITES.labels(outcome="written").inc()
             version = (response.get("metadata") or {}).get("resourceVersion")
             current = self.state.records.get(key)
-            if current is not None:
+            if current is not None and is_newer(version, current.resource_version):
                 current.written_version = version
                 current.resource_version = version
                 current.status = status
@@ -289,7 +289,12 @@ class Reconciler:
                 return
 
 
-def _freed(previous: tuple[Any, ...], current: tuple[Any, ...]) -> bool:
-    """Whether a decision gave capacity back (a replica moved away, or fewer or smaller)."""
-    kept = {(b.node, b.cpu, b.memory) for b in current}
-    return any((b.node, b.cpu, b.memory) not in kept for b in previous if b.cpu or b.memory)
+def _freed(previous: tuple[Booking, ...], current: tuple[Booking, ...]) -> bool:
+    """Whether a decision gave capacity back on some node (moved away, fewer, or smaller)."""
+    usage: dict[str, list[int]] = {}
+    for sign, bookings in ((1, previous), (-1, current)):
+        for b in bookings:
+            node = usage.setdefault(b.node, [0, 0])
+            node[0] += sign * b.cpu
+            node[1] += sign * b.memory
+    return any(cpu > 0 or memory > 0 for cpu, memory in usage.values())

@@ -21,7 +21,7 @@ from controller.manifests import validation_message
 from controller.plan import bookings_from_status
 
 
-def _newer(candidate: str | None, known: str | None) -> bool:
+def is_newer(candidate: str | None, known: str | None) -> bool:
     """Whether ``candidate`` is not older than ``known``. resourceVersions are opaque by
     contract; etcd-backed servers issue increasing integers, which is all this relies on
     (to drop a stale event that arrives after our own write). Unknown formats count as new."""
@@ -81,7 +81,7 @@ class ClusterState:
         except NodeError:
             return None
         version = (obj.get("metadata") or {}).get("resourceVersion")
-        if not _newer(version, self.node_versions.get(info.hostname)):
+        if not is_newer(version, self.node_versions.get(info.hostname)):
             return None  # an event older than what a LIST already told us
         self.node_versions[info.hostname] = version
         if self.nodes.get(info.hostname) == info:
@@ -116,7 +116,7 @@ class ClusterState:
         version = metadata.get("resourceVersion")
         record = self.records.get(key)
         if record is not None and record.uid == metadata.get("uid"):
-            if not _newer(version, record.resource_version) or version == record.resource_version:
+            if not is_newer(version, record.resource_version) or version == record.resource_version:
                 return None  # stale, or already known (a LIST and a watch both delivered it)
             if version is not None and version == record.written_version:
                 record.resource_version = version
@@ -167,7 +167,7 @@ class ClusterState:
             self.upsert_node(obj)
             listed_nodes.add((obj.get("metadata") or {}).get("name"))
         for name in set(self.nodes) - listed_nodes:
-            if _newer(nodes_version, self.node_versions.get(name)):
+            if is_newer(nodes_version, self.node_versions.get(name)):
                 self.delete_node(name)
         listed = set()
         for obj in workloads:
@@ -177,7 +177,7 @@ class ClusterState:
                 record.key if record else f"{metadata.get('namespace')}/{metadata.get('name')}"
             )
         for key in set(self.records) - listed:
-            if _newer(workloads_version, self.records[key].resource_version):
+            if is_newer(workloads_version, self.records[key].resource_version):
                 self.delete_workload(key)
 
     # -- who to retry when something changes ----------------------------------------------------

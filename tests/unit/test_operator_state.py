@@ -1,0 +1,90 @@
+"""The operator's pure-ish parts: work queue semantics, state merging, freed capacity."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from controller.core.ledger import Booking
+from controller.operator.reconciler import _freed
+from controller.operator.state import ClusterState
+from controller.operator.workqueue import WorkQueue
+from tests.factories import node_object
+
+
+def wl_obj(
+    name: str, version: str, placements: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "orca.cloudinit.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "resourceVersion": version,
+            "generation": 1,
+        },
+        "spec": {"kind": "Job", "resources": {"cpu": "1"}},
+        "status": {"placements": placements or []},
+    }
+
+
+def test_freed_counts_replicas_not_just_nodes() -> None:
+    two = (Booking("a", "ns/w-0", 1000, 0), Booking("a", "ns/w-1", 1000, 0))
+    assert _freed(two, two[:1])  # scale down on one node frees a replica's worth
+    assert not _freed(two[:1], two)
+    assert _freed((Booking("a", "ns/w-0", 1000, 0),), (Booking("b", "ns/w-0", 1000, 0),))
+    assert not _freed((Booking("a", "ns/w-0", 0, 0),), ())  # zero-sized: nothing to give back
+
+
+def test_queue_deduplicates_and_requeues_a_key_added_while_processing() -> None:
+    async def scenario() -> list[str]:
+        queue = WorkQueue()
+        queue.add_all(["a", "b", "a"])
+        assert len(queue) == 2
+        first = await queue.get()
+        queue.add(first)  # changed while being processed: not handed out twice at once
+        second = await queue.get()
+        assert len(queue) == 0
+        queue.done(first)  # now it comes back
+        third = await queue.get()
+        queue.done(second)
+        queue.done(third)
+        return [first, second, third]
+
+    assert asyncio.run(scenario()) == ["a", "b", "a"]
+
+
+def test_queue_backoff_grows_and_resets() -> None:
+    async def scenario() -> list[float]:
+        queue = WorkQueue(base_delay=0.01, max_delay=0.05)
+        delays = [queue.add_rate_limited("k") for _ in range(4)]
+        queue.forget("k")
+        delays.append(queue.add_rate_limited("k"))
+        assert await asyncio.wait_for(queue.get(), 1) == "k"
+        return delays
+
+    assert asyncio.run(scenario()) == [0.01, 0.02, 0.04, 0.05, 0.01]
+
+
+def test_state_rebuilds_the_ledger_from_status_and_ignores_stale_events() -> None:
+    state = ClusterState()
+    state.upsert_node(node_object("a", cpu="4"))
+    placed = [{"node": "a", "allocId": "ns/w-0", "score": 50}]
+    assert state.upsert_workload(wl_obj("w", "10", placed)) is not None
+    state.table()
+    assert int(state.ledger.used_cpu[0]) == 1000
+    assert state.upsert_workload(wl_obj("w", "9", [])) is None  # older: ignored
+    assert state.upsert_workload(wl_obj("w", "10", placed)) is None  # already known
+    assert int(state.ledger.used_cpu[0]) == 1000
+
+
+def test_sync_drops_what_a_list_no_longer_holds_but_keeps_newer_arrivals() -> None:
+    state = ClusterState()
+    state.upsert_workload(wl_obj("gone", "5", [{"node": "a", "allocId": "ns/gone-0", "score": 1}]))
+    state.upsert_workload(wl_obj("fresh", "30"))  # seen on the watch after the LIST was taken
+    state.upsert_node(node_object("a"))
+    state.sync([node_object("a")], [wl_obj("kept", "12")], ("20", "20"))
+    assert sorted(state.records) == ["ns/fresh", "ns/kept"]
+    assert state.ledger.bookings("ns/gone") == ()
