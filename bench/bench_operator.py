@@ -137,6 +137,24 @@ def run(plane: ControlPlane, nodes: int, workloads: int, seed: int, workdir: Pat
     started = time.perf_counter()
     asyncio.run(create_all(api, "/api/v1/nodes", node_objects(nodes, rng), 32))
     print(f"created {nodes} nodes in {time.perf_counter() - started:.1f}s", flush=True)
+    baseline_ns = f"{namespace}-baseline"
+    kubectl("create", "namespace", baseline_ns, check=False)
+    baseline = workload_objects(workloads, baseline_ns, random.Random(seed + 1))
+    started = time.perf_counter()
+    asyncio.run(
+        create_all(
+            KubeApi(load_configuration(str(plane.kubeconfig_path)), max_connections=32),
+            f"/apis/orca.cloudinit.dev/v1alpha1/namespaces/{baseline_ns}/workloads",
+            baseline,
+            32,
+        )
+    )
+    alone = time.perf_counter() - started
+    print(
+        f"baseline: the API server alone creates {workloads} Workloads in {alone:.1f}s "
+        f"({workloads / alone:.0f}/s): the ceiling for any operator on this machine",
+        flush=True,
+    )
 
     operator = OperatorProcess(
         plane.kubeconfig_path,

@@ -264,16 +264,14 @@ class Reconciler:
             return
         self._events.put_nowait((record.namespace, event))
 
-    async def post_events(self, max_wait: float = 2.0) -> None:
-        """Post queued Events, yielding to decisions: while the scheduling queue has work,
-        wait (up to ``max_wait`` per Event) so a burst's status writes go first. Events are
-        informational, status is the truth; under a long burst Events trail, never the reverse.
-        """
+    async def post_events(self, busy_interval: float = 0.05) -> None:
+        """Post queued Events one at a time. While the scheduling queue has work, at most one
+        per ``busy_interval`` (20/s), so a burst's status writes get the API server first;
+        Events are informational, status is the record. When idle, as fast as they go."""
         while True:
             namespace, event = await self._events.get()
-            deadline = asyncio.get_running_loop().time() + max_wait
-            while len(self.queue) and asyncio.get_running_loop().time() < deadline:
-                await asyncio.sleep(0.05)
+            if len(self.queue):
+                await asyncio.sleep(busy_interval)
             try:
                 await self.api.create_event(namespace, event)
             except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
