@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_scheduler import CONSTRAINTS, ZONES
+from bench.bench_scheduler import ZONES
 from controller.devcluster.controlplane import ControlPlane
 from controller.operator.kube import KubeApi, load_configuration
 from tests.integration.harness import REPO_ROOT, OperatorProcess, phase
@@ -61,25 +61,15 @@ def node_objects(count: int, rng: random.Random) -> list[dict[str, Any]]:
 
 
 def workload_objects(count: int, namespace: str, rng: random.Random) -> list[dict[str, Any]]:
-    out = []
-    for i in range(count):
-        spec: dict[str, Any] = {
-            "kind": "Job" if rng.random() < 0.5 else "Service",
-            "constraints": rng.sample(CONSTRAINTS, 2),
-            "resources": {"cpu": f"{rng.choice([100, 250, 500])}m", "memory": "256Mi"},
-            "runtime": {"oneOf": [rng.choice(["docker", "process", "wasm"])]},
+    return [
+        {
+            "apiVersion": "orca.cloudinit.dev/v1alpha1",
+            "kind": "Workload",
+            "metadata": {"name": f"w{i:05d}", "namespace": namespace},
+            "spec": random_spec(rng),
         }
-        if spec["kind"] == "Service":
-            spec["count"] = rng.randint(1, 5)
-        out.append(
-            {
-                "apiVersion": "orca.cloudinit.dev/v1alpha1",
-                "kind": "Workload",
-                "metadata": {"name": f"w{i:05d}", "namespace": namespace},
-                "spec": spec,
-            }
-        )
-    return out
+        for i in range(count)
+    ]
 
 
 async def create_all(api: KubeApi, path: str, objects: list[dict[str, Any]], width: int) -> None:

@@ -75,21 +75,23 @@ def workload(name: str, spec: dict[str, Any]) -> Workload:
     )
 
 
+def random_spec(rng: random.Random) -> dict[str, Any]:
+    """A Job or a Service of 1-5 replicas with two CEL constraints (the benchmarks' mix)."""
+    spec: dict[str, Any] = {
+        "kind": "Job" if rng.random() < 0.5 else "Service",
+        "constraints": rng.sample(CONSTRAINTS, 2),
+        "resources": {"cpu": f"{rng.choice([100, 250, 500])}m", "memory": "256Mi"},
+        "runtime": {"oneOf": [rng.choice(["docker", "process", "wasm"])]},
+    }
+    if spec["kind"] == "Service":
+        spec["count"] = rng.randint(1, 5)
+    if rng.random() < 0.2:
+        spec["strategy"] = "BinPack"
+    return spec
+
+
 def make_workloads(count: int, rng: random.Random) -> list[Workload]:
-    out = []
-    for i in range(count):
-        spec: dict[str, Any] = {
-            "kind": "Job" if rng.random() < 0.5 else "Service",
-            "constraints": rng.sample(CONSTRAINTS, 2),
-            "resources": {"cpu": f"{rng.choice([100, 250, 500])}m", "memory": "256Mi"},
-            "runtime": {"oneOf": [rng.choice(["docker", "process", "wasm"])]},
-        }
-        if spec["kind"] == "Service":
-            spec["count"] = rng.randint(1, 5)
-        if rng.random() < 0.2:
-            spec["strategy"] = "BinPack"
-        out.append(workload(f"w{i}", spec))
-    return out
+    return [workload(f"w{i}", random_spec(rng)) for i in range(count)]
 
 
 def peak_rss_mb() -> float:
