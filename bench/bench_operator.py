@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_scheduler import ZONES
+from bench.bench_scheduler import ZONES, random_spec
 from controller.devcluster.controlplane import ControlPlane
 from controller.operator.kube import KubeApi, load_configuration
 from tests.integration.harness import REPO_ROOT, OperatorProcess, phase
