@@ -1,5 +1,5 @@
-"""``orca run``: the operator process. Wires flags, logging, kopf settings, metrics and the
-liveness probe around the reconciler; the scheduling itself lives elsewhere."""
+"""``orca run``: flags and process-level wiring for the operator (``controller.operator.app``
+holds the rest, imported only when the command runs, so ``orca --help`` stays fast)."""
 
 from __future__ import annotations
 
@@ -9,38 +9,9 @@ import logging
 import os
 import sys
 
-import kopf
-from prometheus_client import start_http_server
-
-from controller.api.models import GROUP
-from controller.core.scheduler import Scheduler
-from controller.operator import handlers, metrics
-from controller.operator.kube import KubeApi, load_configuration
-from controller.operator.leader import LeaderElector, default_identity
-from controller.operator.reconciler import Reconciler
-from controller.operator.state import ClusterState
-from controller.operator.workqueue import WorkQueue
-
 logger = logging.getLogger("orca")
 
 EXIT_CONFIG = 2
-
-
-def configure_kopf(settings: kopf.OperatorSettings, args: argparse.Namespace) -> None:
-    """kopf for a real deployment: our own annotation prefix and finalizer name (even though
-    index and event handlers store nothing), warnings-only Kubernetes events from kopf itself
-    (orca posts its own), bounded retries, short batching (decisions are level-based)."""
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration"
-    )
-    settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"
-    settings.posting.level = logging.WARNING
-    settings.batching.batch_window = 0.01
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    settings.networking.request_timeout = 30
-    settings.queueing.error_delays = [1, 2, 5, 10, 30, 60]
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,112 +55,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.set_defaults(func=run)
 
 
-def _configure_logging(args: argparse.Namespace) -> None:
-    log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL
-    kopf.configure(
-        debug=args.log_level == "DEBUG",
-        verbose=args.log_level == "DEBUG",
-        quiet=args.log_level in ("WARNING", "ERROR"),
-        log_format=log_format,
-    )
-    logging.getLogger().setLevel(args.log_level)
-    if args.log_level != "DEBUG":  # kopf logs every handler call at INFO: one line per event
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    for noisy in ("celpy", "lark"):  # a full dump of every CEL activation at DEBUG
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-async def _resync(reconciler: Reconciler, every: float) -> None:
-    """The safety net: every ``every`` seconds, LIST everything again (anything a watch missed
-    is merged) and look at every Workload again."""
-    while True:
-        await asyncio.sleep(every)
-        try:
-            await reconciler.relist()
-        except Exception as exc:
-            logger.warning("periodic relist failed: %s", exc)
-        reconciler.queue.add_all(reconciler.state.records)
-
-
-async def operate(args: argparse.Namespace) -> None:
-    """Run kopf and the scheduling loop until SIGINT/SIGTERM."""
-    configuration = load_configuration(args.kubeconfig)
-    api = KubeApi(configuration, max_connections=max(8, args.max_in_flight))
-    state, queue = ClusterState(), WorkQueue()
-    identity = default_identity()
-    elector: LeaderElector | None = None
-    if args.leader_elect:
-        elector = LeaderElector(api, args.lease_namespace, args.lease_name, identity)
-    reconciler = Reconciler(
-        state,
-        queue,
-        api,
-        Scheduler(),
-        is_leader=(lambda: elector.is_leader) if elector else (lambda: True),
-        max_in_flight=args.max_in_flight,
-        identity=identity,
-        namespaces=args.namespaces or (),
-    )
-    if elector is not None:
-        elector.on_elected = lambda: queue.add_all(state.records)
-    else:
-        metrics.IS_LEADER.set(1)
-
-    registry = kopf.OperatorRegistry()
-    handlers.register(registry, reconciler, args.kubeconfig)
-    settings = kopf.OperatorSettings()
-    configure_kopf(settings, args)
-    stop = asyncio.Event()  # set when one of our tasks dies: kopf then stops too
-    background: list[asyncio.Task[None]] = []
-
-    def stop_on_failure(task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("%s failed: %r", task.get_name(), task.exception())
-            stop.set()
-
-    @kopf.on.startup(registry=registry)
-    async def start_loop(**_: object) -> None:
-        background.append(asyncio.create_task(reconciler.run(), name="scheduling loop"))
-        background.append(asyncio.create_task(reconciler.post_events(), name="event poster"))
-        background.append(asyncio.create_task(_resync(reconciler, args.resync_seconds)))
-        if elector is not None:
-            background.append(asyncio.create_task(elector.run(), name="leader election"))
-        for task in background:
-            task.add_done_callback(stop_on_failure)
-
-    @kopf.on.cleanup(registry=registry)
-    async def stop_loop(**_: object) -> None:
-        """Let status writes in flight land, then stop deciding and hand the Lease back."""
-        logger.info("stopping: %d status writes in flight", len(reconciler.in_flight))
-        await reconciler.drain()
-        await reconciler.flush_events()
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
-        await api.close()
-        stop.set()  # kopf also waits on this flag; set it so kopf exits at once
-
-    namespaces = args.namespaces or []
-    try:
-        await kopf.operator(
-            registry=registry,
-            settings=settings,
-            clusterwide=not namespaces,
-            namespaces=namespaces,
-            standalone=True,  # one replica decides through the Lease, not kopf peering
-            liveness_endpoint=None if args.liveness == "none" else args.liveness,
-            stop_flag=stop,
-        )
-    finally:
-        await api.close()
-    failed = [t for t in background if not t.cancelled() and t.exception() is not None]
-    if failed:
-        raise RuntimeError(f"{failed[0].get_name()} failed: {failed[0].exception()!r}")
-
-
 def run(args: argparse.Namespace) -> int:
     """The ``orca run`` command."""
-    _configure_logging(args)
+    from prometheus_client import start_http_server
+
+    from controller.operator.app import configure_logging, operate
+
+    configure_logging(args)
     if args.metrics_port:
         try:
             start_http_server(args.metrics_port)
