@@ -351,6 +351,7 @@ class Scheduler:
         desired = prepared.spec.replicas
         cpu, memory = prepared.cpu, prepared.memory
         affinity = self._affinity(prepared, table, ledger, state)
+        refresh_affinity = prepared.affinity_reads_free
         new: dict[int, Booking] = {}
         for index in range(desired):
             if index in kept:
@@ -364,7 +365,7 @@ class Scheduler:
             if new or kept:
                 own = state.own[candidates]
                 candidates = candidates[own == own.min()]
-                if prepared.affinity_reads_free:
+                if refresh_affinity:
                     affinity = self._affinity(prepared, table, ledger, state)
             scores = self._scores(prepared, table, state, candidates, affinity)
             best = int(np.argmax(scores))  # the first maximum: lowest hostname wins ties

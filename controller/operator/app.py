@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from collections.abc import Iterable
+from typing import cast
 
 import kopf
 
@@ -21,12 +23,35 @@ from controller.operator.workqueue import WorkQueue
 logger = logging.getLogger("orca")
 
 
+class LeanDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
+    """kopf's diff-base storage, without deep-copying what it then throws away.
+
+    On every event kopf builds the object's "essence" by deep-copying the whole body, then
+    deleting ``status`` and most of ``metadata`` (``managedFields`` included). With our status
+    writes that copy was 7% of the operator's CPU. This hands kopf a body without them first;
+    the essence it builds is the same (unless extra fields ask for status, then nothing is cut).
+    """
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[kopf.FieldSpec] | None = None
+    ) -> kopf.BodyEssence:
+        fields = list(extra_fields or ())
+        if any("status" in str(f) or "metadata" in str(f) for f in fields):
+            return super().build(body=body, extra_fields=fields)
+        metadata = body.get("metadata") or {}
+        lean = {key: value for key, value in body.items() if key not in ("status", "metadata")}
+        lean["metadata"] = {
+            key: metadata[key] for key in ("labels", "annotations") if key in metadata
+        }
+        return super().build(body=kopf.Body(cast(kopf.RawBody, lean)), extra_fields=fields)
+
+
 def configure_kopf(settings: kopf.OperatorSettings, args: argparse.Namespace) -> None:
     """kopf for a real deployment: our own annotation prefix and finalizer name (though our
     event handlers store nothing), warnings-only Kubernetes events from kopf itself
     (orca posts its own), bounded retries, short batching (decisions are level-based)."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = LeanDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
     settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"

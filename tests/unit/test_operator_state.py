@@ -88,3 +88,29 @@ def test_sync_drops_what_a_list_no_longer_holds_but_keeps_newer_arrivals() -> No
     state.sync([node_object("a")], [wl_obj("kept", "12")], ("20", "20"))
     assert sorted(state.records) == ["ns/fresh", "ns/kept"]
     assert state.ledger.bookings("ns/gone") == ()
+
+
+def test_lean_diffbase_builds_the_same_essence_as_kopf() -> None:
+    import kopf
+
+    from controller.operator.app import LeanDiffBaseStorage
+
+    body = kopf.Body(
+        {
+            "apiVersion": "orca.cloudinit.dev/v1alpha1",
+            "kind": "Workload",
+            "metadata": {
+                "name": "w",
+                "labels": {"team": "blue"},
+                "annotations": {"kopf.zalando.org/last-handled-configuration": "{}", "a": "b"},
+                "managedFields": [{"manager": "kubectl"}],
+            },
+            "spec": {"kind": "Job"},
+            "status": {"placements": [{"node": "a", "allocId": "ns/w-0", "score": 1}]},
+        }
+    )
+    ours, kopfs = LeanDiffBaseStorage(), kopf.AnnotationsDiffBaseStorage()
+    assert ours.build(body=body) == kopfs.build(body=body)
+    assert ours.build(body=body, extra_fields=["status.placements"]) == kopfs.build(
+        body=body, extra_fields=["status.placements"]
+    )
