@@ -146,15 +146,7 @@ def run(plane: ControlPlane, nodes: int, workloads: int, seed: int, workdir: Pat
         flush=True,
     )
 
-    operator = OperatorProcess(
-        plane.kubeconfig_path,
-        workdir / "operator.log",
-        namespaces=[namespace],
-        lease_namespace=namespace,
-        lease_name="bench",
-    )
-    operator.wait_live()
-    time.sleep(2)  # initial listing of the nodes
+    operator = start_operator(plane, workdir / "operator.log", namespace)
     before = apiserver_counts(plane)
     pids = {**plane.pids, "operator": operator.process.pid, "bench client": os.getpid()}
     cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
@@ -167,8 +159,7 @@ def run(plane: ControlPlane, nodes: int, workloads: int, seed: int, workdir: Pat
     # Poll the operator's own write counter (cheap), not a LIST of every Workload (which
     # would steal the CPU being measured); then check the outcome once with a real LIST.
     deadline = started + 600
-    written = 'orca_status_writes_total{outcome="written"}'
-    while operator.metrics().get(written, 0) < workloads and time.perf_counter() < deadline:
+    while operator.metrics().get(WRITTEN, 0) < workloads and time.perf_counter() < deadline:
         time.sleep(0.05)
     elapsed = time.perf_counter() - started
     cpu_after = {name: cpu_seconds(pid) for name, pid in pids.items()}
@@ -211,23 +202,30 @@ def run(plane: ControlPlane, nodes: int, workloads: int, seed: int, workdir: Pat
     )
 
 
+WRITTEN = 'orca_status_writes_total{outcome="written"}'
+
+
+def start_operator(plane: ControlPlane, log: Path, namespace: str) -> OperatorProcess:
+    """``orca run`` scoped to ``namespace``, returned once its initial listing is done."""
+    operator = OperatorProcess(
+        plane.kubeconfig_path, log, namespaces=[namespace], lease_namespace=namespace
+    )
+    operator.wait_live()
+    deadline = time.monotonic() + 60
+    while "initial listing complete" not in operator.log():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"operator did not list the cluster:\n{operator.log()}")
+        time.sleep(0.01)
+    return operator
+
+
 def decide_backlog(plane: ControlPlane, workdir: Path, namespace: str, count: int) -> float:
     """Start an operator on Workloads that already exist (the baseline's, never decided):
     the operator's own throughput, with no creates competing for the machine."""
-    operator = OperatorProcess(
-        plane.kubeconfig_path,
-        workdir / "operator-backlog.log",
-        namespaces=[namespace],
-        lease_namespace=namespace,
-        lease_name="bench",
-    )
-    written = 'orca_status_writes_total{outcome="written"}'
+    operator = start_operator(plane, workdir / "operator-backlog.log", namespace)
     try:
-        operator.wait_live()
-        while "initial listing complete" not in operator.log():
-            time.sleep(0.01)
         started = time.perf_counter()
-        while operator.metrics().get(written, 0) < count:
+        while operator.metrics().get(WRITTEN, 0) < count:
             if time.perf_counter() - started > 600:
                 raise RuntimeError("backlog not decided in 600 s")
             time.sleep(0.05)

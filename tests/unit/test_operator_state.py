@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from controller.core.ledger import Booking
 from controller.operator.reconciler import _freed
@@ -95,20 +95,19 @@ def test_lean_diffbase_builds_the_same_essence_as_kopf() -> None:
 
     from controller.operator.app import LeanDiffBaseStorage
 
-    body = kopf.Body(
-        {
-            "apiVersion": "orca.cloudinit.dev/v1alpha1",
-            "kind": "Workload",
-            "metadata": {
-                "name": "w",
-                "labels": {"team": "blue"},
-                "annotations": {"kopf.zalando.org/last-handled-configuration": "{}", "a": "b"},
-                "managedFields": [{"manager": "kubectl"}],
-            },
-            "spec": {"kind": "Job"},
-            "status": {"placements": [{"node": "a", "allocId": "ns/w-0", "score": 1}]},
-        }
-    )
+    raw: dict[str, Any] = {
+        "apiVersion": "orca.cloudinit.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {
+            "name": "w",
+            "labels": {"team": "blue"},
+            "annotations": {"kopf.zalando.org/last-handled-configuration": "{}", "a": "b"},
+            "managedFields": [{"manager": "kubectl"}],
+        },
+        "spec": {"kind": "Job"},
+        "status": {"placements": [{"node": "a", "allocId": "ns/w-0", "score": 1}]},
+    }
+    body = kopf.Body(cast(kopf.RawBody, raw))
     ours, kopfs = LeanDiffBaseStorage(), kopf.AnnotationsDiffBaseStorage()
     assert ours.build(body=body) == kopfs.build(body=body)
     assert ours.build(body=body, extra_fields=["status.placements"]) == kopfs.build(
