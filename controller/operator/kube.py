@@ -119,7 +119,7 @@ class KubeApi:
                 raise ApiError(
                     response.status,
                     str(payload.get("reason") or response.reason),
-                    str(payload.get("message") or text[:200]),
+                    str(payload.get("message") or text[:200]).strip(),
                 )
             result: dict[str, Any] = json.loads(text) if text else {}
             return result

@@ -105,7 +105,10 @@ class Reconciler:
                 await self.relist()
                 break
             except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
-                logger.warning("initial listing failed (%s); retrying in %.1fs", exc, delay)
+                reason = str(exc).strip()
+                if isinstance(exc, ApiError) and exc.not_found:
+                    reason = f"the Workload CRD is not installed (kubectl apply -f crds/): {exc}"
+                logger.warning("initial listing failed: %s; retrying in %.1fs", reason, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
         self.ready.set()
