@@ -2,8 +2,8 @@
 
 Modules, from the edge inwards:
 
-- ``main``: ``orca run`` (flags, logging, kopf settings, metrics and liveness ports).
-- ``handlers``: kopf index and event handlers; they only feed ``ClusterState`` and the queue.
+- ``main``: ``orca run`` flags; ``app``: the process (logging, kopf settings, background tasks).
+- ``handlers``: kopf event handlers; they only feed ``ClusterState`` and the queue.
 - ``reconciler``: the one scheduling loop (decide, assume, write ``/status``, confirm/forget).
 - ``state``: the in-memory view (NodeInfos, the node table, the ledger, Workload records).
 - ``workqueue``: a de-duplicating work queue with per-key backoff (client-go's, in small).

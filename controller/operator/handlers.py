@@ -12,7 +12,6 @@ Instead the reconciler LISTs Nodes and Workloads itself before deciding anything
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import kopf
@@ -20,8 +19,6 @@ import kopf
 from controller.api.models import GROUP, PLURAL, VERSION
 from controller.operator.kube import load_configuration
 from controller.operator.reconciler import Reconciler
-
-logger = logging.getLogger("orca.handlers")
 
 
 def register(
