@@ -90,6 +90,13 @@ async def _resync(reconciler: Reconciler, every: float) -> None:
         reconciler.queue.add_all(reconciler.state.records)
 
 
+async def _gauges(reconciler: Reconciler, every: float = 5.0) -> None:
+    """Workloads by phase and Nodes by eligibility, refreshed every few seconds."""
+    while True:
+        reconciler.export_gauges()
+        await asyncio.sleep(every)
+
+
 async def operate(args: argparse.Namespace) -> None:
     """Run kopf and the scheduling loop until SIGINT/SIGTERM."""
     configuration = load_configuration(args.kubeconfig)
@@ -131,6 +138,7 @@ async def operate(args: argparse.Namespace) -> None:
         background.append(asyncio.create_task(reconciler.run(), name="scheduling loop"))
         background.append(asyncio.create_task(reconciler.post_events(), name="event poster"))
         background.append(asyncio.create_task(_resync(reconciler, args.resync_seconds)))
+        background.append(asyncio.create_task(_gauges(reconciler), name="gauges"))
         if elector is not None:
             background.append(asyncio.create_task(elector.run(), name="leader election"))
         for task in background:

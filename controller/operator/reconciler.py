@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -73,6 +74,7 @@ class Reconciler:
         self.ready = asyncio.Event()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._cel_errors_seen = 0
         self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=10_000)
 
     # -- the loop --------------------------------------------------------------------------------
@@ -134,6 +136,17 @@ class Reconciler:
             if not started:
                 self.queue.done(key)
 
+    def export_gauges(self) -> None:
+        """Set the per-phase and per-node gauges from the state (cheap: one pass)."""
+        phases = Counter(
+            (r.phase.value if r.phase else "Pending") for r in self.state.records.values()
+        )
+        for phase in Phase:
+            metrics.WORKLOADS.labels(phase=phase.value).set(phases.get(phase.value, 0))
+        eligible = sum(1 for n in self.state.nodes.values() if n.eligible)
+        metrics.NODES.labels(eligible="true").set(eligible)
+        metrics.NODES.labels(eligible="false").set(len(self.state.nodes) - eligible)
+
     @property
     def in_flight(self) -> set[asyncio.Task[None]]:
         """Status writes and Event posts not yet settled."""
@@ -153,6 +166,10 @@ class Reconciler:
         started = time.perf_counter()
         decision = self._decide(record)
         metrics.SCHEDULING_LATENCY.observe(time.perf_counter() - started)
+        cel_errors = self.scheduler.cel.errors
+        if cel_errors > self._cel_errors_seen:
+            metrics.CEL_ERRORS.inc(cel_errors - self._cel_errors_seen)
+            self._cel_errors_seen = cel_errors
         status = status_from_decision(decision, record.generation, record.status, self.now())
         previous = self.state.ledger.bookings(key)
         logger.debug("%s: %s %d/%d", key, decision.phase.value, decision.placed, decision.desired)

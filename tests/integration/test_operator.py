@@ -127,6 +127,10 @@ def test_job_service_and_daemonset_are_placed(
     )
     ds = placed(cluster, namespace, "ds", 3)
     assert sorted(n for _, n in placements(ds)) == ["a", "b", "c"]
+    time.sleep(5.5)  # the gauges refresh every 5 s
+    samples = operator.metrics()
+    assert samples['orca_workloads{phase="Scheduled"}'] == 3.0
+    assert samples['orca_nodes{eligible="true"}'] == 3.0
     # kubectl shows it: printer columns from the CRD.
     table = cluster.run("get", "wl", "-n", namespace, "svc")
     assert table.split("\n")[0].split() == ["NAME", "KIND", "DESIRED", "PLACED", "PHASE", "AGE"]
@@ -351,6 +355,12 @@ def test_invalid_cel_is_reported_as_invalid(
     nodes(cluster, ("a", {}))
     cluster.apply(workload_obj("bad", namespace, kind="Job", constraints=["node.tags.("]))
     bad = cluster.wait_for(namespace, "bad", lambda w: phase(w) == "Invalid", what="Invalid")
+    cluster.apply(
+        workload_obj("zone", namespace, kind="Job", constraints=['node.labels["z"] == "1"'])
+    )
+    zone = cluster.wait_for(namespace, "zone", lambda w: phase(w) == "Unschedulable", what="failed")
+    assert "failed to evaluate" in zone["status"]["message"]  # a missing label is an error
+    assert operator.metrics()["orca_cel_evaluation_errors_total"] >= 1.0
     message = bad["status"]["message"]
     assert "spec.constraints[0]" in message and "node.tags.(" in message
     condition = bad["status"]["conditions"][0]
