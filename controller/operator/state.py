@@ -171,11 +171,9 @@ class ClusterState:
                 self.delete_node(name)
         listed = set()
         for obj in workloads:
-            record = self.upsert_workload(obj)
+            self.upsert_workload(obj)
             metadata = obj.get("metadata") or {}
-            listed.add(
-                record.key if record else f"{metadata.get('namespace')}/{metadata.get('name')}"
-            )
+            listed.add(f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}")
         for key in set(self.records) - listed:
             if is_newer(workloads_version, self.records[key].resource_version):
                 self.delete_workload(key)
