@@ -147,15 +147,15 @@ async def operate(args: argparse.Namespace) -> None:
     @kopf.on.cleanup(registry=registry)
     async def stop_loop(**_: object) -> None:
         """Let status writes in flight land, then stop deciding and hand the Lease back."""
-        loop_task, *others = background or [asyncio.create_task(asyncio.sleep(0))]
-        loop_task.cancel()  # decide nothing new ...
-        await asyncio.gather(loop_task, return_exceptions=True)
+        if background:  # empty when start-up itself failed
+            background[0].cancel()  # the scheduling loop: decide nothing new ...
+            await asyncio.gather(background[0], return_exceptions=True)
         logger.info("stopping: %d status writes in flight", len(reconciler.in_flight))
         await reconciler.drain()  # ... let what was decided land ...
         await reconciler.flush_events()
-        for task in others:  # ... then release the Lease (the elector's finally) and the rest
+        for task in background[1:]:  # ... then release the Lease (elector's finally) and the rest
             task.cancel()
-        await asyncio.gather(*others, return_exceptions=True)
+        await asyncio.gather(*background[1:], return_exceptions=True)
         await api.close()
         stop.set()  # kopf also waits on this flag; set it so kopf exits at once
 
