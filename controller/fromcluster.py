@@ -1,4 +1,4 @@
-"""Read what ``orca plan --from-cluster`` needs from a live cluster: Nodes and the ledger.
+"""Read what ``orca plan --from-cluster`` needs from a live cluster: Nodes and Workloads.
 
 A dry run, the ``nomad job plan`` of this world: it lists Nodes and every Workload (their
 ``status.placements`` are the ledger), and writes nothing.
@@ -14,8 +14,7 @@ from kubernetes import config as k8s_config
 from pydantic import ValidationError
 
 from controller.api.models import GROUP, PLURAL, VERSION, NodeInfo, Workload
-from controller.core.ledger import Ledger
-from controller.core.nodes import NodeError, NodeTable, node_info_from_node
+from controller.core.nodes import NodeError, node_info_from_node
 
 
 class ClusterError(RuntimeError):
@@ -74,13 +73,3 @@ def _message(exc: Any) -> str:
         return str(json.loads(exc.body).get("message"))
     except (TypeError, ValueError, AttributeError):
         return str(exc.reason)
-
-
-def ledger_from_cluster(nodes: list[NodeInfo], workloads: list[Workload]) -> Ledger:
-    """The ledger the operator would rebuild on start: every Workload's placements."""
-    from controller.plan import bookings_from_status
-
-    ledger = Ledger(NodeTable(nodes))
-    for workload in workloads:
-        ledger.load(workload.key, bookings_from_status(workload))
-    return ledger

@@ -13,15 +13,13 @@ import json
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from controller.api.models import NodeInfo, Phase, Workload, WorkloadStatus
-from controller.core.ledger import Booking, Ledger
-from controller.core.nodes import NodeTable
+from controller.core.ledger import Ledger, ledger_from_statuses
 from controller.core.scheduler import Scheduler
-from controller.core.status import status_from_decision
+from controller.core.status import rfc3339_now, status_from_decision
 from controller.manifests import ManifestError, load_nodes, load_workloads
 
 EXIT_PLACED, EXIT_SHORT, EXIT_BAD_INPUT = 0, 1, 2
@@ -38,15 +36,6 @@ class PlanResult:
         return self.status.phase is Phase.SCHEDULED
 
 
-def bookings_from_status(workload: Workload) -> list[Booking]:
-    """A Workload's recorded placements, booked at its spec's resources."""
-    status = workload.status
-    if status is None:
-        return []
-    cpu, memory = workload.spec.cpu_millis, workload.spec.memory_bytes
-    return [Booking(p.node, p.alloc_id, cpu, memory, p.score) for p in status.placements]
-
-
 def plan(
     nodes: Iterable[NodeInfo],
     workloads: Sequence[Workload],
@@ -56,11 +45,9 @@ def plan(
 ) -> list[PlanResult]:
     """Plan ``workloads`` in order onto ``nodes`` (or onto ``ledger``'s table if given)."""
     if ledger is None:
-        ledger = Ledger(NodeTable(nodes))
-        for workload in workloads:
-            ledger.load(workload.key, bookings_from_status(workload))
+        ledger = ledger_from_statuses(nodes, workloads)
     scheduler = scheduler or Scheduler()
-    timestamp = now or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    timestamp = now or rfc3339_now()
     results: list[PlanResult] = []
     for workload in workloads:
         decision = scheduler.schedule(workload, ledger)
@@ -112,7 +99,7 @@ def render_table(results: Sequence[PlanResult], out: TextIO) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The ``orca plan`` command."""
-    from controller.fromcluster import ClusterError, ledger_from_cluster, read_cluster
+    from controller.fromcluster import ClusterError, read_cluster
 
     if bool(args.nodes) == bool(args.from_cluster):
         print("error: give exactly one of --nodes FILE and --from-cluster", file=sys.stderr)
@@ -121,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         if args.from_cluster:
             workloads = load_workloads(Path(args.workloads))
             nodes, live = read_cluster(args.kubeconfig)
-            results = plan(nodes, workloads, ledger=ledger_from_cluster(nodes, live))
+            results = plan(nodes, workloads, ledger=ledger_from_statuses(nodes, live))
         else:
             nodes = load_nodes(Path(args.nodes))
             results = plan(nodes, load_workloads(Path(args.workloads)))

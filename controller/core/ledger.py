@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from controller.api.models import NodeInfo, Workload
 from controller.core.nodes import IntArray, NodeTable
 
 
@@ -133,3 +134,20 @@ class Ledger:
             if i is not None:
                 self.used_cpu[i] += sign * b.cpu
                 self.used_memory[i] += sign * b.memory
+
+
+def bookings_from_status(workload: Workload) -> list[Booking]:
+    """A Workload's recorded placements (its ``status``), booked at its spec's resources."""
+    status = workload.status
+    if status is None:
+        return []
+    cpu, memory = workload.spec.cpu_millis, workload.spec.memory_bytes
+    return [Booking(p.node, p.alloc_id, cpu, memory, p.score) for p in status.placements]
+
+
+def ledger_from_statuses(nodes: Iterable[NodeInfo], workloads: Iterable[Workload]) -> Ledger:
+    """The ledger as the operator rebuilds it on start: every Workload's recorded placements."""
+    ledger = Ledger(NodeTable(nodes))
+    for workload in workloads:
+        ledger.load(workload.key, bookings_from_status(workload))
+    return ledger

@@ -7,10 +7,19 @@ status gives an identical result (which is how the operator knows it has nothing
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from controller.api.models import Condition, Phase, WorkloadStatus
 from controller.core.scheduler import Decision
 
 CONDITION_SCHEDULED = "Scheduled"
+
+
+def rfc3339_now() -> str:
+    """The clock callers pass in as ``now`` (whole seconds, UTC, as conditions use)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 MAX_NODES_SUMMARY = 5
 
 

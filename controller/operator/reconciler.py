@@ -22,7 +22,6 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -30,7 +29,7 @@ import aiohttp
 from controller.api.models import GROUP, KIND, PLURAL, VERSION, Phase, WorkloadStatus
 from controller.core.ledger import Assumption, Booking
 from controller.core.scheduler import CONDITION_INVALID_SPEC, Decision, Scheduler
-from controller.core.status import status_from_decision
+from controller.core.status import rfc3339_now, status_from_decision
 from controller.manifests import API_VERSION
 from controller.operator import metrics
 from controller.operator.kube import ApiError, KubeApi
@@ -42,10 +41,6 @@ logger = logging.getLogger("orca.scheduler")
 EVENT_SCHEDULED = "Scheduled"
 EVENT_FAILED = "FailedScheduling"
 COMPONENT = "orca-controller"
-
-
-def rfc3339_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Reconciler:
@@ -258,7 +253,7 @@ class Reconciler:
     ) -> None:
         """``Scheduled`` / ``FailedScheduling`` on a phase transition, never per pass."""
         scheduled = status.phase is Phase.SCHEDULED
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        now = self.now()
         event = {
             "metadata": {"generateName": f"{record.name}.", "namespace": record.namespace},
             "involvedObject": {
@@ -272,8 +267,8 @@ class Reconciler:
             "type": "Normal" if scheduled else "Warning",
             "reason": EVENT_SCHEDULED if scheduled else EVENT_FAILED,
             "message": status.message or "",
-            "firstTimestamp": now[:19] + "Z",
-            "lastTimestamp": now[:19] + "Z",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
             "count": 1,
             "source": {"component": COMPONENT},
             "reportingComponent": f"orca.cloudinit.dev/{COMPONENT}",

@@ -15,10 +15,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.api.models import NodeInfo, Phase, Workload, WorkloadKind, WorkloadStatus
-from controller.core.ledger import Ledger
+from controller.core.ledger import Ledger, bookings_from_status
 from controller.core.nodes import NodeError, NodeTable, node_info_from_node
 from controller.manifests import validation_message
-from controller.plan import bookings_from_status
 
 
 def is_newer(candidate: str | None, known: str | None) -> bool:
