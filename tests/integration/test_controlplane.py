@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
@@ -95,6 +96,32 @@ def _assert_gone(directory: Path, pids: dict[str, int], ports: Sequence[int]) ->
     assert not (directory / "state.json").exists()
 
 
+def _child_with_a_control_plane(directory: Path) -> subprocess.Popen[str]:
+    """A Python process that starts a ControlPlane in ``directory``, prints its pids and
+    URLs as one JSON line, then sleeps: for tests that kill or signal the starter."""
+    script = textwrap.dedent(
+        f"""
+        import json, time
+        from controller.devcluster.controlplane import ControlPlane
+        cp = ControlPlane({str(directory)!r}).start()
+        print(json.dumps({{"pids": cp.pids, "urls": [cp.server_url, cp.etcd_url]}}), flush=True)
+        time.sleep(600)
+        """
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _started(child: subprocess.Popen[str]) -> dict[str, Any]:
+    """The child's JSON line; its stderr as the failure message when it printed none."""
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    assert line, child.stderr.read() if child.stderr else "no output"
+    info: dict[str, Any] = json.loads(line)
+    return info
+
+
 # -- lifecycle ---------------------------------------------------------------------------------
 
 
@@ -161,23 +188,9 @@ def test_a_taken_port_is_retried_with_another(
 def test_servers_die_with_the_python_process_that_started_them(tmp_path: Path) -> None:
     """PR_SET_PDEATHSIG: even a SIGKILLed pytest leaves no etcd/kube-apiserver behind."""
     directory = tmp_path / "cp"
-    script = textwrap.dedent(
-        f"""
-        import json, sys, time
-        from controller.devcluster.controlplane import ControlPlane
-        cp = ControlPlane({str(directory)!r}).start()
-        print(json.dumps({{"pids": cp.pids, "urls": [cp.server_url, cp.etcd_url]}}), flush=True)
-        time.sleep(600)
-        """
-    )
-    child = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    child = _child_with_a_control_plane(directory)
     try:
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        assert line, child.stderr.read() if child.stderr else "no output"
-        info = json.loads(line)
+        info = _started(child)
         assert all(_running(p) for p in info["pids"].values())
     finally:
         child.send_signal(signal.SIGKILL)
@@ -193,19 +206,9 @@ def test_servers_die_with_the_python_process_that_started_them(tmp_path: Path) -
 def test_sigterm_to_the_python_process_stops_the_servers_cleanly(tmp_path: Path) -> None:
     """The SIGTERM handler stops the servers in order and removes the pid files."""
     directory = tmp_path / "cp"
-    script = textwrap.dedent(
-        f"""
-        import json, time
-        from controller.devcluster.controlplane import ControlPlane
-        cp = ControlPlane({str(directory)!r}).start()
-        print(json.dumps({{"pids": cp.pids, "urls": [cp.server_url, cp.etcd_url]}}), flush=True)
-        time.sleep(600)
-        """
-    )
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = _child_with_a_control_plane(directory)
     try:
-        assert child.stdout is not None
-        info = json.loads(child.stdout.readline())
+        info = _started(child)
         child.send_signal(signal.SIGTERM)
         assert child.wait(timeout=60) == -signal.SIGTERM
     finally:
