@@ -40,6 +40,8 @@ MAX_AFFINITY_RULES = 16
 MAX_RUNTIMES = 8
 MAX_RUNTIME_NAME = 63
 MAX_COUNT = 1000
+MAX_TOLERATIONS = 32
+MAX_TAINTS = 64
 MIN_WEIGHT, MAX_WEIGHT = -100, 100
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -121,6 +123,19 @@ class Strategy(StrEnum):
     BINPACK = "BinPack"
 
 
+class TaintEffect(StrEnum):
+    """What a node taint does to Workloads that do not tolerate it (Kubernetes semantics)."""
+
+    NO_SCHEDULE = "NoSchedule"  # nothing new lands; what is there stays
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"  # a lower score, not a filter
+    NO_EXECUTE = "NoExecute"  # nothing new lands, and what is there moves
+
+
+class TolerationOperator(StrEnum):
+    EQUAL = "Equal"
+    EXISTS = "Exists"
+
+
 class Phase(StrEnum):
     PENDING = "Pending"
     SCHEDULED = "Scheduled"
@@ -163,6 +178,52 @@ class AffinityRule(_Model):
         return DNS1123_LABEL.match(self.target) is not None
 
 
+class Toleration(
+    _Model,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            {
+                "rule": "self.operator != 'Exists' || !has(self.value) || self.value == ''",
+                "message": "value must be empty when operator is Exists",
+            },
+            {
+                "rule": "(has(self.key) && self.key != '') || self.operator == 'Exists'",
+                "message": "operator must be Exists when key is empty",
+            },
+        ]
+    },
+):
+    """A Kubernetes Toleration (core/v1): which node taints a Workload accepts.
+
+    ``tolerationSeconds`` is accepted so tolerations copied from Pod specs apply unchanged,
+    but a placement is a decision, not a process: nothing is evicted on a timer.
+    """
+
+    key: str | None = Field(default=None, max_length=316)
+    operator: TolerationOperator = Field(default=TolerationOperator.EQUAL)
+    value: str | None = Field(default=None, max_length=63)
+    effect: TaintEffect | None = Field(default=None, description="Empty matches every effect.")
+    toleration_seconds: int | None = None
+
+    @model_validator(mode="after")
+    def _operator_rules(self) -> Toleration:
+        if self.operator is TolerationOperator.EXISTS and self.value:
+            raise ValueError("value must be empty when operator is Exists")
+        if not self.key and self.operator is not TolerationOperator.EXISTS:
+            raise ValueError("operator must be Exists when key is empty")
+        return self
+
+    def tolerates(self, taint: Taint) -> bool:
+        """``ToleratesTaint`` of k8s.io/api/core/v1: effect, key, then operator."""
+        if self.effect is not None and self.effect is not taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator is TolerationOperator.EXISTS:
+            return True
+        return (self.value or "") == taint.value
+
+
 class DaemonSchedule(_Model):
     mode: ScheduleMode = Field(default=ScheduleMode.EVERY_NODE)
 
@@ -198,6 +259,11 @@ class WorkloadSpec(
     affinity: list[AffinityRule] = Field(default_factory=list, max_length=MAX_AFFINITY_RULES)
     schedule: DaemonSchedule | None = None
     strategy: Strategy = Field(default=Strategy.SPREAD)
+    tolerations: list[Toleration] = Field(
+        default_factory=list,
+        max_length=MAX_TOLERATIONS,
+        description="Node taints this Workload accepts (Kubernetes Toleration semantics).",
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> WorkloadSpec:
@@ -275,6 +341,11 @@ class WorkloadStatus(_Model):
         description="The placements' nodes, for kubectl's wide output (a summary; "
         "placements is the record).",
     )
+    resources: Resources | None = Field(
+        default=None,
+        description="The resources each placement holds on its node (the spec's at the time "
+        "of the decision), so a resize is told apart from a capacity change.",
+    )
 
 
 class ObjectMeta(BaseModel):
@@ -306,6 +377,20 @@ class Workload(BaseModel):
         return f"{self.metadata.namespace}/{self.metadata.name}"
 
 
+class Taint(_Model):
+    """A node taint (``spec.taints`` of a Node; ``timeAdded`` and other fields are ignored)."""
+
+    model_config = ConfigDict(**{**_Model.model_config, "extra": "ignore"})
+
+    key: str
+    value: str = ""
+    effect: TaintEffect
+
+    def __str__(self) -> str:
+        """kube-scheduler's rendering in its reasons: ``{key: value}``."""
+        return f"{{{self.key}: {self.value}}}"
+
+
 class NodeInfo(_Model):
     """The scheduler's view of a Node (DESIGN.md 3); free capacity lives in the ledger.
 
@@ -322,6 +407,7 @@ class NodeInfo(_Model):
     memory: int = 0
     ready: bool = True
     unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
 
     @property
     def eligible(self) -> bool:

@@ -29,13 +29,19 @@ from controller.core.nodes import IntArray, NodeTable
 
 @dataclass(frozen=True, slots=True)
 class Booking:
-    """One placed replica and the resources it holds on its node."""
+    """One placed replica and the resources it holds on its node.
+
+    ``sized`` is False when the size is a guess: a status that does not record the size its
+    placements hold (written by hand, or by an older orca). The scheduler then re-checks
+    that the node holds the replica, as for a resize.
+    """
 
     node: str
     alloc_id: str
     cpu: int
     memory: int
     score: int = 0
+    sized: bool = True
 
 
 @dataclass(eq=False)
@@ -137,12 +143,16 @@ class Ledger:
 
 
 def bookings_from_status(workload: Workload) -> list[Booking]:
-    """A Workload's recorded placements (its ``status``), booked at its spec's resources."""
+    """A Workload's recorded placements (its ``status``), booked at the size the status
+    records (``status.resources``), or else at the spec's, marked as a guess."""
     status = workload.status
     if status is None:
         return []
-    cpu, memory = workload.spec.cpu_millis, workload.spec.memory_bytes
-    return [Booking(p.node, p.alloc_id, cpu, memory, p.score) for p in status.placements]
+    held = status.resources
+    sized = held is not None
+    cpu = held.cpu_millis if held is not None else workload.spec.cpu_millis
+    memory = held.memory_bytes if held is not None else workload.spec.memory_bytes
+    return [Booking(p.node, p.alloc_id, cpu, memory, p.score, sized) for p in status.placements]
 
 
 def ledger_from_statuses(nodes: Iterable[NodeInfo], workloads: Iterable[Workload]) -> Ledger:

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import ValidationError
 
-from controller.api.models import NodeInfo, quantity_to_int
+from controller.api.models import MAX_TAINTS, NodeInfo, Taint, quantity_to_int
 
 RUNTIME_LABEL_PREFIX = "runtime.orca.cloudinit.dev/"
 TAG_LABEL_PREFIX = "tag.orca.cloudinit.dev/"
@@ -68,7 +69,27 @@ def node_info_from_node(node: Mapping[str, Any]) -> NodeInfo:
         memory=max(memory, 0),
         ready=ready,
         unschedulable=bool(spec.get("unschedulable", False)),
+        taints=_taints(spec.get("taints")),
     )
+
+
+def _taints(raw: Any) -> tuple[Taint, ...]:
+    """``spec.taints`` as the scheduler sees them: sorted, so listing order does not matter."""
+    if not raw:
+        return ()
+    if not isinstance(raw, list):
+        raise NodeError("spec.taints: expected a list")
+    if len(raw) > MAX_TAINTS:
+        raise NodeError(f"spec.taints: more than {MAX_TAINTS} taints")
+    taints: list[Taint] = []
+    for i, item in enumerate(raw):
+        try:
+            taints.append(Taint.model_validate(item))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise NodeError(f"spec.taints[{i}].{field}: {first['msg']}") from None
+    return tuple(sorted(set(taints), key=lambda t: (t.key, t.effect.value, t.value)))
 
 
 class NodeTable:

@@ -10,9 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from controller.api.models import Condition, Phase, WorkloadStatus
-from controller.core.scheduler import Decision
-
-CONDITION_SCHEDULED = "Scheduled"
+from controller.core.decision import Decision
+from controller.core.vocabulary import CONDITION_SCHEDULED
 
 
 def rfc3339_now() -> str:
@@ -68,4 +67,5 @@ def status_from_decision(
         message=decision.message,
         unschedulable=list(decision.unschedulable),
         nodes=nodes_summary([p.node for p in decision.placements]),
+        resources=decision.resources or (previous.resources if previous else None),
     )

@@ -34,9 +34,11 @@ def register(
         return connection_info(load_configuration(kubeconfig))
 
     def node_changed(name: str) -> None:
-        """Who could care: replicas on it, DaemonSets, anything not fully placed."""
+        """Who could care: replicas on it, DaemonSets, and whatever a node could cure."""
         if reconciler.ready.is_set():
-            queue.add_all(state.keys_on_node(name) | state.daemon_keys() | state.keys_not_placed())
+            queue.add_all(
+                state.keys_on_node(name) | state.daemon_keys() | state.keys_waiting_for_nodes()
+            )
 
     @kopf.on.event("nodes", registry=registry)
     async def node_event(type: str, body: kopf.Body, name: str, **_: Any) -> None:
@@ -50,7 +52,7 @@ def register(
     ) -> None:
         if type == "DELETED":
             if state.delete_workload(f"{namespace}/{name}") and reconciler.ready.is_set():
-                queue.add_all(state.keys_not_placed())
+                queue.add_all(state.keys_waiting_for_capacity())
             return
         record = state.upsert_workload(body)
         if record is not None and reconciler.ready.is_set():

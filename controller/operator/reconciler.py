@@ -27,9 +27,16 @@ from typing import Any
 import aiohttp
 
 from controller.api.models import GROUP, KIND, PLURAL, VERSION, Phase, WorkloadStatus
+from controller.core.decision import Decision
+from controller.core.framework import Code
 from controller.core.ledger import Assumption, Booking
-from controller.core.scheduler import CONDITION_INVALID_SPEC, Decision, Scheduler
+from controller.core.scheduler import Scheduler
 from controller.core.status import rfc3339_now, status_from_decision
+from controller.core.vocabulary import (
+    EVENT_FAILED_SCHEDULING,
+    EVENT_SCHEDULED,
+    REASON_INVALID_SPEC,
+)
 from controller.manifests import API_VERSION
 from controller.operator import metrics
 from controller.operator.kube import ApiError, KubeApi
@@ -38,8 +45,6 @@ from controller.operator.workqueue import WorkQueue
 
 logger = logging.getLogger("orca.scheduler")
 
-EVENT_SCHEDULED = "Scheduled"
-EVENT_FAILED = "FailedScheduling"
 COMPONENT = "orca-controller"
 
 
@@ -160,6 +165,7 @@ class Reconciler:
         self.state.table()
         started = time.perf_counter()
         decision = self._decide(record)
+        record.code = decision.code
         metrics.SCHEDULING_LATENCY.observe(time.perf_counter() - started)
         cel_errors = self.scheduler.cel.errors
         if cel_errors > self._cel_errors_seen:
@@ -188,11 +194,12 @@ class Reconciler:
             existing = self.state.ledger.bookings(record.key)
             return Decision(
                 phase=Phase.INVALID,
-                reason=CONDITION_INVALID_SPEC,
+                reason=REASON_INVALID_SPEC,
                 desired=0,
                 placements=tuple(record.status.placements) if record.status else (),
                 message=record.error or "invalid spec",
                 bookings=existing,
+                code=Code.INVALID,
             )
         return self.scheduler.schedule(record.workload, self.state.ledger)
 
@@ -238,7 +245,7 @@ class Reconciler:
             if previous_phase != status.phase:
                 self._post_event(record, status, version)
             if _freed(previous, assumption.bookings):
-                self.queue.add_all(self.state.keys_not_placed() - {key})
+                self.queue.add_all(self.state.keys_waiting_for_capacity() - {key})
         finally:
             self._slots.release()
             self.queue.done(key)
@@ -265,7 +272,7 @@ class Reconciler:
                 "resourceVersion": version,
             },
             "type": "Normal" if scheduled else "Warning",
-            "reason": EVENT_SCHEDULED if scheduled else EVENT_FAILED,
+            "reason": EVENT_SCHEDULED if scheduled else EVENT_FAILED_SCHEDULING,
             "message": status.message or "",
             "firstTimestamp": now,
             "lastTimestamp": now,

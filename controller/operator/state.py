@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.api.models import NodeInfo, Phase, Workload, WorkloadKind, WorkloadStatus
+from controller.core.framework import Code
 from controller.core.ledger import Ledger, bookings_from_status
 from controller.core.nodes import NodeError, NodeTable, node_info_from_node
 from controller.manifests import validation_message
@@ -47,14 +48,11 @@ class WorkloadRecord:
     status: WorkloadStatus | None = None
     written_version: str | None = None  # resourceVersion our last status write produced
     writing: bool = False  # a status write is in flight (its decision is assumed)
+    code: Code | None = None  # who can cure what the last decision lacked (None: not decided)
 
     @property
     def phase(self) -> Phase | None:
         return self.status.phase if self.status else None
-
-    @property
-    def placed_fully(self) -> bool:
-        return self.phase is Phase.SCHEDULED
 
     @property
     def daemon(self) -> bool:
@@ -139,6 +137,7 @@ class ClusterState:
             status=status,
             written_version=record.written_version if record else None,
             writing=record.writing if record else False,
+            code=record.code if record else None,
         )
         self.records[key] = record
         if not record.writing and workload is not None:
@@ -186,12 +185,22 @@ class ClusterState:
             if any(b.node == name for b in self.ledger.bookings(key))
         }
 
-    def keys_not_placed(self) -> set[str]:
-        """Workloads that could use freed capacity: not fully placed (or not decided yet)."""
-        return {key for key, r in self.records.items() if not r.placed_fully}
+    def keys_waiting_for_capacity(self) -> set[str]:
+        """Workloads freed capacity could help: some node failed them only for lack of room
+        (DaemonSets included), or not decided yet."""
+        return {key for key, r in self.records.items() if r.code in _CAPACITY_CURES}
+
+    def keys_waiting_for_nodes(self) -> set[str]:
+        """Workloads a node change could help: lacking capacity, or rejected for a reason a
+        node can change (runtime, constraints, taints, eligibility), or not decided yet."""
+        return {key for key, r in self.records.items() if r.code in _NODE_CURES}
 
     def daemon_keys(self) -> set[str]:
         return {key for key, r in self.records.items() if r.daemon}
+
+
+_CAPACITY_CURES = frozenset({None, Code.UNSCHEDULABLE})
+_NODE_CURES = frozenset({None, Code.UNSCHEDULABLE, Code.UNRESOLVABLE})
 
 
 def _status_of(body: Mapping[str, Any]) -> WorkloadStatus | None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from controller.api.models import Phase, WorkloadStatus
+from controller.core.decision import Decision
 from controller.core.ledger import Booking, Ledger
 from controller.core.nodes import NodeTable
-from controller.core.scheduler import Decision
 from controller.core.status import nodes_summary, status_from_decision
 from tests.factories import node
 

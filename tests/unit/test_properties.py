@@ -15,9 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.api.models import NodeInfo, Phase, Workload
+from controller.core.decision import Decision
 from controller.core.ledger import Ledger
 from controller.core.nodes import NodeTable
-from controller.core.scheduler import Decision, Scheduler, normalize_runtime
+from controller.core.plugins.runtime import normalize_runtime
+from controller.core.scheduler import Scheduler
 from tests.factories import workload
 
 RUNTIMES = ["docker", "process", "wasmtime"]

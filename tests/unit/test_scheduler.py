@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 
 from controller.api.models import NodeInfo, Phase, Strategy, Workload
+from controller.core.decision import Decision
 from controller.core.ledger import Ledger
 from controller.core.nodes import NodeTable
-from controller.core.scheduler import (
-    CONDITION_ALL_PLACED,
-    CONDITION_INVALID_SPEC,
-    CONDITION_PARTIALLY_PLACED,
-    CONDITION_UNSCHEDULABLE,
-    Decision,
-    Scheduler,
-    alloc_index,
-    capacity_score,
+from controller.core.placement import alloc_index
+from controller.core.plugins.capacity import capacity_score
+from controller.core.scheduler import Scheduler
+from controller.core.vocabulary import (
+    REASON_ALL_PLACED,
+    REASON_INVALID_SPEC,
+    REASON_PARTIALLY_PLACED,
+    REASON_UNSCHEDULABLE,
 )
 from tests.factories import GiB, ledger_for, node, workload
 
@@ -121,7 +121,7 @@ def test_daemonset_modes() -> None:
 def test_no_nodes_is_reported_not_raised() -> None:
     decision = schedule(workload(kind="Job"), Ledger())
     assert decision.phase is Phase.UNSCHEDULABLE
-    assert decision.reason == CONDITION_UNSCHEDULABLE
+    assert decision.reason == REASON_UNSCHEDULABLE
     assert decision.message == "0/0 nodes are available: no nodes in the cluster."
 
 
@@ -151,7 +151,7 @@ def test_partial_service_names_what_is_missing() -> None:
     ledger = ledger_for(node("a", cpu="1"), node("b", cpu="1"))
     decision = schedule(workload(kind="Service", count=3, resources={"cpu": "600m"}), ledger)
     assert decision.phase is Phase.PARTIALLY_SCHEDULED
-    assert decision.reason == CONDITION_PARTIALLY_PLACED
+    assert decision.reason == REASON_PARTIALLY_PLACED
     assert (decision.desired, decision.placed) == (3, 2)
     assert decision.message == ("2/3 replicas placed; 0/2 nodes are available: 2 Insufficient cpu.")
 
@@ -248,7 +248,7 @@ def test_name_affinity_counts_the_other_workloads_replicas() -> None:
 def test_invalid_specs_are_reported_with_the_field(field: str, value: Any, message: str) -> None:
     decision = schedule(workload(kind="Job", **{field: value}), ledger_for(node("a")))
     assert decision.phase is Phase.INVALID
-    assert decision.reason == CONDITION_INVALID_SPEC
+    assert decision.reason == REASON_INVALID_SPEC
     assert message in decision.message
 
 
@@ -359,7 +359,7 @@ def test_schedule_does_not_touch_the_ledger() -> None:
 
 def test_all_placed_reason_and_message() -> None:
     decision = schedule(workload(kind="Service", count=2), ledger_for(node("a"), node("b")))
-    assert (decision.reason, decision.message) == (CONDITION_ALL_PLACED, "2/2 replicas placed")
+    assert (decision.reason, decision.message) == (REASON_ALL_PLACED, "2/2 replicas placed")
     assert decision.unschedulable == ()
 
 

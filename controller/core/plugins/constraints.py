@@ -1,0 +1,69 @@
+"""CelConstraints: every CEL expression in ``spec.constraints`` must be true on the node.
+
+Each expression is one rejection reason, ``node(s) didn't match constraint <source>``, and
+nodes where it fails to evaluate get their own, ``constraint <source> failed to evaluate``.
+Outcomes are memoised per distinct value of what an expression reads
+(``controller.core.celexpr``); expressions that read free capacity are evaluated per cycle.
+``every-node`` DaemonSets ignore constraints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from controller.core.celexpr import CelCompileError, CelEvaluator, CompiledExpression
+from controller.core.celexpr import compile_expression as compile_cel
+from controller.core.framework import Code, CycleState, Rejection, Verdict
+
+
+def reason_constraint(source: str) -> str:
+    return f"node(s) didn't match constraint {source}"
+
+
+def reason_constraint_error(source: str) -> str:
+    return f"constraint {source} failed to evaluate"
+
+
+class CelConstraints:
+    """PreFilter (compile) and Filter over ``spec.constraints``."""
+
+    name = "CelConstraints"
+    code = Code.UNRESOLVABLE
+    evicts = True
+    selects = True
+    per_replica = False
+
+    def __init__(self, cel: CelEvaluator) -> None:
+        self.cel = cel
+
+    def pre_filter(self, cycle: CycleState) -> list[str]:
+        errors: list[str] = []
+        compiled: list[CompiledExpression] = []
+        for i, source in enumerate(cycle.spec.constraints):
+            try:
+                compiled.append(compile_cel(source))
+            except CelCompileError as exc:
+                errors.append(f"spec.constraints[{i}] {source!r}: {exc}")
+        cycle.data[self.name] = tuple(compiled)
+        return errors
+
+    def _expressions(self, cycle: CycleState) -> tuple[CompiledExpression, ...]:
+        if not cycle.uses_constraints:
+            return ()
+        compiled: tuple[CompiledExpression, ...] = cycle.data[self.name]
+        return compiled
+
+    def signature(self, cycle: CycleState) -> Hashable | None:
+        expressions = self._expressions(cycle)
+        if any(e.reads_free for e in expressions):
+            return None  # free capacity differs from cycle to cycle
+        return tuple(e.source for e in expressions)
+
+    def filter(self, cycle: CycleState) -> Verdict:
+        rejections: list[Rejection] = []
+        for expr in self._expressions(cycle):
+            true, failed = self.cel.truth(expr, cycle.table, cycle.free_cpu, cycle.free_memory)
+            if failed.any():
+                rejections.append(Rejection(reason_constraint_error(expr.source), ~failed))
+            rejections.append(Rejection(reason_constraint(expr.source), true | failed))
+        return Verdict(tuple(rejections))
