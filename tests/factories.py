@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from controller.api.models import NodeInfo, Workload
+from controller.core.framework import CycleState, Verdict
 from controller.core.ledger import Ledger
 from controller.core.nodes import NodeTable, node_info_from_node
+from controller.core.scheduler import Scheduler
 
 GiB = 1 << 30
 
@@ -21,6 +25,7 @@ def node_object(
     kind: str | None = None,
     ready: bool = True,
     cordoned: bool = False,
+    taints: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """A Node object as ``kubectl get node -o json`` would show it."""
     all_labels = dict(labels or {})
@@ -32,7 +37,10 @@ def node_object(
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": all_labels},
-        "spec": {"unschedulable": True} if cordoned else {},
+        "spec": {
+            **({"unschedulable": True} if cordoned else {}),
+            **({"taints": taints} if taints else {}),
+        },
         "status": {
             "allocatable": {"cpu": cpu, "memory": memory},
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
@@ -64,3 +72,17 @@ def workload(
 
 def ledger_for(*nodes: NodeInfo) -> Ledger:
     return Ledger(NodeTable(nodes))
+
+
+def cycle_for(w: Workload, ledger: Ledger) -> CycleState:
+    """A prepared scheduling cycle (pre-filters run), as the Scheduler makes one."""
+    scheduler = Scheduler()
+    cycle = scheduler.snapshot(w, ledger)
+    errors = scheduler.framework.pre_filter(cycle)
+    assert not errors, errors
+    return cycle
+
+
+def rejected(verdict: Verdict) -> dict[str, list[int]]:
+    """reason -> indexes of the nodes a filter rejects for it."""
+    return {r.reason: np.flatnonzero(~r.passed).tolist() for r in verdict.rejections}

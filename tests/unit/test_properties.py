@@ -2,7 +2,9 @@
 
 Each property is a promise a cluster operator relies on: no node over capacity, every
 placement passes every filter, Service replicas balanced, the same answer whatever order the
-nodes are listed in, and a short Service/DaemonSet leaves no fitting node unused.
+nodes are listed in, and a short Service/DaemonSet leaves no fitting node unused. Clusters
+carry taints (NoSchedule, NoExecute, PreferNoSchedule) and linux nodes with ``pve-*`` runtime
+labels; Workloads carry tolerations, CEL and Workload-name affinity, and every DaemonSet mode.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.api.models import NodeInfo, Phase, Workload
+from controller.api.models import NodeInfo, Phase, Taint, Workload
 from controller.core.decision import Decision
 from controller.core.ledger import Ledger
 from controller.core.nodes import NodeTable
@@ -22,7 +24,7 @@ from controller.core.plugins.runtime import normalize_runtime
 from controller.core.scheduler import Scheduler
 from tests.factories import workload
 
-RUNTIMES = ["docker", "process", "wasmtime"]
+RUNTIMES = ["docker", "process", "wasmtime", "pve-vm"]  # pve-vm on a linux node: ignored
 TAGS = ["ssd", "gpu", "edge"]
 ZONES = ["z1", "z2", "z3"]
 CONSTRAINTS = [
@@ -33,8 +35,28 @@ CONSTRAINTS = [
     'node.kind == "linux"',
 ]
 
+TAINTS = [
+    Taint(key="node-role.kubernetes.io/control-plane", effect="NoSchedule"),
+    Taint(key="dedicated", value="ml", effect="NoSchedule"),
+    Taint(key="maintenance", value="now", effect="NoExecute"),
+    Taint(key="spot", value="true", effect="PreferNoSchedule"),
+]
+TOLERATIONS: list[dict[str, str]] = [
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"},
+    {"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+    {"key": "dedicated", "value": "web"},
+    {"key": "maintenance", "operator": "Exists", "effect": "NoExecute"},
+    {"operator": "Exists", "effect": "PreferNoSchedule"},
+]
+AFFINITY = [
+    {"target": '"gpu" in node.tags', "weight": 40},
+    {"target": 'node.labels["zone"] == "z2"', "weight": -30},
+    {"target": "w0", "weight": 50},  # a Workload name: the first of the batch
+    {"target": "w1", "weight": -100},
+]
+
 node_infos = st.builds(
-    lambda i, cpu, mem, runtimes, tags, zone, proxmox, ready, cordoned: NodeInfo(
+    lambda i, cpu, mem, runtimes, tags, zone, proxmox, ready, cordoned, taints: NodeInfo(
         hostname=f"node-{i}",
         runtimes=tuple(sorted(runtimes)),
         tags=tuple(sorted(tags)),
@@ -44,6 +66,7 @@ node_infos = st.builds(
         memory=mem,
         ready=ready,
         unschedulable=cordoned,
+        taints=tuple(sorted(taints, key=lambda t: (t.key, t.effect.value, t.value))),
     ),
     st.integers(0, 10_000),
     st.sampled_from([0, 1000, 2000, 4000, 8000]),
@@ -54,6 +77,7 @@ node_infos = st.builds(
     st.booleans(),
     st.sampled_from([True, True, True, False]),  # mostly ready
     st.sampled_from([False, False, False, True]),  # mostly not cordoned
+    st.one_of(st.just(set()), st.sets(st.sampled_from(TAINTS), max_size=2)),
 )
 
 clusters = st.lists(node_infos, min_size=0, max_size=12, unique_by=lambda n: n.hostname)
@@ -70,6 +94,8 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
         },
         "constraints": draw(st.lists(st.sampled_from(CONSTRAINTS), max_size=2, unique=True)),
         "strategy": draw(st.sampled_from(["Spread", "BinPack"])),
+        "tolerations": draw(st.lists(st.sampled_from(TOLERATIONS), max_size=2, unique_by=str)),
+        "affinity": draw(st.lists(st.sampled_from(AFFINITY), max_size=3, unique_by=str)),
     }
     runtimes = draw(st.lists(st.sampled_from([*RUNTIMES, "wasm", "pve-vm"]), max_size=2))
     if runtimes:
@@ -77,7 +103,8 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
     if kind == "Service":
         spec["count"] = draw(st.integers(1, 8))
     if kind == "DaemonSet":
-        spec["schedule"] = {"mode": draw(st.sampled_from(["every-node", "matching"]))}
+        modes = ["every-node", "matching", "mandatory"]
+        spec["schedule"] = {"mode": draw(st.sampled_from(modes))}
     return spec
 
 
@@ -95,14 +122,33 @@ def plan_all(nodes: list[NodeInfo], batch: list[dict[str, Any]]) -> tuple[Ledger
     return ledger, decisions
 
 
+def tolerated(taint: Taint, tolerations: list[dict[str, str]]) -> bool:
+    """Kubernetes' ToleratesTaint, restated from the API reference."""
+    for t in tolerations:
+        if t.get("effect") not in (None, taint.effect.value):
+            continue
+        if t.get("key") not in (None, taint.key):
+            continue
+        if t.get("operator") == "Exists" or t.get("value", "") == taint.value:
+            return True
+    return False
+
+
 def passes_filters(n: NodeInfo, w: Workload) -> bool:
     """An independent, per-node statement of DESIGN.md 4's filters (no numpy, no caches)."""
     if not n.eligible:
         return False
+    tolerations = [t.model_dump(exclude_none=True) for t in w.spec.tolerations]
+    for taint in n.taints:
+        if taint.effect.value != "PreferNoSchedule" and not tolerated(taint, tolerations):
+            return False
     wants = {normalize_runtime(r) for r in w.spec.runtimes}
     if wants:
-        proxmox = n.kind == "proxmox" and bool(wants & {"pve-vm", "pve-ct", "proxmox"})
-        if not proxmox and not wants & {normalize_runtime(r) for r in n.runtimes}:
+        # pve-vm/pve-ct/proxmox mean "a node of kind proxmox", whatever labels a node has.
+        pve = {"pve-vm", "pve-ct", "proxmox"}
+        proxmox = n.kind == "proxmox" and bool(wants & pve)
+        offered = {normalize_runtime(r) for r in n.runtimes} - pve
+        if not proxmox and not wants & offered:
             return False
     if w.spec.kind == "DaemonSet" and w.spec.mode == "every-node":
         return True
@@ -163,7 +209,8 @@ def test_service_replicas_are_balanced_within_one_where_room_allows(
 ) -> None:
     # A zero-sized Service: room is never the limit, so spread must be even.
     _, (decision,) = plan_all(nodes, [{"kind": "Service", "count": count}])
-    eligible = [n for n in nodes if n.eligible]
+    service = workload(kind="Service", count=count)
+    eligible = [n for n in nodes if passes_filters(n, service)]
     if not eligible:
         assert decision.phase is Phase.UNSCHEDULABLE
         return

@@ -10,17 +10,19 @@ import pytest
 
 from controller.api.models import NodeInfo, Phase, Strategy, Workload
 from controller.core.decision import Decision
-from controller.core.ledger import Ledger
+from controller.core.ledger import Ledger, ledger_from_statuses
 from controller.core.nodes import NodeTable
 from controller.core.placement import alloc_index
 from controller.core.plugins.capacity import capacity_score
 from controller.core.scheduler import Scheduler
+from controller.core.status import status_from_decision
 from controller.core.vocabulary import (
     REASON_ALL_PLACED,
     REASON_INVALID_SPEC,
     REASON_PARTIALLY_PLACED,
     REASON_UNSCHEDULABLE,
 )
+from controller.plan import plan
 from tests.factories import GiB, ledger_for, node, workload
 
 
@@ -395,3 +397,114 @@ def test_capacity_score_formula() -> None:
 def test_nodeinfo_eligibility_is_what_filters_use() -> None:
     n: NodeInfo = node("x", cordoned=True)
     assert not n.eligible
+
+
+# -- resizes (DESIGN.md 5: a resize never over-commits; capacity changes never evict) -----------
+
+
+def test_a_resize_moves_the_replica_its_node_cannot_hold() -> None:
+    ledger = ledger_for(node("a", cpu="2"), node("b", cpu="2"))
+    scheduler = Scheduler()
+    j1 = book(workload(name="j1", kind="Job", resources={"cpu": "1"}), ledger, scheduler)
+    j2 = book(workload(name="j2", kind="Job", resources={"cpu": "1"}), ledger, scheduler)
+    assert nodes_of(j1) == ["a"] and nodes_of(j2) == ["b"]
+    book(workload(name="j3", kind="Job", resources={"cpu": "1"}), ledger, scheduler)  # on a
+    grown = book(workload(name="j1", kind="Job", resources={"cpu": "2"}), ledger, scheduler)
+    assert grown.phase is Phase.UNSCHEDULABLE  # a holds j3 beside it, b holds j2: no room
+    assert int(ledger.used_cpu.max()) <= 2000
+    shrunk = book(workload(name="j2", kind="Job", resources={"cpu": "500m"}), ledger, scheduler)
+    assert shrunk.placements == j2.placements  # shrinking never moves
+
+
+def test_a_resize_that_still_fits_stays_put() -> None:
+    ledger = ledger_for(node("a", cpu="4"), node("b", cpu="4"))
+    scheduler = Scheduler()
+    first = book(workload(kind="Service", count=2, resources={"cpu": "1"}), ledger, scheduler)
+    grown = book(workload(kind="Service", count=2, resources={"cpu": "3"}), ledger, scheduler)
+    assert grown.placements == first.placements
+
+
+def test_orca_plan_resize_example_from_a_hand_written_status() -> None:
+    """The issue's case: node a (2 cpu) holds j1, now resized to 2 cpu, and j2 (1 cpu), both
+    recorded in status without the size they were placed at."""
+    status = {"placements": [{"node": "a", "allocId": "shop/j1-0", "score": 50}]}
+    j1 = workload(name="j1", kind="Job", resources={"cpu": "2"}, status=status)
+    status2 = {"placements": [{"node": "a", "allocId": "shop/j2-0", "score": 50}]}
+    j2 = workload(name="j2", kind="Job", resources={"cpu": "1"}, status=status2)
+    results = plan([node("a", cpu="2")], [j1, j2])
+    by_name = {r.workload.metadata.name: r.status for r in results}
+    assert [p.node for p in by_name["j2"].placements] == ["a"]
+    assert by_name["j1"].placements == [] and by_name["j1"].phase is Phase.UNSCHEDULABLE
+
+
+def test_status_records_the_size_so_a_rebuilt_ledger_is_exact() -> None:
+    decision = schedule(workload(kind="Job", resources={"cpu": "1500m"}), ledger_for(node("a")))
+    status = status_from_decision(decision, 1, None, "2026-01-01T00:00:00Z")
+    assert status.resources is not None and status.resources.cpu == "1500m"
+    recorded = status.model_dump(by_alias=True, mode="json", exclude_none=True)
+    same = workload(kind="Job", resources={"cpu": "1500m"}, status=recorded)
+    grown = workload(kind="Job", resources={"cpu": "3"}, status=recorded)
+    # The spec grew since: the rebuilt ledger still books what the placement holds.
+    assert ledger_from_statuses([node("a", cpu="2")], [grown]).used_cpu.tolist() == [1500]
+    # The node shrank under an unchanged Workload: it stays (capacity never evicts) ...
+    assert nodes_of(schedule(same, ledger_from_statuses([node("a", cpu="1")], [same]))) == ["a"]
+    # ... but the resize to 3 cpu does not fit on the 2-cpu node: it cannot stay.
+    resized = schedule(grown, ledger_from_statuses([node("a", cpu="2")], [grown]))
+    assert resized.phase is Phase.UNSCHEDULABLE
+
+
+# -- taints and tolerations (DESIGN.md 4) ----------------------------------------------------
+
+
+CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+
+
+def test_control_plane_nodes_get_nothing_unless_tolerated() -> None:
+    ledger = ledger_for(node("cp", cpu="64", taints=[CONTROL_PLANE]), node("w1"), node("w2"))
+    web = schedule(workload(kind="Service", count=3), ledger)
+    assert "cp" not in nodes_of(web)
+    agent = schedule(workload(name="agent", kind="DaemonSet"), ledger)
+    assert nodes_of(agent) == ["w1", "w2"]
+    assert [(r.reason, r.nodes) for r in agent.unschedulable] == [
+        ("node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }", ["cp"])
+    ]
+    tolerant = schedule(
+        workload(
+            name="agent",
+            kind="DaemonSet",
+            tolerations=[{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}],
+        ),
+        ledger,
+    )
+    assert sorted(nodes_of(tolerant)) == ["cp", "w1", "w2"]
+
+
+def test_noexecute_added_later_moves_only_intolerant_replicas() -> None:
+    nodes = [node("a"), node("b")]
+    ledger = ledger_for(*nodes)
+    scheduler = Scheduler()
+    cpu = {"cpu": "1"}
+    plain = book(workload(name="plain", kind="Job", resources=cpu), ledger, scheduler)
+    toleration = [{"key": "maintenance", "operator": "Exists", "effect": "NoExecute"}]
+    tolerant = book(
+        workload(name="tol", kind="Job", resources=cpu, tolerations=toleration), ledger, scheduler
+    )
+    hit = nodes_of(plain)[0]
+    assert nodes_of(tolerant) != [hit]  # spread: the other node
+    # Taint both nodes' holder of `plain` with NoExecute, and the other one with NoSchedule.
+    evicting = {"key": "maintenance", "value": "", "effect": "NoExecute"}
+    blocking = {"key": "maintenance", "value": "", "effect": "NoSchedule"}
+    ledger.rebind(
+        NodeTable(
+            [node(n.hostname, taints=[evicting if n.hostname == hit else blocking]) for n in nodes]
+        )
+    )
+    plain_after = book(workload(name="plain", kind="Job"), ledger, scheduler)
+    tolerant_after = book(
+        workload(name="tol", kind="Job", tolerations=toleration), ledger, scheduler
+    )
+    assert plain_after.placements == ()  # moved off, and nowhere else will take it
+    assert tolerant_after.placements == tolerant.placements  # NoSchedule added later: stays
+    assert plain_after.message.startswith(
+        "0/2 nodes are available: 2 node(s) had untolerated taint"
+    )

@@ -1,0 +1,88 @@
+"""The small filter plugins: eligibility, runtime, CEL constraints, resources fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from controller.core.framework import Code
+from controller.core.plugins.constraints import CelConstraints
+from controller.core.plugins.eligibility import NodeEligibility
+from controller.core.plugins.resources import ResourcesFit
+from controller.core.plugins.runtime import Runtime
+from controller.core.scheduler import Scheduler
+from tests.factories import cycle_for, ledger_for, node, rejected, workload
+
+
+def test_eligibility_rejects_cordoned_and_not_ready_and_evicts() -> None:
+    ledger = ledger_for(node("a"), node("b", cordoned=True), node("c", ready=False))
+    plugin = NodeEligibility()
+    assert rejected(plugin.filter(cycle_for(workload(kind="Job"), ledger))) == {
+        "node(s) were unschedulable": [1],
+        "node(s) not ready": [2],
+    }
+    assert (plugin.evicts, plugin.code) == (True, Code.UNRESOLVABLE)
+
+
+@pytest.mark.parametrize(
+    ("wants", "offered"),
+    [
+        (["wasm"], [False, True, False, False]),
+        (["WASMTIME"], [False, True, False, False]),
+        (["pve-vm"], [False, False, True, False]),
+        (["docker", "process"], [True, False, False, True]),
+    ],
+    ids=["wasm-alias", "case", "proxmox-kind-only", "any-of"],
+)
+def test_runtime_matching(wants: list[str], offered: list[bool]) -> None:
+    ledger = ledger_for(
+        node("a", runtimes=("docker", "pve-vm")),  # a linux node with a pve-* label
+        node("b", runtimes=("wasmtime",)),
+        node("c", runtimes=(), kind="proxmox"),
+        node("d", runtimes=("process",)),
+    )
+    verdict = Runtime().filter(cycle_for(workload(kind="Job", runtime={"oneOf": wants}), ledger))
+    (rejection,) = verdict.rejections
+    assert rejection.passed.tolist() == offered
+
+
+def test_runtime_prefilter_refuses_unknown_proxmox_aliases() -> None:
+    cycle = Scheduler().snapshot(workload(kind="Job", runtime={"oneOf": ["pve-lxc"]}), ledger_for())
+    (error,) = Runtime().pre_filter(cycle)
+    assert error.startswith("spec.runtime.oneOf[0] 'pve-lxc': unknown runtime alias")
+
+
+def test_constraints_report_each_expression_and_errors_apart() -> None:
+    ledger = ledger_for(
+        node("a", labels={"zone": "z1"}), node("b", labels={"zone": "z2"}), node("c")
+    )
+    w = workload(kind="Job", constraints=['node.labels["zone"] == "z1"'])
+    cycle = cycle_for(w, ledger)
+    assert rejected(CelConstraints(Scheduler().cel).filter(cycle)) == {
+        'constraint node.labels["zone"] == "z1" failed to evaluate': [2],
+        'node(s) didn\'t match constraint node.labels["zone"] == "z1"': [1],
+    }
+
+
+def test_constraints_signature_is_what_they_read() -> None:
+    plugin = CelConstraints(Scheduler().cel)
+    ledger = ledger_for(node("a"))
+    plain = cycle_for(workload(kind="Job", constraints=["node.cpu > 1"]), ledger)
+    free = cycle_for(workload(kind="Job", constraints=["node.freeCpu > 1"]), ledger)
+    every = cycle_for(workload(kind="DaemonSet", constraints=["node.cpu > 1"]), ledger)
+    assert plugin.signature(plain) == ("node.cpu > 1",)
+    assert plugin.signature(free) is None  # free capacity changes per cycle: never memoised
+    assert plugin.signature(every) == ()  # every-node DaemonSets ignore constraints
+    assert plugin.filter(every).rejections == ()
+
+
+def test_resources_fit_zero_requests_fit_even_overcommitted_nodes() -> None:
+    ledger = ledger_for(node("a", cpu="1"), node("b", cpu="4"))
+    cycle = cycle_for(workload(kind="Job", resources={"cpu": "2"}), ledger)
+    assert rejected(ResourcesFit().filter(cycle)) == {
+        "Insufficient cpu": [0],
+        "Insufficient memory": [],
+    }
+    zero = cycle_for(workload(kind="Job"), ledger)
+    zero.free_cpu[:] = np.array([-1, -1])  # over-committed (nodes that shrank)
+    assert all(r.passed.all() for r in ResourcesFit().filter(zero).rejections)

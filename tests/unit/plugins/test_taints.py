@@ -1,0 +1,105 @@
+"""TaintToleration: kube-scheduler's toleration matching, filter reasons, eviction, score."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from controller.api.models import Taint, Toleration
+from controller.core.plugins.taints import TaintToleration
+from tests.factories import cycle_for, ledger_for, node, rejected, workload
+
+CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+DEDICATED_ML = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+EVICTING = {"key": "maintenance", "value": "now", "effect": "NoExecute"}
+SOFT = {"key": "spot", "value": "true", "effect": "PreferNoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("toleration", "taint", "tolerated"),
+    [
+        ({"key": "dedicated", "value": "ml", "effect": "NoSchedule"}, DEDICATED_ML, True),
+        ({"key": "dedicated", "value": "web", "effect": "NoSchedule"}, DEDICATED_ML, False),
+        ({"key": "dedicated", "operator": "Exists"}, DEDICATED_ML, True),
+        ({"key": "dedicated", "value": "ml", "effect": "NoExecute"}, DEDICATED_ML, False),
+        ({"key": "dedicated", "value": "ml"}, DEDICATED_ML, True),  # empty effect: all
+        ({"operator": "Exists"}, DEDICATED_ML, True),  # empty key + Exists: everything
+        ({"operator": "Exists", "effect": "NoExecute"}, DEDICATED_ML, False),
+        (
+            {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"},
+            CONTROL_PLANE,
+            True,
+        ),
+        ({"key": "node-role.kubernetes.io/control-plane"}, CONTROL_PLANE, True),  # Equal ""
+        ({"key": "other", "operator": "Exists"}, CONTROL_PLANE, False),
+    ],
+    ids=[
+        "equal",
+        "other-value",
+        "exists",
+        "other-effect",
+        "any-effect",
+        "wildcard",
+        "wildcard-other-effect",
+        "control-plane-exists",
+        "control-plane-equal-empty",
+        "other-key",
+    ],
+)
+def test_toleration_matching(toleration: dict[str, Any], taint: dict[str, Any], tolerated: bool):
+    assert Toleration.model_validate(toleration).tolerates(Taint.model_validate(taint)) is tolerated
+
+
+@pytest.mark.parametrize(
+    ("toleration", "message"),
+    [
+        ({"key": "a", "operator": "Exists", "value": "x"}, "value must be empty"),
+        ({"value": "x"}, "operator must be Exists when key is empty"),
+    ],
+    ids=["exists-with-value", "equal-without-key"],
+)
+def test_invalid_tolerations_are_refused(toleration: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Toleration.model_validate(toleration)
+
+
+def test_untolerated_taints_filter_with_kube_scheduler_wording() -> None:
+    ledger = ledger_for(
+        node("a"),
+        node("cp", taints=[CONTROL_PLANE]),
+        node("ml", taints=[DEDICATED_ML]),
+        node("soft", taints=[SOFT]),
+    )
+    verdict = TaintToleration().filter(cycle_for(workload(kind="Job"), ledger))
+    assert rejected(verdict) == {
+        "node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }": [1],
+        "node(s) had untolerated taint {dedicated: ml}": [2],
+    }
+    tolerating = workload(kind="Job", tolerations=[{"key": "dedicated", "operator": "Exists"}])
+    assert rejected(TaintToleration().filter(cycle_for(tolerating, ledger))) == {
+        "node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }": [1],
+    }
+
+
+def test_only_noexecute_moves_existing_replicas() -> None:
+    ledger = ledger_for(node("a", taints=[DEDICATED_ML]), node("b", taints=[EVICTING]), node("c"))
+    verdict = TaintToleration().filter(cycle_for(workload(kind="Job"), ledger))
+    assert verdict.keeps is not None
+    assert verdict.keeps.tolist() == [True, False, True]
+    tolerant = workload(kind="Job", tolerations=[{"key": "maintenance", "operator": "Exists"}])
+    keeps = TaintToleration().filter(cycle_for(tolerant, ledger)).keeps
+    assert keeps is not None and keeps.tolist() == [True, True, True]
+
+
+def test_prefer_no_schedule_lowers_the_score_and_nothing_else() -> None:
+    ledger = ledger_for(
+        node("a"), node("b", taints=[SOFT]), node("c", taints=[SOFT, {**SOFT, "key": "x"}])
+    )
+    plugin = TaintToleration()
+    cycle = cycle_for(workload(kind="Job"), ledger)
+    assert rejected(plugin.filter(cycle)) == {}
+    assert plugin.score(cycle, np.arange(3)).tolist() == [0, -50, -100]
+    tolerant = cycle_for(workload(kind="Job", tolerations=[{"operator": "Exists"}]), ledger)
+    assert plugin.score(tolerant, np.arange(3)).tolist() == [0, 0, 0]

@@ -1,0 +1,111 @@
+"""The framework: a plugin added to a profile runs, reports, memoises by its own signature."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import pytest
+
+from controller.api.models import Phase
+from controller.core.framework import Code, CycleState, Profile, Rejection, Verdict
+from controller.core.plugins import default_profile
+from controller.core.scheduler import Scheduler
+from tests.factories import ledger_for, node, workload
+
+
+class OddCpu:
+    """A filter plugin written for the test: rejects nodes whose cpu in cores is odd, unless
+    the Workload's strategy is BinPack (so its signature is the strategy)."""
+
+    name = "OddCpu"
+    code = Code.UNRESOLVABLE
+    evicts = True
+    selects = True
+    per_replica = False
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def signature(self, cycle: CycleState) -> Hashable:
+        return cycle.spec.strategy
+
+    def filter(self, cycle: CycleState) -> Verdict:
+        self.calls += 1
+        if cycle.spec.strategy == "BinPack":
+            return Verdict(())
+        even = (cycle.table.cpu // 1000) % 2 == 0
+        return Verdict((Rejection("node(s) had odd cpu", even),))
+
+
+def profile_with(plugin: object) -> Profile:
+    base = default_profile(Scheduler().cel).plugins
+    return Profile((*base[:4], (plugin, 0), *base[4:]))  # after constraints, before capacity
+
+
+def test_a_plugin_in_the_profile_runs_and_its_reason_is_in_the_diagnosis() -> None:
+    plugin = OddCpu()
+    scheduler = Scheduler(profile=profile_with(plugin))
+    ledger = ledger_for(node("a", cpu="1"), node("b", cpu="3"), node("c", cpu="2"))
+    decision = scheduler.schedule(workload(kind="Service", count=2, resources={"cpu": "2"}), ledger)
+    assert [p.node for p in decision.placements] == ["c"]
+    assert decision.phase is Phase.PARTIALLY_SCHEDULED
+    assert decision.message == (
+        "1/2 replicas placed; 0/3 nodes are available: 2 node(s) had odd cpu, 1 Insufficient cpu."
+    )
+    assert decision.code is Code.UNSCHEDULABLE  # c could take another one if room freed
+
+
+def test_memo_is_per_signature_and_does_not_leak_between_specs() -> None:
+    plugin = OddCpu()
+    scheduler = Scheduler(profile=profile_with(plugin))
+    ledger = ledger_for(node("a", cpu="1"), node("b", cpu="2"))
+    spread = scheduler.schedule(workload(name="s1", kind="Job"), ledger)
+    again = scheduler.schedule(workload(name="s2", kind="Job", resources={"cpu": "1"}), ledger)
+    assert plugin.calls == 1  # same signature (strategy), same table: memoised
+    binpack = scheduler.schedule(workload(name="p", kind="Job", strategy="BinPack"), ledger)
+    assert plugin.calls == 2  # another signature: its own masks
+    assert [p.node for p in spread.placements] == ["b"] == [p.node for p in again.placements]
+    assert [p.node for p in binpack.placements] == ["a"]  # not filtered by the Spread masks
+
+
+def test_a_new_node_table_clears_the_memo() -> None:
+    plugin = OddCpu()
+    scheduler = Scheduler(profile=profile_with(plugin))
+    ledger = ledger_for(node("a", cpu="2"))
+    scheduler.schedule(workload(kind="Job"), ledger)
+    ledger.rebind(ledger_for(node("a", cpu="3")).table)
+    decision = scheduler.schedule(workload(kind="Job"), ledger)
+    assert plugin.calls == 2
+    assert decision.phase is Phase.UNSCHEDULABLE
+
+
+@pytest.mark.parametrize(
+    ("nodes", "spec", "code"),
+    [
+        ([node("a", cpu="1")], {"kind": "Job", "resources": {"cpu": "2"}}, Code.UNSCHEDULABLE),
+        (
+            [node("a", runtimes=("docker",))],
+            {"kind": "Job", "runtime": {"oneOf": ["wasm"]}},
+            Code.UNRESOLVABLE,
+        ),
+        ([node("a", cordoned=True)], {"kind": "Job"}, Code.UNRESOLVABLE),
+        ([], {"kind": "Job"}, Code.UNRESOLVABLE),
+        ([node("a")], {"kind": "Job", "constraints": ["node.("]}, Code.INVALID),
+        ([node("a")], {"kind": "Job"}, Code.SUCCESS),
+        (
+            [node("a", cpu="1"), node("b", cpu="4")],
+            {"kind": "DaemonSet", "resources": {"cpu": "2"}},
+            Code.UNSCHEDULABLE,  # Scheduled, but freed room on a would add a replica there
+        ),
+    ],
+    ids=["capacity", "runtime", "cordoned", "no-nodes", "invalid", "placed", "daemonset-short"],
+)
+def test_the_code_says_who_can_cure_a_failure(nodes: list, spec: dict, code: Code) -> None:
+    assert Scheduler().schedule(workload(**spec), ledger_for(*nodes)).code is code
+
+
+def test_profile_refuses_plugins_without_extension_points_or_names() -> None:
+    with pytest.raises(TypeError):
+        Profile(((type("Nothing", (), {"name": "Nothing"})(), 0),))
+    with pytest.raises(ValueError, match="distinct names"):
+        Profile(((OddCpu(), 0), (OddCpu(), 0)))
