@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 import pytest
 
-from controller.api.models import Phase
+from controller.api.models import NodeInfo, Phase
 from controller.core.framework import Code, CycleState, Profile, Rejection, Verdict
 from controller.core.plugins import default_profile
 from controller.core.scheduler import Scheduler
@@ -100,7 +101,9 @@ def test_a_new_node_table_clears_the_memo() -> None:
     ],
     ids=["capacity", "runtime", "cordoned", "no-nodes", "invalid", "placed", "daemonset-short"],
 )
-def test_the_code_says_who_can_cure_a_failure(nodes: list, spec: dict, code: Code) -> None:
+def test_the_code_says_who_can_cure_a_failure(
+    nodes: list[NodeInfo], spec: dict[str, Any], code: Code
+) -> None:
     assert Scheduler().schedule(workload(**spec), ledger_for(*nodes)).code is code
 
 
