@@ -657,9 +657,12 @@ class ControlPlane:
             f"--service-account-issuer=https://127.0.0.1:{port}",
             f"--service-account-key-file={p.sa_pub}",
             f"--service-account-signing-key-file={p.sa_key}",
-            # No controller-manager creates the `default` ServiceAccount, so this admission
-            # plugin would reject every Pod.
-            "--disable-admission-plugins=ServiceAccount",
+            # No controller-manager runs here: nothing creates the `default` ServiceAccount
+            # (ServiceAccount admission would reject every Pod), and no node lifecycle
+            # controller lifts the `node.kubernetes.io/not-ready` taint that TaintNodesByCondition
+            # puts on every new Node (it would stay forever, and no scheduler would place
+            # anything). Tests that want that taint set it themselves.
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--allow-privileged=true",
             *self.apiserver_args,
         ]

@@ -12,9 +12,10 @@ looks exactly like a passing one.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 from kubernetes import config
@@ -22,6 +23,7 @@ from kubernetes.client import ApiClient
 
 from controller.devcluster.binaries import BinariesNotFound
 from controller.devcluster.controlplane import ControlPlane, ControlPlaneError, KubectlRunner
+from tests.integration.harness import REPO_ROOT, Cluster, OperatorProcess
 
 #: Reuse a running ``orca dev-cluster`` directory instead of starting a private one.
 REUSE_ENV = "ORCA_TEST_DEVCLUSTER_DIR"
@@ -118,3 +120,58 @@ def kubectl(control_plane: ControlPlane) -> KubectlRunner:
     stdout/stderr); ``check=True`` raises KubectlError carrying stderr.
     """
     return control_plane.kubectl
+
+
+# -- the operator tests' fixtures: a cluster, a fresh namespace, `orca run` ------------------
+
+
+@pytest.fixture(scope="module")
+def installed(kubectl: KubectlRunner) -> None:
+    kubectl("apply", "-f", str(REPO_ROOT / "crds"), check=True)
+    kubectl("apply", "-f", str(REPO_ROOT / "manifests" / "rbac.yaml"), check=True)
+    kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
+
+
+@pytest.fixture
+def cluster(kubectl: KubectlRunner, installed: None) -> Iterator[Cluster]:
+    c = Cluster(kubectl)
+    c.delete_all_nodes()
+    yield c
+    c.delete_all_nodes()
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    """A fresh namespace; its Workloads are deleted afterwards (namespace deletion never
+    finishes without a controller-manager), so no test sees another's placements."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.run("create", "namespace", name)
+    yield name
+    cluster.run("delete", "workloads", "--all", "-n", name, "--wait=false")
+
+
+@pytest.fixture
+def start_operator(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Any]:
+    started: list[OperatorProcess] = []
+
+    def start(kubeconfig: Path | None = None, **kwargs: Any) -> OperatorProcess:
+        op = OperatorProcess(
+            kubeconfig or control_plane.kubeconfig_path,
+            tmp_path / f"operator-{len(started)}.log",
+            namespaces=[namespace],
+            lease_namespace=kwargs.pop("lease_namespace", namespace),
+            **kwargs,
+        )
+        started.append(op)
+        op.wait_live()
+        return op
+
+    yield start
+    for op in started:
+        op.stop()
+
+
+@pytest.fixture
+def operator(start_operator: Any) -> OperatorProcess:
+    op: OperatorProcess = start_operator()
+    return op

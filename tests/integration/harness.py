@@ -205,10 +205,12 @@ def observed(obj: dict[str, Any]) -> bool:
 
 
 def usage_per_node(workloads: Sequence[dict[str, Any]]) -> dict[str, tuple[int, int]]:
-    """(millicores, bytes) booked per node by every placement in these Workloads' status."""
+    """(millicores, bytes) booked per node by every placement in these Workloads' status, at
+    the size the status says its placements hold (else the spec's)."""
     used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for w in workloads:
-        resources = w["spec"].get("resources") or {}
+        status = w.get("status") or {}
+        resources = status.get("resources", w["spec"].get("resources")) or {}
         cpu = quantity_to_int(resources.get("cpu", 0), 1000)
         memory = quantity_to_int(resources.get("memory", 0))
         for p in (w.get("status") or {}).get("placements", []):

@@ -11,16 +11,14 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from controller.devcluster.controlplane import ControlPlane, KubectlRunner
+from controller.devcluster.controlplane import ControlPlane
 from tests.factories import node_object
 from tests.integration.harness import (
     REPO_ROOT,
@@ -34,58 +32,6 @@ from tests.integration.harness import (
 )
 
 pytestmark = pytest.mark.controlplane
-
-
-@pytest.fixture(scope="module")
-def installed(kubectl: KubectlRunner) -> None:
-    kubectl("apply", "-f", str(REPO_ROOT / "crds"), check=True)
-    kubectl("apply", "-f", str(REPO_ROOT / "manifests" / "rbac.yaml"), check=True)
-    kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
-
-
-@pytest.fixture
-def cluster(kubectl: KubectlRunner, installed: None) -> Iterator[Cluster]:
-    c = Cluster(kubectl)
-    c.delete_all_nodes()
-    yield c
-    c.delete_all_nodes()
-
-
-@pytest.fixture
-def namespace(cluster: Cluster) -> Iterator[str]:
-    """A fresh namespace; its Workloads are deleted afterwards (namespace deletion never
-    finishes without a controller-manager), so no test sees another's placements."""
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    cluster.run("create", "namespace", name)
-    yield name
-    cluster.run("delete", "workloads", "--all", "-n", name, "--wait=false")
-
-
-@pytest.fixture
-def start_operator(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Any]:
-    started: list[OperatorProcess] = []
-
-    def start(kubeconfig: Path | None = None, **kwargs: Any) -> OperatorProcess:
-        op = OperatorProcess(
-            kubeconfig or control_plane.kubeconfig_path,
-            tmp_path / f"operator-{len(started)}.log",
-            namespaces=[namespace],
-            lease_namespace=kwargs.pop("lease_namespace", namespace),
-            **kwargs,
-        )
-        started.append(op)
-        op.wait_live()
-        return op
-
-    yield start
-    for op in started:
-        op.stop()
-
-
-@pytest.fixture
-def operator(start_operator: Any) -> OperatorProcess:
-    op: OperatorProcess = start_operator()
-    return op
 
 
 def nodes(cluster: Cluster, *specs: tuple[str, dict[str, Any]]) -> None:
