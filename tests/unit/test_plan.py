@@ -51,7 +51,10 @@ def test_shipped_examples_plan_with_one_unplaceable_workload(
     assert "edge-1" in rows["shop/thumbnailer"]
     assert "pve-1" in rows["ci/build-vm"]
     assert "Unschedulable" in rows["ml/trainer"]
-    assert "0/6 nodes are available" in rows["ml/trainer"]
+    assert "control-1" in rows["monitoring/node-exporter"]  # it tolerates the taint
+    assert "control-1" not in rows["shop/web"]
+    assert "0/7 nodes are available" in rows["ml/trainer"]
+    assert "1 node(s) had untolerated taint" in rows["ml/trainer"]
     assert err == ""
 
 
