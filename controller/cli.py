@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from controller.devcluster.cli import add_parser as add_devcluster
+from controller.explain import add_parser as add_explain
 from controller.operator.main import add_parser as add_run
 from controller.plan import add_parser as add_plan
 
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_plan(sub)
+    add_explain(sub)
     crd = sub.add_parser("crd", help="print the Workload CRD generated from the API models")
     crd.set_defaults(func=_print_crd)
     add_run(sub)

@@ -310,6 +310,24 @@ class Framework:
                     code = Code.UNSCHEDULABLE
         return tuple(reasons), code
 
+    # -- explanation (``orca explain``) ---------------------------------------------------------
+
+    def first_rejections(
+        self, cycle: CycleState, filtered: Filtered
+    ) -> list[tuple[str, str] | None]:
+        """Per node: (plugin, reason) of the first filter that rejects it now, or None."""
+        first: list[tuple[str, str] | None] = [None] * len(cycle.table)
+        for result in (*filtered.results, *self.filter_replica(cycle)):
+            for rejection in result.rejections:
+                for i in np.flatnonzero(~rejection.passed).tolist():
+                    if first[i] is None:
+                        first[i] = (result.plugin, rejection.reason)
+        return first
+
+    def score_parts(self, cycle: CycleState, candidates: IndexArray) -> dict[str, IntArray]:
+        """Each score plugin's weighted part per candidate (their sum is ``score``)."""
+        return {plugin.name: plugin.score(cycle, candidates) * w for plugin, w in self._scores}
+
 
 def _run_filter(plugin: FilterPlugin, cycle: CycleState) -> FilterResult:
     verdict = plugin.filter(cycle)
