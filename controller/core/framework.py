@@ -264,10 +264,12 @@ class Framework:
         return tuple(_run_filter(plugin, cycle) for plugin in self._per_replica)
 
     def fits(self, cycle: CycleState, filtered: Filtered) -> BoolArray:
-        """Nodes that pass every filter right now."""
+        """Nodes that pass every filter right now (the hot path: once per replica, so it
+        folds the per-replica rejections directly, without building FilterResults)."""
         fit = filtered.passes.copy()
-        for result in self.filter_replica(cycle):
-            fit &= result.passes
+        for plugin in self._per_replica:
+            for rejection in plugin.filter(cycle).rejections:
+                fit &= rejection.passed
         return fit
 
     # -- Score ---------------------------------------------------------------------------------

@@ -113,6 +113,8 @@ class NodeTable:
         self.ready: BoolArray = np.array([n.ready for n in self.nodes], dtype=np.bool_)
         self.cordoned: BoolArray = np.array([n.unschedulable for n in self.nodes], dtype=np.bool_)
         self.eligible: BoolArray = self.ready & ~self.cordoned
+        # Most nodes carry no taint: the taint plugin looks only at those that do.
+        self.tainted: tuple[int, ...] = tuple(i for i, n in enumerate(self.nodes) if n.taints)
         # Divisors for the capacity scores: allocatable as float, inf where there is none.
         self.cpu_divisor: FloatArray = np.where(self.cpu > 0, self.cpu, np.inf)
         self.memory_divisor: FloatArray = np.where(self.memory > 0, self.memory, np.inf)

@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Final
 
+import numpy as np
+
 from controller.core.framework import Code, CycleState, Rejection, Verdict
+from controller.core.nodes import BoolArray, IntArray
 
 REASON_INSUFFICIENT_CPU: Final = "Insufficient cpu"
 REASON_INSUFFICIENT_MEMORY: Final = "Insufficient memory"
@@ -30,12 +33,14 @@ class ResourcesFit:
         return None
 
     def filter(self, cycle: CycleState) -> Verdict:
-        cpu, memory = cycle.cpu, cycle.memory
         return Verdict(
             (
-                Rejection(REASON_INSUFFICIENT_CPU, (cycle.free_cpu >= cpu) | (cpu == 0)),
-                Rejection(
-                    REASON_INSUFFICIENT_MEMORY, (cycle.free_memory >= memory) | (memory == 0)
-                ),
+                Rejection(REASON_INSUFFICIENT_CPU, _fits(cycle.free_cpu, cycle.cpu)),
+                Rejection(REASON_INSUFFICIENT_MEMORY, _fits(cycle.free_memory, cycle.memory)),
             )
         )
+
+
+def _fits(free: IntArray, request: int) -> BoolArray:
+    """Where ``request`` fits in ``free``; a request of zero fits everywhere."""
+    return free >= request if request else np.ones(len(free), dtype=np.bool_)

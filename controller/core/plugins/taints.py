@@ -47,7 +47,7 @@ class TaintToleration:
     per_replica = False
 
     def __init__(self) -> None:
-        self._prefer: dict[tuple[int, Hashable], IntArray] = {}
+        self._prefer: dict[tuple[int, Hashable], IntArray | None] = {}
 
     def signature(self, cycle: CycleState) -> Hashable:
         return tuple(cycle.spec.tolerations)
@@ -59,9 +59,8 @@ class TaintToleration:
         keeps = np.ones(size, dtype=np.bool_)
         rejected: dict[str, list[int]] = {}
         verdicts: dict[tuple[Taint, ...], tuple[str | None, bool]] = {}
-        for i, node in enumerate(table.nodes):
-            if not node.taints:
-                continue
+        for i in table.tainted:
+            node = table.nodes[i]
             verdict = verdicts.get(node.taints)
             if verdict is None:
                 bad = [t for t in untolerated(node.taints, tolerations) if t.effect in _BLOCKING]
@@ -93,26 +92,22 @@ class TaintToleration:
         return -((part * 100) // worst)
 
     def _prefer_counts(self, cycle: CycleState) -> IntArray | None:
-        """Untolerated PreferNoSchedule taints per node (None: no node has any)."""
+        """Untolerated PreferNoSchedule taints per node (None: no node has any), memoised per
+        node table and tolerations; only tainted nodes are looked at."""
         table = cycle.table
         key = (table.version, self.signature(cycle))
-        counts = self._prefer.get(key)
-        if counts is None:
-            if len(self._prefer) > MAX_CACHED:
-                self._prefer.clear()
-            tolerations = cycle.spec.tolerations
-            counts = np.array(
-                [
-                    sum(
-                        1
-                        for t in untolerated(n.taints, tolerations)
-                        if t.effect is TaintEffect.PREFER_NO_SCHEDULE
-                    )
-                    if n.taints
-                    else 0
-                    for n in table.nodes
-                ],
-                dtype=np.int64,
+        if key in self._prefer:
+            return self._prefer[key]
+        if len(self._prefer) > MAX_CACHED:
+            self._prefer.clear()
+        tolerations = cycle.spec.tolerations
+        counts = np.zeros(len(table), dtype=np.int64)
+        for i in table.tainted:
+            counts[i] = sum(
+                1
+                for t in untolerated(table.nodes[i].taints, tolerations)
+                if t.effect is TaintEffect.PREFER_NO_SCHEDULE
             )
-            self._prefer[key] = counts
-        return counts if counts.any() else None
+        result = counts if counts.any() else None
+        self._prefer[key] = result
+        return result
