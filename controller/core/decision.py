@@ -34,11 +34,7 @@ class Decision:
 
 
 def placement_of(booking: Booking) -> Placement:
-    """A booking as status shows it, built without validation: every field is the scheduler's
-    own typed value (a DaemonSet over 20,000 nodes builds 20,000 of these)."""
-    return Placement.model_construct(
-        node=booking.node, alloc_id=booking.alloc_id, score=booking.score
-    )
+    return Placement(node=booking.node, alloc_id=booking.alloc_id, score=booking.score)
 
 
 def decide(
