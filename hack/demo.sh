@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make demo`: a local kube-apiserver + etcd, six sample Nodes, the operator, sample Workloads.
+# `make demo`: a local kube-apiserver + etcd, seven sample Nodes, the operator, sample Workloads.
 # `make demo-stop` (or `hack/demo.sh stop`) stops the operator and the control plane.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -47,6 +47,7 @@ orca is running. Try:
   kubectl patch wl -n shop web --type=merge -p '{"spec":{"count":8}}' && kubectl get wl -A
   kubectl cordon node-b && kubectl get wl -n shop web -o yaml
   .venv/bin/orca plan --from-cluster --workloads examples/workloads.yaml
+  .venv/bin/orca explain -n ml trainer               # each node: the filter that rejects it
 Stop everything with: make demo-stop
 MSG
 }
