@@ -183,11 +183,11 @@ def run(plane: ControlPlane, nodes: int, workloads: int, seed: int, workdir: Pat
     floor_wall, floor_cpu = status_write_cost(plane, baseline_ns, baseline)
     patches = after["status_patch"] - before["status_patch"]
     events = after["event_post"] - before["event_post"]
-    decisions = sum(v for k, v in own.items() if k.startswith("orca_scheduling_attempts_total"))
+    decisions = sum(v for k, v in own.items() if k.startswith("orca_schedule_attempts_total"))
     own_requests = sum(
         v
         for k, v in own.items()
-        if k.startswith("orca_api_requests_total") and "PUT" not in k and 'verb="GET"' not in k
+        if k.startswith("orca_api_requests_total") and 'verb="GET"' not in k and "leases" not in k
     )
     phases: dict[str, int] = {}
     for w in items:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 from collections.abc import Iterable
+from importlib import metadata
 from typing import cast
 
 import kopf
@@ -63,6 +65,51 @@ def configure_kopf(settings: kopf.OperatorSettings, args: argparse.Namespace) ->
     settings.queueing.error_delays = [1, 2, 5, 10, 30, 60]
 
 
+#: kopf's own log lines when it restarts a watch stream (``kopf._cogs.clients.watching``);
+#: kopf exposes no hook or counter for these, so its DEBUG lines are counted (and dropped
+#: unless we log at DEBUG). ``test_metrics`` drives kopf's code to keep these in step.
+WATCH_LOGGER = "kopf._cogs.clients.watching"
+_WATCH_RESTARTS = (
+    (re.compile(r"Restarting the watch-stream for (\S+)"), "expired"),
+    (re.compile(r"Watch-stream for (\S+) .*is inactive, reconnecting"), "inactive"),
+)
+
+
+class WatchRestartCounter(logging.Filter):
+    """Counts kopf's watch restarts into ``orca_watch_restarts_total`` from its log records;
+    passes on only the records at or above ``level`` (the level the user asked for)."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        for pattern, reason in _WATCH_RESTARTS:
+            match = pattern.search(message)
+            if match:
+                resource = match.group(1).split(".", 1)[0]  # "nodes.v1" -> "nodes"
+                metrics.WATCH_RESTARTS.labels(resource=resource, reason=reason).inc()
+        return record.levelno >= self.level
+
+
+def count_watch_restarts(level: int) -> None:
+    """Let kopf's watch logger emit its DEBUG records so the counter sees them."""
+    watch_logger = logging.getLogger(WATCH_LOGGER)
+    for old in [f for f in watch_logger.filters if isinstance(f, WatchRestartCounter)]:
+        watch_logger.removeFilter(old)
+    watch_logger.addFilter(WatchRestartCounter(level))
+    watch_logger.setLevel(logging.DEBUG)
+
+
+def build_version() -> str:
+    """The installed package's version (``orca_build_info{version}``)."""
+    try:
+        return metadata.version("orca-controller")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def configure_logging(args: argparse.Namespace) -> None:
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(
@@ -76,6 +123,7 @@ def configure_logging(args: argparse.Namespace) -> None:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     for noisy in ("celpy", "lark"):  # a full dump of every CEL activation at DEBUG
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    count_watch_restarts(logging.getLevelName(args.log_level))
 
 
 async def _resync(reconciler: Reconciler, every: float) -> None:
@@ -90,8 +138,9 @@ async def _resync(reconciler: Reconciler, every: float) -> None:
         reconciler.queue.add_all(reconciler.state.records)
 
 
-async def _gauges(reconciler: Reconciler, every: float = 5.0) -> None:
-    """Workloads by phase and Nodes by eligibility, refreshed every few seconds."""
+async def _gauges(reconciler: Reconciler, every: float = 2.0) -> None:
+    """The snapshot gauges (phases, pending queues, per-node capacity), refreshed every few
+    seconds: one pass over the state, cheap next to a scrape interval."""
     while True:
         reconciler.export_gauges()
         await asyncio.sleep(every)
@@ -99,6 +148,7 @@ async def _gauges(reconciler: Reconciler, every: float = 5.0) -> None:
 
 async def operate(args: argparse.Namespace) -> None:
     """Run kopf and the scheduling loop until SIGINT/SIGTERM."""
+    metrics.BUILD_INFO.labels(version=build_version()).set(1)
     configuration = load_configuration(args.kubeconfig)
     api = KubeApi(configuration, max_connections=max(8, args.max_in_flight))
     state, queue = ClusterState(), WorkQueue()

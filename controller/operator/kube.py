@@ -24,6 +24,24 @@ from controller.operator import metrics
 MERGE_PATCH = "application/merge-patch+json"
 
 
+def api_resource(path: str) -> str:
+    """The resource (and subresource) an API path addresses, for a bounded metric label:
+    ``/apis/G/V/namespaces/NS/workloads/NAME/status`` -> ``workloads/status``,
+    ``/api/v1/nodes`` -> ``nodes``."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if parts[:1] == ["api"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"]:
+        rest = parts[3:]
+    else:
+        return "other"
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        rest = rest[2:]  # /namespaces/NS/<resource>...; /namespaces/NS alone is a namespace
+    if not rest:
+        return "other"
+    return f"{rest[0]}/{rest[2]}" if len(rest) >= 3 else rest[0]
+
+
 class ApiError(Exception):
     """A non-2xx answer: the HTTP status and the API server's message."""
 
@@ -105,24 +123,28 @@ class KubeApi:
             headers["Authorization"] = token
         session = await self.session()
         data = None if body is None else json.dumps(body, separators=(",", ":"))
-        resource = path.rsplit("/", 1)[-1] if "/status" in path else method
-        metrics.API_REQUESTS.labels(verb=method, resource=resource).inc()
-        async with session.request(
-            method, self.configuration.host + path, data=data, headers=headers, params=params
-        ) as response:
-            text = await response.text()
-            if response.status >= 300:
-                try:
-                    payload = json.loads(text)
-                except ValueError:
-                    payload = {}
-                raise ApiError(
-                    response.status,
-                    str(payload.get("reason") or response.reason),
-                    str(payload.get("message") or text[:200]).strip(),
-                )
-            result: dict[str, Any] = json.loads(text) if text else {}
-            return result
+        resource = api_resource(path)
+        try:
+            async with session.request(
+                method, self.configuration.host + path, data=data, headers=headers, params=params
+            ) as response:
+                text = await response.text()
+        except BaseException:  # no answer (refused, timed out, cancelled): still a request made
+            metrics.API_REQUESTS.labels(verb=method, resource=resource, code="error").inc()
+            raise
+        metrics.API_REQUESTS.labels(verb=method, resource=resource, code=str(response.status)).inc()
+        if response.status >= 300:
+            try:
+                payload = json.loads(text)
+            except ValueError:
+                payload = {}
+            raise ApiError(
+                response.status,
+                str(payload.get("reason") or response.reason),
+                str(payload.get("message") or text[:200]).strip(),
+            )
+        result: dict[str, Any] = json.loads(text) if text else {}
+        return result
 
     # -- the calls the loop makes ------------------------------------------------------------
 

@@ -57,11 +57,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     """The ``orca run`` command."""
-    from prometheus_client import start_http_server
+    from prometheus_client import disable_created_metrics, start_http_server
 
     from controller.operator.app import configure_logging, operate
 
     configure_logging(args)
+    disable_created_metrics()  # no `*_created` series: they double every counter's series
     if args.metrics_port:
         try:
             start_http_server(args.metrics_port)

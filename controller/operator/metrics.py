@@ -1,35 +1,192 @@
-"""Every metric the operator exports, declared in one place (names prefixed ``orca_``)."""
+"""Every metric the operator exports, declared in one place (names prefixed ``orca_``).
+
+Where kube-scheduler has a metric for the same thing, ours mirrors its meaning and label
+values (``pkg/scheduler/metrics/metrics.go``): ``orca_schedule_attempts_total{result}`` is
+``scheduler_schedule_attempts_total``, ``orca_pending_workloads{queue}`` is
+``scheduler_pending_pods``, ``orca_unschedulable_workloads{plugin}`` is
+``scheduler_unschedulable_pods``. Conventions: base units in the name (seconds, bytes, cores),
+``_total`` on counters, bounded labels only. A Workload's name is never a label; a Node's name
+is a label only on the ``orca_node_*`` gauges, whose series are removed when the Node goes.
+
+The label *values* are constants here too, so the code that counts, the README, the alert
+rules and the dashboard speak one vocabulary; the README's metrics table lists every metric.
+"""
 
 from __future__ import annotations
 
+from typing import Final
+
 from prometheus_client import Counter, Gauge, Histogram
 
-SCHEDULING_ATTEMPTS = Counter(
-    "orca_scheduling_attempts_total",
-    "Scheduling decisions made, by result (the phase decided, or 'unchanged').",
-    ["result"],
+from controller.api.models import Phase
+
+# -- label values ------------------------------------------------------------------------------
+
+#: ``result`` of a scheduling attempt, kube-scheduler's words where it has one.
+RESULT_SCHEDULED: Final = "scheduled"
+RESULT_PARTIAL: Final = "partial"
+RESULT_UNSCHEDULABLE: Final = "unschedulable"
+RESULT_INVALID: Final = "invalid"
+RESULT_ERROR: Final = "error"  # an internal error while deciding (a bug: see the logs)
+RESULT_BY_PHASE: Final = {
+    Phase.SCHEDULED: RESULT_SCHEDULED,
+    Phase.PARTIALLY_SCHEDULED: RESULT_PARTIAL,
+    Phase.UNSCHEDULABLE: RESULT_UNSCHEDULABLE,
+    Phase.INVALID: RESULT_INVALID,
+}
+KIND_UNKNOWN: Final = "unknown"  # a Workload whose spec does not parse
+
+#: ``outcome`` of a status write.
+WRITE_WRITTEN: Final = "written"
+WRITE_CONFLICT: Final = "conflict"  # 409: the object changed since the decision; retried
+WRITE_NOT_FOUND: Final = "not_found"  # 404: the Workload is gone; its bookings go with it
+WRITE_FAILED: Final = "failed"  # anything else (5xx, timeouts, refused connections); retried
+
+#: ``queue`` of ``orca_pending_workloads`` (kube-scheduler's ``scheduler_pending_pods``).
+QUEUE_ACTIVE: Final = "active"  # waiting for the scheduling loop
+QUEUE_BACKOFF: Final = "backoff"  # waiting out a retry delay after a failed write or error
+QUEUE_UNSCHEDULABLE: Final = "unschedulable"  # decided, not all placed, parked until a change
+
+# -- scheduling --------------------------------------------------------------------------------
+
+SCHEDULE_ATTEMPTS = Counter(
+    "orca_schedule_attempts_total",
+    "Scheduling decisions, by Workload kind and result: 'scheduled' (all replicas placed), "
+    "'partial', 'unschedulable' (none placed), 'invalid' (the spec cannot be scheduled), "
+    "'error' (an internal error while deciding). Unchanged decisions count too.",
+    ["kind", "result"],
 )
-SCHEDULING_LATENCY = Histogram(
-    "orca_scheduling_duration_seconds",
+SCHEDULE_UNCHANGED = Counter(
+    "orca_schedule_unchanged_total",
+    "Scheduling decisions that matched the status already recorded, so nothing was written.",
+    ["kind"],
+)
+SCHEDULING_ALGORITHM_DURATION = Histogram(
+    "orca_scheduling_algorithm_duration_seconds",
     "Time to compute one decision (the pure scheduler, not the status write).",
     buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
 )
-STATUS_WRITES = Counter("orca_status_writes_total", "Status PATCHes, by outcome.", ["outcome"])
+E2E_SCHEDULING_DURATION = Histogram(
+    "orca_e2e_scheduling_duration_seconds",
+    "End to end: from a Workload event seen (or listed) to its status written, retries "
+    "included (kube-scheduler's pod_scheduling_sli_duration_seconds).",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
+)
+QUEUE_DEPTH = Gauge("orca_queue_depth", "Workloads waiting in the scheduling queue right now.")
+PENDING_WORKLOADS = Gauge(
+    "orca_pending_workloads",
+    "Workloads waiting, by queue: 'active' (for the scheduling loop), 'backoff' (a retry "
+    "delay), 'unschedulable' (decided, replicas short, parked until capacity or a spec or "
+    "node change).",
+    ["queue"],
+)
+WORKLOADS = Gauge("orca_workloads", "Workloads known to the operator, by phase.", ["phase"])
+UNSCHEDULABLE_WORKLOADS = Gauge(
+    "orca_unschedulable_workloads",
+    "Workloads with replicas short, by the filter plugin that rejected nodes for them; a "
+    "Workload counts once under every plugin that rejected some node.",
+    ["plugin"],
+)
+
+# -- nodes -------------------------------------------------------------------------------------
+
+NODES = Gauge("orca_nodes", "Nodes known to the operator, by eligibility.", ["eligible"])
+NODE_PLACEMENTS = Gauge(
+    "orca_node_placements", "Replicas placed on the node (the ledger).", ["node"]
+)
+NODE_ALLOCATABLE_CPU = Gauge(
+    "orca_node_allocatable_cpu_cores", "The node's allocatable cpu.", ["node"]
+)
+NODE_ALLOCATABLE_MEMORY = Gauge(
+    "orca_node_allocatable_memory_bytes", "The node's allocatable memory.", ["node"]
+)
+NODE_FREE_CPU = Gauge(
+    "orca_node_free_cpu_cores", "Allocatable cpu minus every placement on the node.", ["node"]
+)
+NODE_FREE_MEMORY = Gauge(
+    "orca_node_free_memory_bytes",
+    "Allocatable memory minus every placement on the node.",
+    ["node"],
+)
+PER_NODE: Final = (
+    NODE_PLACEMENTS,
+    NODE_ALLOCATABLE_CPU,
+    NODE_ALLOCATABLE_MEMORY,
+    NODE_FREE_CPU,
+    NODE_FREE_MEMORY,
+)
+
+# -- CEL ---------------------------------------------------------------------------------------
+
+CEL_ERRORS = Counter(
+    "orca_cel_evaluation_errors_total", "CEL evaluations that raised (per distinct value)."
+)
+CEL_COST_LIMIT_HITS = Counter(
+    "orca_cel_cost_limit_hits_total",
+    "CEL evaluations stopped by the runtime cost limit (they count as errors too).",
+)
+
+# -- the API server ----------------------------------------------------------------------------
+
+STATUS_WRITES = Counter(
+    "orca_status_writes_total",
+    "Status PATCHes, by outcome: written, conflict (409, retried), not_found (404, the "
+    "Workload is gone), failed (anything else, retried).",
+    ["outcome"],
+)
 STATUS_WRITE_FAILURES = Counter(
-    "orca_status_write_failures_total", "Status PATCHes that failed, by HTTP status.", ["code"]
+    "orca_status_write_failures_total",
+    "Status PATCHes that did not land, by HTTP status (or error type).",
+    ["code"],
 )
 API_REQUESTS = Counter(
     "orca_api_requests_total",
-    "API requests made by the scheduling loop itself (watches are kopf's), by verb.",
-    ["verb", "resource"],
+    "API requests the operator makes itself (kopf's watches excluded), by verb, resource "
+    "and HTTP status code ('error' when no answer came).",
+    ["verb", "resource", "code"],
 )
-QUEUE_DEPTH = Gauge("orca_queue_depth", "Workloads waiting in the scheduling queue.")
-WORKLOADS = Gauge("orca_workloads", "Workloads known to the operator, by phase.", ["phase"])
-NODES = Gauge("orca_nodes", "Nodes known to the operator, by eligibility.", ["eligible"])
-CEL_ERRORS = Counter(
-    "orca_cel_evaluation_errors_total", "CEL evaluations that raised (per distinct value)."
+RELISTS = Counter(
+    "orca_relists_total",
+    "Full LISTs of Nodes and Workloads (start-up and periodic resync), by outcome.",
+    ["outcome"],
+)
+WATCH_RESTARTS = Counter(
+    "orca_watch_restarts_total",
+    "kopf watch streams restarted, by resource and reason: 'expired' (410 Gone: the "
+    "resourceVersion was too old, kopf lists again), 'inactive' (no event in the inactivity "
+    "timeout).",
+    ["resource", "reason"],
 )
 EVENTS_DROPPED = Counter(
     "orca_events_dropped_total", "Kubernetes Events not posted because the queue was full."
 )
-IS_LEADER = Gauge("orca_leader", "1 while this replica holds the leader Lease.")
+
+# -- the process -------------------------------------------------------------------------------
+
+IS_LEADER = Gauge("orca_leader", "1 while this replica holds the leader Lease (or runs alone).")
+BUILD_INFO = Gauge("orca_build_info", "Always 1; the version of orca-controller.", ["version"])
+
+
+def reason_plugin(reason: str) -> str:
+    """The filter plugin behind a rejection reason (``status.unschedulable[].reason``), so a
+    bounded label stands for unbounded text (reasons name CEL sources and runtimes)."""
+    lowered = reason.lower()
+    for needle, plugin in _PLUGINS:
+        if needle in lowered:
+            return plugin
+    return "Other"
+
+
+# Substrings of the scheduler's reason texts (controller/core/scheduler.py) -> plugin names,
+# kube-scheduler's where it has the same filter. First match wins (topology spread and
+# evaluation errors before plain constraints).
+_PLUGINS: Final = (
+    ("were unschedulable", "NodeUnschedulable"),
+    ("not ready", "NodeReady"),
+    ("taint", "TaintToleration"),
+    ("topology", "PodTopologySpread"),
+    ("failed to evaluate", "CELError"),
+    ("constraint", "CELConstraint"),
+    ("runtime", "NodeRuntime"),
+    ("insufficient", "NodeResourcesFit"),
+)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,6 +38,7 @@ from controller.core.vocabulary import (
 )
 from controller.manifests import API_VERSION
 from controller.operator import metrics
+from controller.operator.gauges import GaugeExporter
 from controller.operator.kube import ApiError, KubeApi
 from controller.operator.state import ClusterState, WorkloadRecord, is_newer
 from controller.operator.workqueue import WorkQueue
@@ -75,12 +75,22 @@ class Reconciler:
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
         self._cel_errors_seen = 0
+        self._cel_limit_hits_seen = 0
+        self._gauges = GaugeExporter()
         self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=10_000)
 
     # -- the loop --------------------------------------------------------------------------------
 
     async def relist(self) -> None:
         """LIST Nodes and Workloads and merge them into the state (start-up and resync)."""
+        try:
+            await self._relist()
+        except Exception:
+            metrics.RELISTS.labels(outcome="failed").inc()
+            raise
+        metrics.RELISTS.labels(outcome="listed").inc()
+
+    async def _relist(self) -> None:
         nodes = await self.api.request("GET", "/api/v1/nodes")
         items: list[dict[str, Any]] = []
         versions: list[str | None] = []
@@ -131,21 +141,23 @@ class Reconciler:
                 started = await self.reconcile(key)
             except Exception:
                 logger.exception("reconcile of %s failed; retrying with backoff", key)
+                metrics.SCHEDULE_ATTEMPTS.labels(
+                    kind=self._kind(key), result=metrics.RESULT_ERROR
+                ).inc()
                 self.queue.add_rate_limited(key)
                 started = False
             if not started:
                 self.queue.done(key)
 
     def export_gauges(self) -> None:
-        """Set the per-phase and per-node gauges from the state (cheap: one pass)."""
-        phases = Counter(
-            (r.phase.value if r.phase else "Pending") for r in self.state.records.values()
-        )
-        for phase in Phase:
-            metrics.WORKLOADS.labels(phase=phase.value).set(phases.get(phase.value, 0))
-        eligible = sum(1 for n in self.state.nodes.values() if n.eligible)
-        metrics.NODES.labels(eligible="true").set(eligible)
-        metrics.NODES.labels(eligible="false").set(len(self.state.nodes) - eligible)
+        """Set the snapshot gauges (phases, pending queues, per node) from the state."""
+        self._gauges.export(self.state, self.queue)
+
+    def _kind(self, key: str) -> str:
+        record = self.state.records.get(key)
+        if record is None or record.workload is None:
+            return metrics.KIND_UNKNOWN
+        return record.workload.spec.kind.value
 
     @property
     def in_flight(self) -> set[asyncio.Task[None]]:
@@ -166,21 +178,22 @@ class Reconciler:
         started = time.perf_counter()
         decision = self._decide(record)
         record.code = decision.code
-        metrics.SCHEDULING_LATENCY.observe(time.perf_counter() - started)
-        cel_errors = self.scheduler.cel.errors
-        if cel_errors > self._cel_errors_seen:
-            metrics.CEL_ERRORS.inc(cel_errors - self._cel_errors_seen)
-            self._cel_errors_seen = cel_errors
+        metrics.SCHEDULING_ALGORITHM_DURATION.observe(time.perf_counter() - started)
+        self._count_cel()
+        kind = self._kind(key)
+        metrics.SCHEDULE_ATTEMPTS.labels(
+            kind=kind, result=metrics.RESULT_BY_PHASE[decision.phase]
+        ).inc()
         status = status_from_decision(decision, record.generation, record.status, self.now())
         previous = self.state.ledger.bookings(key)
         logger.debug("%s: %s %d/%d", key, decision.phase.value, decision.placed, decision.desired)
         if status == record.status:
-            metrics.SCHEDULING_ATTEMPTS.labels(result="unchanged").inc()
+            metrics.SCHEDULE_UNCHANGED.labels(kind=kind).inc()
+            record.seen = None  # nothing to write: no end-to-end latency to observe
             if previous != decision.bookings:  # e.g. a resize: same placements, new sizes
                 self.state.ledger.load(key, decision.bookings)
             self.queue.forget(key)
             return False
-        metrics.SCHEDULING_ATTEMPTS.labels(result=decision.phase.value).inc()
         assumption = self.state.ledger.assume(key, decision.bookings)
         record.writing = True
         await self._slots.acquire()
@@ -188,6 +201,18 @@ class Reconciler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return True
+
+    def _count_cel(self) -> None:
+        """The evaluator keeps running totals; the counters get what is new since last time."""
+        cel = self.scheduler.cel
+        errors = cel.errors
+        if errors > self._cel_errors_seen:
+            metrics.CEL_ERRORS.inc(errors - self._cel_errors_seen)
+            self._cel_errors_seen = errors
+        hits = int(getattr(cel, "cost_limit_hits", 0))  # the CEL cost limit is landing apart
+        if hits > self._cel_limit_hits_seen:
+            metrics.CEL_COST_LIMIT_HITS.inc(hits - self._cel_limit_hits_seen)
+            self._cel_limit_hits_seen = hits
 
     def _decide(self, record: WorkloadRecord) -> Decision:
         if record.workload is None:  # the API server accepted what our models refuse
@@ -222,7 +247,7 @@ class Reconciler:
         except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
             self.state.ledger.forget(assumption)
             code = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
-            metrics.STATUS_WRITES.labels(outcome="failed").inc()
+            metrics.STATUS_WRITES.labels(outcome=_outcome(exc)).inc()
             metrics.STATUS_WRITE_FAILURES.labels(code=code).inc()
             self._settle(key)
             if isinstance(exc, ApiError) and exc.not_found:
@@ -233,9 +258,13 @@ class Reconciler:
                 log("status write for %s failed (%s); retrying in %.2fs", key, exc, delay)
         else:
             self.state.ledger.confirm(assumption)
-            metrics.STATUS_WRITES.labels(outcome="written").inc()
+            metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_WRITTEN).inc()
+            if record.seen is not None:
+                metrics.E2E_SCHEDULING_DURATION.observe(time.monotonic() - record.seen)
             version = (response.get("metadata") or {}).get("resourceVersion")
             current = self.state.records.get(key)
+            if current is not None:
+                current.seen = None  # observed once; a later change starts a new clock
             if current is not None and is_newer(version, current.resource_version):
                 current.written_version = version
                 current.resource_version = version
@@ -307,6 +336,15 @@ class Reconciler:
                 await self.api.create_event(namespace, event)
             except (ApiError, aiohttp.ClientError, TimeoutError, OSError):
                 return
+
+
+def _outcome(exc: Exception) -> str:
+    """A failed status write's ``outcome`` label."""
+    if isinstance(exc, ApiError) and exc.conflict:
+        return metrics.WRITE_CONFLICT
+    if isinstance(exc, ApiError) and exc.not_found:
+        return metrics.WRITE_NOT_FOUND
+    return metrics.WRITE_FAILED
 
 
 def _freed(previous: tuple[Booking, ...], current: tuple[Booking, ...]) -> bool:

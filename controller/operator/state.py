@@ -8,6 +8,7 @@ loop decides anything: a restarted operator never double-books.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ class WorkloadRecord:
     written_version: str | None = None  # resourceVersion our last status write produced
     writing: bool = False  # a status write is in flight (its decision is assumed)
     code: Code | None = None  # who can cure what the last decision lacked (None: not decided)
+    seen: float | None = None  # monotonic time of the first event not yet answered by a write
 
     @property
     def phase(self) -> Phase | None:
@@ -138,6 +140,7 @@ class ClusterState:
             written_version=record.written_version if record else None,
             writing=record.writing if record else False,
             code=record.code if record else None,
+            seen=record.seen if record and record.seen is not None else time.monotonic(),
         )
         self.records[key] = record
         if not record.writing and workload is not None:

@@ -39,6 +39,11 @@ class WorkQueue:
     def __len__(self) -> int:
         return len(self._waiting)
 
+    @property
+    def backing_off(self) -> int:
+        """Keys waiting out a retry delay (``add_after`` timers not yet fired)."""
+        return len(self._timers)
+
     def add(self, key: str) -> None:
         """Queue ``key`` (once); if it is being processed, queue it again when that is done."""
         if key in self._processing:

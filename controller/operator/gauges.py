@@ -1,0 +1,78 @@
+"""The gauges that describe the state as a whole, refreshed every few seconds by ``app``.
+
+Counters move where things happen (reconciler, kube client, leader); these gauges are a
+snapshot of ``ClusterState`` instead: Workloads by phase and by the plugin that rejects them,
+the pending queues, and per Node the placements and the allocatable and free capacity,
+computed from the ledger (the same numbers the scheduler decides on). One pass over the
+records and the node table; the series of a Node that left are removed, so a deleted Node
+does not linger on a dashboard with its last values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+
+from controller.api.models import Phase
+from controller.operator import metrics
+from controller.operator.state import ClusterState
+from controller.operator.workqueue import WorkQueue
+
+MILLI = 1000.0
+
+
+class GaugeExporter:
+    """Sets the snapshot gauges; remembers which Nodes it exported to remove the gone ones."""
+
+    def __init__(self) -> None:
+        self._nodes: set[str] = set()
+        self._plugins: set[str] = set()
+
+    def export(self, state: ClusterState, queue: WorkQueue) -> None:
+        self._workloads(state, queue)
+        self._nodes_from_ledger(state)
+
+    def _workloads(self, state: ClusterState, queue: WorkQueue) -> None:
+        phases: Counter[str] = Counter()
+        plugins: Counter[str] = Counter()
+        parked = 0
+        for record in state.records.values():
+            phase = record.phase or Phase.PENDING
+            phases[phase.value] += 1
+            if phase in (Phase.UNSCHEDULABLE, Phase.PARTIALLY_SCHEDULED) and record.status:
+                parked += 1
+                rejected = {metrics.reason_plugin(r.reason) for r in record.status.unschedulable}
+                plugins.update(rejected)
+        for value in Phase:
+            metrics.WORKLOADS.labels(phase=value.value).set(phases.get(value.value, 0))
+        metrics.PENDING_WORKLOADS.labels(queue=metrics.QUEUE_ACTIVE).set(len(queue))
+        metrics.PENDING_WORKLOADS.labels(queue=metrics.QUEUE_BACKOFF).set(queue.backing_off)
+        metrics.PENDING_WORKLOADS.labels(queue=metrics.QUEUE_UNSCHEDULABLE).set(parked)
+        for plugin in self._plugins - set(plugins):
+            metrics.UNSCHEDULABLE_WORKLOADS.labels(plugin=plugin).set(0)
+        for plugin, count in plugins.items():
+            metrics.UNSCHEDULABLE_WORKLOADS.labels(plugin=plugin).set(count)
+        self._plugins |= set(plugins)
+
+    def _nodes_from_ledger(self, state: ClusterState) -> None:
+        eligible = sum(1 for n in state.nodes.values() if n.eligible)
+        metrics.NODES.labels(eligible="true").set(eligible)
+        metrics.NODES.labels(eligible="false").set(len(state.nodes) - eligible)
+        table = state.table()
+        ledger = state.ledger
+        free_cpu, free_memory = ledger.free()
+        placements: Counter[str] = Counter()
+        for key in ledger.workload_keys():
+            placements.update(b.node for b in ledger.bookings(key))
+        for i, name in enumerate(table.hostnames):
+            metrics.NODE_PLACEMENTS.labels(node=name).set(placements.get(name, 0))
+            metrics.NODE_ALLOCATABLE_CPU.labels(node=name).set(int(table.cpu[i]) / MILLI)
+            metrics.NODE_ALLOCATABLE_MEMORY.labels(node=name).set(int(table.memory[i]))
+            metrics.NODE_FREE_CPU.labels(node=name).set(int(free_cpu[i]) / MILLI)
+            metrics.NODE_FREE_MEMORY.labels(node=name).set(int(free_memory[i]))
+        current = set(table.hostnames)
+        for gone in self._nodes - current:
+            for gauge in metrics.PER_NODE:
+                with contextlib.suppress(KeyError):  # never exported (e.g. a registry reset)
+                    gauge.remove(gone)
+        self._nodes = current
