@@ -27,6 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_explain(sub)
     crd = sub.add_parser("crd", help="print the Workload CRD generated from the API models")
     crd.set_defaults(func=_print_crd)
+    board = sub.add_parser(
+        "dashboard",
+        help="print the Grafana dashboard (manifests/monitoring/grafana-dashboard.json)",
+        description="Print the operator's Grafana dashboard, generated from controller/"
+        "dashboard.py (needs the dev extra: pip install -e '.[dev]').",
+    )
+    board.set_defaults(func=_print_dashboard)
     add_run(sub)
     add_devcluster(sub)
     return parser
@@ -36,6 +43,19 @@ def _print_crd(_args: argparse.Namespace) -> int:
     from controller.api.crd import workload_crd_yaml
 
     sys.stdout.write(workload_crd_yaml())
+    return 0
+
+
+def _print_dashboard(_args: argparse.Namespace) -> int:
+    try:
+        from controller.dashboard import dashboard_json
+    except ImportError as exc:  # grafana-foundation-sdk is a dev dependency
+        print(
+            f"error: orca dashboard needs the dev extra ({exc.name}): pip install -e '.[dev]'",
+            file=sys.stderr,
+        )
+        return 2
+    sys.stdout.write(dashboard_json())
     return 0
 
 

@@ -148,7 +148,7 @@ async def _gauges(reconciler: Reconciler, every: float = 2.0) -> None:
 
 async def operate(args: argparse.Namespace) -> None:
     """Run kopf and the scheduling loop until SIGINT/SIGTERM."""
-    metrics.BUILD_INFO.labels(version=build_version()).set(1)
+    metrics.initialize(build_version())
     configuration = load_configuration(args.kubeconfig)
     api = KubeApi(configuration, max_connections=max(8, args.max_in_flight))
     state, queue = ClusterState(), WorkQueue()

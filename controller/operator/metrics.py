@@ -18,7 +18,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from controller.api.models import Phase
+from controller.api.models import Phase, WorkloadKind
 
 # -- label values ------------------------------------------------------------------------------
 
@@ -41,6 +41,10 @@ WRITE_WRITTEN: Final = "written"
 WRITE_CONFLICT: Final = "conflict"  # 409: the object changed since the decision; retried
 WRITE_NOT_FOUND: Final = "not_found"  # 404: the Workload is gone; its bookings go with it
 WRITE_FAILED: Final = "failed"  # anything else (5xx, timeouts, refused connections); retried
+
+#: ``outcome`` of a full LIST.
+RELIST_LISTED: Final = "listed"
+RELIST_FAILED: Final = "failed"
 
 #: ``queue`` of ``orca_pending_workloads`` (kube-scheduler's ``scheduler_pending_pods``).
 QUEUE_ACTIVE: Final = "active"  # waiting for the scheduling loop
@@ -147,7 +151,8 @@ API_REQUESTS = Counter(
 )
 RELISTS = Counter(
     "orca_relists_total",
-    "Full LISTs of Nodes and Workloads (start-up and periodic resync), by outcome.",
+    "Full LISTs of Nodes and Workloads (start-up and periodic resync), by outcome: 'listed' "
+    "or 'failed'.",
     ["outcome"],
 )
 WATCH_RESTARTS = Counter(
@@ -165,6 +170,23 @@ EVENTS_DROPPED = Counter(
 
 IS_LEADER = Gauge("orca_leader", "1 while this replica holds the leader Lease (or runs alone).")
 BUILD_INFO = Gauge("orca_build_info", "Always 1; the version of orca-controller.", ["version"])
+
+
+def initialize(version: str) -> None:
+    """Create every labelled series the code can produce, at zero, when the operator starts.
+    Prometheus' ``increase``/``rate`` cannot see a series' first increment (it has no earlier
+    sample), so without this the first scheduling error would never fire an alert."""
+    BUILD_INFO.labels(version=version).set(1)
+    for kind in (*(k.value for k in WorkloadKind), KIND_UNKNOWN):
+        SCHEDULE_UNCHANGED.labels(kind=kind)
+        for result in (*RESULT_BY_PHASE.values(), RESULT_ERROR):
+            SCHEDULE_ATTEMPTS.labels(kind=kind, result=result)
+    for outcome in (WRITE_WRITTEN, WRITE_CONFLICT, WRITE_NOT_FOUND, WRITE_FAILED):
+        STATUS_WRITES.labels(outcome=outcome)
+    for queue in (QUEUE_ACTIVE, QUEUE_BACKOFF, QUEUE_UNSCHEDULABLE):
+        PENDING_WORKLOADS.labels(queue=queue)
+    for outcome in (RELIST_LISTED, RELIST_FAILED):
+        RELISTS.labels(outcome=outcome)
 
 
 def reason_plugin(reason: str) -> str:

@@ -86,9 +86,9 @@ class Reconciler:
         try:
             await self._relist()
         except Exception:
-            metrics.RELISTS.labels(outcome="failed").inc()
+            metrics.RELISTS.labels(outcome=metrics.RELIST_FAILED).inc()
             raise
-        metrics.RELISTS.labels(outcome="listed").inc()
+        metrics.RELISTS.labels(outcome=metrics.RELIST_LISTED).inc()
 
     async def _relist(self) -> None:
         nodes = await self.api.request("GET", "/api/v1/nodes")
