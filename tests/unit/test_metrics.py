@@ -1,0 +1,411 @@
+"""Each metric moves when the operator does the thing it counts.
+
+The reconciler is driven in-process (its real loop, state, queue, ledger and scheduler) over a
+fake API that answers like the API server would; values are read from prometheus_client's
+registry as deltas, since the registry is process-wide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from importlib import metadata
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from kubernetes import client as k8s_client
+from prometheus_client import REGISTRY
+
+from controller.core.scheduler import Scheduler
+from controller.operator import metrics
+from controller.operator.kube import ApiError, KubeApi, api_resource
+from controller.operator.reconciler import Reconciler
+from controller.operator.state import ClusterState
+from controller.operator.workqueue import WorkQueue
+from tests.factories import node_object
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+class Delta:
+    """``with Delta(name, **labels) as d: ...`` then ``d.value``: how much a sample moved."""
+
+    def __init__(self, name: str, **labels: str) -> None:
+        self.name, self.labels = name, labels
+        self.value = 0.0
+
+    def __enter__(self) -> Delta:
+        self._before = sample(self.name, **self.labels)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.value = sample(self.name, **self.labels) - self._before
+
+
+def wl(name: str, version: str = "1", **spec: Any) -> dict[str, Any]:
+    spec.setdefault("kind", "Job")
+    return {
+        "apiVersion": "orca.cloudinit.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "resourceVersion": version,
+            "generation": 1,
+        },
+        "spec": spec,
+    }
+
+
+class FakeApi:
+    """Answers the reconciler's calls like an API server: LISTs from ``nodes``/``workloads``,
+    status PATCHes succeed (new resourceVersion) unless ``fail_with`` holds an error."""
+
+    def __init__(self, nodes: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> None:
+        self.nodes, self.workloads = nodes, workloads
+        self.fail_with: Exception | None = None
+        self.list_error: Exception | None = None
+        self.version = 100
+
+    async def request(self, method: str, path: str, *_: Any, **__: Any) -> dict[str, Any]:
+        if self.list_error is not None:
+            raise self.list_error
+        items = self.nodes if path.endswith("/nodes") else self.workloads
+        return {"items": items, "metadata": {"resourceVersion": "50"}}
+
+    async def patch_workload_status(
+        self, namespace: str, name: str, status: Mapping[str, Any], version: str | None
+    ) -> dict[str, Any]:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.version += 1
+        return {"metadata": {"resourceVersion": str(self.version)}}
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+
+def reconciler_for(
+    workloads: list[dict[str, Any]], scheduler: Scheduler | None = None
+) -> tuple[Reconciler, FakeApi]:
+    api = FakeApi([node_object("a", cpu="4", memory="8Gi")], workloads)
+    state = ClusterState()
+    state.sync(api.nodes, workloads, ("50", "50"))
+    reconciler = Reconciler(state, WorkQueue(), api, scheduler)  # type: ignore[arg-type]
+    return reconciler, api
+
+
+async def decide(reconciler: Reconciler, key: str) -> None:
+    if await reconciler.reconcile(key):
+        await reconciler.drain()
+
+
+ATTEMPTS = "orca_schedule_attempts_total"
+
+
+@pytest.mark.parametrize(
+    ("spec", "kind", "result"),
+    [
+        ({"kind": "Job", "resources": {"cpu": "1"}}, "Job", "scheduled"),
+        ({"kind": "Service", "count": 3, "resources": {"cpu": "2"}}, "Service", "partial"),
+        ({"kind": "Job", "resources": {"cpu": "16"}}, "Job", "unschedulable"),
+        ({"kind": "Job", "constraints": ["node.nope"]}, "Job", "invalid"),
+    ],
+    ids=["scheduled", "partial", "unschedulable", "invalid"],
+)
+def test_attempts_count_each_decision_by_kind_and_result(
+    spec: dict[str, Any], kind: str, result: str
+) -> None:
+    reconciler, _ = reconciler_for([wl("w", **spec)])
+    with (
+        Delta(ATTEMPTS, kind=kind, result=result) as attempts,
+        Delta("orca_scheduling_algorithm_duration_seconds_count") as timed,
+        Delta("orca_status_writes_total", outcome="written") as written,
+        Delta("orca_schedule_unchanged_total", kind=kind) as unchanged,
+    ):
+        asyncio.run(decide(reconciler, "ns/w"))
+    assert (attempts.value, timed.value, written.value, unchanged.value) == (1, 1, 1, 0)
+    with (
+        Delta(ATTEMPTS, kind=kind, result=result) as again,
+        Delta("orca_schedule_unchanged_total", kind=kind) as unchanged,
+    ):
+        asyncio.run(decide(reconciler, "ns/w"))  # same state, same decision: nothing written
+    assert (again.value, unchanged.value) == (1, 1)
+
+
+def test_end_to_end_latency_is_observed_once_per_event_answered() -> None:
+    reconciler, _ = reconciler_for([wl("w")])
+    with Delta("orca_e2e_scheduling_duration_seconds_count") as e2e:
+        asyncio.run(decide(reconciler, "ns/w"))
+        asyncio.run(decide(reconciler, "ns/w"))  # unchanged: no write, nothing to observe
+    assert e2e.value == 1
+    assert reconciler.state.records["ns/w"].seen is None
+
+
+def test_an_internal_error_counts_as_result_error_and_backs_off() -> None:
+    class Broken(Scheduler):
+        def schedule(self, *_: Any) -> Any:
+            raise RuntimeError("a bug")
+
+    async def scenario() -> int:
+        reconciler, _ = reconciler_for([wl("w")], Broken())
+        loop = asyncio.create_task(reconciler.run())
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if reconciler.queue.backing_off:
+                break
+        reconciler.export_gauges()
+        backoff = sample("orca_pending_workloads", queue="backoff")
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+        return int(backoff)
+
+    logging.getLogger("orca.scheduler").disabled = True  # the expected traceback
+    try:
+        with (
+            Delta(ATTEMPTS, kind="Job", result="error") as errors,
+            Delta("orca_relists_total", outcome="listed") as listed,
+        ):
+            backoff = asyncio.run(scenario())
+    finally:
+        logging.getLogger("orca.scheduler").disabled = False
+    assert errors.value >= 1 and listed.value == 1 and backoff == 1
+
+
+def test_a_failed_relist_is_counted() -> None:
+    reconciler, api = reconciler_for([])
+    api.list_error = ApiError(500, "InternalError", "etcd")
+    with Delta("orca_relists_total", outcome="failed") as failed, pytest.raises(ApiError):
+        asyncio.run(reconciler.relist())
+    assert failed.value == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome", "code"),
+    [
+        (ApiError(409, "Conflict", "changed"), "conflict", "409"),
+        (ApiError(404, "NotFound", "gone"), "not_found", "404"),
+        (ApiError(500, "InternalError", "etcd"), "failed", "500"),
+        (aiohttp.ServerDisconnectedError(), "failed", "ServerDisconnectedError"),
+    ],
+    ids=["conflict", "not_found", "5xx", "disconnected"],
+)
+def test_status_write_outcomes(error: Exception, outcome: str, code: str) -> None:
+    reconciler, api = reconciler_for([wl("w")])
+    api.fail_with = error
+    with (
+        Delta("orca_status_writes_total", outcome=outcome) as writes,
+        Delta("orca_status_write_failures_total", code=code) as failures,
+        Delta("orca_e2e_scheduling_duration_seconds_count") as e2e,
+    ):
+        asyncio.run(decide(reconciler, "ns/w"))
+    assert (writes.value, failures.value, e2e.value) == (1, 1, 0)
+
+
+def test_cel_errors_and_cost_limit_hits_are_counted_as_they_grow() -> None:
+    zone = wl("w", constraints=['node.labels["zone"] == "x"'])  # no such label: an error
+    reconciler, _ = reconciler_for([zone])
+    with Delta("orca_cel_evaluation_errors_total") as errors:
+        asyncio.run(decide(reconciler, "ns/w"))
+    assert errors.value >= 1
+    # The evaluator's running total of cost-limit hits (read with getattr until it lands).
+    cel = reconciler.scheduler.cel
+    with Delta("orca_cel_cost_limit_hits_total") as hits:
+        cel.cost_limit_hits = 3  # type: ignore[attr-defined]
+        asyncio.run(decide(reconciler, "ns/w"))
+        asyncio.run(decide(reconciler, "ns/w"))  # no new hits: no new counts
+    assert hits.value == 3
+
+
+def test_gauges_follow_the_ledger_per_node_and_drop_deleted_nodes() -> None:
+    reconciler, _ = reconciler_for(
+        [
+            wl("web", kind="Service", count=2, resources={"cpu": "1500m", "memory": "1Gi"}),
+            wl("big", resources={"cpu": "16"}),
+            wl("wasm", runtime={"oneOf": ["wasm"]}),
+        ]
+    )
+    state = reconciler.state
+    state.upsert_node(node_object("b", cpu="2", memory="4Gi"))
+    for key in sorted(state.records):
+        asyncio.run(decide(reconciler, key))
+    reconciler.export_gauges()
+    assert sample("orca_node_allocatable_cpu_cores", node="a") == 4.0
+    assert sample("orca_node_allocatable_memory_bytes", node="b") == 4 * 2**30
+    free = {n: sample("orca_node_free_cpu_cores", node=n) for n in ("a", "b")}
+    assert sorted(free.values()) == [0.5, 2.5]  # one web replica on each
+    assert sample("orca_node_placements", node="a") == 1.0
+    assert sample("orca_node_free_memory_bytes", node="a") == 7 * 2**30
+    assert sample("orca_workloads", phase="Scheduled") == 1.0
+    assert sample("orca_workloads", phase="Unschedulable") == 2.0
+    assert sample("orca_pending_workloads", queue="unschedulable") == 2.0
+    assert sample("orca_unschedulable_workloads", plugin="NodeResourcesFit") == 1.0
+    assert sample("orca_unschedulable_workloads", plugin="NodeRuntime") == 1.0
+    assert sample("orca_nodes", eligible="true") == 2.0
+
+    state.delete_node("b")
+    reconciler.export_gauges()
+    assert REGISTRY.get_sample_value("orca_node_free_cpu_cores", {"node": "b"}) is None
+    assert REGISTRY.get_sample_value("orca_node_placements", {"node": "b"}) is None
+    assert sample("orca_node_allocatable_cpu_cores", node="a") == 4.0
+
+
+@pytest.mark.parametrize(
+    ("reason", "plugin"),
+    [
+        ("node(s) were unschedulable", "NodeUnschedulable"),
+        ("node(s) not ready", "NodeReady"),
+        ("node(s) had untolerated taint {dedicated: ml}", "TaintToleration"),
+        ("node(s) didn't match pod topology spread constraints", "PodTopologySpread"),
+        ('constraint node.labels["zone"] == "x" failed to evaluate', "CELError"),
+        ('node(s) didn\'t match constraint "ssd" in node.tags', "CELConstraint"),
+        ("runtime wasm not offered", "NodeRuntime"),
+        ("Insufficient cpu", "NodeResourcesFit"),
+        ("Insufficient memory", "NodeResourcesFit"),
+        ("something new", "Other"),
+    ],
+)
+def test_reasons_map_to_a_bounded_plugin_label(reason: str, plugin: str) -> None:
+    assert metrics.reason_plugin(reason) == plugin
+
+
+def test_queue_depth_follows_the_queue() -> None:
+    async def scenario() -> list[float]:
+        queue = WorkQueue()
+        queue.add_all(["a", "b"])
+        seen = [sample("orca_queue_depth")]
+        await queue.get()
+        seen.append(sample("orca_queue_depth"))
+        return seen
+
+    assert asyncio.run(scenario()) == [2.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("path", "resource"),
+    [
+        ("/api/v1/nodes", "nodes"),
+        ("/apis/orca.cloudinit.dev/v1alpha1/workloads", "workloads"),
+        ("/apis/orca.cloudinit.dev/v1alpha1/namespaces/ns/workloads", "workloads"),
+        ("/apis/orca.cloudinit.dev/v1alpha1/namespaces/ns/workloads/w/status", "workloads/status"),
+        ("/api/v1/namespaces/ns/events", "events"),
+        ("/apis/coordination.k8s.io/v1/namespaces/default/leases/orca", "leases"),
+        ("/api/v1/namespaces/ns", "namespaces"),
+        ("/version", "other"),
+    ],
+)
+def test_api_resource_names_the_resource_not_the_verb(path: str, resource: str) -> None:
+    assert api_resource(path) == resource
+
+
+def _api(host: str) -> KubeApi:
+    configuration = k8s_client.Configuration()
+    configuration.host = host
+    configuration.verify_ssl = False
+    return KubeApi(configuration)
+
+
+def test_api_requests_are_counted_by_verb_resource_and_code() -> None:
+    answers = [web.json_response({"metadata": {}}), web.json_response({}, status=409)]
+
+    async def handler(_request: web.Request) -> web.Response:
+        return answers.pop(0)
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        async with _api(f"http://127.0.0.1:{port}") as api:
+            await api.patch_workload_status("ns", "w", {"phase": "Scheduled"}, "1")
+            with pytest.raises(ApiError):
+                await api.patch_workload_status("ns", "w", {"phase": "Scheduled"}, "1")
+        await runner.cleanup()
+        async with _api(f"http://127.0.0.1:{port}") as api:  # nothing listens any more
+            with pytest.raises(aiohttp.ClientError):
+                await api.request("GET", "/api/v1/nodes")
+
+    labels = {"verb": "PATCH", "resource": "workloads/status"}
+    with (
+        Delta("orca_api_requests_total", **labels, code="200") as ok,
+        Delta("orca_api_requests_total", **labels, code="409") as conflict,
+        Delta("orca_api_requests_total", verb="GET", resource="nodes", code="error") as refused,
+    ):
+        asyncio.run(scenario())
+    assert (ok.value, conflict.value, refused.value) == (1, 1, 1)
+
+
+def test_leader_gauge_follows_the_lease() -> None:
+    from controller.operator.leader import LeaderElector
+
+    elector = LeaderElector(None, "ns", "lease")  # type: ignore[arg-type]
+    elector._set(True)
+    assert sample("orca_leader") == 1.0
+    elector._set(False)
+    assert sample("orca_leader") == 0.0
+
+
+def test_build_info_carries_the_installed_version_and_labelled_series_start_at_zero() -> None:
+    from controller.operator.app import build_version
+
+    assert build_version() == metadata.version("orca-controller")
+    metrics.initialize(build_version())
+    assert sample("orca_build_info", version=build_version()) == 1.0
+    for result in ("scheduled", "partial", "unschedulable", "invalid", "error"):
+        assert (
+            REGISTRY.get_sample_value(ATTEMPTS, {"kind": "DaemonSet", "result": result}) is not None
+        )
+    for outcome in ("written", "conflict", "not_found", "failed"):
+        assert (
+            REGISTRY.get_sample_value("orca_status_writes_total", {"outcome": outcome}) is not None
+        )
+
+
+def test_kopf_watch_restarts_are_counted_from_kopf_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drives kopf's own watch loop to a 410 Gone, so a change in kopf's wording shows here."""
+    import kopf
+    from kopf._cogs.clients import fetching, watching
+    from kopf._cogs.structs import references
+
+    from controller.operator.app import WATCH_LOGGER, count_watch_restarts
+
+    async def listed(**_: Any) -> AsyncIterator[tuple[list[Any], str]]:
+        yield [], "1"
+
+    async def gone(**_: Any) -> AsyncIterator[dict[str, Any]]:
+        yield {"type": "ERROR", "object": {"code": 410}}
+
+    monkeypatch.setattr(fetching, "fetch_objs", listed)
+    monkeypatch.setattr(watching, "watch_objs", gone)
+    count_watch_restarts(logging.INFO)
+    resource = references.Resource("orca.cloudinit.dev", "v1alpha1", "workloads")
+
+    async def scenario() -> None:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        async for _ in watching.continuous_watch(
+            settings=kopf.OperatorSettings(),
+            resource=resource,
+            namespace=None,
+            operator_pause_waiter=waiter,
+        ):
+            pass
+
+    labels = {"resource": "workloads"}
+    with Delta("orca_watch_restarts_total", **labels, reason="expired") as expired:
+        asyncio.run(scenario())
+    assert expired.value == 1
+    # kopf's other restart: no event within the inactivity timeout (logged by watch_objs).
+    with Delta("orca_watch_restarts_total", resource="nodes", reason="inactive") as inactive:
+        logging.getLogger(WATCH_LOGGER).debug(
+            "Watch-stream for nodes.v1 cluster-wide is inactive, reconnecting."
+        )
+    assert inactive.value == 1
