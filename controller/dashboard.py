@@ -223,7 +223,7 @@ def _attempts(ids: _Ids) -> list[Panel]:
                 ),
                 _query(
                     f"sum(rate(orca_schedule_unchanged_total{{{JOB}}}[{RATE}]))",
-                    "of which unchanged (no write)",
+                    "of which unchanged (nothing to write)",
                     "B",
                 ),
             ],

@@ -62,8 +62,9 @@ SCHEDULE_ATTEMPTS = Counter(
 )
 SCHEDULE_UNCHANGED = Counter(
     "orca_schedule_unchanged_total",
-    "Scheduling decisions that matched the status already recorded, so nothing was written.",
-    ["kind"],
+    "Scheduling decisions that matched the status already recorded, so nothing was written "
+    "(a subset of orca_schedule_attempts_total, same labels).",
+    ["kind", "result"],
 )
 SCHEDULING_ALGORITHM_DURATION = Histogram(
     "orca_scheduling_algorithm_duration_seconds",
@@ -178,9 +179,10 @@ def initialize(version: str) -> None:
     sample), so without this the first scheduling error would never fire an alert."""
     BUILD_INFO.labels(version=version).set(1)
     for kind in (*(k.value for k in WorkloadKind), KIND_UNKNOWN):
-        SCHEDULE_UNCHANGED.labels(kind=kind)
         for result in (*RESULT_BY_PHASE.values(), RESULT_ERROR):
             SCHEDULE_ATTEMPTS.labels(kind=kind, result=result)
+            if result != RESULT_ERROR:
+                SCHEDULE_UNCHANGED.labels(kind=kind, result=result)
     for outcome in (WRITE_WRITTEN, WRITE_CONFLICT, WRITE_NOT_FOUND, WRITE_FAILED):
         STATUS_WRITES.labels(outcome=outcome)
     for queue in (QUEUE_ACTIVE, QUEUE_BACKOFF, QUEUE_UNSCHEDULABLE):

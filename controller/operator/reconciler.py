@@ -181,14 +181,13 @@ class Reconciler:
         metrics.SCHEDULING_ALGORITHM_DURATION.observe(time.perf_counter() - started)
         self._count_cel()
         kind = self._kind(key)
-        metrics.SCHEDULE_ATTEMPTS.labels(
-            kind=kind, result=metrics.RESULT_BY_PHASE[decision.phase]
-        ).inc()
+        result = metrics.RESULT_BY_PHASE[decision.phase]
+        metrics.SCHEDULE_ATTEMPTS.labels(kind=kind, result=result).inc()
         status = status_from_decision(decision, record.generation, record.status, self.now())
         previous = self.state.ledger.bookings(key)
         logger.debug("%s: %s %d/%d", key, decision.phase.value, decision.placed, decision.desired)
         if status == record.status:
-            metrics.SCHEDULE_UNCHANGED.labels(kind=kind).inc()
+            metrics.SCHEDULE_UNCHANGED.labels(kind=kind, result=result).inc()
             record.seen = None  # nothing to write: no end-to-end latency to observe
             if previous != decision.bookings:  # e.g. a resize: same placements, new sizes
                 self.state.ledger.load(key, decision.bookings)

@@ -127,13 +127,13 @@ def test_attempts_count_each_decision_by_kind_and_result(
         Delta(ATTEMPTS, kind=kind, result=result) as attempts,
         Delta("orca_scheduling_algorithm_duration_seconds_count") as timed,
         Delta("orca_status_writes_total", outcome="written") as written,
-        Delta("orca_schedule_unchanged_total", kind=kind) as unchanged,
+        Delta("orca_schedule_unchanged_total", kind=kind, result=result) as unchanged,
     ):
         asyncio.run(decide(reconciler, "ns/w"))
     assert (attempts.value, timed.value, written.value, unchanged.value) == (1, 1, 1, 0)
     with (
         Delta(ATTEMPTS, kind=kind, result=result) as again,
-        Delta("orca_schedule_unchanged_total", kind=kind) as unchanged,
+        Delta("orca_schedule_unchanged_total", kind=kind, result=result) as unchanged,
     ):
         asyncio.run(decide(reconciler, "ns/w"))  # same state, same decision: nothing written
     assert (again.value, unchanged.value) == (1, 1)

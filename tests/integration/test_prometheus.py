@@ -1,0 +1,335 @@
+"""The operator's metrics, alert rules and dashboard against a real Prometheus (issue 8).
+
+``orca run`` runs on the real control plane; a real ``prometheus`` (Debian's package: .ci/run
+installs it) is started here on a loopback port, scraping the operator every second and loading
+the shipped alert rules. Workloads are applied (some cannot be placed) and every figure is read
+back through Prometheus' HTTP API, as a dashboard would. Then every PromQL expression in the
+dashboard and the rules runs against that Prometheus and must not fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.devcluster.controlplane import ControlPlane, KubectlRunner
+from tests.factories import node_object
+from tests.integration.harness import (
+    REPO_ROOT,
+    Cluster,
+    OperatorProcess,
+    free_port,
+    observed,
+    phase,
+    workload_obj,
+)
+from tests.monitoring import (
+    JOB,
+    MONITORING,
+    alert_rules,
+    binary,
+    dashboard_expressions,
+    exported_names,
+    rule_groups,
+    runnable,
+)
+
+pytestmark = pytest.mark.controlplane
+
+Vector = list[dict[str, Any]]
+
+
+class Prometheus:
+    """``prometheus`` on 127.0.0.1, scraping ``targets`` every second, with the shipped rules."""
+
+    def __init__(self, workdir: Path, targets: list[str]) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "rules.yaml").write_text(yaml.safe_dump(rule_groups()))
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": ["rules.yaml"],
+            "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": targets}]}],
+        }
+        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self.url = f"http://127.0.0.1:{free_port()}"
+        self.log_path = workdir / "prometheus.log"
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(
+            [
+                binary("prometheus"),
+                f"--config.file={workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address={self.url.removeprefix('http://')}",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+        )
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"prometheus exited {self.process.returncode}:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"prometheus not ready after {timeout}s:\n{self.log()}")
+
+    def api(self, path: str, **params: str) -> dict[str, Any]:
+        """One HTTP API call; returns the JSON answer even for 4xx (it carries the error)."""
+        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                answer: dict[str, Any] = json.load(response)
+        except urllib.error.HTTPError as exc:
+            answer = json.load(exc)
+        return answer
+
+    def query(self, expr: str) -> Vector:
+        answer = self.api("query", query=expr)
+        assert answer["status"] == "success", f"{expr}: {answer}"
+        result: Vector = answer["data"]["result"]
+        return result
+
+    def value(self, expr: str) -> float | None:
+        """The single value of an expression, or None while it has no series."""
+        result = self.query(expr)
+        assert len(result) <= 1, f"{expr}: more than one series: {result}"
+        return float(result[0]["value"][1]) if result else None
+
+    def by(self, label: str, expr: str) -> dict[str, float]:
+        return {s["metric"].get(label, ""): float(s["value"][1]) for s in self.query(expr)}
+
+    def wait_for(self, what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"Prometheus never saw {what} in {timeout}s:\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+def _in_phase(want: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda w: observed(w) and phase(w) == want
+
+
+@pytest.fixture(scope="module")
+def cluster(kubectl: KubectlRunner) -> Iterator[Cluster]:
+    kubectl("apply", "-f", str(REPO_ROOT / "crds"), check=True)
+    kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
+    c = Cluster(kubectl)
+    c.delete_all_nodes()
+    yield c
+    c.delete_all_nodes()
+
+
+@pytest.fixture(scope="module")
+def namespace(cluster: Cluster) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.run("create", "namespace", name)
+    yield name
+    cluster.run("delete", "workloads", "--all", "-n", name, "--wait=false")
+
+
+@pytest.fixture(scope="module")
+def scraped(
+    cluster: Cluster,
+    namespace: str,
+    control_plane: ControlPlane,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Prometheus]:
+    """Two Nodes (4 cpu each), the operator, Prometheus scraping it, and four Workloads:
+    ``web`` (Service 2 x 1 cpu) Scheduled, ``wide`` (Service 3 x 2 cpu) PartiallyScheduled 2/3,
+    ``big`` (Job, 16 cpu) and ``wasm`` (Job, a runtime no Node offers) Unschedulable. Applied
+    one after the other, so the placements do not depend on the order of decisions."""
+    workdir = tmp_path_factory.mktemp("prometheus")
+    cluster.apply(*(node_object(n, cpu="4", memory="8Gi") for n in ("a", "b")))
+    operator = OperatorProcess(
+        control_plane.kubeconfig_path,
+        workdir / "operator.log",
+        namespaces=[namespace],
+        lease_namespace=namespace,
+    )
+    prometheus = Prometheus(workdir, [f"127.0.0.1:{operator.metrics_port}"])
+    try:
+        operator.wait_live()
+        prometheus.wait_ready()
+        workloads: list[tuple[str, dict[str, Any], str]] = [
+            ("web", {"kind": "Service", "count": 2, "resources": {"cpu": "1"}}, "Scheduled"),
+            ("wide", {"kind": "Service", "count": 3, "resources": {"cpu": "2"}}, "Partial"),
+            ("big", {"kind": "Job", "resources": {"cpu": "16"}}, "Unschedulable"),
+            ("wasm", {"kind": "Job", "runtime": {"oneOf": ["wasm"]}}, "Unschedulable"),
+        ]
+        for name, spec, expected in workloads:
+            cluster.apply(workload_obj(name, namespace, **spec))
+            want = "PartiallyScheduled" if expected == "Partial" else expected
+            cluster.wait_for(namespace, name, _in_phase(want), what=want)
+        yield prometheus
+    finally:
+        prometheus.stop()
+        operator.stop()
+
+
+def test_prometheus_sees_what_the_operator_did(scraped: Prometheus) -> None:
+    prom = scraped
+    prom.wait_for(
+        "the final phases",
+        lambda: prom.by("phase", f'orca_workloads{{job="{JOB}"}}').get("Unschedulable") == 2.0,
+    )
+    assert prom.value(f'up{{job="{JOB}"}}') == 1.0
+    phases = prom.by("phase", f'orca_workloads{{job="{JOB}"}}')
+    assert phases == {
+        "Pending": 0.0,
+        "Scheduled": 1.0,
+        "PartiallyScheduled": 1.0,
+        "Unschedulable": 2.0,
+        "Invalid": 0.0,
+    }
+    # Attempts by result. A Workload may be decided again with nothing new to say (e.g. when
+    # the echo of its own status write races the write's answer): those count as attempts and
+    # as unchanged. What changed a status is exactly one decision per Workload.
+    attempts = prom.by("result", "sum by (result) (orca_schedule_attempts_total)")
+    unchanged = prom.by("result", "sum by (result) (orca_schedule_unchanged_total)")
+    changed = {r: attempts[r] - unchanged.get(r, 0.0) for r in attempts}
+    assert changed == {
+        "scheduled": 1.0,
+        "partial": 1.0,
+        "unschedulable": 2.0,
+        "invalid": 0.0,
+        "error": 0.0,
+    }
+    by_kind = prom.by(
+        "kind",
+        "sum by (kind) (orca_schedule_attempts_total)"
+        " - sum by (kind) (orca_schedule_unchanged_total)",
+    )
+    assert (by_kind["Service"], by_kind["Job"], by_kind["DaemonSet"]) == (2.0, 2.0, 0.0)
+    # Pending, as kube-scheduler's pending_pods: three parked, none waiting for the loop.
+    pending = prom.by("queue", "orca_pending_workloads")
+    assert pending == {"active": 0.0, "backoff": 0.0, "unschedulable": 3.0}
+    # Per node: web 1 cpu + wide 2 cpu on each of a and b.
+    assert prom.by("node", "orca_node_free_cpu_cores") == {"a": 1.0, "b": 1.0}
+    assert prom.by("node", "orca_node_allocatable_cpu_cores") == {"a": 4.0, "b": 4.0}
+    assert prom.by("node", "orca_node_placements") == {"a": 2.0, "b": 2.0}
+    assert prom.by("plugin", "orca_unschedulable_workloads") == {
+        "NodeResourcesFit": 2.0,  # wide and big: Insufficient cpu
+        "NodeRuntime": 1.0,  # wasm
+    }
+    assert prom.value('orca_status_writes_total{outcome="written"}') == 4.0
+    assert prom.value("orca_e2e_scheduling_duration_seconds_count") == 4.0
+    decisions = prom.value("sum(orca_schedule_attempts_total)")
+    assert prom.value("orca_scheduling_algorithm_duration_seconds_count") == decisions
+    requests = prom.by("resource", 'sum by (resource) (orca_api_requests_total{verb="PATCH"})')
+    assert requests == {"workloads/status": 4.0}
+    assert prom.value("orca_leader") == 1.0
+    relists = prom.by("outcome", "orca_relists_total")  # the start-up LIST (resync: 300 s);
+    assert relists["listed"] == 1.0  # a fresh CRD may first answer 429, counted as failed
+    assert set(relists) == {"listed", "failed"}
+    assert prom.query("orca_build_info")[0]["metric"]["version"]
+
+
+def test_alert_rules_load_and_evaluate_on_real_data(scraped: Prometheus) -> None:
+    rules = scraped.api("rules")["data"]["groups"]
+    loaded = {r["name"]: r for g in rules for r in g["rules"]}
+    assert set(loaded) == {rule["alert"] for rule in alert_rules()}
+    assert all(r["health"] == "ok" for r in loaded.values()), loaded
+    # Two phases are short of replicas: the alert is pending (it needs 15 minutes to fire).
+    scraped.wait_for(
+        "OrcaWorkloadsNotPlaced pending",
+        lambda: len(scraped.query('ALERTS{alertname="OrcaWorkloadsNotPlaced"}')) == 2,
+    )
+    states = {
+        s["metric"]["phase"]: s["metric"]["alertstate"]
+        for s in scraped.query('ALERTS{alertname="OrcaWorkloadsNotPlaced"}')
+    }
+    assert states == {"Unschedulable": "pending", "PartiallyScheduled": "pending"}
+    others = scraped.query('ALERTS{alertname!="OrcaWorkloadsNotPlaced"}')
+    assert others == [], "a healthy operator raises no other alert"
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [runnable(e) for e in dashboard_expressions()] + [r["expr"] for r in alert_rules()],
+)
+def test_every_shipped_expression_runs_on_real_prometheus(scraped: Prometheus, expr: str) -> None:
+    answer = scraped.api("query", query=expr)
+    assert answer["status"] == "success", answer
+
+
+def test_every_orca_metric_name_is_exported_and_scraped(scraped: Prometheus) -> None:
+    """The names the tests check expressions against are the ones the running operator
+    exposes (labelled series that have not moved yet exist only once they do)."""
+    scraped_names = set(scraped.api("label/__name__/values")["data"])
+    orca = {n for n in scraped_names if n.startswith("orca_")}
+    assert orca <= exported_names(), orca - exported_names()
+    moved_by_now = {
+        "orca_schedule_attempts_total",
+        "orca_schedule_unchanged_total",
+        "orca_pending_workloads",
+        "orca_node_free_cpu_cores",
+        "orca_node_free_memory_bytes",
+        "orca_node_allocatable_memory_bytes",
+        "orca_unschedulable_workloads",
+        "orca_cel_cost_limit_hits_total",
+        "orca_e2e_scheduling_duration_seconds_bucket",
+        "orca_api_requests_total",
+        "orca_build_info",
+    }
+    assert moved_by_now <= orca
+
+
+def test_the_monitoring_component_renders_with_kustomize(
+    kubectl: KubectlRunner, tmp_path: Path
+) -> None:
+    """``kubectl kustomize`` on an overlay that uses the component: the four objects come out,
+    the dashboard ConfigMap carries the JSON and Grafana's sidecar label."""
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    relative = os.path.relpath(MONITORING, overlay)
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "components": [relative],
+            }
+        )
+    )
+    out = kubectl("kustomize", str(overlay), check=True).stdout
+    objects = {o["kind"]: o for o in yaml.safe_load_all(out)}
+    assert set(objects) == {"Service", "ServiceMonitor", "PrometheusRule", "ConfigMap"}
+    config_map = objects["ConfigMap"]
+    assert config_map["metadata"]["labels"] == {"grafana_dashboard": "1"}
+    dashboard = (MONITORING / "grafana-dashboard.json").read_text()
+    assert json.loads(config_map["data"]["grafana-dashboard.json"]) == json.loads(dashboard)
