@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo demo-stop test lint unit integration controlplane bench clean
+.PHONY: demo demo-stop test lint unit integration controlplane prometheus dashboard bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,15 @@ $(STAMP): pyproject.toml
 
 controlplane:
 	bash hack/testcp/build.sh >/dev/null
+
+# prometheus + promtool for the monitoring tests: installed (Debian package) when missing and
+# root, else a one-line error; the tests fail, never skip, without them.
+prometheus:
+	bash hack/install-prometheus.sh
+
+# Regenerate the Grafana dashboard from controller/dashboard.py (a unit test fails on drift).
+dashboard: $(STAMP)
+	$(BIN)/orca dashboard > manifests/monitoring/grafana-dashboard.json
 
 demo: $(STAMP) controlplane
 	bash hack/demo.sh start
@@ -33,13 +42,13 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-unit: $(STAMP)
+unit: $(STAMP) prometheus
 	$(BIN)/pytest tests/unit
 
-integration: $(STAMP) controlplane
+integration: $(STAMP) controlplane prometheus
 	$(BIN)/pytest tests/integration
 
-test: lint controlplane
+test: lint controlplane prometheus
 	$(BIN)/pytest
 
 bench: $(STAMP) controlplane
