@@ -185,16 +185,19 @@ def scraped(
     try:
         operator.wait_live()
         prometheus.wait_ready()
-        workloads: list[tuple[str, dict[str, Any], str]] = [
+        workloads: list[tuple[str, dict[str, Any], str]] = [  # applied in this order
             ("web", {"kind": "Service", "count": 2, "resources": {"cpu": "1"}}, "Scheduled"),
-            ("wide", {"kind": "Service", "count": 3, "resources": {"cpu": "2"}}, "Partial"),
+            (
+                "wide",
+                {"kind": "Service", "count": 3, "resources": {"cpu": "2"}},
+                "PartiallyScheduled",
+            ),
             ("big", {"kind": "Job", "resources": {"cpu": "16"}}, "Unschedulable"),
             ("wasm", {"kind": "Job", "runtime": {"oneOf": ["wasm"]}}, "Unschedulable"),
         ]
         for name, spec, expected in workloads:
             cluster.apply(workload_obj(name, namespace, **spec))
-            want = "PartiallyScheduled" if expected == "Partial" else expected
-            cluster.wait_for(namespace, name, _in_phase(want), what=want)
+            cluster.wait_for(namespace, name, _in_phase(expected), what=expected)
         yield prometheus
     finally:
         prometheus.stop()
