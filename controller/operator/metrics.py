@@ -14,11 +14,25 @@ rules and the dashboard speak one vocabulary; the README's metrics table lists e
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from controller.api.models import Phase, WorkloadKind
+from controller.core.plugins.constraints import (
+    CelConstraints,
+    reason_constraint,
+    reason_constraint_error,
+)
+from controller.core.plugins.eligibility import REASON_CORDONED, REASON_NOT_READY, NodeEligibility
+from controller.core.plugins.resources import (
+    REASON_INSUFFICIENT_CPU,
+    REASON_INSUFFICIENT_MEMORY,
+    ResourcesFit,
+)
+from controller.core.plugins.runtime import Runtime, reason_runtime
+from controller.core.plugins.taints import TaintToleration
 
 # -- label values ------------------------------------------------------------------------------
 
@@ -193,24 +207,32 @@ def initialize(version: str) -> None:
 
 def reason_plugin(reason: str) -> str:
     """The filter plugin behind a rejection reason (``status.unschedulable[].reason``), so a
-    bounded label stands for unbounded text (reasons name CEL sources and runtimes)."""
-    lowered = reason.lower()
-    for needle, plugin in _PLUGINS:
-        if needle in lowered:
+    bounded label stands for unbounded text (reasons quote CEL sources, runtimes, taints).
+    The status records only the text; the plugins' own reason constants tell them apart."""
+    if reason in (REASON_CORDONED, REASON_NOT_READY):
+        return NodeEligibility.name
+    if reason in (REASON_INSUFFICIENT_CPU, REASON_INSUFFICIENT_MEMORY):
+        return ResourcesFit.name
+    for pattern, plugin in _PLUGIN_REASONS:
+        if pattern.fullmatch(reason):
             return plugin
-    return "Other"
+    return PLUGIN_OTHER
 
 
-# Substrings of the scheduler's reason texts (controller/core/scheduler.py) -> plugin names,
-# kube-scheduler's where it has the same filter. First match wins (topology spread and
-# evaluation errors before plain constraints).
-_PLUGINS: Final = (
-    ("were unschedulable", "NodeUnschedulable"),
-    ("not ready", "NodeReady"),
-    ("taint", "TaintToleration"),
-    ("topology", "PodTopologySpread"),
-    ("failed to evaluate", "CELError"),
-    ("constraint", "CELConstraint"),
-    ("runtime", "NodeRuntime"),
-    ("insufficient", "NodeResourcesFit"),
+PLUGIN_OTHER: Final = "Other"  # a reason no plugin below produces (a plugin added since)
+
+
+def _shape(reason: str) -> re.Pattern[str]:
+    """A plugin's reason built around ``_ANY`` as a pattern matching any argument there."""
+    return re.compile(".*".join(re.escape(part) for part in reason.split(_ANY)), re.S)
+
+
+_ANY: Final = "\x00"
+
+# The shape of each plugin's parametrised reasons (controller/core/plugins/), by its name.
+_PLUGIN_REASONS: Final = (
+    (_shape(f"node(s) had untolerated taint {_ANY}"), TaintToleration.name),
+    (_shape(reason_runtime([_ANY])), Runtime.name),
+    (_shape(reason_constraint_error(_ANY)), CelConstraints.name),
+    (_shape(reason_constraint(_ANY)), CelConstraints.name),
 )

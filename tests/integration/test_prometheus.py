@@ -246,8 +246,8 @@ def test_prometheus_sees_what_the_operator_did(scraped: Prometheus) -> None:
     assert prom.by("node", "orca_node_allocatable_cpu_cores") == {"a": 4.0, "b": 4.0}
     assert prom.by("node", "orca_node_placements") == {"a": 2.0, "b": 2.0}
     assert prom.by("plugin", "orca_unschedulable_workloads") == {
-        "NodeResourcesFit": 2.0,  # wide and big: Insufficient cpu
-        "NodeRuntime": 1.0,  # wasm
+        "ResourcesFit": 2.0,  # wide and big: Insufficient cpu
+        "Runtime": 1.0,  # wasm
     }
     assert prom.value('orca_status_writes_total{outcome="written"}') == 4.0
     assert prom.value("orca_e2e_scheduling_duration_seconds_count") == 4.0

@@ -19,6 +19,8 @@ from aiohttp import web
 from kubernetes import client as k8s_client
 from prometheus_client import REGISTRY
 
+from controller.api.models import Taint
+from controller.core.plugins import constraints, eligibility, resources, runtime, taints
 from controller.core.scheduler import Scheduler
 from controller.operator import metrics
 from controller.operator.kube import ApiError, KubeApi, api_resource
@@ -245,8 +247,8 @@ def test_gauges_follow_the_ledger_per_node_and_drop_deleted_nodes() -> None:
     assert sample("orca_workloads", phase="Scheduled") == 1.0
     assert sample("orca_workloads", phase="Unschedulable") == 2.0
     assert sample("orca_pending_workloads", queue="unschedulable") == 2.0
-    assert sample("orca_unschedulable_workloads", plugin="NodeResourcesFit") == 1.0
-    assert sample("orca_unschedulable_workloads", plugin="NodeRuntime") == 1.0
+    assert sample("orca_unschedulable_workloads", plugin="ResourcesFit") == 1.0
+    assert sample("orca_unschedulable_workloads", plugin="Runtime") == 1.0
     assert sample("orca_nodes", eligible="true") == 2.0
 
     state.delete_node("b")
@@ -259,16 +261,18 @@ def test_gauges_follow_the_ledger_per_node_and_drop_deleted_nodes() -> None:
 @pytest.mark.parametrize(
     ("reason", "plugin"),
     [
-        ("node(s) were unschedulable", "NodeUnschedulable"),
-        ("node(s) not ready", "NodeReady"),
-        ("node(s) had untolerated taint {dedicated: ml}", "TaintToleration"),
-        ("node(s) didn't match pod topology spread constraints", "PodTopologySpread"),
-        ('constraint node.labels["zone"] == "x" failed to evaluate', "CELError"),
-        ('node(s) didn\'t match constraint "ssd" in node.tags', "CELConstraint"),
-        ("runtime wasm not offered", "NodeRuntime"),
-        ("Insufficient cpu", "NodeResourcesFit"),
-        ("Insufficient memory", "NodeResourcesFit"),
-        ("something new", "Other"),
+        (eligibility.REASON_CORDONED, "NodeEligibility"),
+        (eligibility.REASON_NOT_READY, "NodeEligibility"),
+        (
+            taints.reason_untolerated(Taint(key="dedicated", value="ml", effect="NoSchedule")),
+            "TaintToleration",
+        ),
+        (constraints.reason_constraint_error('node.labels["zone"] == "x"'), "CelConstraints"),
+        (constraints.reason_constraint('"ssd" in node.tags'), "CelConstraints"),
+        (runtime.reason_runtime(["wasm", "docker"]), "Runtime"),
+        (resources.REASON_INSUFFICIENT_CPU, "ResourcesFit"),
+        (resources.REASON_INSUFFICIENT_MEMORY, "ResourcesFit"),
+        ("something a new plugin says", "Other"),
     ],
 )
 def test_reasons_map_to_a_bounded_plugin_label(reason: str, plugin: str) -> None:
