@@ -15,7 +15,7 @@ import kopf
 
 from controller.api.models import GROUP
 from controller.core.scheduler import Scheduler
-from controller.operator import handlers, metrics
+from controller.operator import gauges, handlers, metrics
 from controller.operator.kube import KubeApi, load_configuration
 from controller.operator.leader import LeaderElector, default_identity
 from controller.operator.reconciler import Reconciler
@@ -138,7 +138,7 @@ async def _resync(reconciler: Reconciler, every: float) -> None:
         reconciler.queue.add_all(reconciler.state.records)
 
 
-async def _gauges(reconciler: Reconciler, every: float = 2.0) -> None:
+async def _gauges(reconciler: Reconciler, every: float = gauges.INTERVAL) -> None:
     """The snapshot gauges (phases, pending queues, per-node capacity), refreshed every few
     seconds: one pass over the state, cheap next to a scrape interval."""
     while True:

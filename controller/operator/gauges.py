@@ -3,14 +3,13 @@
 Counters move where things happen (reconciler, kube client, leader); these gauges are a
 snapshot of ``ClusterState`` instead: Workloads by phase and by the plugin that rejects them,
 the pending queues, and per Node the placements and the allocatable and free capacity,
-computed from the ledger (the same numbers the scheduler decides on). One pass over the
-records and the node table; the series of a Node that left are removed, so a deleted Node
-does not linger on a dashboard with its last values.
+computed from the ledger (the same numbers the scheduler decides on), published as one
+snapshot (``metrics.PER_NODE``). One pass over the records and the node table; a Node that
+left has no series any more, so it does not linger on a dashboard with its last values.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 
 from controller.api.models import Phase
@@ -19,13 +18,15 @@ from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 
 MILLI = 1000.0
+#: Seconds between refreshes: well under a scrape interval, and rare enough that the pass (30-45 ms
+#: at 5,000 Nodes and 10,000 Workloads, bench/bench_metrics.py) costs the loop under 1%.
+INTERVAL = 5.0
 
 
 class GaugeExporter:
-    """Sets the snapshot gauges; remembers which Nodes it exported to remove the gone ones."""
+    """Sets the snapshot gauges; remembers the plugins it exported to zero the gone ones."""
 
     def __init__(self) -> None:
-        self._nodes: set[str] = set()
         self._plugins: set[str] = set()
 
     def export(self, state: ClusterState, queue: WorkQueue) -> None:
@@ -64,15 +65,13 @@ class GaugeExporter:
         placements: Counter[str] = Counter()
         for key in ledger.workload_keys():
             placements.update(b.node for b in ledger.bookings(key))
-        for i, name in enumerate(table.hostnames):
-            metrics.NODE_PLACEMENTS.labels(node=name).set(placements.get(name, 0))
-            metrics.NODE_ALLOCATABLE_CPU.labels(node=name).set(int(table.cpu[i]) / MILLI)
-            metrics.NODE_ALLOCATABLE_MEMORY.labels(node=name).set(int(table.memory[i]))
-            metrics.NODE_FREE_CPU.labels(node=name).set(int(free_cpu[i]) / MILLI)
-            metrics.NODE_FREE_MEMORY.labels(node=name).set(int(free_memory[i]))
-        current = set(table.hostnames)
-        for gone in self._nodes - current:
-            for gauge in metrics.PER_NODE:
-                with contextlib.suppress(KeyError):  # never exported (e.g. a registry reset)
-                    gauge.remove(gone)
-        self._nodes = current
+        metrics.PER_NODE.publish(
+            metrics.NodeSnapshot(
+                names=table.hostnames,
+                placements=tuple(placements.get(name, 0) for name in table.hostnames),
+                allocatable_cpu_cores=tuple((table.cpu / MILLI).tolist()),
+                allocatable_memory_bytes=tuple(table.memory.tolist()),
+                free_cpu_cores=tuple((free_cpu / MILLI).tolist()),
+                free_memory_bytes=tuple(free_memory.tolist()),
+            )
+        )
