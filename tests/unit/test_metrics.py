@@ -413,3 +413,13 @@ def test_kopf_watch_restarts_are_counted_from_kopf_itself(monkeypatch: pytest.Mo
             "Watch-stream for nodes.v1 cluster-wide is inactive, reconnecting."
         )
     assert inactive.value == 1
+
+
+def test_events_that_do_not_fit_their_queue_are_counted_as_dropped() -> None:
+    reconciler, _ = reconciler_for([wl("w")])
+    full: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=1)
+    full.put_nowait(("ns", {}))
+    reconciler._events = full
+    with Delta("orca_events_dropped_total") as dropped:
+        asyncio.run(decide(reconciler, "ns/w"))  # Pending -> Scheduled: an Event is due
+    assert dropped.value == 1
