@@ -3,6 +3,8 @@
 Accepts what a user would ``kubectl apply`` or get back from ``kubectl get -o yaml``:
 multi-document YAML, and ``kind: List`` (or ``NodeList``/``WorkloadList``) with ``items``.
 Every problem becomes one ``ManifestError`` line naming the file, the object and the field.
+Files are read through ``controller.safeyaml``: at most 64 MiB, UTF-8, bounded depth and alias
+expansion (see its docstring for the budgets).
 """
 
 from __future__ import annotations
@@ -14,32 +16,46 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from controller import safeyaml
 from controller.api.models import GROUP, KIND, VERSION, NodeInfo, Workload
 from controller.core.nodes import NodeError, node_info_from_node
 
 API_VERSION = f"{GROUP}/{VERSION}"
+MAX_SHOWN = 60
 
 
 class ManifestError(ValueError):
     """Bad input: one line, naming the file, the object and the field."""
 
 
-def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """(where, object) for every object in the file, flattening List kinds."""
+def read_yaml(path: Path) -> list[Any]:
+    """Every document of the file, through the bounded loader; ``ManifestError`` otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            data = f.read(safeyaml.MAX_FILE_BYTES + 1)  # bounded even for /dev/zero or a pipe
     except FileNotFoundError:
         raise ManifestError(f"{path}: no such file") from None
     except OSError as exc:
-        raise ManifestError(f"{path}: cannot read: {exc.strerror}") from None
+        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        docs = list(yaml.safe_load_all(text))
+        return safeyaml.load_all(data)
+    except UnicodeDecodeError as exc:
+        byte = data[exc.start]
+        raise ManifestError(
+            f"{path}: not UTF-8 text (byte 0x{byte:02x} at offset {exc.start})"
+        ) from None
+    except safeyaml.YAMLLimitError as exc:
+        raise ManifestError(f"{path}: refused: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ManifestError(f"{path}:{where}: invalid YAML: {problem}") from None
-    for number, doc in enumerate(docs, start=1):
+
+
+def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(where, object) for every object in the file, flattening List kinds."""
+    for number, doc in enumerate(read_yaml(path), start=1):
         if doc is None:
             continue
         where = f"{path}: document {number}"
@@ -58,13 +74,23 @@ def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
             yield where, doc
 
 
+def _shown(value: object) -> str:
+    """A user's value in a message: a short string as is, anything else by its type."""
+    if isinstance(value, str) and value.isprintable() and len(value) <= MAX_SHOWN:
+        return value
+    if isinstance(value, str):
+        return repr(value[:MAX_SHOWN] + ("..." if len(value) > MAX_SHOWN else ""))
+    return f"({type(value).__name__})"
+
+
 def _describe(obj: Mapping[str, Any]) -> str:
+    kind = _shown(obj.get("kind", "object"))
     metadata = obj.get("metadata")
     if not isinstance(metadata, Mapping) or not metadata.get("name"):
-        return f"{obj.get('kind', 'object')} (no metadata.name)"
+        return f"{kind} (no metadata.name)"
     namespace = metadata.get("namespace")
-    name = f"{namespace}/{metadata['name']}" if namespace else str(metadata["name"])
-    return f"{obj.get('kind')} {name}"
+    name = _shown(metadata["name"])
+    return f"{kind} {_shown(namespace)}/{name}" if namespace else f"{kind} {name}"
 
 
 def _field(loc: tuple[int | str, ...]) -> str:
@@ -87,15 +113,22 @@ def validation_message(exc: ValidationError) -> str:
 
 
 def load_nodes(path: Path) -> list[NodeInfo]:
-    """Every Node in the file as a NodeInfo."""
+    """Every Node in the file as a NodeInfo; a name given twice is an error naming both."""
     nodes: list[NodeInfo] = []
+    seen: dict[str, str] = {}
     for where, obj in _documents(path):
         if obj.get("kind") != "Node":
             raise ManifestError(f"{where}: {_describe(obj)} is not a Node")
         try:
-            nodes.append(node_info_from_node(obj))
+            info = node_info_from_node(obj)
         except NodeError as exc:
             raise ManifestError(f"{where}: {_describe(obj)}: {exc}") from None
+        if info.hostname in seen:
+            raise ManifestError(
+                f"{where}: Node {info.hostname} appears twice (first in {seen[info.hostname]})"
+            )
+        seen[info.hostname] = where.removeprefix(f"{path}: ")
+        nodes.append(info)
     return nodes
 
 
@@ -103,7 +136,8 @@ def parse_workload(obj: Mapping[str, Any], where: str) -> Workload:
     """One Workload object, refused as the CRD schema would refuse it."""
     if obj.get("kind") != KIND or obj.get("apiVersion") != API_VERSION:
         raise ManifestError(
-            f"{where}: {_describe(obj)} ({obj.get('apiVersion')}) is not a {API_VERSION} {KIND}"
+            f"{where}: {_describe(obj)} ({_shown(obj.get('apiVersion'))}) "
+            f"is not a {API_VERSION} {KIND}"
         )
     try:
         return Workload.model_validate(obj)

@@ -24,6 +24,7 @@ from controller.manifests import ManifestError, load_nodes, load_workloads
 
 EXIT_PLACED, EXIT_SHORT, EXIT_BAD_INPUT = 0, 1, 2
 MAX_NODES_SHOWN = 6
+MAX_ERROR_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             nodes = load_nodes(Path(args.nodes))
             results = plan(nodes, load_workloads(Path(args.workloads)))
     except (ManifestError, ClusterError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.output == "json":
         json.dump(to_json(results), sys.stdout, indent=2)
@@ -121,6 +122,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_table(results, sys.stdout)
     return EXIT_PLACED if all(r.fully_placed for r in results) else EXIT_SHORT
+
+
+def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """The error contract (one line on stderr) held even if a message quotes user input."""
+    flat = " ".join(message.splitlines())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -44,14 +44,26 @@ MAX_TOLERATIONS = 32
 MAX_TAINTS = 64
 MIN_WEIGHT, MAX_WEIGHT = -100, 100
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Names as the API server validates them (apimachinery's validation package): a namespace is
+# a DNS-1123 label, a Node or a Workload name a DNS-1123 subdomain.
+MAX_NAMESPACE_LENGTH = 63
+MAX_NAME_LENGTH = 253
+DNS1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1123_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS1123_LABEL = re.compile(DNS1123_LABEL_PATTERN)
+# ``<namespace>/<name>-<index>``, with room for any index a replica can have.
+MAX_ALLOC_ID_LENGTH = MAX_NAMESPACE_LENGTH + 1 + MAX_NAME_LENGTH + 1 + 10
+# The largest cpu (millicores) or memory (bytes) orca accepts anywhere: exact as a float64 (the
+# scores divide by it) and 1,024 times below int64's limit, so the node table's int64 sums of
+# bookings stay exact. 2^53 bytes is 8 PiB; 2^53 millicores are 9 trillion cores.
+MAX_SCALED_QUANTITY = 2**53
 RUNTIME_NAME_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 # Kubernetes resource.Quantity, non-negative (the apimachinery regex without the sign).
 QUANTITY_PATTERN = (
     r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
-_QUANTITY_RE = re.compile(QUANTITY_PATTERN)
+_SIGNED_QUANTITY_RE = re.compile(r"[+-]?" + QUANTITY_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 class _Model(BaseModel):
@@ -66,30 +78,28 @@ class _Model(BaseModel):
     )
 
 
-def _check_quantity(value: str | int) -> str | int:
-    if isinstance(value, bool):
-        raise ValueError("must be a Kubernetes quantity such as 500m or 256Mi")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError("must not be negative")
+def _quantity_checker(scale: int) -> AfterValidator:
+    """A validator that parses the quantity as the scheduler will (so bounds fail here, in the
+    user's field, rather than later in arithmetic) and keeps the value as written."""
+
+    def check(value: str | int) -> str | int:
+        quantity_to_int(value, scale)
         return value
-    if not _QUANTITY_RE.match(value):
-        raise ValueError(f"{value!r} is not a Kubernetes quantity (examples: 500m, 2, 256Mi)")
-    return value
+
+    return AfterValidator(check)
 
 
-Quantity = Annotated[
-    str | int,
-    AfterValidator(_check_quantity),
-    WithJsonSchema(
-        {
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-            "pattern": QUANTITY_PATTERN,
-            "x-kubernetes-int-or-string": True,
-        }
-    ),
-]
-"""A non-negative Kubernetes quantity, kept as written so status and round trips are stable."""
+_QUANTITY_SCHEMA = WithJsonSchema(
+    {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "pattern": QUANTITY_PATTERN,
+        "x-kubernetes-int-or-string": True,
+    }
+)
+CpuQuantity = Annotated[str | int, _quantity_checker(1000), _QUANTITY_SCHEMA]
+"""A non-negative Kubernetes quantity of cpu (at most 2^53 millicores), kept as written."""
+MemoryQuantity = Annotated[str | int, _quantity_checker(1), _QUANTITY_SCHEMA]
+"""A non-negative Kubernetes quantity of memory (at most 2^53 bytes), kept as written."""
 
 Expression = Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION_LENGTH)]
 """A CEL expression over ``node``; compiled by ``controller.core.celexpr``."""
@@ -99,11 +109,41 @@ RuntimeName = Annotated[
 ]
 
 
+def quantity_to_int(value: object, scale: int = 1) -> int:
+    """``value * scale`` rounded up (cpu: scale 1000 = millicores), parsed by the kubernetes
+    client after the apimachinery syntax check (whole string: ``"1\\n"`` is not a quantity).
+
+    Raises ``ValueError`` (one line, in the user's terms) for anything that is not a
+    non-negative quantity of at most ``MAX_SCALED_QUANTITY`` after scaling.
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(
+            f"must be a Kubernetes quantity such as 500m or 256Mi, not {type(value).__name__}"
+        )
+    return _quantity_to_int(value, scale)
+
+
 @functools.lru_cache(maxsize=4096)
-def quantity_to_int(value: str | int, scale: int = 1) -> int:
-    """``value * scale`` rounded up, parsed by the kubernetes client (cpu: scale 1000 = milli)."""
-    q: Decimal = parse_quantity(value) * scale  # type: ignore[no-untyped-call]
-    return int(q.to_integral_value(rounding="ROUND_CEILING"))
+def _quantity_to_int(value: str | int | float, scale: int) -> int:
+    shown = (
+        repr(value) if not isinstance(value, str) or len(value) <= 40 else repr(value[:37] + "...")
+    )
+    if isinstance(value, str) and not _SIGNED_QUANTITY_RE.fullmatch(value):
+        raise ValueError(f"{shown} is not a Kubernetes quantity (examples: 500m, 2, 256Mi)")
+    try:
+        q: Decimal = parse_quantity(value) * scale  # type: ignore[no-untyped-call]
+    except ArithmeticError:  # decimal.Overflow for 1e999999999
+        q = Decimal("Infinity")
+    except ValueError as exc:
+        raise ValueError(f"{shown} is not a Kubernetes quantity: {exc}") from None
+    if q.is_nan():
+        raise ValueError(f"{shown} is not a Kubernetes quantity")
+    if q < 0:
+        raise ValueError(f"{shown} must not be negative")
+    if q > MAX_SCALED_QUANTITY:
+        unit = {1000: "millicores", 1: "bytes"}.get(scale, f"units of 1/{scale}")
+        raise ValueError(f"{shown} is more than the maximum, {MAX_SCALED_QUANTITY} {unit} (2^53)")
+    return int(q.to_integral_value(rounding=ROUND_CEILING))
 
 
 class WorkloadKind(StrEnum):
@@ -153,8 +193,8 @@ class RuntimeSpec(_Model):
 
 
 class Resources(_Model):
-    cpu: Quantity | None = Field(default=None, description="CPU request, e.g. 500m.")
-    memory: Quantity | None = Field(default=None, description="Memory request, e.g. 256Mi.")
+    cpu: CpuQuantity | None = Field(default=None, description="CPU request, e.g. 500m.")
+    memory: MemoryQuantity | None = Field(default=None, description="Memory request, e.g. 256Mi.")
 
     @property
     def cpu_millis(self) -> int:
@@ -300,9 +340,9 @@ class WorkloadSpec(
 class Placement(_Model):
     """One replica's decision: where it runs, its stable id and the score that won the node."""
 
-    node: str
-    alloc_id: str
-    score: int
+    node: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    alloc_id: str = Field(min_length=1, max_length=MAX_ALLOC_ID_LENGTH)
+    score: int = Field(ge=-(2**31), le=2**31 - 1)
 
 
 class Condition(_Model):
@@ -353,8 +393,10 @@ class ObjectMeta(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
-    name: str = Field(min_length=1)
-    namespace: str = "default"
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=DNS1123_SUBDOMAIN_PATTERN)
+    namespace: str = Field(
+        default="default", max_length=MAX_NAMESPACE_LENGTH, pattern=DNS1123_LABEL_PATTERN
+    )
     generation: int | None = None
     resource_version: str | None = Field(default=None, alias="resourceVersion")
     uid: str | None = None
@@ -398,13 +440,13 @@ class NodeInfo(_Model):
     equal NodeInfos whatever order the API server listed their labels in.
     """
 
-    hostname: str
+    hostname: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     runtimes: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     labels: dict[str, str] = Field(default_factory=dict)
     kind: str = "linux"
-    cpu: int = 0
-    memory: int = 0
+    cpu: int = Field(default=0, ge=0, le=MAX_SCALED_QUANTITY, description="millicores")
+    memory: int = Field(default=0, ge=0, le=MAX_SCALED_QUANTITY, description="bytes")
     ready: bool = True
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()

@@ -7,6 +7,7 @@ held in numpy arrays: one vector operation per workload instead of a Python loop
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -14,12 +15,27 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
-from controller.api.models import MAX_TAINTS, NodeInfo, Taint, quantity_to_int
+from controller.api.models import (
+    DNS1123_SUBDOMAIN_PATTERN,
+    MAX_NAME_LENGTH,
+    MAX_TAINTS,
+    NodeInfo,
+    Taint,
+    quantity_to_int,
+)
 
 RUNTIME_LABEL_PREFIX = "runtime.orca.cloudinit.dev/"
 TAG_LABEL_PREFIX = "tag.orca.cloudinit.dev/"
 KIND_LABEL = "orca.cloudinit.dev/kind"
 DEFAULT_KIND = "linux"
+
+# Label syntax as apimachinery validates it (IsQualifiedName, IsValidLabelValue).
+_DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_PATTERN.removesuffix("$") + r"\Z")
+_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+MAX_LABEL_NAME_LENGTH = 63
+MAX_LABEL_PREFIX_LENGTH = 253
+MAX_LABEL_VALUE_LENGTH = 63
+_MAX_SHOWN = 40
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -31,46 +47,162 @@ class NodeError(ValueError):
 
 
 def node_info_from_node(node: Mapping[str, Any]) -> NodeInfo:
-    """Map a Node object (as a dict, the API's JSON) to the scheduler's ``NodeInfo``."""
-    metadata = node.get("metadata") or {}
-    name = metadata.get("name")
-    if not name:
-        raise NodeError("metadata.name is required")
-    labels: dict[str, str] = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
-    runtimes = sorted(
-        {
-            key[len(RUNTIME_LABEL_PREFIX) :].lower()
-            for key, value in labels.items()
-            if key.startswith(RUNTIME_LABEL_PREFIX) and value.lower() == "true"
-        }
-    )
-    tags = sorted(
-        {key[len(TAG_LABEL_PREFIX) :] for key in labels if key.startswith(TAG_LABEL_PREFIX)}
-    )
-    status = node.get("status") or {}
-    allocatable = status.get("allocatable") or {}
-    try:
-        cpu = quantity_to_int(allocatable.get("cpu", 0), 1000)
-        memory = quantity_to_int(allocatable.get("memory", 0))
-    except ValueError as exc:
-        raise NodeError(f"status.allocatable: {exc}") from exc
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-    spec = node.get("spec") or {}
+    """Map a Node object (as a dict, the API's JSON) to the scheduler's ``NodeInfo``.
+
+    Every field orca reads is checked the way the API server checks it (a DNS-1123 name, label
+    syntax, quantities), plus orca's own bound on quantities (``MAX_SCALED_QUANTITY``), so
+    ``orca plan`` accepts what ``kubectl apply`` accepts and a Node from a live cluster that
+    orca cannot represent is refused with a ``NodeError`` naming the field, never half-read.
+    One reader per NodeInfo field: a new field is one line here and one small function.
+    """
+    if not isinstance(node, Mapping):
+        raise NodeError(f"expected an object, got {_type(node)}")
+    metadata = _object(node, "metadata", "metadata")
+    spec = _object(node, "spec", "spec")
+    status = _object(node, "status", "status")
+    labels = _labels(metadata)
     return NodeInfo(
-        hostname=str(name),
-        runtimes=tuple(runtimes),
-        tags=tuple(tags),
+        hostname=_name(metadata),
+        runtimes=_runtimes(labels),
+        tags=_tags(labels),
         labels=labels,
         kind=labels.get(KIND_LABEL, DEFAULT_KIND).lower() or DEFAULT_KIND,
-        cpu=max(cpu, 0),
-        memory=max(memory, 0),
-        ready=ready,
-        unschedulable=bool(spec.get("unschedulable", False)),
+        cpu=_allocatable(status, "cpu", 1000),
+        memory=_allocatable(status, "memory", 1),
+        ready=_ready(status),
+        unschedulable=_unschedulable(spec),
         taints=_taints(spec.get("taints")),
     )
+
+
+def node_name(node: Mapping[str, Any]) -> str | None:
+    """The Node's ``metadata.name`` if it is a valid one (to key a Node that is otherwise
+    unreadable), else None."""
+    metadata = node.get("metadata") if isinstance(node, Mapping) else None
+    if not isinstance(metadata, Mapping):
+        return None
+    try:
+        return _name(metadata)
+    except NodeError:
+        return None
+
+
+def unreadable_node_info(name: str) -> NodeInfo:
+    """What the scheduler sees of a Node orca cannot read: a node that is not ready, with no
+    capacity and no labels. It takes nothing new, and the replicas on it move (or, for a
+    DaemonSet, are dropped), as they would from a NotReady node; never a stale NodeInfo."""
+    return NodeInfo(hostname=name, ready=False)
+
+
+# -- one reader per field ------------------------------------------------------------------------
+
+
+def _object(parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise NodeError(f"{path}: expected an object, got {_type(value)}")
+    return value
+
+
+def _name(metadata: Mapping[str, Any]) -> str:
+    name = metadata.get("name")
+    if name is None or name == "":
+        raise NodeError("metadata.name is required")
+    if not isinstance(name, str):
+        raise NodeError(f"metadata.name: expected a string, got {_type(name)}")
+    if len(name) > MAX_NAME_LENGTH or not _DNS1123_SUBDOMAIN.match(name):
+        raise NodeError(
+            f"metadata.name: {_shown(name)} is not a valid Node name (a DNS-1123 subdomain: "
+            f"lower-case letters, digits, '-' and '.', at most {MAX_NAME_LENGTH} characters)"
+        )
+    return name
+
+
+def _labels(metadata: Mapping[str, Any]) -> dict[str, str]:
+    labels = _object(metadata, "labels", "metadata.labels")
+    for key, value in labels.items():
+        problem = _label_key_problem(key)
+        if problem:
+            raise NodeError(f"metadata.labels: key {_shown(key)} {problem}")
+        if not isinstance(value, str):
+            raise NodeError(f"metadata.labels[{key}]: expected a string, got {_type(value)}")
+        if value and (len(value) > MAX_LABEL_VALUE_LENGTH or not _LABEL_NAME.fullmatch(value)):
+            raise NodeError(
+                f"metadata.labels[{key}]: {_shown(value)} is not a valid label value (at most "
+                f"{MAX_LABEL_VALUE_LENGTH} letters, digits, '-', '_' or '.', starting and "
+                "ending with a letter or digit)"
+            )
+    return dict(labels)
+
+
+def _label_key_problem(key: object) -> str | None:
+    """Why ``key`` is not a label key (``[prefix/]name``), or None when it is one."""
+    if not isinstance(key, str):
+        return f"is a {_type(key)}, not a string"
+    prefix, slash, name = key.rpartition("/")
+    if slash and (
+        not prefix or len(prefix) > MAX_LABEL_PREFIX_LENGTH or not _DNS1123_SUBDOMAIN.match(prefix)
+    ):
+        return "has a prefix that is not a DNS-1123 subdomain"
+    if not name or len(name) > MAX_LABEL_NAME_LENGTH or not _LABEL_NAME.fullmatch(name):
+        return (
+            f"is not a valid label key (a name of at most {MAX_LABEL_NAME_LENGTH} letters, digits,"
+            " '-', '_' or '.', optionally after a DNS-1123 prefix and '/')"
+        )
+    return None
+
+
+def _runtimes(labels: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(
+        sorted(
+            {
+                key[len(RUNTIME_LABEL_PREFIX) :].lower()
+                for key, value in labels.items()
+                if key.startswith(RUNTIME_LABEL_PREFIX) and value.lower() == "true"
+            }
+        )
+    )
+
+
+def _tags(labels: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(
+        sorted({key[len(TAG_LABEL_PREFIX) :] for key in labels if key.startswith(TAG_LABEL_PREFIX)})
+    )
+
+
+def _allocatable(status: Mapping[str, Any], resource: str, scale: int) -> int:
+    allocatable = _object(status, "allocatable", "status.allocatable")
+    try:
+        return quantity_to_int(allocatable.get(resource, 0), scale)
+    except ValueError as exc:
+        raise NodeError(f"status.allocatable.{resource}: {exc}") from None
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    """The Ready condition is True (no Ready condition: not ready)."""
+    conditions = status.get("conditions")
+    if conditions is None:
+        return False
+    if not isinstance(conditions, list):
+        raise NodeError(f"status.conditions: expected a list, got {_type(conditions)}")
+    ready = False
+    for i, condition in enumerate(conditions):
+        if not isinstance(condition, Mapping):
+            raise NodeError(f"status.conditions[{i}]: expected an object, got {_type(condition)}")
+        if condition.get("type") == "Ready":
+            ready = condition.get("status") == "True"
+    return ready
+
+
+def _unschedulable(spec: Mapping[str, Any]) -> bool:
+    value = spec.get("unschedulable")
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise NodeError(f"spec.unschedulable: expected true or false, got {_type(value)}")
+    return value
 
 
 def _taints(raw: Any) -> tuple[Taint, ...]:
@@ -90,6 +222,23 @@ def _taints(raw: Any) -> tuple[Taint, ...]:
             field = ".".join(str(p) for p in first["loc"])
             raise NodeError(f"spec.taints[{i}].{field}: {first['msg']}") from None
     return tuple(sorted(set(taints), key=lambda t: (t.key, t.effect.value, t.value)))
+
+
+def _type(value: object) -> str:
+    """A value's type in JSON's words, for messages."""
+    names = {dict: "object", list: "list", str: "string", int: "integer", float: "number"}
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, Mapping):
+        return "object"
+    return names.get(type(value), type(value).__name__)
+
+
+def _shown(value: str) -> str:
+    """A user's string in a message: quoted, escaped, cut short."""
+    return repr(value if len(value) <= _MAX_SHOWN else value[: _MAX_SHOWN - 3] + "...")
 
 
 class NodeTable:
