@@ -7,6 +7,7 @@ A dry run, the ``nomad job plan`` of this world: it lists Nodes and every Worklo
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client as k8s_client
@@ -14,11 +15,27 @@ from kubernetes import config as k8s_config
 from pydantic import ValidationError
 
 from controller.api.models import GROUP, PLURAL, VERSION, NodeInfo, Workload
-from controller.core.nodes import NodeError, node_info_from_node
+from controller.core.ledger import Ledger, ledger_from_objects
+from controller.core.nodes import NodeError, node_info_from_node, node_name, unreadable_node_info
+from controller.manifests import validation_message
 
 
 class ClusterError(RuntimeError):
     """The cluster cannot be read: one line saying why."""
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What a dry run needs: the nodes, every Workload object as listed (their statuses are
+    the ledger, parseable or not), and one line per object orca could not fully read."""
+
+    nodes: list[NodeInfo]
+    workloads: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+    def ledger(self) -> Ledger:
+        """Every Workload's recorded placements booked, as the operator books them."""
+        return ledger_from_objects(self.nodes, self.workloads)
 
 
 def _api(kubeconfig: str | None) -> k8s_client.ApiClient:
@@ -31,8 +48,10 @@ def _api(kubeconfig: str | None) -> k8s_client.ApiClient:
     return api
 
 
-def read_cluster(kubeconfig: str | None) -> tuple[list[NodeInfo], list[Workload]]:
-    """Every Node as NodeInfo, and every Workload that parses (with its status)."""
+def read_cluster(kubeconfig: str | None) -> ClusterView:
+    """Every Node as NodeInfo and every Workload object, read the way the operator reads them:
+    a Node orca cannot read is there but not ready (so nothing lands on it and its replicas
+    move), and a Workload the models refuse still holds the capacity its status records."""
     api = _api(kubeconfig)
     try:
         core = k8s_client.CoreV1Api(api)
@@ -48,19 +67,33 @@ def read_cluster(kubeconfig: str | None) -> tuple[list[NodeInfo], list[Workload]
         raise ClusterError(f"cannot reach the API server: {exc}") from None
     finally:
         api.close()  # type: ignore[no-untyped-call]
-    nodes = []
+    return view_of(raw_nodes, raw_workloads)
+
+
+def view_of(raw_nodes: list[dict[str, Any]], raw_workloads: list[dict[str, Any]]) -> ClusterView:
+    """The ``ClusterView`` of listed objects (pure: the part of ``read_cluster`` after I/O)."""
+    nodes: list[NodeInfo] = []
+    warnings: list[str] = []
     for obj in raw_nodes:
         try:
             nodes.append(node_info_from_node(obj))
-        except NodeError:
-            continue  # the operator skips such a node too
-    workloads = []
+        except NodeError as exc:
+            name = node_name(obj)
+            if name is None:
+                warnings.append(f"a Node without a valid name is ignored: {exc}")
+                continue
+            warnings.append(f"Node {name}: {exc}; treated as not ready")
+            nodes.append(unreadable_node_info(name))
     for obj in raw_workloads:
         try:
-            workloads.append(Workload.model_validate(obj))
-        except ValidationError:
-            continue
-    return nodes, workloads
+            Workload.model_validate(obj)
+        except ValidationError as exc:
+            metadata = obj.get("metadata") or {}
+            key = f"{metadata.get('namespace')}/{metadata.get('name')}"
+            warnings.append(
+                f"Workload {key}: {validation_message(exc)}; its placements stay booked"
+            )
+    return ClusterView(nodes, raw_workloads, warnings)
 
 
 def _items(response: Any) -> list[dict[str, Any]]:

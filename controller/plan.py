@@ -108,8 +108,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.from_cluster:
             workloads = load_workloads(Path(args.workloads))
-            nodes, live = read_cluster(args.kubeconfig)
-            results = plan(nodes, workloads, ledger=ledger_from_statuses(nodes, live))
+            cluster = read_cluster(args.kubeconfig)
+            for warning in cluster.warnings:
+                print(f"warning: {one_line(warning)}", file=sys.stderr)
+            results = plan(cluster.nodes, workloads, ledger=cluster.ledger())
         else:
             nodes = load_nodes(Path(args.nodes))
             results = plan(nodes, load_workloads(Path(args.workloads)))

@@ -18,12 +18,15 @@ decision is never undone by an older failure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
-from controller.api.models import NodeInfo, Workload
+from controller.api.models import NodeInfo, Placement, Resources, Workload, WorkloadStatus
 from controller.core.nodes import IntArray, NodeTable
 
 
@@ -160,4 +163,72 @@ def ledger_from_statuses(nodes: Iterable[NodeInfo], workloads: Iterable[Workload
     ledger = Ledger(NodeTable(nodes))
     for workload in workloads:
         ledger.load(workload.key, bookings_from_status(workload))
+    return ledger
+
+
+def bookings_from_object(obj: Mapping[str, Any]) -> list[Booking]:
+    """The placements recorded in a raw Workload object's status, whether or not its spec
+    parses: capacity a Workload holds stays held until the Workload is fixed or deleted.
+
+    Best effort on what the models refuse: each placement is read on its own (one that does
+    not parse is not booked; it names no node orca can account to). The size is the one the
+    status records (``status.resources``), else the spec's (``spec.resources``, marked as a
+    guess like ``bookings_from_status`` does), each of cpu and memory read on its own; one that
+    does not parse either way books zero (the replica keeps its node and allocId, not that
+    capacity).
+    """
+    try:
+        return bookings_from_status(Workload.model_validate(obj))
+    except ValidationError:
+        pass
+    status, spec = obj.get("status"), obj.get("spec")
+    held = _size_of(status.get("resources") if isinstance(status, Mapping) else None)
+    wanted = _size_of(spec.get("resources") if isinstance(spec, Mapping) else None)
+    sized = held[0] is not None and held[1] is not None
+    cpu = held[0] if held[0] is not None else wanted[0] or 0
+    memory = held[1] if held[1] is not None else wanted[1] or 0
+    return [Booking(p.node, p.alloc_id, cpu, memory, p.score, sized) for p in placements_of(obj)]
+
+
+def placements_of(obj: Mapping[str, Any]) -> list[Placement]:
+    """``status.placements`` of a raw Workload object, those that parse, in order."""
+    status = obj.get("status")
+    if not isinstance(status, Mapping):
+        return []
+    try:
+        return WorkloadStatus.model_validate(status).placements
+    except ValidationError:
+        pass
+    raw = status.get("placements")
+    placements = []
+    for item in raw if isinstance(raw, list) else ():
+        try:
+            placements.append(Placement.model_validate(item))
+        except ValidationError:
+            continue
+    return placements
+
+
+def _size_of(raw: object) -> tuple[int | None, int | None]:
+    """(millicores, bytes) of a raw ``resources`` object, each None when absent or refused."""
+    if not isinstance(raw, Mapping):
+        return None, None
+    cpu = memory = None
+    if raw.get("cpu") is not None:
+        with contextlib.suppress(ValidationError):
+            cpu = Resources.model_validate({"cpu": raw["cpu"]}).cpu_millis
+    if raw.get("memory") is not None:
+        with contextlib.suppress(ValidationError):
+            memory = Resources.model_validate({"memory": raw["memory"]}).memory_bytes
+    return cpu, memory
+
+
+def ledger_from_objects(nodes: Iterable[NodeInfo], objects: Iterable[Mapping[str, Any]]) -> Ledger:
+    """The ledger from raw Workload objects (a LIST from the API server), parseable or not."""
+    ledger = Ledger(NodeTable(nodes))
+    for obj in objects:
+        metadata = obj.get("metadata")
+        if isinstance(metadata, Mapping):
+            key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+            ledger.load(key, bookings_from_object(obj))
     return ledger

@@ -114,6 +114,11 @@ UNSCHEDULABLE_WORKLOADS = Gauge(
 # -- nodes -------------------------------------------------------------------------------------
 
 NODES = Gauge("orca_nodes", "Nodes known to the operator, by eligibility.", ["eligible"])
+NODE_READ_ERRORS = Counter(
+    "orca_node_read_errors_total",
+    "Node objects orca could not read (each name and resourceVersion once); such a Node is "
+    "treated as not ready until a readable version arrives.",
+)
 
 
 @dataclass(frozen=True)

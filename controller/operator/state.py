@@ -8,6 +8,7 @@ loop decides anything: a restarted operator never double-books.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,9 +18,18 @@ from pydantic import ValidationError
 
 from controller.api.models import NodeInfo, Phase, Workload, WorkloadKind, WorkloadStatus
 from controller.core.framework import Code
-from controller.core.ledger import Ledger, bookings_from_status
-from controller.core.nodes import NodeError, NodeTable, node_info_from_node
+from controller.core.ledger import Ledger, bookings_from_object, bookings_from_status, placements_of
+from controller.core.nodes import (
+    NodeError,
+    NodeTable,
+    node_info_from_node,
+    node_name,
+    unreadable_node_info,
+)
 from controller.manifests import validation_message
+from controller.operator import metrics
+
+logger = logging.getLogger("orca.nodes")
 
 
 def is_newer(candidate: str | None, known: str | None) -> bool:
@@ -69,19 +79,36 @@ class ClusterState:
     node_versions: dict[str, str | None] = field(default_factory=dict)
     records: dict[str, WorkloadRecord] = field(default_factory=dict)
     ledger: Ledger = field(default_factory=Ledger)
+    unreadable_nodes: dict[str, str | None] = field(default_factory=dict)  # name -> version logged
     _table_dirty: bool = False
 
     # -- nodes -----------------------------------------------------------------------------
 
     def upsert_node(self, obj: Mapping[str, Any]) -> str | None:
-        """Record a Node; returns its name if what the scheduler sees of it changed."""
-        try:
-            info = node_info_from_node(obj)
-        except NodeError:
-            return None
+        """Record a Node; returns its name if what the scheduler sees of it changed.
+
+        A Node orca cannot read (``node_info_from_node`` refuses it: a quantity over orca's
+        bounds, say) replaces its previous NodeInfo with a not-ready one, so nothing new lands
+        there and its replicas move; it is logged and counted once per resourceVersion, not per
+        event. A Node without a usable name cannot be keyed: it is logged, counted, and skipped.
+        """
         version = (obj.get("metadata") or {}).get("resourceVersion")
-        if not is_newer(version, self.node_versions.get(info.hostname)):
+        error: NodeError | None = None
+        try:
+            info: NodeInfo | None = node_info_from_node(obj)
+        except NodeError as exc:
+            info, error = None, exc
+        name = info.hostname if info is not None else node_name(obj)
+        if name is None:
+            self._report_unreadable(None, version, error)
+            return None
+        if not is_newer(version, self.node_versions.get(name)):
             return None  # an event older than what a LIST already told us
+        if info is None:
+            self._report_unreadable(name, version, error)
+            info = unreadable_node_info(name)
+        else:
+            self.unreadable_nodes.pop(name, None)
         self.node_versions[info.hostname] = version
         if self.nodes.get(info.hostname) == info:
             return None  # a heartbeat: nothing the scheduler reads changed
@@ -89,8 +116,25 @@ class ClusterState:
         self._table_dirty = True
         return info.hostname
 
+    def _report_unreadable(
+        self, name: str | None, version: str | None, exc: NodeError | None
+    ) -> None:
+        """Log and count a Node orca cannot read, once per (name, resourceVersion)."""
+        key = name or ""
+        if key in self.unreadable_nodes and self.unreadable_nodes[key] == version:
+            return
+        self.unreadable_nodes[key] = version
+        metrics.NODE_READ_ERRORS.inc()
+        logger.warning(
+            "Node %s (resourceVersion %s) cannot be read, treated as not ready: %s",
+            name or "(no valid name)",
+            version,
+            exc,
+        )
+
     def delete_node(self, name: str) -> bool:
         self.node_versions.pop(name, None)
+        self.unreadable_nodes.pop(name, None)
         if self.nodes.pop(name, None) is None:
             return False
         self._table_dirty = True
@@ -143,8 +187,9 @@ class ClusterState:
             seen=record.seen if record and record.seen is not None else time.monotonic(),
         )
         self.records[key] = record
-        if not record.writing and workload is not None:
-            self.ledger.load(key, bookings_from_status(workload))
+        if not record.writing:  # parseable or not, what its status records stays booked
+            bookings = bookings_from_status(workload) if workload else bookings_from_object(body)
+            self.ledger.load(key, bookings)
         return record
 
     def delete_workload(self, key: str) -> bool:
@@ -207,7 +252,9 @@ _NODE_CURES = frozenset({None, Code.UNSCHEDULABLE, Code.UNRESOLVABLE})
 
 
 def _status_of(body: Mapping[str, Any]) -> WorkloadStatus | None:
+    """The status of a Workload whose spec does not parse: as recorded if it parses, else its
+    placements that do (the ones booked), so the Invalid status written keeps them."""
     try:
         return WorkloadStatus.model_validate(body.get("status") or {})
     except ValidationError:
-        return None
+        return WorkloadStatus(placements=placements_of(body))
