@@ -123,6 +123,10 @@ def _name(metadata: Mapping[str, Any]) -> str:
 def _labels(metadata: Mapping[str, Any]) -> dict[str, str]:
     labels = _object(metadata, "labels", "metadata.labels")
     for key, value in labels.items():
+        if not isinstance(key, str):
+            raise NodeError(
+                f"metadata.labels: key {_shown(str(key))} is {_type(key)}, not a string"
+            )
         problem = _label_key_problem(key)
         if problem:
             raise NodeError(f"metadata.labels: key {_shown(key)} {problem}")
@@ -137,10 +141,8 @@ def _labels(metadata: Mapping[str, Any]) -> dict[str, str]:
     return dict(labels)
 
 
-def _label_key_problem(key: object) -> str | None:
+def _label_key_problem(key: str) -> str | None:
     """Why ``key`` is not a label key (``[prefix/]name``), or None when it is one."""
-    if not isinstance(key, str):
-        return f"is a {_type(key)}, not a string"
     prefix, slash, name = key.rpartition("/")
     if slash and (
         not prefix or len(prefix) > MAX_LABEL_PREFIX_LENGTH or not _DNS1123_SUBDOMAIN.match(prefix)
@@ -225,14 +227,14 @@ def _taints(raw: Any) -> tuple[Taint, ...]:
 
 
 def _type(value: object) -> str:
-    """A value's type in JSON's words, for messages."""
-    names = {dict: "object", list: "list", str: "string", int: "integer", float: "number"}
+    """A value's type in JSON's words, with its article, for messages."""
+    names = {list: "a list", str: "a string", int: "an integer", float: "a number"}
     if value is None:
         return "null"
     if isinstance(value, bool):
-        return "boolean"
+        return "a boolean"
     if isinstance(value, Mapping):
-        return "object"
+        return "an object"
     return names.get(type(value), type(value).__name__)
 
 
