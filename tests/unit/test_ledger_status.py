@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from controller.api.models import Phase, WorkloadStatus
 from controller.core.decision import Decision
-from controller.core.ledger import Booking, Ledger
+from controller.core.ledger import Booking, Ledger, bookings_from_object, ledger_from_objects
 from controller.core.nodes import NodeTable
 from controller.core.status import nodes_summary, status_from_decision
 from tests.factories import node
@@ -77,3 +81,63 @@ def test_nodes_summary_is_distinct_and_bounded() -> None:
     assert nodes_summary(["b", "a", "b"]) == "b,a"
     assert nodes_summary([f"n{i}" for i in range(8)]) == "n0,n1,n2,n3,n4,+3"
     assert nodes_summary([]) == ""
+
+
+def _raw(spec: object, placements: object) -> dict[str, Any]:
+    return {
+        "apiVersion": "orca.cloudinit.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "ns"},
+        "spec": spec,
+        "status": {"placements": placements},
+    }
+
+
+PLACED = [
+    {"node": "a", "allocId": "ns/w-0", "score": 3},
+    {"node": "b", "allocId": "ns/w-1", "score": 4},
+]
+
+RAW_BOOKINGS = [
+    (
+        "parseable",
+        {"kind": "Job", "resources": {"cpu": "1", "memory": "1Ki"}},
+        PLACED,
+        (1000, 1024),
+        2,
+    ),
+    ("spec-refused", {"kind": "Job", "count": 3, "resources": {"cpu": "1"}}, PLACED, (1000, 0), 2),
+    (
+        "cpu-refused",
+        {"kind": "CronJob", "resources": {"cpu": "8Ei", "memory": "1Ki"}},
+        PLACED,
+        (0, 1024),
+        2,
+    ),
+    ("resources-not-object", {"kind": "Job", "resources": ["1"]}, PLACED, (0, 0), 2),
+    ("spec-not-object", "Job", PLACED, (0, 0), 2),
+    ("one-placement-refused", {"kind": "Job"}, [PLACED[0], {"node": "b"}], (0, 0), 1),
+    ("placements-not-list", {"kind": "Job"}, "a", (0, 0), 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "placements", "size", "booked"),
+    [(s, p, z, b) for _, s, p, z, b in RAW_BOOKINGS],
+    ids=[i for i, *_ in RAW_BOOKINGS],
+)
+def test_raw_workloads_keep_their_bookings_parseable_or_not(
+    spec: object, placements: object, size: tuple[int, int], booked: int
+) -> None:
+    bookings = bookings_from_object(_raw(spec, placements))
+    assert [(b.node, b.alloc_id, b.score) for b in bookings] == [
+        (p["node"], p["allocId"], p["score"]) for p in PLACED[:booked]
+    ]
+    assert all((b.cpu, b.memory) == size for b in bookings)
+
+
+def test_ledger_from_objects_books_what_the_models_refuse() -> None:
+    refused = _raw({"kind": "Job", "count": 3, "resources": {"cpu": "3"}}, PLACED[:1])
+    ledger = ledger_from_objects([node("a", cpu="4")], [refused])
+    assert int(ledger.used_cpu[0]) == 3000
+    assert [b.alloc_id for b in ledger.bookings("ns/w")] == ["ns/w-0"]

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from controller.core.nodes import NodeError, NodeTable, node_info_from_node
+from controller.core.nodes import (
+    NodeError,
+    NodeTable,
+    node_info_from_node,
+    node_name,
+    unreadable_node_info,
+)
 from tests.factories import GiB, node, node_object
 
 
@@ -73,3 +81,90 @@ def test_table_is_sorted_by_hostname_whatever_the_input_order() -> None:
     assert table.index == {"a": 0, "b": 1, "c": 2}
     assert NodeTable([c, a, b]).hostnames == table.hostnames
     assert NodeTable([a]).version != table.version
+
+
+# -- validation: what the API server refuses, and orca's own bounds ---------------------------
+
+
+def _with(path: tuple[str, ...], value: object) -> dict[str, Any]:
+    obj = node_object("n1")
+    parent = obj
+    for part in path[:-1]:
+        parent = parent.setdefault(part, {})
+    parent[path[-1]] = value
+    return obj
+
+
+BAD_NODES = [
+    ("not-an-object", None, ["a"], "expected an object"),
+    ("metadata-list", ("metadata",), [1], "metadata: expected an object, got a list"),
+    ("spec-string", ("spec",), "x", "spec: expected an object, got a string"),
+    ("status-int", ("status",), 3, "status: expected an object, got an integer"),
+    ("name-list", ("metadata", "name"), ["a", "b"], "metadata.name: expected a string"),
+    ("name-dns", ("metadata", "name"), "a..b", "not a valid Node name"),
+    ("labels-list", ("metadata", "labels"), ["a"], "metadata.labels: expected an object"),
+    ("label-value-int", ("metadata", "labels"), {"a": 1}, "metadata.labels[a]: expected a string"),
+    ("label-key-none", ("metadata", "labels"), {None: "a"}, "key 'None' is null"),
+    (
+        "label-key-empty-name",
+        ("metadata", "labels"),
+        {"example.com/": "a"},
+        "not a valid label key",
+    ),
+    ("label-key-64", ("metadata", "labels"), {"a" * 64: "a"}, "not a valid label key"),
+    ("label-value-dot-end", ("metadata", "labels"), {"a": "b."}, "not a valid label value"),
+    ("allocatable-list", ("status", "allocatable"), [], "status.allocatable: expected an object"),
+    ("cpu-negative", ("status", "allocatable", "cpu"), "-500m", "must not be negative"),
+    ("cpu-negative-int", ("status", "allocatable", "cpu"), -1, "must not be negative"),
+    ("cpu-over", ("status", "allocatable", "cpu"), 2**53, "2^53"),
+    ("memory-over", ("status", "allocatable", "memory"), "9Pi", "9007199254740992 bytes"),
+    ("cpu-space", ("status", "allocatable", "cpu"), " 1", "not a Kubernetes quantity"),
+    ("cpu-float-nan", ("status", "allocatable", "cpu"), float("nan"), "not a Kubernetes quantity"),
+    ("cpu-float-inf", ("status", "allocatable", "cpu"), float("inf"), "more than the maximum"),
+    ("conditions-object", ("status", "conditions"), {}, "status.conditions: expected a list"),
+    ("condition-string", ("status", "conditions"), ["Ready"], "status.conditions[0]"),
+    ("unschedulable-string", ("spec", "unschedulable"), "no", "spec.unschedulable"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [(p, v, e) for _, p, v, e in BAD_NODES],
+    ids=[i for i, _, _, _ in BAD_NODES],
+)
+def test_unreadable_nodes_name_the_field(
+    path: tuple[str, ...] | None, value: object, expected: str
+) -> None:
+    obj: Any = value if path is None else _with(path, value)
+    with pytest.raises(NodeError) as caught:
+        node_info_from_node(obj)
+    assert expected in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("labels", "cpu", "millicores"),
+    [
+        ({"example.com/a_b.c": "x-1", "k8s.io/e": ""}, "2", 2000),
+        ({"a": "A.b_c-9"}, 3, 3000),  # an int quantity, as JSON gives it
+        ({}, 1.5, 1500),  # a float quantity: the API server accepts numbers
+        ({}, "9007199254740992m", 2**53),  # the maximum itself
+    ],
+    ids=["prefixed-keys-empty-value", "int-cpu", "float-cpu", "at-the-maximum"],
+)
+def test_what_the_api_server_accepts_reads(
+    labels: dict[str, str], cpu: object, millicores: int
+) -> None:
+    obj = node_object("n1.example.com", labels=labels)
+    obj["status"]["allocatable"]["cpu"] = cpu
+    info = node_info_from_node(obj)
+    assert info.cpu == millicores
+    assert info.hostname == "n1.example.com"
+
+
+def test_a_node_without_readable_parts_has_no_name_to_key_it_by() -> None:
+    assert node_name({"metadata": {"name": "ok"}, "status": "broken"}) == "ok"
+    assert node_name({"metadata": {"name": ["a"]}}) is None
+    assert node_name({"metadata": "x"}) is None
+    unreadable = unreadable_node_info("ok")
+    assert (unreadable.eligible, unreadable.cpu, unreadable.labels) == (False, 0, {})

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import copy
+import logging
 from typing import Any, cast
 
+import pytest
+from prometheus_client import REGISTRY
+
 from controller.core.ledger import Booking
-from controller.operator.reconciler import _freed
+from controller.operator.kube import KubeApi
+from controller.operator.reconciler import Reconciler, _freed
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from tests.factories import node_object
@@ -113,3 +119,94 @@ def test_lean_diffbase_builds_the_same_essence_as_kopf() -> None:
     assert ours.build(body=body, extra_fields=["status.placements"]) == kopfs.build(
         body=body, extra_fields=["status.placements"]
     )
+
+
+# -- Nodes orca cannot read; Workloads the models refuse -------------------------------------------
+
+
+def read_errors() -> float:
+    return REGISTRY.get_sample_value("orca_node_read_errors_total") or 0.0
+
+
+def versioned(obj: dict[str, Any], version: str) -> dict[str, Any]:
+    obj["metadata"]["resourceVersion"] = version
+    return obj
+
+
+def test_an_unreadable_node_after_a_good_one_is_not_eligible_and_counted_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    state = ClusterState()
+    assert state.upsert_node(versioned(node_object("a", cpu="4"), "1")) == "a"
+    placed = [{"node": "a", "allocId": "ns/w-0", "score": 50}]
+    state.upsert_workload(wl_obj("w", "5", placed))
+    assert state.table().eligible.tolist() == [True]
+    errors = read_errors()
+
+    broken = versioned(node_object("a", cpu="8Ei"), "2")  # orca's bound, not the API server's
+    with caplog.at_level(logging.WARNING, logger="orca.nodes"):
+        assert state.upsert_node(broken) == "a"  # changed: replicas on it are requeued
+        assert state.upsert_node(copy.deepcopy(broken)) is None  # the same event again
+        state.sync([copy.deepcopy(broken)], [wl_obj("w", "5", placed)], ("2", "5"))  # a relist
+    table = state.table()
+    assert table.eligible.tolist() == [False]  # the old 4-cpu NodeInfo is gone, not stale
+    assert state.nodes["a"].cpu == 0
+    assert state.keys_on_node("a") == {"ns/w"}  # its replica is still booked, to move
+    assert read_errors() == errors + 1
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 1 and "status.allocatable.cpu" in logged[0] and "Node a" in logged[0]
+
+    state.upsert_node(versioned(node_object("a", cpu="9Ei"), "3"))  # a new version, still bad
+    assert read_errors() == errors + 2
+    assert state.upsert_node(versioned(node_object("a", cpu="4"), "4")) == "a"  # fixed
+    assert state.table().eligible.tolist() == [True]
+
+
+def test_a_stale_unreadable_event_changes_nothing() -> None:
+    state = ClusterState()
+    state.upsert_node(versioned(node_object("a"), "7"))
+    errors = read_errors()
+    assert state.upsert_node(versioned(node_object("a", cpu="-1"), "6")) is None
+    assert state.nodes["a"].eligible
+    assert read_errors() == errors
+
+
+def test_an_unparseable_workload_keeps_its_placements_booked_and_is_written_invalid() -> None:
+    state = ClusterState()
+    state.upsert_node(node_object("a", cpu="4"))
+    body = wl_obj("odd", "10", [{"node": "a", "allocId": "ns/odd-0", "score": 5}])
+    body["spec"]["count"] = 2  # the models refuse count on a Job (an older CRD let it in)
+    record = state.upsert_workload(body)
+    assert record is not None and record.workload is None
+    assert record.error is not None and "count is only allowed" in record.error
+    state.table()
+    assert int(state.ledger.used_cpu[0]) == 1000  # spec.resources read on its own
+
+    api = FakeApi()
+    reconciler = Reconciler(
+        state, WorkQueue(), cast(KubeApi, api), now=lambda: "2026-01-01T00:00:00Z"
+    )
+
+    async def decide() -> None:
+        assert await reconciler.reconcile("ns/odd")
+        await reconciler.drain()
+
+    asyncio.run(decide())
+    (written,) = api.patches
+    assert written["phase"] == "Invalid"
+    assert "count is only allowed" in written["message"]
+    assert written["placements"] == [{"node": "a", "allocId": "ns/odd-0", "score": 5}]
+    assert int(state.ledger.used_cpu[0]) == 1000
+
+
+class FakeApi:
+    """Records status PATCHes and answers with a new resourceVersion."""
+
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+
+    async def patch_workload_status(
+        self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None
+    ) -> dict[str, Any]:
+        self.patches.append(status)
+        return {"metadata": {"resourceVersion": str(100 + len(self.patches))}}

@@ -1,0 +1,98 @@
+"""``orca plan --from-cluster`` against a real API server: objects the API server stores but
+orca's models refuse still count.
+
+The API server's own validation is looser than orca's in places (a quantity of ``8Ei`` is a
+valid Kubernetes quantity; orca bounds them to 2^53 so its int64 arithmetic stays exact), so
+these shapes reach a live cluster and the dry run must read them the way the operator does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controller.devcluster.controlplane import ControlPlane, KubectlRunner
+from tests.factories import node_object
+from tests.integration.harness import REPO_ROOT, Cluster, workload_obj
+
+pytestmark = pytest.mark.controlplane
+
+
+@pytest.fixture(scope="module")
+def installed(kubectl: KubectlRunner) -> None:
+    kubectl("apply", "-f", str(REPO_ROOT / "crds"), check=True)
+    kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
+
+
+@pytest.fixture
+def cluster(kubectl: KubectlRunner, installed: None) -> Iterator[Cluster]:
+    c = Cluster(kubectl)
+    c.delete_all_nodes()
+    yield c
+    c.delete_all_nodes()
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    name = f"fc-{uuid.uuid4().hex[:8]}"
+    cluster.run("create", "namespace", name)
+    yield name
+    cluster.run("delete", "workloads", "--all", "-n", name, "--wait=false")
+
+
+def test_unreadable_nodes_and_unparseable_workloads_keep_their_capacity_taken(
+    cluster: Cluster, namespace: str, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    cluster.apply(node_object("a", cpu="2"), node_object("huge", cpu="8Ei"))
+    # Stored by the API server (the CRD's quantity pattern allows 8Ei), refused by the models.
+    cluster.apply(
+        workload_obj("odd", namespace, kind="Job", resources={"cpu": "1500m", "memory": "8Ei"})
+    )
+    status = {"placements": [{"node": "a", "allocId": f"{namespace}/odd-0", "score": 1}]}
+    cluster.run(
+        "patch", "workload", "odd", "-n", namespace, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": status}),
+    )  # fmt: skip
+    request = tmp_path / "w.yaml"
+    request.write_text(
+        yaml.safe_dump_all(
+            [
+                workload_obj("wide", namespace, kind="Job", resources={"cpu": "600m"}),
+                workload_obj("narrow", namespace, kind="Job", resources={"cpu": "500m"}),
+            ]
+        )
+    )
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "controller.cli", "plan", "--from-cluster",
+            f"--kubeconfig={control_plane.kubeconfig_path}", f"--workloads={request}", "-o", "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr  # "wide" does not fit
+    wide, narrow = json.loads(result.stdout)["results"]
+    # a has 2 cpu, 1500m of them booked by odd: 600m does not fit, 500m does; huge takes nothing.
+    assert wide["phase"] == "Unschedulable"
+    assert narrow["phase"] == "Scheduled"
+    assert [p["node"] for p in narrow["placements"]] == ["a"]
+    warnings = result.stderr.splitlines()
+    assert any(
+        line.startswith("warning: Node huge: status.allocatable.cpu") and "not ready" in line
+        for line in warnings
+    ), result.stderr
+    assert any(
+        line.startswith(f"warning: Workload {namespace}/odd: spec.resources.memory")
+        and "placements stay booked" in line
+        for line in warnings
+    ), result.stderr
