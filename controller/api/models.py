@@ -388,15 +388,36 @@ class WorkloadStatus(_Model):
     )
 
 
+_DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_PATTERN)
+
+
+def _check_name(value: str) -> str:
+    """A Workload's name as the API server checks it (a DNS-1123 subdomain)."""
+    if not value or len(value) > MAX_NAME_LENGTH or not _DNS1123_SUBDOMAIN.fullmatch(value):
+        raise ValueError(
+            f"{value[:40]!r} is not a valid name (a DNS-1123 subdomain: lower-case letters, "
+            f"digits, '-' and '.', at most {MAX_NAME_LENGTH} characters)"
+        )
+    return value
+
+
+def _check_namespace(value: str) -> str:
+    """A namespace as the API server checks it (a DNS-1123 label)."""
+    if len(value) > MAX_NAMESPACE_LENGTH or not DNS1123_LABEL.fullmatch(value):
+        raise ValueError(
+            f"{value[:40]!r} is not a valid namespace (a DNS-1123 label: lower-case letters, "
+            f"digits and '-', at most {MAX_NAMESPACE_LENGTH} characters)"
+        )
+    return value
+
+
 class ObjectMeta(BaseModel):
     """The parts of ``metadata`` orca reads; the rest is the API server's business."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
-    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=DNS1123_SUBDOMAIN_PATTERN)
-    namespace: str = Field(
-        default="default", max_length=MAX_NAMESPACE_LENGTH, pattern=DNS1123_LABEL_PATTERN
-    )
+    name: Annotated[str, AfterValidator(_check_name)]
+    namespace: Annotated[str, AfterValidator(_check_namespace)] = "default"
     generation: int | None = None
     resource_version: str | None = Field(default=None, alias="resourceVersion")
     uid: str | None = None
