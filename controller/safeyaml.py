@@ -77,7 +77,7 @@ def _scalar(
             raise ConstructorError(None, None, problem, node.start_mark)
         try:
             result = build(loader, node)
-        except (ValueError, KeyError, OverflowError):
+        except (ValueError, LookupError, OverflowError):  # IndexError: !!int ""
             raise ConstructorError(
                 None, None, f"{shown!r} is not a valid {what}", node.start_mark
             ) from None

@@ -128,6 +128,11 @@ BAD_NODES: list[tuple[str, str | bytes, str]] = [
     ("alias-cycle", "kind: Node\nmetadata: &m {name: a, self: *m}\n", "(a cycle)"),
     ("alias-undefined", "kind: Node\nmetadata: *m\n", "found undefined alias"),
     ("tag-int-abc", node_yaml(cpu="!!int abc"), "'abc' is not a valid integer"),
+    (
+        "tag-int-empty",
+        node_yaml(cpu="!!int ''"),
+        "'' is not a valid integer",
+    ),  # found by the fuzz test
     ("tag-bool-maybe", node_yaml(spec="{unschedulable: !!bool maybe}"), "not a valid boolean"),
     ("tag-timestamp", node_yaml(cpu="!!timestamp abc"), "could not determine a constructor"),
     ("tag-custom", node_yaml(cpu="!quantity 4"), "could not determine a constructor"),
