@@ -15,7 +15,6 @@ import sys
 from typing import Any, TextIO
 
 from controller.core.explain import Explanation, explain
-from controller.core.ledger import ledger_from_statuses
 from controller.core.scheduler import Scheduler
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_CLUSTER = 0, 1, 2
@@ -89,16 +88,16 @@ def run(args: argparse.Namespace) -> int:
     from controller.fromcluster import ClusterError, read_cluster
 
     try:
-        nodes, live = read_cluster(args.kubeconfig)
+        cluster = read_cluster(args.kubeconfig)
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CLUSTER
     key = f"{args.namespace}/{args.name}"
-    workload = next((w for w in live if w.key == key), None)
+    workload = cluster.parsed.get(key)
     if workload is None:
         print(f"error: workload {key} not found", file=sys.stderr)
         return EXIT_NOT_FOUND
-    explanation = explain(Scheduler(), workload, ledger_from_statuses(nodes, live))
+    explanation = explain(Scheduler(), workload, cluster.ledger())
     if args.output == "json":
         json.dump(to_json(explanation), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -14,10 +14,10 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from pydantic import ValidationError
 
+from controller.api.messages import validation_message
 from controller.api.models import GROUP, PLURAL, VERSION, NodeInfo, Workload
 from controller.core.ledger import Ledger, ledger_from_objects
 from controller.core.nodes import NodeError, node_info_from_node, node_name, unreadable_node_info
-from controller.manifests import validation_message
 
 
 class ClusterError(RuntimeError):
@@ -32,6 +32,7 @@ class ClusterView:
     nodes: list[NodeInfo]
     workloads: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
+    parsed: dict[str, Workload] = field(default_factory=dict)  # by key: those that parse
 
     def ledger(self) -> Ledger:
         """Every Workload's recorded placements booked, as the operator books them."""
@@ -84,16 +85,18 @@ def view_of(raw_nodes: list[dict[str, Any]], raw_workloads: list[dict[str, Any]]
                 continue
             warnings.append(f"Node {name}: {exc}; treated as not ready")
             nodes.append(unreadable_node_info(name))
+    parsed: dict[str, Workload] = {}
     for obj in raw_workloads:
         try:
-            Workload.model_validate(obj)
+            workload = Workload.model_validate(obj)
+            parsed[workload.key] = workload
         except ValidationError as exc:
             metadata = obj.get("metadata") or {}
             key = f"{metadata.get('namespace')}/{metadata.get('name')}"
             warnings.append(
                 f"Workload {key}: {validation_message(exc)}; its placements stay booked"
             )
-    return ClusterView(nodes, raw_workloads, warnings)
+    return ClusterView(nodes, raw_workloads, warnings, parsed)
 
 
 def _items(response: Any) -> list[dict[str, Any]]:

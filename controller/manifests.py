@@ -17,6 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from controller import safeyaml
+from controller.api.messages import validation_message
 from controller.api.models import GROUP, KIND, VERSION, NodeInfo, Workload
 from controller.core.nodes import NodeError, node_info_from_node
 
@@ -91,25 +92,6 @@ def _describe(obj: Mapping[str, Any]) -> str:
     namespace = metadata.get("namespace")
     name = _shown(metadata["name"])
     return f"{kind} {_shown(namespace)}/{name}" if namespace else f"{kind} {name}"
-
-
-def _field(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif "[" in part or part.startswith("function-"):
-            continue  # pydantic's union/validator branch labels, not user fields
-        else:
-            out += f".{part}" if out else part
-    return out or "(object)"
-
-
-def validation_message(exc: ValidationError) -> str:
-    """The first pydantic error in the user's field names: ``spec.count: must be >= 1``."""
-    first = exc.errors()[0]
-    message = str(first["msg"]).removeprefix("Value error, ")
-    return f"{_field(tuple(first['loc']))}: {message}"
 
 
 def load_nodes(path: Path) -> list[NodeInfo]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from controller.api.messages import validation_message
 from controller.api.models import NodeInfo, Phase, Workload, WorkloadKind, WorkloadStatus
 from controller.core.framework import Code
 from controller.core.ledger import Ledger, bookings_from_object, bookings_from_status, placements_of
@@ -26,7 +27,6 @@ from controller.core.nodes import (
     node_name,
     unreadable_node_info,
 )
-from controller.manifests import validation_message
 from controller.operator import metrics
 
 logger = logging.getLogger("orca.nodes")

@@ -1,0 +1,28 @@
+"""pydantic's validation errors in the user's words: the field path as written in YAML.
+
+Shared by everything that reports a refused object: ``orca plan`` (manifests), the dry run
+(``fromcluster``) and the operator (the ``Invalid`` message), so one object gets one message.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif "[" in part or part.startswith("function-"):
+            continue  # pydantic's union/validator branch labels, not user fields
+        else:
+            out += f".{part}" if out else part
+    return out or "(object)"
+
+
+def validation_message(exc: ValidationError) -> str:
+    """The first pydantic error in the user's field names: ``spec.count: must be >= 1``."""
+    first = exc.errors()[0]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"{_field(tuple(first['loc']))}: {message}"
