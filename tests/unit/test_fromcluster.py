@@ -1,0 +1,43 @@
+"""``controller.fromcluster.view_of``: listed objects as the dry run reads them (no cluster)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.fromcluster import view_of
+from tests.factories import node_object
+
+
+def workload(name: str, spec: dict[str, Any], placements: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "orca.cloudinit.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": spec,
+        "status": {"placements": placements},
+    }
+
+
+def test_unreadable_nodes_are_not_ready_and_refused_workloads_stay_booked() -> None:
+    raw_nodes = [
+        node_object("a", cpu="4"),
+        node_object("huge", cpu="8Ei"),
+        {"kind": "Node", "metadata": {"name": ["x"]}},
+    ]
+    on_a = [{"node": "a", "allocId": "ns/odd-0", "score": 1}]
+    raw_workloads = [
+        workload("odd", {"kind": "Job", "count": 2, "resources": {"cpu": "3"}}, on_a),
+        workload("ok", {"kind": "Job"}, []),
+    ]
+    view = view_of(raw_nodes, raw_workloads)
+    assert [(n.hostname, n.eligible, n.cpu) for n in view.nodes] == [
+        ("a", True, 4000),
+        ("huge", False, 0),
+    ]
+    assert sorted(view.parsed) == ["ns/ok"]
+    assert int(view.ledger().free()[0][0]) == 1000  # a: 4 cpu, 3 held by the refused Workload
+    assert len(view.warnings) == 3
+    assert view.warnings[0].startswith("Node huge: status.allocatable.cpu")
+    assert view.warnings[0].endswith("treated as not ready")
+    assert view.warnings[1].startswith("a Node without a valid name is ignored")
+    assert view.warnings[2].startswith("Workload ns/odd: spec: count is only allowed")
