@@ -188,7 +188,11 @@ class ClusterState:
         )
         self.records[key] = record
         if not record.writing:  # parseable or not, what its status records stays booked
-            bookings = bookings_from_status(workload) if workload else bookings_from_object(body)
+            bookings = (
+                bookings_from_status(workload)
+                if workload is not None
+                else bookings_from_object(body)
+            )
             self.ledger.load(key, bookings)
         return record
 
