@@ -294,7 +294,12 @@ def test_what_kubectl_accepts_is_accepted(
 
 # -- property: random mutations of valid manifests never escape as an exception ------------------
 
-VALID_NODE: dict[str, Any] = node_object("a", labels={"zone": "eu-1a"}, tags=("ssd",))
+VALID_NODE: dict[str, Any] = node_object(
+    "a",
+    labels={"zone": "eu-1a"},
+    tags=("ssd",),
+    taints=[{"key": "dedicated", "value": "ml", "effect": "PreferNoSchedule"}],
+)
 VALID_WORKLOAD: dict[str, Any] = {
     "apiVersion": "orca.cloudinit.dev/v1alpha1",
     "kind": "Workload",
@@ -305,6 +310,7 @@ VALID_WORKLOAD: dict[str, Any] = {
         "resources": {"cpu": "500m", "memory": "1Gi"},
         "constraints": ['"ssd" in node.tags'],
         "affinity": [{"target": 'node.kind == "linux"', "weight": 10}],
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml"}],
     },
     "status": {"placements": [{"node": "a", "allocId": "shop/web-0", "score": 50}]},
 }
