@@ -1,0 +1,70 @@
+"""``controller.safeyaml``: JSON-shaped values, and the budgets at their edges."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from controller import safeyaml
+from controller.safeyaml import YAMLLimitError, load_all
+
+
+def aliased(copies: int) -> bytes:
+    """An anchor of 100 nodes (a list of 99 strings) aliased ``copies`` times: 100 x copies
+    nodes added by aliases, in a file of 104 nodes."""
+    anchor = "a: &a [" + ", ".join(["x"] * 99) + "]\n"
+    return (anchor + "b: [" + ", ".join(["*a"] * copies) + "]\n").encode()
+
+
+def test_alias_expansion_up_to_the_budget_loads_and_past_it_is_refused() -> None:
+    assert safeyaml.MIN_ALIAS_BUDGET == 10_000
+    (doc,) = load_all(aliased(100))  # exactly 10,000 nodes added
+    assert len(doc["b"]) == 100 and doc["b"][0] is doc["a"]  # aliases share, as in PyYAML
+    with pytest.raises(YAMLLimitError, match="aliases expand to more than 10000 nodes"):
+        load_all(aliased(101))
+
+
+def test_depth_up_to_the_budget_loads_and_past_it_is_refused() -> None:
+    def nested(depth: int) -> bytes:
+        return ("[" * depth + "]" * depth).encode()
+
+    load_all(nested(safeyaml.MAX_DEPTH))
+    with pytest.raises(YAMLLimitError, match="nested more than 100 levels deep"):
+        load_all(nested(safeyaml.MAX_DEPTH + 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("a: 2024-01-01", {"a": "2024-01-01"}),  # kubectl keeps timestamps as strings
+        ("a: 2024-01-01T10:00:00Z", {"a": "2024-01-01T10:00:00Z"}),
+        ("a: 0x10", {"a": 16}),
+        ("a: [yes, no, ~, 1.5]", {"a": [True, False, None, 1.5]}),
+        ("x: &b {k: 1}\ny: {<<: *b, j: 2}", {"x": {"k": 1}, "y": {"k": 1, "j": 2}}),
+    ],
+    ids=["date", "datetime", "hex", "yaml-1.1-scalars", "merge-key"],
+)
+def test_values_are_json_shaped(text: str, value: object) -> None:
+    assert load_all(text.encode()) == [value]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("a: !!binary aGk=", "could not determine a constructor"),
+        ("a: !!set {x}", "could not determine a constructor"),
+        ("a: .nan", "not a finite number"),
+        ("a: !!float x", "'x' is not a valid number"),
+        ("a: &r [*r]", "(a cycle)"),
+    ],
+    ids=["binary", "set", "nan", "bad-float", "cycle"],
+)
+def test_what_json_cannot_hold_is_refused(text: str, problem: str) -> None:
+    with pytest.raises((yaml.YAMLError, YAMLLimitError), match=problem):
+        load_all(text.encode())
+
+
+def test_size_is_checked_before_anything_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(safeyaml, "MAX_FILE_BYTES", 1 << 20)
+    with pytest.raises(YAMLLimitError, match="larger than 1 MiB"):
+        load_all(b"[" * ((1 << 20) + 1))  # a YAML error, were it parsed
