@@ -31,28 +31,23 @@ import lark
 import numpy as np
 from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
-from celpy.evaluation import CELEvalError
+from celpy.evaluation import CELEvalError, Evaluator
 
+from controller.api.models import MAX_EXPRESSION_LENGTH
+from controller.core import celcheck
 from controller.core.nodes import BoolArray, IntArray, NodeTable
 
-NODE_FIELDS: Final = frozenset(
-    {
-        "hostname",
-        "runtimes",
-        "tags",
-        "labels",
-        "kind",
-        "cpu",
-        "memory",
-        "freeCpu",
-        "freeMemory",
-    }
-)
+NODE_FIELDS: Final = frozenset(celcheck.NODE_FIELDS)
 FREE_FIELDS: Final = frozenset({"freeCpu", "freeMemory"})
 _MAP_FIELDS: Final = frozenset({"labels"})
 # Memoised outcomes per expression; past this many distinct values the memo is reset, which
 # bounds memory when an expression reads something unique per node (hostname, free capacity).
 MAX_MEMO_PER_EXPRESSION: Final = 100_000
+RUNTIME_COST_LIMIT: Final = 10 * celcheck.STATIC_COST_BUDGET
+"""Cost units one evaluation may spend (units of ``celcheck``); past it the evaluation fails.
+Ten times the static budget, so a node beyond the declared sizes (more labels or tags than
+``celcheck.MAX_LIST_ITEMS``) still evaluates, while nothing runs unbounded."""
+COST_LIMIT_ERROR: Final = "cost limit exceeded"
 
 Dep = tuple[str, str | None]
 """What an expression reads of ``node``: a field, and for a map field maybe one key."""
@@ -61,7 +56,8 @@ _ENV = celpy.Environment()
 
 
 class CelCompileError(ValueError):
-    """An expression that does not parse, or names a field ``node`` does not have."""
+    """An expression refused at compile time: it does not parse, nests too deeply, names
+    something ``node`` does not have, or its estimated cost is over the budget."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,11 +65,13 @@ class CompiledExpression:
     """A parsed expression with its program and what it reads of ``node``.
 
     ``deps`` is None when the expression uses ``node`` as a whole (then every field counts).
+    ``cost`` is the static estimate of one evaluation's worst case (``celcheck`` units).
     """
 
     source: str
     program: Any
     deps: tuple[Dep, ...] | None
+    cost: int = 0
 
     @property
     def reads_free(self) -> bool:
@@ -90,20 +88,38 @@ class Outcome:
 
 @functools.lru_cache(maxsize=4096)
 def compile_expression(source: str) -> CompiledExpression:
-    """Parse ``source`` once; raise ``CelCompileError`` with the parser's message."""
+    """Parse and check ``source`` once; raise ``CelCompileError`` with a one-line message.
+
+    The order matters: length and bracket nesting are checked on the text, before the parser
+    and the checker (both cheap, neither recursing deeply) and long before anything runs.
+    """
+    if len(source) > MAX_EXPRESSION_LENGTH:
+        raise CelCompileError(
+            f"expression is {len(source)} characters long, at most {MAX_EXPRESSION_LENGTH}"
+        )
     try:
-        tree = _ENV.compile(source)
+        celcheck.check_nesting(source)
+        tree = _parse(source)
+        cost = celcheck.check(tree)
+    except celcheck.CelCheckError as exc:
+        raise CelCompileError(str(exc)) from None
+    return CompiledExpression(
+        source=source, program=_ENV.program(tree), deps=_dependencies(tree), cost=cost
+    )
+
+
+def _parse(source: str) -> lark.Tree[Any]:
+    try:
+        tree: lark.Tree[Any] = _ENV.compile(source)
     except CELParseError as exc:
-        raise CelCompileError(_one_line(str(exc))) from None
+        raise celcheck.CelCheckError(celcheck.syntax_message(exc.__context__, source)) from None
+    except RecursionError:  # unreachable after check_nesting, kept as a backstop
+        raise celcheck.CelCheckError(
+            f"nesting deeper than {celcheck.MAX_NESTING} levels"
+        ) from None
     except Exception as exc:  # the parser's own errors are not all CELParseError
-        raise CelCompileError(_one_line(str(exc))) from None
-    deps = _dependencies(tree)
-    if deps is not None:
-        unknown = sorted({field for field, _ in deps if field not in NODE_FIELDS})
-        if unknown:
-            known = ", ".join(sorted(NODE_FIELDS))
-            raise CelCompileError(f"node has no field {unknown[0]!r} (fields: {known})")
-    return CompiledExpression(source=source, program=_ENV.program(tree), deps=deps)
+        raise celcheck.CelCheckError(f"syntax error: {_one_line(str(exc))}") from None
+    return tree
 
 
 def _one_line(message: str) -> str:
@@ -231,7 +247,8 @@ class CelEvaluator:
     thread-safe (the operator's single scheduling loop owns it).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cost_limit: int = RUNTIME_COST_LIMIT) -> None:
+        self.cost_limit = cost_limit
         self._memo: dict[str, dict[Hashable, Outcome]] = {}
         self._table_version = -1
         self._groups: dict[tuple[Dep, ...], tuple[np.ndarray[Any, Any], list[Hashable], list[int]]]
@@ -239,6 +256,7 @@ class CelEvaluator:
         self._outcomes: dict[str, tuple[list[Outcome], np.ndarray[Any, Any]]] = {}
         self.evaluations = 0  # real interpreter runs, for benchmarks and tests
         self.errors = 0  # evaluations that raised (the operator exports this as a metric)
+        self.cost_limit_hits = 0  # evaluations stopped at ``cost_limit`` (also in ``errors``)
 
     def outcomes(
         self,
@@ -315,14 +333,93 @@ class CelEvaluator:
         activation = {
             "node": json_to_cel(node.cel_view(int(free_cpu[index]), int(free_memory[index])))
         }
+        meter = _Meter(self.cost_limit)
         try:
-            return Outcome(value=_to_python(expr.program.evaluate(activation)))
+            evaluator = _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter)
+            return Outcome(value=_to_python(evaluator.evaluate(activation)))
+        except CostLimitExceeded:
+            self.errors += 1
+            self.cost_limit_hits += 1
+            return Outcome(
+                error=f"{COST_LIMIT_ERROR}: more than {self.cost_limit} cost units in one evaluation"
+            )
         except CELEvalError as exc:
             self.errors += 1
             return Outcome(error=_one_line(str(exc.args[0] if exc.args else exc)))
         except Exception as exc:  # cel-python raises plain Python errors on some type mixes
             self.errors += 1
             return Outcome(error=_one_line(f"{type(exc).__name__}: {exc}"))
+
+
+class CostLimitExceeded(Exception):
+    """Raised inside an evaluation that spent its cost limit.
+
+    Deliberately not a ``CELEvalError``, ``ValueError`` or ``TypeError``: cel-python's macros
+    and operators turn those into CEL error values and carry on (``exists`` over the rest of a
+    list), while this must unwind the whole evaluation at once.
+    """
+
+
+class _Meter:
+    """The cost one evaluation has spent, shared by the evaluator and its sub-evaluators."""
+
+    __slots__ = ("cost", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.cost = 0
+        self.limit = limit
+
+    def charge(self, units: int) -> None:
+        self.cost += units
+        if self.cost > self.limit:
+            raise CostLimitExceeded
+
+
+class _MeteredEvaluator(Evaluator):  # type: ignore[misc]  # celpy is untyped
+    """cel-python's interpreter, counting cost units (``celcheck``) deterministically.
+
+    One unit per syntax-tree node visited (lark's ``_visit_tree``, which every visit goes
+    through), ``ITERATION_COST`` per activation (each comprehension step evaluates its body
+    through ``evaluate`` on a sub-evaluator that shares this meter), and the size of every value
+    a concatenation, a call or a primary produces, so a string or list that grows by
+    concatenation is paid for. No wall clock: the same expression on the same node costs the
+    same on any machine under any load.
+    """
+
+    def __init__(self, ast: lark.Tree[Any], activation: Any, meter: _Meter) -> None:
+        super().__init__(ast, activation)
+        self.meter = meter
+
+    def sub_evaluator(self, ast: lark.Tree[Any]) -> _MeteredEvaluator:
+        return _MeteredEvaluator(ast, self.activation, self.meter)
+
+    def evaluate(self, context: Any = None) -> Any:
+        self.meter.charge(celcheck.ITERATION_COST)
+        return super().evaluate(context)
+
+    def _visit_tree(self, tree: lark.Tree[Any]) -> Any:
+        # lark's Interpreter._visit_tree without its visit_wrapper lookup (celpy sets none),
+        # so metering adds no stack frame: the recursion limit budget stays as measured.
+        meter = self.meter
+        meter.cost += 1
+        if meter.cost > meter.limit:
+            raise CostLimitExceeded
+        return getattr(self, tree.data)(tree)
+
+    def _sized(self, value: Any) -> Any:
+        if isinstance(value, str | bytes | list | dict):
+            self.meter.charge(len(value) // celcheck.SIZE_UNIT)
+        return value
+
+    def addition(self, tree: lark.Tree[Any]) -> Any:
+        value = super().addition(tree)
+        return self._sized(value) if len(tree.children) > 1 else value
+
+    def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
+        return self._sized(super().member_dot_arg(tree))
+
+    def primary(self, tree: lark.Tree[Any]) -> Any:
+        return self._sized(super().primary(tree))
 
 
 def _group(keys: list[Hashable]) -> tuple[np.ndarray[Any, Any], list[Hashable], list[int]]:
