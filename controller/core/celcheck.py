@@ -230,9 +230,9 @@ def check(tree: lark.Tree[Any]) -> int:
     cost = ITERATION_COST + tree_cost  # the evaluation's own activation, then its tree
     if cost > STATIC_COST_BUDGET:
         raise CelCheckError(
-            f"estimated cost {cost} exceeds the budget {STATIC_COST_BUDGET} "
-            f"(nested comprehensions multiply: node lists and maps count as "
-            f"{MAX_LIST_ITEMS} items, literal lists as their length)"
+            f"estimated cost {cost} exceeds the budget {STATIC_COST_BUDGET} (worst case over "
+            f"node's declared sizes: {MAX_LIST_ITEMS} tags, runtimes or labels; nested "
+            "comprehensions multiply, strings and lists cost by length)"
         )
     return cost
 
@@ -282,9 +282,7 @@ class _Checker:
         if len(parts) == 1:
             return parts[0][0], cost
         data = tree.data
-        if data in ("conditionalor", "conditionaland", "relation") or data.startswith(
-            "relation_"
-        ):
+        if data in ("conditionalor", "conditionaland", "relation") or data.startswith("relation_"):
             return BOOL, cost
         if data == "unary":
             return parts[-1][0], cost
@@ -317,15 +315,15 @@ class _Checker:
 
     def _member_dot(self, tree: lark.Tree[Any], scope: Scope) -> Result:
         target, cost = self.visit(tree.children[0], scope)
-        name = str(tree.children[1])
-        return self._select(target, name, tree), 1 + cost
+        name = tree.children[1]
+        return self._select(target, str(name), name), 1 + cost
 
-    def _select(self, target: CelType, name: str, tree: lark.Tree[Any]) -> CelType:
+    def _select(self, target: CelType, name: str, where: Any) -> CelType:
         if target.kind == "node":
             fields = target.fields or {}
             if name not in fields:
                 raise CelCheckError(
-                    f"node has no field {name!r} at column {_column(tree)} "
+                    f"node has no field {name!r} at column {_column(where)} "
                     f"({_hint(name, list(fields))}fields: {', '.join(fields)})"
                 )
             return fields[name]
@@ -334,15 +332,15 @@ class _Checker:
         if target.kind == "dyn":
             return DYN
         raise CelCheckError(
-            f"a value of type {target} has no field {name!r} at column {_column(tree)}"
+            f"a value of type {target} has no field {name!r} at column {_column(where)}"
         )
 
     def _member_index(self, tree: lark.Tree[Any], scope: Scope) -> Result:
-        (target, c0), (index, c1) = self._subtrees(tree, scope)
+        (target, c0), (_, c1) = self._subtrees(tree, scope)
         cost = 1 + c0 + c1
         if target.kind == "node":
             literal = _string_literal(tree.children[1])
-            return (self._select(target, literal, tree) if literal else DYN), cost
+            return (self._select(target, literal, tree.children[1]) if literal else DYN), cost
         if target.kind == "list":
             return target.elem or DYN, cost
         if target.kind == "map":
@@ -373,12 +371,10 @@ class _Checker:
         if variable is None:
             raise CelCheckError(
                 f"{name}() takes a variable name and an expression, "
-                f"e.g. node.tags.{name}(t, t == \"ssd\") (column {_column(tree)})"
+                f'e.g. node.tags.{name}(t, t == "ssd") (column {_column(tree)})'
             )
         target, range_cost = self.visit(tree.children[0], scope)
-        if target.kind == "list":
-            element = target.elem or DYN
-        elif target.kind == "map":
+        if target.kind in ("list", "map"):  # a map's comprehension ranges over its keys
             element = target.elem or DYN
         elif target.kind == "dyn":
             element = DYN
@@ -537,14 +533,20 @@ def _is_select(tree: Any) -> bool:
 
 def _string_literal(tree: Any) -> str | None:
     node = _unwrap(tree)
-    if isinstance(node, lark.Tree) and node.data == "literal":
-        token = node.children[0]
-        text = str(token)
-        if token.type == "STRING_LIT" and len(text) >= 2 and "\\" not in text:
-            return text[1:-1]
-    return None
+    if not isinstance(node, lark.Tree) or node.data != "literal":
+        return None
+    token = node.children[0]
+    text = str(token)
+    if not isinstance(token, lark.Token) or token.type != "STRING_LIT" or len(text) < 2:
+        return None
+    if text[0] not in "\"'" or text[-1] != text[0] or "\\" in text or text.startswith(text[0] * 3):
+        return None  # raw, triple-quoted or escaped: not worth decoding, checked at run time
+    return text[1:-1]
 
 
-def _column(tree: Any) -> int:
-    meta = getattr(tree, "meta", None)
+def _column(where: Any) -> int:
+    """The 1-based column of a token or a tree (the tree's first token)."""
+    if isinstance(where, lark.Token):
+        return int(where.column or 0)
+    meta = getattr(where, "meta", None)
     return int(getattr(meta, "column", 0) or 0) if meta is not None else 0

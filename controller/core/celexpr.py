@@ -114,9 +114,7 @@ def _parse(source: str) -> lark.Tree[Any]:
     except CELParseError as exc:
         raise celcheck.CelCheckError(celcheck.syntax_message(exc.__context__, source)) from None
     except RecursionError:  # unreachable after check_nesting, kept as a backstop
-        raise celcheck.CelCheckError(
-            f"nesting deeper than {celcheck.MAX_NESTING} levels"
-        ) from None
+        raise celcheck.CelCheckError(f"nesting deeper than {celcheck.MAX_NESTING} levels") from None
     except Exception as exc:  # the parser's own errors are not all CELParseError
         raise celcheck.CelCheckError(f"syntax error: {_one_line(str(exc))}") from None
     return tree
@@ -340,8 +338,9 @@ class CelEvaluator:
         except CostLimitExceeded:
             self.errors += 1
             self.cost_limit_hits += 1
+            limit = self.cost_limit
             return Outcome(
-                error=f"{COST_LIMIT_ERROR}: more than {self.cost_limit} cost units in one evaluation"
+                error=f"{COST_LIMIT_ERROR}: more than {limit} cost units in one evaluation"
             )
         except CELEvalError as exc:
             self.errors += 1
@@ -375,7 +374,7 @@ class _Meter:
             raise CostLimitExceeded
 
 
-class _MeteredEvaluator(Evaluator):  # type: ignore[misc]  # celpy is untyped
+class _MeteredEvaluator(Evaluator):
     """cel-python's interpreter, counting cost units (``celcheck``) deterministically.
 
     One unit per syntax-tree node visited (lark's ``_visit_tree``, which every visit goes
