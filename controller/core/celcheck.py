@@ -21,7 +21,7 @@ syntax-tree node the interpreter visits, ``ITERATION_COST`` per comprehension st
 builds a nested activation per element, which costs far more than a node visit) and one unit
 per ``SIZE_UNIT`` characters or elements of every value a concatenation, call or literal
 produces (cel-go's 0.1 per character). A node beyond the declared sizes (say 200 labels) can
-cost more than the estimate: the runtime limit, a multiple of the budget, bounds that case.
+cost more than the estimate: the runtime limit, five times the budget, bounds that case.
 """
 
 from __future__ import annotations

@@ -43,9 +43,9 @@ _MAP_FIELDS: Final = frozenset({"labels"})
 # Memoised outcomes per expression; past this many distinct values the memo is reset, which
 # bounds memory when an expression reads something unique per node (hostname, free capacity).
 MAX_MEMO_PER_EXPRESSION: Final = 100_000
-RUNTIME_COST_LIMIT: Final = 10 * celcheck.STATIC_COST_BUDGET
+RUNTIME_COST_LIMIT: Final = 5 * celcheck.STATIC_COST_BUDGET
 """Cost units one evaluation may spend (units of ``celcheck``); past it the evaluation fails.
-Ten times the static budget, so a node beyond the declared sizes (more labels or tags than
+Five times the static budget, so a node beyond the declared sizes (more labels or tags than
 ``celcheck.MAX_LIST_ITEMS``) still evaluates, while nothing runs unbounded."""
 COST_LIMIT_ERROR: Final = "cost limit exceeded"
 

@@ -1,0 +1,188 @@
+"""Hostile CEL against the scheduling loop: refused at compile time, the rest unharmed.
+
+Issue 7 measured one Job whose constraint nests three comprehensions over ten-item literal
+lists (112 characters) taking ~116 s to plan over 1,000 nodes. This script prints, through
+``controller.plan.plan`` (the ``orca plan`` path):
+
+1. how long compiling each hostile expression takes to be refused, and the message;
+2. the time to plan 1 hostile Workload (constraint, then affinity target) + 20 ordinary Jobs
+   over ``--nodes`` nodes, with the hostile Workload's phase and how many Jobs were placed;
+3. the costliest *accepted* shape (two nested comprehensions over ten items, reading the
+   hostname so every node is a distinct value) over ``--accepted-nodes`` nodes: what a
+   Workload can still cost the loop within the static budget;
+4. microseconds per evaluation of ordinary expressions, cel-python's plain interpreter against
+   the metered one (the runtime cost limit's overhead).
+
+    python bench/bench_cel_hostile.py
+    python bench/bench_cel_hostile.py --nodes 1000 --accepted-nodes 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from typing import Any
+
+from controller.api.models import NodeInfo, Workload
+from controller.core.celexpr import CelCompileError, compile_expression
+from controller.plan import plan
+
+DIGITS = "[0,1,2,3,4,5,6,7,8,9]"
+DEPTH3 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, node.hostname != "")))'
+DEPTH4 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, {DIGITS}.all(d, node.hostname != ""))))'
+ACCEPTED = f'{DIGITS}.all(a, {DIGITS}.all(b, node.hostname != ""))'
+HOSTILE = {
+    "depth-3 (issue, 112 chars)": DEPTH3,
+    "depth-4 (issue, 143 chars)": DEPTH4,
+    "tags x tags": "node.tags.exists(a, node.tags.exists(b, a == b))",
+    "string doubling x16": "[node.hostname]"
+    + "".join(f".map(a{i}, a{i} + a{i})" for i in range(16))
+    + ".exists(s, s.size() > 0)",
+    "55 nested parentheses": "(" * 55 + "true" + ")" * 55,
+}
+ORDINARY = [
+    '"ssd" in node.tags && node.labels["topology.kubernetes.io/zone"] != "eu-1c"',
+    'node.tags.exists(t, t.startsWith("gp"))',
+    'node.labels.exists(k, k.startsWith("node.") && node.labels[k] == "m5.xlarge")',
+    "node.cpu >= 8000",
+]
+
+
+def make_nodes(count: int, rng: random.Random) -> list[NodeInfo]:
+    """Nodes with the labels of a cloud cluster (zone, instance type) and a few tags."""
+    return [
+        NodeInfo(
+            hostname=f"node-{i:06d}",
+            runtimes=("docker",),
+            tags=tuple(sorted(t for t in ("ssd", "gpu", "edge") if rng.random() < 0.4)),
+            labels={
+                "topology.kubernetes.io/zone": rng.choice(["eu-1a", "eu-1b", "eu-1c"]),
+                "node.kubernetes.io/instance-type": rng.choice(["m5.xlarge", "m5.2xlarge"]),
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/os": "linux",
+            },
+            kind="linux",
+            cpu=8000,
+            memory=32 << 30,
+        )
+        for i in range(count)
+    ]
+
+
+def workload(name: str, spec: dict[str, Any]) -> Workload:
+    return Workload.model_validate(
+        {
+            "apiVersion": "orca.cloudinit.dev/v1alpha1",
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": "bench"},
+            "spec": spec,
+        }
+    )
+
+
+def compile_times() -> None:
+    for name, source in HOSTILE.items():
+        compile_expression.cache_clear()
+        started = time.perf_counter()
+        try:
+            compile_expression(source)
+            outcome = "ACCEPTED"
+        except CelCompileError as exc:
+            outcome = f"refused: {exc}"
+        ms = (time.perf_counter() - started) * 1000
+        print(f"compile  {name:<28} {ms:8.2f} ms  {outcome[:110]}", flush=True)
+
+
+def jobs(count: int) -> list[Workload]:
+    return [
+        workload(
+            f"job-{i}",
+            {
+                "kind": "Job",
+                "constraints": [ORDINARY[i % 2]],
+                "resources": {"cpu": "100m", "memory": "64Mi"},
+            },
+        )
+        for i in range(count)
+    ]
+
+
+def plan_with(nodes: list[NodeInfo], label: str, spec: dict[str, Any]) -> None:
+    hostile = workload("hostile", {"kind": "Job", **spec})
+    ordinary = jobs(20)
+    started = time.perf_counter()
+    results = plan(nodes, [hostile, *ordinary])
+    elapsed = time.perf_counter() - started
+    placed = sum(1 for r in results[1:] if r.fully_placed)
+    phase = results[0].status.phase.value
+    print(
+        f"plan     {label:<28} {len(nodes)} nodes: {elapsed * 1000:9.1f} ms  "
+        f"hostile {phase}, ordinary Jobs placed {placed}/20",
+        flush=True,
+    )
+
+
+def accepted_cost(nodes: list[NodeInfo]) -> None:
+    expr = compile_expression(ACCEPTED)
+    job = workload("costly", {"kind": "Job", "constraints": [ACCEPTED]})
+    started = time.perf_counter()
+    (result,) = plan(nodes, [job])
+    elapsed = time.perf_counter() - started
+    print(
+        f"accepted depth-2 over 10 (est. cost {expr.cost}) {len(nodes)} nodes: "
+        f"{elapsed:7.2f} s = {elapsed / len(nodes) * 1000:6.2f} ms per distinct node, "
+        f"phase {result.status.phase.value}",
+        flush=True,
+    )
+
+
+def overhead(nodes: list[NodeInfo], repeats: int) -> None:
+    try:
+        from controller.core.celexpr import _Meter, _MeteredEvaluator
+    except ImportError:  # before the runtime limit existed: nothing to compare
+        return
+    from celpy.adapter import json_to_cel
+
+    node = nodes[0]
+    activation = {"node": json_to_cel(node.cel_view(node.cpu, node.memory))}
+    for source in ORDINARY:
+        expr = compile_expression(source)
+        plain, metered = [], []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            expr.program.evaluate(activation)
+            plain.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            evaluator = _MeteredEvaluator(
+                expr.program.ast, expr.program.new_activation(), _Meter(10**9)
+            )
+            evaluator.evaluate(activation)
+            metered.append(time.perf_counter() - started)
+        p, m = statistics.median(plain) * 1e6, statistics.median(metered) * 1e6
+        print(
+            f"eval     plain {p:8.1f} us  metered {m:8.1f} us  ({(m - p) / p:+6.1%})  {source}",
+            flush=True,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--accepted-nodes", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    nodes = make_nodes(args.nodes, random.Random(args.seed))
+    compile_times()
+    plan_with(nodes, "1 hostile constraint + 20", {"constraints": [DEPTH3]})
+    plan_with(nodes, "1 hostile affinity + 20", {"affinity": [{"target": DEPTH3, "weight": 5}]})
+    plan_with(nodes, "no hostile, 1 trivial + 20", {"constraints": ["true"]})
+    accepted_cost(make_nodes(args.accepted_nodes, random.Random(args.seed)))
+    overhead(nodes, args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
