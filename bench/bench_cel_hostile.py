@@ -116,10 +116,10 @@ def plan_with(nodes: list[NodeInfo], label: str, spec: dict[str, Any]) -> None:
     results = plan(nodes, [hostile, *ordinary])
     elapsed = time.perf_counter() - started
     placed = sum(1 for r in results[1:] if r.fully_placed)
-    phase = results[0].status.phase.value
+    phase = results[0].status.phase
     print(
         f"plan     {label:<28} {len(nodes)} nodes: {elapsed * 1000:9.1f} ms  "
-        f"hostile {phase}, ordinary Jobs placed {placed}/20",
+        f"hostile {phase and phase.value}, ordinary Jobs placed {placed}/20",
         flush=True,
     )
 
@@ -133,7 +133,7 @@ def accepted_cost(nodes: list[NodeInfo]) -> None:
     print(
         f"accepted depth-2 over 10 (est. cost {expr.cost}) {len(nodes)} nodes: "
         f"{elapsed:7.2f} s = {elapsed / len(nodes) * 1000:6.2f} ms per distinct node, "
-        f"phase {result.status.phase.value}",
+        f"phase {result.status.phase and result.status.phase.value}",
         flush=True,
     )
 
