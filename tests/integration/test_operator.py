@@ -315,6 +315,36 @@ def test_invalid_cel_is_reported_as_invalid(
     assert warnings and warnings[0]["involvedObject"]["name"] == "bad"
 
 
+DIGITS = "[0,1,2,3,4,5,6,7,8,9]"
+DEPTH3 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, node.hostname != "")))'
+
+
+def test_costly_or_misspelt_cel_is_invalid_and_the_loop_goes_on(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    """The issue's 112-character constraint stalled planning for minutes: now it is refused at
+    compile time (as a constraint and as an affinity target), unknown names too, and an
+    ordinary Job created right after them is decided."""
+    nodes(cluster, ("a", {}), ("b", {}))
+    cluster.apply(
+        workload_obj("costly", namespace, kind="Job", constraints=[DEPTH3]),
+        workload_obj(
+            "costly-aff", namespace, kind="Job", affinity=[{"target": DEPTH3, "weight": 5}]
+        ),
+        workload_obj("typo", namespace, kind="Job", constraints=['nodes.kind == "linux"']),
+        workload_obj("plain", namespace, kind="Job", constraints=["node.cpu > 0"]),
+    )
+    expected = {
+        "costly": ("spec.constraints[0]", "exceeds the budget 20000"),
+        "costly-aff": ("spec.affinity[0].target", "exceeds the budget 20000"),
+        "typo": ("spec.constraints[0]", "undeclared reference to 'nodes' at column 1"),
+    }
+    for name, (field, text) in expected.items():
+        w = cluster.wait_for(namespace, name, lambda w: phase(w) == "Invalid", what="Invalid")
+        assert field in w["status"]["message"] and text in w["status"]["message"], name
+    cluster.wait_for(namespace, "plain", lambda w: phase(w) == "Scheduled", what="Scheduled")
+
+
 def test_an_unchanged_workload_is_not_rewritten(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:

@@ -109,6 +109,18 @@ def test_crd_is_established_with_the_designed_names(
             "spec.affinity[0].weight",
             "500",
         ),
+        (
+            "constraint over 1024 characters",
+            lambda s: s.update(constraints=['"' + "x" * 1024 + '" != ""']),
+            "spec.constraints[0]",
+            "1024",
+        ),
+        (
+            "affinity target over 1024 characters",
+            lambda s: s["affinity"][0].update(target='"' + "x" * 1024 + '" != ""'),
+            "spec.affinity[0].target",
+            "1024",
+        ),
     ],
 )
 def test_schema_violations_are_rejected_naming_the_field(
