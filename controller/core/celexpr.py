@@ -17,6 +17,12 @@ same answer, so:
 Expressions that read ``freeCpu``/``freeMemory`` are the exception: free capacity changes with
 every placement, so they are evaluated per candidate node on every call (still memoised by
 value, which helps when many nodes have equal free capacity).
+
+CEL is user input run inside the shared scheduling loop, so it is bounded twice, as the
+Kubernetes API server bounds CRD validation rules: ``compile_expression`` refuses what
+``celcheck`` finds wrong (unknown names, syntax, nesting, a static cost estimate over budget),
+and every evaluation runs on ``_MeteredEvaluator``, which counts cost units (never time) and
+stops at ``RUNTIME_COST_LIMIT``: that evaluation fails with ``cost limit exceeded``.
 """
 
 from __future__ import annotations

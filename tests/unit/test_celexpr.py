@@ -254,8 +254,9 @@ def _repo_expressions() -> list[str]:
                     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", a["target"])
                 )
     readme = (ROOT / "README.md").read_text()
-    quoted = re.findall(r"'([^'\n]*\bnode\.[a-zA-Z][^'\n]*)'", readme)
-    quoted += re.findall(r"`([^`\n]*\bnode\.[a-zA-Z][^`\n]*)`", readme)
+    field = "|".join(celcheck.NODE_FIELDS)
+    uses_node = rf"[^'`\n]*\bnode\.(?:{field})\b[^'`\n]*"
+    quoted = re.findall(rf"'({uses_node})'", readme) + re.findall(rf"`({uses_node})`", readme)
     found.extend(q for q in quoted if "..." not in q and "<" not in q)
     return list(dict.fromkeys(found))
 
