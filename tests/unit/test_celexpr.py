@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from controller.core import celcheck
 from controller.core.celexpr import (
@@ -270,6 +272,7 @@ REASONABLE = [
     'node.tags.all(t, t.size() < 20) && node.labels.all(k, node.labels[k] != "")',
     "node.freeCpu * 2 > node.cpu && node.freeMemory > 1073741824",
     f'{DIGITS}.all(a, {DIGITS}.all(b, node.hostname != ""))',
+    'string(node.tags) + string(node.labels) + string(node.cpu) != ""',
 ]
 
 
@@ -438,3 +441,95 @@ def test_free_capacity_is_read_at_call_time() -> None:
     assert cel.truth(expr, table, free_cpu, free_memory)[0].tolist() == [True, True]
     free_cpu[0] = 1000
     assert cel.truth(expr, table, free_cpu, free_memory)[0].tolist() == [False, True]
+
+
+# -- property: the static estimate bounds the metered cost of any expression it accepts ------
+
+
+def _expressions() -> st.SearchStrategy[str]:
+    """Random well-typed expressions over ``node``: strings, lists of strings, ints and bools,
+    with comprehensions (whose variables are then in scope) nested up to three deep."""
+
+    def strings(names: tuple[str, ...], depth: int) -> st.SearchStrategy[str]:
+        atoms = st.sampled_from(
+            ["node.hostname", "node.kind", 'node.labels["zone"]', '"gpu"', "'a'", *names]
+        )
+        if depth == 0:
+            return atoms
+        sub = strings(names, depth - 1)
+        return st.one_of(
+            atoms,
+            st.builds(lambda a, b: f"({a} + {b})", sub, sub),
+            st.builds(lambda a: f"string(size({a}))", sub),
+        )
+
+    def lists(names: tuple[str, ...], depth: int) -> st.SearchStrategy[str]:
+        atoms = st.sampled_from(["node.tags", "node.runtimes", '["a", "b", "c"]'])
+        if depth == 0:
+            return atoms
+        var = f"v{depth}"
+        return st.one_of(
+            atoms,
+            st.builds(
+                lambda src, body: f"{src}.map({var}, {body})",
+                lists(names, depth - 1),
+                strings((*names, var), depth - 1),
+            ),
+            st.builds(
+                lambda src, body: f"{src}.filter({var}, {body})",
+                lists(names, depth - 1),
+                bools((*names, var), depth - 1),
+            ),
+        )
+
+    def bools(names: tuple[str, ...], depth: int) -> st.SearchStrategy[str]:
+        s, li = strings(names, depth), lists(names, depth)
+        atoms = st.one_of(
+            st.builds(lambda a, b: f"{a} == {b}", s, s),
+            st.builds(lambda a, b: f"{a}.startsWith({b})", s, s),
+            st.builds(lambda a, b: f"{a} in {b}", s, li),
+            st.builds(lambda a: f"size({a}) > node.cpu % 7", li),
+            st.just("has(node.labels.zone)"),
+        )
+        if depth == 0:
+            return atoms
+        var = f"v{depth}"
+        sub = bools(names, depth - 1)
+        return st.one_of(
+            atoms,
+            st.builds(lambda a, b: f"({a} && {b})", sub, sub),
+            st.builds(lambda a, b: f"({a} || !{b})", sub, sub),
+            st.builds(
+                lambda src, macro, body: f"{src}.{macro}({var}, {body})",
+                lists(names, depth - 1),
+                st.sampled_from(["all", "exists", "exists_one"]),
+                bools((*names, var), depth - 1),
+            ),
+        )
+
+    return bools((), 3)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(source=_expressions())
+def test_static_estimate_bounds_the_metered_cost_of_random_expressions(source: str) -> None:
+    from celpy.adapter import json_to_cel
+
+    try:
+        expr = compile_expression(source)
+    except CelCompileError as exc:
+        assert "estimated cost" in str(exc), (source, str(exc))  # well-typed: only the budget
+        return
+    meter = _Meter(10**9)
+    activation = {"node": json_to_cel(_largest_node())}
+    evaluator = _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter)
+    try:
+        metered: Any = evaluator.evaluate(activation)
+    except Exception as exc:  # a CEL error (e.g. exists_one over an error) must match too
+        metered = type(exc)
+    try:
+        plain: Any = expr.program.evaluate({"node": json_to_cel(_largest_node())})
+    except Exception as exc:
+        plain = type(exc)
+    assert metered == plain
+    assert meter.cost <= expr.cost, (source, meter.cost, expr.cost)
