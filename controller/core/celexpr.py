@@ -35,6 +35,7 @@ from typing import Any, Final
 import celpy
 import lark
 import numpy as np
+from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError, Evaluator
@@ -110,7 +111,10 @@ def compile_expression(source: str) -> CompiledExpression:
     except celcheck.CelCheckError as exc:
         raise CelCompileError(str(exc)) from None
     return CompiledExpression(
-        source=source, program=_ENV.program(tree), deps=_dependencies(tree), cost=cost
+        source=source,
+        program=_ENV.program(tree, functions=_LOGIC),
+        deps=_dependencies(tree),
+        cost=cost,
     )
 
 
@@ -356,6 +360,48 @@ class CelEvaluator:
             return Outcome(error=_one_line(f"{type(exc).__name__}: {exc}"))
 
 
+def _cel_and(x: Any, y: Any) -> Any:
+    """CEL's commutative ``&&``: false wins over an error, an error over true.
+
+    Replaces cel-python's ``logical_and``, which raises a TypeError quoting both operands when
+    neither is a bool; the evaluator turns that into an error whose message quotes both errors,
+    so a chain of erring terms (``node.labels["a"] == "x" && node.labels["b"] == "y" && ...``
+    on a node without those labels) doubles the message per term, out of memory at ~30 terms.
+    Here the left error is kept as is.
+    """
+    x_bool, y_bool = isinstance(x, celtypes.BoolType), isinstance(y, celtypes.BoolType)
+    if x_bool and y_bool:
+        return celtypes.BoolType(x and y)
+    if x_bool:
+        return y if x else x
+    if y_bool:
+        return x if y else y
+    return _first_error(x, y, "&&")
+
+
+def _cel_or(x: Any, y: Any) -> Any:
+    """CEL's commutative ``||``: true wins over an error, an error over false (see ``_cel_and``)."""
+    x_bool, y_bool = isinstance(x, celtypes.BoolType), isinstance(y, celtypes.BoolType)
+    if x_bool and y_bool:
+        return celtypes.BoolType(x or y)
+    if x_bool:
+        return x if x else y
+    if y_bool:
+        return y if y else x
+    return _first_error(x, y, "||")
+
+
+def _first_error(x: Any, y: Any, operator: str) -> Any:
+    for value in (x, y):
+        if isinstance(value, CELEvalError):
+            return value
+    # Neither a bool nor an error (say an int): no such overload, named by type only.
+    raise TypeError(f"{type(x).__name__} {operator} {type(y).__name__}")
+
+
+_LOGIC: Final = {"_&&_": _cel_and, "_||_": _cel_or}
+
+
 class CostLimitExceeded(Exception):
     """Raised inside an evaluation that spent its cost limit.
 
@@ -421,7 +467,28 @@ class _MeteredEvaluator(Evaluator):
         return self._sized(value) if len(tree.children) > 1 else value
 
     def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
+        method = str(tree.children[1])
+        if method in ("all", "exists"):
+            return self._sized(self._quantifier(tree, exists=method == "exists"))
         return self._sized(super().member_dot_arg(tree))
+
+    def _quantifier(self, tree: lark.Tree[Any], exists: bool) -> Any:
+        """``all``/``exists`` as cel-python evaluates them (every element; an element's error
+        is a value that a decisive element outweighs), but folded with ``_cel_and`` /
+        ``_cel_or``: cel-python's fold wraps two errors in a new one quoting both, so the
+        message doubles per element (30 erring tags: gigabytes)."""
+        members = self.visit(tree.children[0])
+        if isinstance(members, CELEvalError):
+            return members
+        body = self.build_ss_macro_eval(tree)
+        combine = _cel_or if exists else _cel_and
+        result: Any = celtypes.BoolType(not exists)
+        for value in members:
+            try:
+                result = combine(result, body(value))
+            except TypeError as exc:
+                result = CELEvalError("no such overload", TypeError, exc.args)
+        return result
 
     def primary(self, tree: lark.Tree[Any]) -> Any:
         return self._sized(super().primary(tree))
