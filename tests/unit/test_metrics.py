@@ -219,7 +219,7 @@ def test_cel_errors_and_cost_limit_hits_are_counted_as_they_grow() -> None:
     # The evaluator's running total of cost-limit hits (read with getattr until it lands).
     cel = reconciler.scheduler.cel
     with Delta("orca_cel_cost_limit_hits_total") as hits:
-        cel.cost_limit_hits = 3  # type: ignore[attr-defined]
+        cel.cost_limit_hits = 3
         asyncio.run(decide(reconciler, "ns/w"))
         asyncio.run(decide(reconciler, "ns/w"))  # no new hits: no new counts
     assert hits.value == 3
