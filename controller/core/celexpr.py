@@ -130,8 +130,13 @@ def _parse(source: str) -> lark.Tree[Any]:
     return tree
 
 
+MAX_ERROR_LENGTH: Final = 300
+
+
 def _one_line(message: str) -> str:
-    return " ".join(message.split())
+    """One line of at most ``MAX_ERROR_LENGTH`` characters (an error may quote a large value)."""
+    short = " ".join(message[: 4 * MAX_ERROR_LENGTH].split())
+    return short if len(short) <= MAX_ERROR_LENGTH else short[: MAX_ERROR_LENGTH - 3] + "..."
 
 
 def _walk(tree: lark.Tree[Any], parent: lark.Tree[Any] | None) -> Iterator[tuple[Any, Any]]:

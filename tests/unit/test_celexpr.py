@@ -15,12 +15,14 @@ from hypothesis import strategies as st
 from controller.core import celcheck
 from controller.core.celexpr import (
     COST_LIMIT_ERROR,
+    MAX_ERROR_LENGTH,
     RUNTIME_COST_LIMIT,
     CelCompileError,
     CelEvaluator,
     Outcome,
     _Meter,
     _MeteredEvaluator,
+    _one_line,
     compile_expression,
 )
 from controller.core.nodes import NodeTable
@@ -408,6 +410,14 @@ def test_errors_combine_without_growing(source: str, verdict: bool | None) -> No
         assert results[0].error is not None and len(results[0].error) < 200
     else:
         assert results[0] == Outcome(value=verdict)
+
+
+def test_error_texts_are_one_short_line() -> None:
+    """Outcome errors are memoised per distinct value: one quoting a large value (a Python
+    error's text may) is cut to one line of ``MAX_ERROR_LENGTH`` characters."""
+    text = _one_line("TypeError: can't use\n" + "x" * 1_000_000)
+    assert "\n" not in text and len(text) == MAX_ERROR_LENGTH and text.endswith("...")
+    assert _one_line("no such key:\n  'zone'") == "no such key: 'zone'"
 
 
 def test_ordinary_expressions_are_unaffected_by_the_limit() -> None:
