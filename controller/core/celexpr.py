@@ -22,7 +22,12 @@ CEL is user input run inside the shared scheduling loop, so it is bounded twice,
 Kubernetes API server bounds CRD validation rules: ``compile_expression`` refuses what
 ``celcheck`` finds wrong (unknown names, syntax, nesting, a static cost estimate over budget),
 and every evaluation runs on ``_MeteredEvaluator``, which counts cost units (never time) and
-stops at ``RUNTIME_COST_LIMIT``: that evaluation fails with ``cost limit exceeded``.
+stops at ``RUNTIME_COST_LIMIT``: that evaluation fails with ``cost limit exceeded``. On top,
+each Workload's scheduling cycle has ``CYCLE_COST_BUDGET`` units for all its evaluations (the API
+server's per-request budget, in orca's terms): memoising by value cannot help an expression
+that reads something distinct on every node (``node.hostname``, a per-node label), and without
+a cycle budget such a Workload could hold the one scheduling loop for tens of seconds. Nodes
+left when the budget is spent are not evaluated (their outcome says so and is not memoised).
 """
 
 from __future__ import annotations
@@ -55,6 +60,9 @@ RUNTIME_COST_LIMIT: Final = 5 * celcheck.STATIC_COST_BUDGET
 Five times the static budget, so a node beyond the declared sizes (more labels or tags than
 ``celcheck.MAX_LIST_ITEMS``) still evaluates, while nothing runs unbounded."""
 COST_LIMIT_ERROR: Final = "cost limit exceeded"
+CYCLE_COST_BUDGET: Final = 2 * RUNTIME_COST_LIMIT
+"""Cost units all of one Workload's evaluations may spend in one scheduling cycle."""
+CYCLE_BUDGET_ERROR: Final = "not evaluated: the Workload's CEL budget for this cycle is spent"
 
 Dep = tuple[str, str | None]
 """What an expression reads of ``node``: a field, and for a map field maybe one key."""
@@ -91,6 +99,7 @@ class Outcome:
 
     value: Any = None
     error: str | None = None
+    unbudgeted: bool = False  # not evaluated for lack of cycle budget: never memoised
 
 
 @functools.lru_cache(maxsize=4096)
@@ -260,7 +269,12 @@ class CelEvaluator:
     thread-safe (the operator's single scheduling loop owns it).
     """
 
-    def __init__(self, cost_limit: int = RUNTIME_COST_LIMIT) -> None:
+    def __init__(
+        self, cost_limit: int = RUNTIME_COST_LIMIT, cycle_budget: int = CYCLE_COST_BUDGET
+    ) -> None:
+        self.cycle_budget = cycle_budget
+        self._cycle_spent = 0
+        self._cycle_cut = False
         self.cost_limit = cost_limit
         self._memo: dict[str, dict[Hashable, Outcome]] = {}
         self._table_version = -1
@@ -270,6 +284,18 @@ class CelEvaluator:
         self.evaluations = 0  # real interpreter runs, for benchmarks and tests
         self.errors = 0  # evaluations that raised (the operator exports this as a metric)
         self.cost_limit_hits = 0  # evaluations stopped at ``cost_limit`` (also in ``errors``)
+        self.cycle_budget_hits = 0  # cycles that spent their budget before every node was seen
+
+    def start_cycle(self) -> None:
+        """A new Workload's scheduling cycle: its CEL budget starts full."""
+        self._cycle_spent = 0
+        self._cycle_cut = False
+
+    def _unbudgeted(self) -> Outcome:
+        if not self._cycle_cut:
+            self._cycle_cut = True
+            self.cycle_budget_hits += 1
+        return Outcome(error=CYCLE_BUDGET_ERROR, unbudgeted=True)
 
     def outcomes(
         self,
@@ -304,14 +330,18 @@ class CelEvaluator:
         if len(memo) > MAX_MEMO_PER_EXPRESSION:
             memo.clear()
         results: list[Outcome] = []
+        complete = True
         for key, rep in zip(uniques, reps, strict=True):
             outcome = memo.get(key)
             if outcome is None:
                 outcome = self._run(expr, table, rep, free_cpu, free_memory)
-                memo[key] = outcome
+                if outcome.unbudgeted:
+                    complete = False
+                else:
+                    memo[key] = outcome
             results.append(outcome)
         result = (results, group_ids)
-        if not expr.reads_free:
+        if not expr.reads_free and complete:
             self._outcomes[expr.source] = result
         return result
 
@@ -321,17 +351,20 @@ class CelEvaluator:
         table: NodeTable,
         free_cpu: IntArray,
         free_memory: IntArray,
-    ) -> tuple[BoolArray, BoolArray]:
-        """Per node: (expression is true, expression failed to evaluate or is not a bool)."""
+    ) -> tuple[BoolArray, BoolArray, BoolArray]:
+        """Per node: (expression is true, it failed to evaluate or is not a bool, it was not
+        evaluated because the cycle's budget is spent; such nodes are also failed)."""
         results, group_ids = self.outcomes(expr, table, free_cpu, free_memory)
+        if len(group_ids) == 0:
+            empty = np.zeros(0, dtype=np.bool_)
+            return empty, empty, empty
         true = np.array([r.value is True for r in results], dtype=np.bool_)
         failed = np.array(
             [r.error is not None or not isinstance(r.value, bool) for r in results],
             dtype=np.bool_,
         )
-        if len(group_ids) == 0:
-            return np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.bool_)
-        return true[group_ids], failed[group_ids]
+        skipped = np.array([r.unbudgeted for r in results], dtype=np.bool_)
+        return true[group_ids], failed[group_ids], skipped[group_ids]
 
     def _run(
         self,
@@ -341,16 +374,21 @@ class CelEvaluator:
         free_cpu: IntArray,
         free_memory: IntArray,
     ) -> Outcome:
+        remaining = self.cycle_budget - self._cycle_spent
+        if remaining <= 0:
+            return self._unbudgeted()
         self.evaluations += 1
         node = table.nodes[index]
         activation = {
             "node": json_to_cel(node.cel_view(int(free_cpu[index]), int(free_memory[index])))
         }
-        meter = _Meter(self.cost_limit)
+        meter = _Meter(min(self.cost_limit, remaining))
         try:
             evaluator = _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter)
             return Outcome(value=_to_python(evaluator.evaluate(activation)))
         except CostLimitExceeded:
+            if meter.limit < self.cost_limit:  # the cycle's budget ran out, not this evaluation's
+                return self._unbudgeted()
             self.errors += 1
             self.cost_limit_hits += 1
             limit = self.cost_limit
@@ -363,6 +401,8 @@ class CelEvaluator:
         except Exception as exc:  # cel-python raises plain Python errors on some type mixes
             self.errors += 1
             return Outcome(error=_one_line(f"{type(exc).__name__}: {exc}"))
+        finally:
+            self._cycle_spent += meter.cost
 
 
 def _cel_and(x: Any, y: Any) -> Any:

@@ -65,6 +65,7 @@ def explain(scheduler: Scheduler, workload: Workload, ledger: Ledger) -> Explana
     decision = scheduler.schedule(workload, ledger)
     framework = scheduler.framework
     cycle = scheduler.snapshot(workload, ledger)
+    scheduler.cel.start_cycle()
     existing = ledger.bookings(workload.key)
     errors = tuple(framework.pre_filter(cycle))
     if errors:

@@ -68,6 +68,7 @@ class Verdict:
 
     rejections: tuple[Rejection, ...]
     keeps: BoolArray | None = None
+    cacheable: bool = True  # False: depends on this cycle (e.g. a CEL budget ran out)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class FilterResult:
     rejections: tuple[Rejection, ...]
     passes: BoolArray
     keeps: BoolArray
+    cacheable: bool = True
 
 
 @dataclass
@@ -246,8 +248,9 @@ class Framework:
             result = self._memo.get(key) if key[1] is not None else None
             if result is None:
                 result = _run_filter(plugin, cycle)
-                if key[1] is not None:
+                if key[1] is not None and result.cacheable:
                     self._memo[key] = result
+            cacheable = cacheable and result.cacheable
             results.append(result)
         size = len(table)
         folded = Filtered(
@@ -346,6 +349,7 @@ def _run_filter(plugin: FilterPlugin, cycle: CycleState) -> FilterResult:
         rejections=verdict.rejections,
         passes=passes,
         keeps=keeps,
+        cacheable=verdict.cacheable,
     )
 
 

@@ -43,6 +43,7 @@ class Scheduler:
     def schedule(self, workload: Workload, ledger: Ledger) -> Decision:
         """The status ``workload`` should have, given the cluster in ``ledger``."""
         cycle = self.snapshot(workload, ledger)
+        self.cel.start_cycle()
         existing = ledger.bookings(workload.key)
         errors = self.framework.pre_filter(cycle)
         if errors:

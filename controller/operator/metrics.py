@@ -195,6 +195,11 @@ CEL_COST_LIMIT_HITS = Counter(
     "orca_cel_cost_limit_hits_total",
     "CEL evaluations stopped by the runtime cost limit (they count as errors too).",
 )
+CEL_CYCLE_BUDGET_HITS = Counter(
+    "orca_cel_cycle_budget_exhausted_total",
+    "Scheduling cycles in which a Workload spent its CEL budget before every node was seen "
+    "(the nodes left are rejected as not evaluated).",
+)
 
 # -- the API server ----------------------------------------------------------------------------
 

@@ -74,8 +74,7 @@ class Reconciler:
         self.ready = asyncio.Event()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._cel_errors_seen = 0
-        self._cel_limit_hits_seen = 0
+        self._cel_seen: dict[str, int] = {}
         self._gauges = GaugeExporter()
         self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=10_000)
 
@@ -204,14 +203,15 @@ class Reconciler:
     def _count_cel(self) -> None:
         """The evaluator keeps running totals; the counters get what is new since last time."""
         cel = self.scheduler.cel
-        errors = cel.errors
-        if errors > self._cel_errors_seen:
-            metrics.CEL_ERRORS.inc(errors - self._cel_errors_seen)
-            self._cel_errors_seen = errors
-        hits = int(getattr(cel, "cost_limit_hits", 0))  # the CEL cost limit is landing apart
-        if hits > self._cel_limit_hits_seen:
-            metrics.CEL_COST_LIMIT_HITS.inc(hits - self._cel_limit_hits_seen)
-            self._cel_limit_hits_seen = hits
+        for counter, total, seen in (
+            (metrics.CEL_ERRORS, cel.errors, "errors"),
+            (metrics.CEL_COST_LIMIT_HITS, cel.cost_limit_hits, "cost_limit_hits"),
+            (metrics.CEL_CYCLE_BUDGET_HITS, cel.cycle_budget_hits, "cycle_budget_hits"),
+        ):
+            new = total - self._cel_seen.get(seen, 0)
+            if new > 0:
+                counter.inc(new)
+                self._cel_seen[seen] = total
 
     def _decide(self, record: WorkloadRecord) -> Decision:
         if record.workload is None:  # the API server accepted what our models refuse

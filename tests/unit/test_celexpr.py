@@ -209,7 +209,7 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
 def test_deepest_accepted_expressions_evaluate(source: str) -> None:
     table = NodeTable([node("a")])
     cel = CelEvaluator()
-    true, failed = cel.truth(compile_expression(source), table, *_free(table))
+    true, failed, _ = cel.truth(compile_expression(source), table, *_free(table))
     assert true.tolist() == [True]
     assert not failed.any()
     assert cel.errors == 0
@@ -370,7 +370,7 @@ def test_runtime_cost_limit_fails_the_evaluation(
     assert by_node["big"].error == (
         f"{COST_LIMIT_ERROR}: more than {cel.cost_limit} cost units in one evaluation"
     )
-    _, failed = cel.truth(expr, table, *_free(table))
+    _, failed, _ = cel.truth(expr, table, *_free(table))
     assert failed[table.index["big"]] and not failed[table.index["small"]]
     assert (cel.evaluations, cel.errors, cel.cost_limit_hits) == (2, 1, 1)
 
@@ -381,7 +381,7 @@ def test_cost_limit_stops_a_comprehension_that_swallows_errors() -> None:
     table = NodeTable([node("a", tags=tuple(f"t{i}" for i in range(500)))])
     cel = CelEvaluator(cost_limit=500)
     expr = compile_expression("node.tags.exists(t, int(t) > 0)")
-    _, failed = cel.truth(expr, table, *_free(table))
+    _, failed, _ = cel.truth(expr, table, *_free(table))
     assert failed.tolist() == [True]
     assert cel.cost_limit_hits == 1
 
@@ -432,7 +432,7 @@ def test_ordinary_expressions_are_unaffected_by_the_limit() -> None:
     for source in REASONABLE:
         cel.truth(compile_expression(source), table, *_free(table))
     expr = compile_expression('"ssd" in node.tags && node.labels["zone"] != "z0"')
-    true, failed = cel.truth(expr, table, *_free(table))
+    true, failed, _ = cel.truth(expr, table, *_free(table))
     expected = [n.hostname in ssd and zones[n.hostname] != "z0" for n in table.nodes]
     assert true.tolist() == expected
     assert not failed.any()
@@ -448,13 +448,13 @@ def test_one_evaluation_per_distinct_value() -> None:
     table = NodeTable(nodes)
     cel = CelEvaluator()
     expr = compile_expression('"ssd" in node.tags')
-    true, failed = cel.truth(expr, table, *_free(table))
+    true, failed, _ = cel.truth(expr, table, *_free(table))
     assert cel.evaluations == 2  # two distinct tag sets, not 100 nodes
     assert true.tolist() == [i % 2 == 1 for i in range(100)]
     assert not failed.any()
     # A new table with one more node: only unseen values are evaluated.
     table2 = NodeTable([*nodes, node("z", tags=("ssd", "gpu"))])
-    true2, _ = cel.truth(expr, table2, *_free(table2))
+    true2, _, _ = cel.truth(expr, table2, *_free(table2))
     assert cel.evaluations == 3
     assert bool(true2[table2.index["z"]])
 
@@ -462,11 +462,13 @@ def test_one_evaluation_per_distinct_value() -> None:
 def test_errors_and_non_bool_results_fail_the_node() -> None:
     table = NodeTable([node("a", labels={"zone": "x"}), node("b")])
     cel = CelEvaluator()
-    true, failed = cel.truth(compile_expression('node.labels["zone"] == "x"'), table, *_free(table))
+    true, failed, _ = cel.truth(
+        compile_expression('node.labels["zone"] == "x"'), table, *_free(table)
+    )
     assert true.tolist() == [True, False]
     assert failed.tolist() == [False, True]  # no such key on b
     assert (cel.errors, cel.cost_limit_hits) == (1, 0)
-    true, failed = cel.truth(compile_expression("node.cpu"), table, *_free(table))
+    true, failed, _ = cel.truth(compile_expression("node.cpu"), table, *_free(table))
     assert failed.tolist() == [True, True]  # an int is not a verdict
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from controller.api.models import NodeInfo, Phase
+from controller.core.celexpr import CelEvaluator
 from controller.core.framework import Code, CycleState, Profile, Rejection, Verdict
 from controller.core.plugins import default_profile
 from controller.core.scheduler import Scheduler
@@ -112,3 +113,60 @@ def test_profile_refuses_plugins_without_extension_points_or_names() -> None:
         Profile(((type("Nothing", (), {"name": "Nothing"})(), 0),))
     with pytest.raises(ValueError, match="distinct names"):
         Profile(((OddCpu(), 0), (OddCpu(), 0)))
+
+
+# -- the CEL budget per Workload and cycle (issue 7: no one Workload stalls the loop) --------
+
+
+def test_a_costly_constraint_is_cut_at_the_cycle_budget_and_others_are_unaffected() -> None:
+    """Every node is a distinct value of ``node.hostname``, so memoising cannot help; the
+    cycle's budget stops evaluating, the nodes left are reported, and the next Workload's
+    cycle starts with a full budget. Nothing cut short is memoised."""
+    nodes = [node(f"n{i:03d}") for i in range(60)]
+    costly = 'node.tags.all(t, t != node.hostname) && node.hostname.startsWith("n")'
+    cel = CelEvaluator(cycle_budget=400)
+    scheduler = Scheduler(cel=cel)
+    ledger = ledger_for(*nodes)
+    daemon: dict[str, Any] = {"kind": "DaemonSet", "schedule": {"mode": "matching"}}
+    first = scheduler.schedule(workload(name="costly", constraints=[costly], **daemon), ledger)
+    assert cel.cycle_budget_hits == 1
+    evaluated = cel.evaluations
+    assert 0 < evaluated < len(nodes)
+    # Placed on the nodes evaluated, in order, before the budget ran out (the evaluation that
+    # hit it is cut too); the rest are reported.
+    placed = len(first.placements)
+    assert placed in (evaluated, evaluated - 1) and placed > 0
+    assert [p.node for p in first.placements] == [f"n{i:03d}" for i in range(placed)]
+    reasons = {r.reason: r.count for r in first.unschedulable}
+    budget = f"constraint {costly} not evaluated (the Workload's CEL budget for one cycle is spent)"
+    assert reasons == {budget: len(nodes) - placed}
+    # An ordinary Workload right after: a full budget, every node answered.
+    plain = scheduler.schedule(
+        workload(name="plain", kind="Service", count=60, constraints=['node.kind == "linux"']),
+        ledger,
+    )
+    assert plain.placed == 60
+    assert cel.cycle_budget_hits == 1
+    # The costly one again: what was evaluated is memoised, so it gets further each cycle.
+    scheduler.schedule(workload(name="costly", constraints=[costly], **daemon), ledger)
+    assert cel.evaluations > evaluated + 1
+
+
+def test_the_cut_short_filter_is_not_memoised_for_the_next_workload() -> None:
+    costly = "node.tags.all(t, t != node.hostname)"
+    cel = CelEvaluator(cycle_budget=300)
+    scheduler = Scheduler(cel=cel)
+    ledger = ledger_for(*[node(f"n{i:03d}") for i in range(40)])
+    spec: dict[str, Any] = {
+        "kind": "DaemonSet",
+        "schedule": {"mode": "matching"},
+        "constraints": [costly],
+    }
+    short = scheduler.schedule(workload(name="a", **spec), ledger)
+    assert short.placed < 40
+    for _ in range(40):  # each cycle evaluates more (memo by value), none reuses a cut mask
+        again = scheduler.schedule(workload(name="b", **spec), ledger)
+        if again.placed == 40:
+            break
+    assert again.placed == 40
+    assert not any("budget" in r.reason for r in again.unschedulable)

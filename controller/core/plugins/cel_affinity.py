@@ -44,7 +44,7 @@ class CelAffinity:
         if cached is None:
             total = np.zeros(len(cycle.table), dtype=np.int64)
             for expr, weight in rules:
-                true, _ = self.cel.truth(expr, cycle.table, cycle.free_cpu, cycle.free_memory)
+                true, _, _ = self.cel.truth(expr, cycle.table, cycle.free_cpu, cycle.free_memory)
                 total += true * weight
             if not any(expr.reads_free for expr, _ in rules):  # else: again per replica
                 cycle.data[f"{self.name}/total"] = total

@@ -24,6 +24,10 @@ def reason_constraint_error(source: str) -> str:
     return f"constraint {source} failed to evaluate"
 
 
+def reason_constraint_unbudgeted(source: str) -> str:
+    return f"constraint {source} not evaluated (the Workload's CEL budget for one cycle is spent)"
+
+
 class CelConstraints:
     """PreFilter (compile) and Filter over ``spec.constraints``."""
 
@@ -61,9 +65,15 @@ class CelConstraints:
 
     def filter(self, cycle: CycleState) -> Verdict:
         rejections: list[Rejection] = []
+        complete = True
         for expr in self._expressions(cycle):
-            true, failed = self.cel.truth(expr, cycle.table, cycle.free_cpu, cycle.free_memory)
+            true, failed, skipped = self.cel.truth(
+                expr, cycle.table, cycle.free_cpu, cycle.free_memory
+            )
+            if skipped.any():  # this cycle's answer only: never memoised
+                complete = False
+                rejections.append(Rejection(reason_constraint_unbudgeted(expr.source), ~skipped))
             if failed.any():
                 rejections.append(Rejection(reason_constraint_error(expr.source), ~failed))
             rejections.append(Rejection(reason_constraint(expr.source), true | failed))
-        return Verdict(tuple(rejections))
+        return Verdict(tuple(rejections), cacheable=complete)
