@@ -471,6 +471,7 @@ class NodeInfo(_Model):
     ready: bool = True
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
+    readable: bool = True  # False: orca could not read the Node (it takes nothing)
 
     @property
     def eligible(self) -> bool:

@@ -91,7 +91,7 @@ def unreadable_node_info(name: str) -> NodeInfo:
     """What the scheduler sees of a Node orca cannot read: a node that is not ready, with no
     capacity and no labels. It takes nothing new, and the replicas on it move (or, for a
     DaemonSet, are dropped), as they would from a NotReady node; never a stale NodeInfo."""
-    return NodeInfo(hostname=name, ready=False)
+    return NodeInfo(hostname=name, ready=False, readable=False)
 
 
 # -- one reader per field ------------------------------------------------------------------------
@@ -263,6 +263,7 @@ class NodeTable:
         self.memory: IntArray = np.array([n.memory for n in self.nodes], dtype=np.int64)
         self.ready: BoolArray = np.array([n.ready for n in self.nodes], dtype=np.bool_)
         self.cordoned: BoolArray = np.array([n.unschedulable for n in self.nodes], dtype=np.bool_)
+        self.readable: BoolArray = np.array([n.readable for n in self.nodes], dtype=np.bool_)
         self.eligible: BoolArray = self.ready & ~self.cordoned
         # Most nodes carry no taint: the taint plugin looks only at those that do.
         self.tainted: tuple[int, ...] = tuple(i for i, n in enumerate(self.nodes) if n.taints)
@@ -274,6 +275,7 @@ class NodeTable:
             self.memory,
             self.ready,
             self.cordoned,
+            self.readable,
             self.eligible,
             self.cpu_divisor,
             self.memory_divisor,

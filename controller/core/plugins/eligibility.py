@@ -11,12 +11,14 @@ from typing import Final
 
 from controller.core.framework import Code, CycleState, Rejection, Verdict
 
+REASON_UNREADABLE: Final = "node(s) could not be read by orca"
 REASON_CORDONED: Final = "node(s) were unschedulable"
 REASON_NOT_READY: Final = "node(s) not ready"
 
 
 class NodeEligibility:
-    """Filter: Ready and not cordoned (``spec.unschedulable``)."""
+    """Filter: readable, Ready and not cordoned (``spec.unschedulable``). A Node orca cannot
+    read (the operator logs why and counts it) is reported as such, not as merely NotReady."""
 
     name = "NodeEligibility"
     code = Code.UNRESOLVABLE
@@ -30,5 +32,9 @@ class NodeEligibility:
     def filter(self, cycle: CycleState) -> Verdict:
         table = cycle.table
         return Verdict(
-            (Rejection(REASON_CORDONED, ~table.cordoned), Rejection(REASON_NOT_READY, table.ready))
+            (
+                Rejection(REASON_UNREADABLE, table.readable),
+                Rejection(REASON_CORDONED, ~table.cordoned),
+                Rejection(REASON_NOT_READY, table.ready),
+            )
         )

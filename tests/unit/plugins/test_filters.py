@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from controller.core.framework import Code
+from controller.core.nodes import unreadable_node_info
 from controller.core.plugins.constraints import CelConstraints
 from controller.core.plugins.eligibility import NodeEligibility
 from controller.core.plugins.resources import ResourcesFit
@@ -18,6 +19,7 @@ def test_eligibility_rejects_cordoned_and_not_ready_and_evicts() -> None:
     ledger = ledger_for(node("a"), node("b", cordoned=True), node("c", ready=False))
     plugin = NodeEligibility()
     assert rejected(plugin.filter(cycle_for(workload(kind="Job"), ledger))) == {
+        "node(s) could not be read by orca": [],
         "node(s) were unschedulable": [1],
         "node(s) not ready": [2],
     }
@@ -86,3 +88,19 @@ def test_resources_fit_zero_requests_fit_even_overcommitted_nodes() -> None:
     zero = cycle_for(workload(kind="Job"), ledger)
     zero.free_cpu[:] = np.array([-1, -1])  # over-committed (nodes that shrank)
     assert all(r.passed.all() for r in ResourcesFit().filter(zero).rejections)
+
+
+def test_a_node_orca_cannot_read_is_reported_as_such() -> None:
+    ledger = ledger_for(node("a"), unreadable_node_info("broken"))
+    decision = Scheduler().schedule(workload(kind="Service", count=2), ledger)
+    assert [p.node for p in decision.placements] == ["a", "a"]
+    verdict = NodeEligibility().filter(cycle_for(workload(kind="Job"), ledger))
+    assert rejected(verdict) == {
+        "node(s) could not be read by orca": [1],
+        "node(s) were unschedulable": [],
+        "node(s) not ready": [1],
+    }
+    job = Scheduler().schedule(workload(kind="Job", resources={"cpu": "64"}), ledger)
+    assert job.message == (
+        "0/2 nodes are available: 1 node(s) could not be read by orca, 1 Insufficient cpu."
+    )
