@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import re
 from collections.abc import Iterable
@@ -127,10 +128,13 @@ def configure_logging(args: argparse.Namespace) -> None:
 
 
 async def _resync(reconciler: Reconciler, every: float) -> None:
-    """The safety net: every ``every`` seconds, LIST everything again (anything a watch missed
-    is merged) and look at every Workload again."""
+    """The safety net: every ``every`` seconds, or sooner when a watch expired and kopf listed
+    again (``Reconciler.request_relist``), LIST everything again (anything a watch missed,
+    deletions included, is merged) and look at every Workload again."""
     while True:
-        await asyncio.sleep(every)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(reconciler.relist_wanted.wait(), every)
+        reconciler.relist_wanted.clear()
         try:
             await reconciler.relist()
         except Exception as exc:
@@ -161,13 +165,14 @@ async def operate(args: argparse.Namespace) -> None:
         queue,
         api,
         Scheduler(),
-        is_leader=(lambda: elector.is_leader) if elector else (lambda: True),
+        is_leader=elector.holds_lease if elector else (lambda: True),
         max_in_flight=args.max_in_flight,
         identity=identity,
         namespaces=args.namespaces or (),
     )
     if elector is not None:
         elector.on_elected = lambda: queue.add_all(state.records)
+        api.fence = elector.holds_lease  # status writes and Events only while the Lease holds
     else:
         metrics.IS_LEADER.set(1)
 
@@ -187,7 +192,8 @@ async def operate(args: argparse.Namespace) -> None:
     async def start_loop(**_: object) -> None:
         background.append(asyncio.create_task(reconciler.run(), name="scheduling loop"))
         background.append(asyncio.create_task(reconciler.post_events(), name="event poster"))
-        background.append(asyncio.create_task(_resync(reconciler, args.resync_seconds)))
+        resync = _resync(reconciler, args.resync_seconds)
+        background.append(asyncio.create_task(resync, name="resync"))
         background.append(asyncio.create_task(_gauges(reconciler), name="gauges"))
         if elector is not None:
             background.append(asyncio.create_task(elector.run(), name="leader election"))

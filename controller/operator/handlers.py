@@ -8,6 +8,11 @@ handler until all indexes are filled) wakes every waiting object worker on each 
 indexes, O(objects^2) in a burst, and it dominated the operator's CPU with 1,000 Nodes.
 Instead the reconciler LISTs Nodes and Workloads itself before deciding anything
 (``Reconciler.relist``); events that arrive meanwhile are merged by resourceVersion.
+
+A watch that expires (410 Gone: the API server's watch cache no longer holds our
+resourceVersion, e.g. after it restarted) makes kopf LIST again and replay what exists as
+``type=None`` events; what was deleted in the gap is never reported. So a ``None`` event after
+the initial view asks the reconciler for its own LIST, which merges deletions too.
 """
 
 from __future__ import annotations
@@ -40,16 +45,22 @@ def register(
                 state.keys_on_node(name) | state.daemon_keys() | state.keys_waiting_for_nodes()
             )
 
+    def listed_again(type: str | None) -> None:
+        if type is None and reconciler.ready.is_set():
+            reconciler.request_relist()
+
     @kopf.on.event("nodes", registry=registry)
-    async def node_event(type: str, body: kopf.Body, name: str, **_: Any) -> None:
+    async def node_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
+        listed_again(type)
         changed = state.delete_node(name) if type == "DELETED" else state.upsert_node(body)
         if changed:
             node_changed(name)
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def workload_event(
-        type: str, body: kopf.Body, namespace: str | None, name: str, **_: Any
+        type: str | None, body: kopf.Body, namespace: str | None, name: str, **_: Any
     ) -> None:
+        listed_again(type)
         if type == "DELETED":
             if state.delete_workload(f"{namespace}/{name}") and reconciler.ready.is_set():
                 queue.add_all(state.keys_waiting_for_capacity())

@@ -4,14 +4,21 @@ kopf owns the watches; status writes, Events and the leader Lease go through thi
 client. Credentials come from the kubernetes client's own loaders (kubeconfig, in-cluster
 service account, exec plugins), and the bearer token is re-read per request through the
 client's refresh hook, so rotated service-account tokens keep working.
+
+Write fencing: a request made with ``fenced=True`` (status writes, Events) is checked against
+``KubeApi.fence`` at the last moment before it goes on the wire, once aiohttp holds a
+connection (a trace hook), not when the coroutine was created: a replica frozen (SIGSTOP, a
+long GC pause) while holding the Lease wakes up with requests queued, and they must find the
+Lease expired and raise ``Fenced`` instead of reaching the API server.
 """
 
 from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -60,6 +67,13 @@ class ApiError(Exception):
         return self.status == 404
 
 
+class Fenced(Exception):
+    """A write refused locally: this replica no longer holds a valid leader Lease."""
+
+    def __init__(self) -> None:
+        super().__init__("not sent: this replica does not hold a valid leader Lease")
+
+
 def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
     """In-cluster config when running in a Pod, else the kubeconfig (``$KUBECONFIG``)."""
     configuration = k8s_client.Configuration()
@@ -78,6 +92,8 @@ class KubeApi:
 
     configuration: k8s_client.Configuration
     max_connections: int = 32
+    #: Asked right before a ``fenced`` request is sent; False refuses it (``Fenced``).
+    fence: Callable[[], bool] | None = None
     _session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> KubeApi:
@@ -98,10 +114,23 @@ class KubeApi:
     async def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.max_connections, ssl=self._ssl())
+            trace = aiohttp.TraceConfig()
+            # Both fire once a connection is held, just before the request is written.
+            trace.on_connection_create_end.append(self._check_fence)
+            trace.on_connection_reuseconn.append(self._check_fence)
             self._session = aiohttp.ClientSession(
-                connector=connector, timeout=aiohttp.ClientTimeout(total=30)
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=30),
+                trace_configs=[trace],
             )
         return self._session
+
+    async def _check_fence(
+        self, _session: aiohttp.ClientSession, context: SimpleNamespace, _params: object
+    ) -> None:
+        fenced = bool((context.trace_request_ctx or {}).get("fenced"))
+        if fenced and self.fence is not None and not self.fence():
+            raise Fenced()
 
     async def close(self) -> None:
         if self._session is not None:
@@ -115,8 +144,12 @@ class KubeApi:
         body: Mapping[str, Any] | None = None,
         content_type: str = "application/json",
         params: Mapping[str, str] | None = None,
+        fenced: bool = False,
     ) -> dict[str, Any]:
-        """One API call; raises ``ApiError`` on a non-2xx answer."""
+        """One API call; raises ``ApiError`` on a non-2xx answer, ``Fenced`` when ``fenced``
+        and the fence refuses it (checked again once a connection is held)."""
+        if fenced and self.fence is not None and not self.fence():
+            raise Fenced()
         headers = {"Accept": "application/json", "Content-Type": content_type}
         token = self.configuration.get_api_key_with_prefix("authorization")
         if token:
@@ -126,7 +159,12 @@ class KubeApi:
         resource = api_resource(path)
         try:
             async with session.request(
-                method, self.configuration.host + path, data=data, headers=headers, params=params
+                method,
+                self.configuration.host + path,
+                data=data,
+                headers=headers,
+                params=params,
+                trace_request_ctx={"fenced": fenced},
             ) as response:
                 text = await response.text()
         except BaseException:  # no answer (refused, timed out, cancelled): still a request made
@@ -157,7 +195,8 @@ class KubeApi:
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}/status"
-        return await self.request("PATCH", path, body, MERGE_PATCH)
+        return await self.request("PATCH", path, body, MERGE_PATCH, fenced=True)
 
     async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
-        return await self.request("POST", f"/api/v1/namespaces/{namespace}/events", event)
+        path = f"/api/v1/namespaces/{namespace}/events"
+        return await self.request("POST", path, event, fenced=True)

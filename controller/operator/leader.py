@@ -6,6 +6,14 @@ The same protocol as client-go's ``leaderelection``: the leader renews the Lease
 a leader that cannot renew within ``renew_deadline`` steps down. Every write carries the
 Lease's resourceVersion, so two replicas can never both win the same round.
 
+Write fencing (client-go's rule): a replica counts as leader only until *the start of its last
+successful renew* + ``renew_deadline``, on the monotonic clock, which keeps running while the
+process is frozen. ``holds_lease`` is asked before every decision and, through
+``KubeApi.fence``, right before every status write or Event leaves; a leader frozen past its
+deadline (SIGSTOP, a stalled VM) wakes up, finds the deadline passed, steps down and sends
+nothing it had queued. A standby takes over only after ``lease_duration`` > ``renew_deadline``
+of silence, so the two never write in the same window (up to the margin between the two).
+
 Standbys keep watching (their in-memory state stays warm) but decide and write nothing; on
 election the loop resyncs every Workload. A graceful stop releases the Lease at once.
 """
@@ -16,6 +24,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -36,7 +45,8 @@ def _micro_time() -> str:
 
 
 class LeaderElector:
-    """Holds or waits for the Lease; ``is_leader`` is what the scheduling loop checks."""
+    """Holds or waits for the Lease; ``holds_lease`` is what the scheduling loop and the
+    write fence check (``is_leader`` alone may be stale after a freeze)."""
 
     def __init__(
         self,
@@ -59,7 +69,26 @@ class LeaderElector:
         self.on_elected = on_elected
         self.is_leader = False
         self._observed: tuple[str | None, float] = (None, 0.0)
-        self._last_renew = 0.0
+        self._last_renew = 0.0  # time.monotonic() when the last successful renew was sent
+        self.clock: Callable[[], float] = time.monotonic
+
+    def holds_lease(self) -> bool:
+        """Leader, and the last successful renew started less than ``renew_deadline`` ago.
+
+        Past the deadline it steps down at once (so a later successful renew counts as a new
+        election and requeues everything), without waiting for the renew loop to notice."""
+        if not self.is_leader:
+            return False
+        if self.clock() - self._last_renew < self.renew_deadline:
+            return True
+        logger.error(
+            "leader Lease %s/%s not renewed within %.1fs: writing nothing more",
+            self.namespace,
+            self.name,
+            self.renew_deadline,
+        )
+        self._set(False)
+        return False
 
     @property
     def path(self) -> str:
@@ -67,21 +96,21 @@ class LeaderElector:
 
     async def run(self) -> None:
         """Try to acquire or renew every ``retry_period`` until cancelled; release on exit."""
-        loop = asyncio.get_running_loop()
         try:
             while True:
+                sent = self.clock()
                 try:
-                    won = await self._try_once(loop.time())
+                    won = await self._try_once(sent)
                 except (ApiError, OSError, TimeoutError) as exc:
                     logger.warning("leader election: %s", exc)
                     won = False
-                now = loop.time()
                 if won:
-                    self._last_renew = now
+                    # The renew counts from when it was sent: the API server may have applied
+                    # it any time after that, so the deadline is never later than the truth.
+                    self._last_renew = sent
                     self._set(True)
-                elif self.is_leader and now - self._last_renew > self.renew_deadline:
-                    logger.error("lost the leader Lease %s/%s", self.namespace, self.name)
-                    self._set(False)
+                else:
+                    self.holds_lease()  # steps down once the deadline has passed
                 await asyncio.sleep(self.retry_period)
         finally:
             if self.is_leader:

@@ -7,9 +7,11 @@ For each key the queue hands out (kube-scheduler's schedule_one, in miniature)::
     compare    the status it implies vs the one the object has: equal -> write nothing
     assume     book the decision in the ledger before the write, so the next decision
                (made while this write is in flight) already sees the capacity as taken
-    write      one merge PATCH of /status, preconditioned on the resourceVersion decided on
+    write      one merge PATCH of /status, preconditioned on the resourceVersion decided on,
+               sent only while this replica's Lease is locally valid (``KubeApi.fence``)
     confirm    on success; on failure forget (restore the previous bookings) and requeue
-               with backoff; 404 means the Workload is gone, and so are its bookings
+               with backoff; 404 means the Workload is gone, and so are its bookings;
+               fenced (the Lease lapsed) means forget and drop: the next leader decides
 
 Writes run concurrently (bounded); decisions never do. A key stays *processing* in the queue
 until its write settles, so one Workload never has two decisions in flight.
@@ -39,7 +41,7 @@ from controller.core.vocabulary import (
 from controller.manifests import API_VERSION
 from controller.operator import metrics
 from controller.operator.gauges import GaugeExporter
-from controller.operator.kube import ApiError, KubeApi
+from controller.operator.kube import ApiError, Fenced, KubeApi
 from controller.operator.state import ClusterState, WorkloadRecord, is_newer
 from controller.operator.workqueue import WorkQueue
 
@@ -72,6 +74,8 @@ class Reconciler:
         self.identity = identity
         self.namespaces = tuple(namespaces)
         self.ready = asyncio.Event()
+        #: Set when a LIST of our own is wanted soon (a watch expired); ``app._resync`` runs it.
+        self.relist_wanted = asyncio.Event()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
         self._cel_seen: dict[str, int] = {}
@@ -101,6 +105,10 @@ class Reconciler:
         oldest = min(versions, key=lambda v: int(v) if v and v.isdigit() else 0)
         nodes_version = (nodes.get("metadata") or {}).get("resourceVersion")
         self.state.sync(nodes.get("items") or [], items, (nodes_version, oldest))
+
+    def request_relist(self) -> None:
+        """Ask for a LIST soon; requests made before it runs are served by the same LIST."""
+        self.relist_wanted.set()
 
     def _workload_paths(self) -> list[str]:
         base = f"/apis/{GROUP}/{VERSION}"
@@ -243,6 +251,12 @@ class Reconciler:
             response = await self.api.patch_workload_status(
                 record.namespace, record.name, payload, record.resource_version
             )
+        except Fenced:
+            # Not sent. Re-election requeues every Workload (``on_elected``), so drop the key.
+            self.state.ledger.forget(assumption)
+            metrics.STATUS_WRITES.labels(outcome="fenced").inc()
+            self._settle(key)
+            logger.info("status write for %s not sent: the leader Lease lapsed", key)
         except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
             self.state.ledger.forget(assumption)
             code = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
@@ -324,7 +338,7 @@ class Reconciler:
                 await asyncio.sleep(busy_interval)
             try:
                 await self.api.create_event(namespace, event)
-            except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            except (ApiError, Fenced, aiohttp.ClientError, TimeoutError, OSError) as exc:
                 logger.info("could not post event %s: %s", event["reason"], exc)
 
     async def flush_events(self) -> None:
@@ -333,7 +347,7 @@ class Reconciler:
             namespace, event = self._events.get_nowait()
             try:
                 await self.api.create_event(namespace, event)
-            except (ApiError, aiohttp.ClientError, TimeoutError, OSError):
+            except (ApiError, Fenced, aiohttp.ClientError, TimeoutError, OSError):
                 return
 
 
