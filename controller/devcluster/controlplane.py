@@ -285,6 +285,7 @@ class ControlPlane:
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
         apiserver_args: Sequence[str] = (),
+        durable_etcd: bool = False,
     ) -> None:
         self.directory = Path(directory).absolute()
         self._bin_dir_arg = bin_dir
@@ -293,6 +294,10 @@ class ControlPlane:
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.apiserver_args = list(apiserver_args)
+        #: fsync etcd's writes (off by default: throwaway data, shared disks). The chaos suite
+        #: turns it on where it SIGKILLs etcd, so a restart finds what was acknowledged.
+        self.durable_etcd = durable_etcd
+        self._etcd_peer_url: str | None = None
         self.pki = pki.PkiPaths(self.directory / "pki")
         self._etcd: _Server | None = None
         self._apiserver: _Server | None = None
@@ -457,6 +462,38 @@ class ControlPlane:
         with _live_lock:
             _live.discard(self)
 
+    def kill_server(self, name: str) -> None:
+        """SIGKILL one server (``etcd`` or ``kube-apiserver``) and wait until it is gone: a
+        crash, for fault-injection tests. ``restart_server`` brings it back on the same port."""
+        server = self._server(name)
+        server._signal(signal.SIGKILL)
+        if not server._wait(10.0):
+            raise ControlPlaneError(f"{name} (pid {server.pid}) survived SIGKILL")
+
+    def restart_server(self, name: str) -> None:
+        """Start a stopped or killed server again on its old URL, so clients (the operator,
+        kube-apiserver for etcd) reconnect without new configuration; waits for health."""
+        server = self._server(name)
+        if server.alive():
+            raise ControlPlaneError(f"{name} (pid {server.pid}) is still running")
+        port = int(server.url.rsplit(":", 1)[1])
+        deadline = time.monotonic() + self.startup_timeout
+        excerpt = ""
+        for _ in range(PORT_ATTEMPTS * 4):  # the old socket may linger a moment after a kill
+            started, clash, excerpt = self._start_once(name, self.bin_dir, deadline, port)
+            if started is not None:
+                return
+            if not clash or time.monotonic() >= deadline:
+                break
+            time.sleep(0.5)
+        raise ControlPlaneError(f"{name} failed to restart:\n{excerpt}\n{self._log_tails()}")
+
+    def _server(self, name: str) -> _Server:
+        server = {"etcd": self._etcd, "kube-apiserver": self._apiserver}.get(name)
+        if server is None:
+            raise ControlPlaneError(f"no {name} in the control plane in {self.directory}")
+        return server
+
     def __enter__(self) -> ControlPlane:
         return self.start()
 
@@ -544,18 +581,20 @@ class ControlPlane:
         raise ControlPlaneError(f"{name} failed to start:\n{last}\n{self._log_tails()}")
 
     def _start_once(
-        self, name: str, bin_dir: Path, deadline: float
+        self, name: str, bin_dir: Path, deadline: float, port: int | None = None
     ) -> tuple[_Server | None, bool, str]:
-        """Spawn one server and wait for health; return (server|None, port clash?, excerpt)."""
+        """Spawn one server and wait for health; return (server|None, port clash?, excerpt).
+        ``port``: the one to listen on (a restart); default a free one."""
         log_path = self.directory / f"{name}.log"
+        fresh = port is None
         with open(log_path, "ab") as log:
             offset = log.tell()
             if name == "etcd":
-                port = _free_port()
+                port = port or _free_port()
                 url = f"http://127.0.0.1:{port}"
                 args = self._etcd_args(bin_dir, url)
             else:
-                port = _free_port()
+                port = port or _free_port()
                 url = f"https://127.0.0.1:{port}"
                 args = self._apiserver_args(bin_dir, port)
             log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(args)}\n".encode())
@@ -580,6 +619,8 @@ class ControlPlane:
             self._apiserver = None
         text = _read_from(log_path, offset)
         clash = "address already in use" in text
+        if name == "etcd" and fresh:
+            self._etcd_peer_url = None  # the clash may be the peer port: pick another
         if not clash and time.monotonic() >= deadline:
             text += f"\n(not healthy within {self.startup_timeout:.0f}s)"
         return None, clash, _tail(text)
@@ -622,7 +663,9 @@ class ControlPlane:
             self._apiserver = previous
 
     def _etcd_args(self, bin_dir: Path, client_url: str) -> list[str]:
-        peer_url = f"http://127.0.0.1:{_free_port()}"
+        if self._etcd_peer_url is None:  # kept for restarts: the member record names it
+            self._etcd_peer_url = f"http://127.0.0.1:{_free_port()}"
+        peer_url = self._etcd_peer_url
         return [
             str(bin_dir / "etcd"),
             "--name=orca-dev",
@@ -633,7 +676,7 @@ class ControlPlane:
             f"--initial-advertise-peer-urls={peer_url}",
             f"--initial-cluster=orca-dev={peer_url}",
             # Throwaway data: durability is not worth the fsync latency on shared disks.
-            "--unsafe-no-fsync=true",
+            *([] if self.durable_etcd else ["--unsafe-no-fsync=true"]),
         ]
 
     def _apiserver_args(self, bin_dir: Path, port: int) -> list[str]:

@@ -63,6 +63,9 @@ def configure_kopf(settings: kopf.OperatorSettings, args: argparse.Namespace) ->
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 30
+    # Ride through an API server outage (restart, etcd down) of up to ~5 minutes: kopf's
+    # default retries give up after ~54 s, and a watcher that gives up stops the operator.
+    settings.networking.error_backoffs = [1, 1, 2, 3, 5, 8, 13, 21, 30, 30, 30, 30, 30, 30, 30, 30]
     settings.queueing.error_delays = [1, 2, 5, 10, 30, 60]
 
 
@@ -134,6 +137,8 @@ async def _resync(reconciler: Reconciler, every: float) -> None:
     while True:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(reconciler.relist_wanted.wait(), every)
+        if reconciler.relist_wanted.is_set():
+            logger.info("a watch listed again (it expired or reconnected): relisting")
         reconciler.relist_wanted.clear()
         try:
             await reconciler.relist()
