@@ -159,7 +159,11 @@ async def operate(args: argparse.Namespace) -> None:
     """Run kopf and the scheduling loop until SIGINT/SIGTERM."""
     metrics.initialize(build_version())
     configuration = load_configuration(args.kubeconfig)
-    api = KubeApi(configuration, max_connections=max(8, args.max_in_flight))
+    api = KubeApi(
+        configuration,
+        max_connections=max(8, args.max_in_flight),
+        reload=lambda: load_configuration(args.kubeconfig),
+    )
     state, queue = ClusterState(), WorkQueue()
     identity = default_identity()
     elector: LeaderElector | None = None

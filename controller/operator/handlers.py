@@ -22,7 +22,7 @@ from typing import Any
 import kopf
 
 from controller.api.models import GROUP, PLURAL, VERSION
-from controller.operator.kube import load_configuration
+from controller.operator.kube import authorization, load_configuration
 from controller.operator.reconciler import Reconciler
 
 
@@ -73,7 +73,7 @@ def register(
 def connection_info(configuration: Any) -> kopf.ConnectionInfo:
     """A kubernetes-client Configuration as kopf's ConnectionInfo."""
     scheme, token = None, None
-    header = configuration.get_api_key_with_prefix("authorization")
+    header = authorization(configuration)
     if header:
         scheme, _, token = header.partition(" ")
     return kopf.ConnectionInfo(

@@ -86,6 +86,16 @@ def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuratio
     return configuration
 
 
+def authorization(configuration: k8s_client.Configuration) -> str | None:
+    """The ``Authorization`` header value of a client Configuration, or None (client certs).
+
+    The loaders store a token under ``BearerToken`` (in-cluster and kubeconfig tokens, with
+    the refresh hook that re-reads a rotated token file); ``authorization`` is the older key.
+    """
+    token: str | None = configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+    return token
+
+
 @dataclass
 class KubeApi:
     """A minimal async JSON client for the Kubernetes API."""
@@ -94,6 +104,9 @@ class KubeApi:
     max_connections: int = 32
     #: Asked right before a ``fenced`` request is sent; False refuses it (``Fenced``).
     fence: Callable[[], bool] | None = None
+    #: Loads the credentials again (``load_configuration``): used once after a 401, so a
+    #: token that was rotated and revoked at once does not wait for the periodic re-read.
+    reload: Callable[[], k8s_client.Configuration] | None = None
     _session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> KubeApi:
@@ -150,8 +163,26 @@ class KubeApi:
         and the fence refuses it (checked again once a connection is held)."""
         if fenced and self.fence is not None and not self.fence():
             raise Fenced()
+        try:
+            return await self._send(method, path, body, content_type, params, fenced)
+        except ApiError as exc:
+            if exc.status != 401 or self.reload is None:
+                raise
+        self.configuration = self.reload()
+        await self.close()  # the TLS client certificate may have been rotated too
+        return await self._send(method, path, body, content_type, params, fenced)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        content_type: str,
+        params: Mapping[str, str] | None,
+        fenced: bool,
+    ) -> dict[str, Any]:
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        token = self.configuration.get_api_key_with_prefix("authorization")
+        token = authorization(self.configuration)
         if token:
             headers["Authorization"] = token
         session = await self.session()
