@@ -6,22 +6,25 @@ service account, exec plugins), and the bearer token is re-read per request thro
 client's refresh hook, so rotated service-account tokens keep working.
 
 Write fencing: a request made with ``fenced=True`` (status writes, Events) is checked against
-``KubeApi.fence`` at the last moment before it goes on the wire, once aiohttp holds a
-connection (a trace hook), not when the coroutine was created: a replica frozen (SIGSTOP, a
-long GC pause) while holding the Lease wakes up with requests queued, and they must find the
-Lease expired and raise ``Fenced`` instead of reaching the API server.
+``KubeApi.fence`` when it starts and again at the last moment before its bytes leave the
+process: aiohttp writes a request's headers and body from a task of its own, one loop
+iteration or more after the request started, and a replica frozen in between (SIGSTOP, a long
+GC pause) wakes up with that write queued. The second check finds the Lease expired, drops
+the connection with nothing sent, and the caller gets ``Fenced``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.connector import Connection
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
@@ -72,6 +75,27 @@ class Fenced(Exception):
 
     def __init__(self) -> None:
         super().__init__("not sent: this replica does not hold a valid leader Lease")
+
+
+#: The fence of the request being made in this task (None: not fenced). A context variable
+#: because aiohttp's body-writing task inherits the context of the request that created it.
+_FENCE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "orca_fence", default=None
+)
+
+
+class _FencedRequest(aiohttp.ClientRequest):
+    """Asks the fence right before the request's bytes are written (headers included: aiohttp
+    holds them back to send with the body); refused, the connection is closed unsent."""
+
+    async def write_bytes(
+        self, writer: AbstractStreamWriter, conn: Connection, content_length: int | None = None
+    ) -> None:
+        fence = _FENCE.get()
+        if fence is not None and not fence():
+            conn.close()
+            return
+        await super().write_bytes(writer, conn, content_length)
 
 
 def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
@@ -127,23 +151,12 @@ class KubeApi:
     async def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.max_connections, ssl=self._ssl())
-            trace = aiohttp.TraceConfig()
-            # Both fire once a connection is held, just before the request is written.
-            trace.on_connection_create_end.append(self._check_fence)
-            trace.on_connection_reuseconn.append(self._check_fence)
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=30),
-                trace_configs=[trace],
+                request_class=_FencedRequest,
             )
         return self._session
-
-    async def _check_fence(
-        self, _session: aiohttp.ClientSession, context: SimpleNamespace, _params: object
-    ) -> None:
-        fenced = bool((context.trace_request_ctx or {}).get("fenced"))
-        if fenced and self.fence is not None and not self.fence():
-            raise Fenced()
 
     async def close(self) -> None:
         if self._session is not None:
@@ -160,17 +173,26 @@ class KubeApi:
         fenced: bool = False,
     ) -> dict[str, Any]:
         """One API call; raises ``ApiError`` on a non-2xx answer, ``Fenced`` when ``fenced``
-        and the fence refuses it (checked again once a connection is held)."""
-        if fenced and self.fence is not None and not self.fence():
+        and the fence refuses it (now, or as its bytes were about to be written)."""
+        fence = self.fence if fenced else None
+        if fence is not None and not fence():
             raise Fenced()
+        token = _FENCE.set(fence)
         try:
-            return await self._send(method, path, body, content_type, params, fenced)
-        except ApiError as exc:
-            if exc.status != 401 or self.reload is None:
-                raise
-        self.configuration = self.reload()
-        await self.close()  # the TLS client certificate may have been rotated too
-        return await self._send(method, path, body, content_type, params, fenced)
+            try:
+                return await self._send(method, path, body, content_type, params)
+            except ApiError as exc:
+                if exc.status != 401 or self.reload is None:
+                    raise
+            self.configuration = self.reload()
+            await self.close()  # the TLS client certificate may have been rotated too
+            return await self._send(method, path, body, content_type, params)
+        except aiohttp.ClientError:
+            if fence is not None and not fence():
+                raise Fenced() from None  # closed unsent by _FencedRequest
+            raise
+        finally:
+            _FENCE.reset(token)
 
     async def _send(
         self,
@@ -179,7 +201,6 @@ class KubeApi:
         body: Mapping[str, Any] | None,
         content_type: str,
         params: Mapping[str, str] | None,
-        fenced: bool,
     ) -> dict[str, Any]:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         token = authorization(self.configuration)
@@ -195,7 +216,6 @@ class KubeApi:
                 data=data,
                 headers=headers,
                 params=params,
-                trace_request_ctx={"fenced": fenced},
             ) as response:
                 text = await response.text()
         except BaseException:  # no answer (refused, timed out, cancelled): still a request made

@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,22 +36,24 @@ class OperatorProcess:
 
     def __init__(
         self,
-        kubeconfig: Path,
+        kubeconfig: Path | None,
         log_path: Path,
         namespaces: Sequence[str] = (),
         lease_namespace: str = "default",
         lease_name: str = "orca-test",
         extra: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        command: Sequence[str] = (sys.executable, "-m", "controller.cli"),
     ) -> None:
+        """``kubeconfig`` None: credentials from ``env`` (in-cluster variables); ``command``
+        replaces ``python -m controller.cli`` (e.g. a wrapper that relocates token files)."""
         self.metrics_port = free_port()
         self.liveness_port = free_port()
         self.log_path = log_path
         args = [
-            sys.executable,
-            "-m",
-            "controller.cli",
+            *command,
             "run",
-            f"--kubeconfig={kubeconfig}",
+            *([f"--kubeconfig={kubeconfig}"] if kubeconfig else []),
             f"--metrics-port={self.metrics_port}",
             f"--liveness=http://127.0.0.1:{self.liveness_port}/healthz",
             f"--lease-namespace={lease_namespace}",
@@ -61,7 +63,11 @@ class OperatorProcess:
         ]
         self._log = open(log_path, "ab")  # noqa: SIM115 (closed in stop/kill)
         self.process = subprocess.Popen(
-            args, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=os.environ.copy()
+            args,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            env=dict(env) if env is not None else os.environ.copy(),
         )
 
     def wait_live(self, timeout: float = 60.0) -> None:
@@ -113,6 +119,18 @@ class OperatorProcess:
         self.process.kill()
         self.process.wait()
         self._log.close()
+
+    def freeze(self) -> None:
+        """SIGSTOP: the process stops mid-step, its sockets stay open (a long GC pause, a
+        stalled VM); ``thaw`` resumes it where it was."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+    def written(self) -> float:
+        """Status writes this process has completed (its own counter)."""
+        return self.metrics().get('orca_status_writes_total{outcome="written"}', 0.0)
 
 
 class Cluster:

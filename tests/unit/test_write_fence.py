@@ -86,6 +86,32 @@ def test_a_fenced_request_is_not_sent_when_the_lease_lapsed() -> None:
     assert asyncio.run(scenario()) == ["/lease"]
 
 
+def test_a_write_started_while_the_lease_held_is_refused_as_its_bytes_would_leave() -> None:
+    """aiohttp writes a request from a task of its own, a loop iteration later: the process
+    can freeze in between. Here the fence says yes when the write starts, no right after."""
+
+    async def scenario() -> tuple[list[str], BaseException | None]:
+        hits: list[str] = []
+        runner = await _server(hits, asyncio.Event())
+        answers = iter([True])
+        api = _api(runner, fence=lambda: next(answers, False))
+        try:
+            outcome = (
+                await asyncio.gather(
+                    api.patch_workload_status("ns", "w", {}, "1"), return_exceptions=True
+                )
+            )[0]
+            await api.request("GET", "/after")  # the client still works
+        finally:
+            await api.close()
+            await runner.cleanup()
+        return hits, outcome if isinstance(outcome, BaseException) else None
+
+    hits, error = asyncio.run(scenario())
+    assert hits == ["/after"]
+    assert isinstance(error, Fenced)
+
+
 def test_a_write_queued_before_the_lease_lapsed_is_not_sent_after() -> None:
     """The case SIGSTOP creates: the write passed every check while the Lease held, then waited
     (here for the only connection); when it can go, the Lease has lapsed: it must not go."""
