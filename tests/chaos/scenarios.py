@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.api.models import GROUP, PLURAL, VERSION
-from tests.chaos.invariants import Snapshot, Violation
+from tests.chaos.invariants import Violation
 from tests.chaos.lab import Lab, Row, node, retry
 from tests.integration.harness import OperatorProcess
 
