@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client as k8s_client
 from kubernetes.config.incluster_config import InClusterConfigLoader
@@ -19,7 +20,8 @@ def test_in_cluster_token_is_sent_and_a_rotated_file_is_read_again(tmp_path: Pat
     token.write_text("first")
     ca.write_text("not checked here")
     env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "6443"}
-    loader = InClusterConfigLoader(str(token), str(ca), environ=env)
+    new_loader: Any = InClusterConfigLoader  # not annotated upstream
+    loader = new_loader(str(token), str(ca), environ=env)
     configuration = k8s_client.Configuration()
     loader.load_and_set(configuration)
     assert authorization(configuration) == "bearer first"
