@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import logging
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from controller.api.models import GROUP, PLURAL, VERSION
 from controller.operator import metrics
 
 MERGE_PATCH = "application/merge-patch+json"
+
+logger = logging.getLogger("orca.kube")
 
 
 def api_resource(path: str) -> str:
@@ -184,6 +187,7 @@ class KubeApi:
             except ApiError as exc:
                 if exc.status != 401 or self.reload is None:
                     raise
+            logger.info("credentials refused (401 on %s %s): loading them again", method, path)
             self.configuration = self.reload()
             await self.close()  # the TLS client certificate may have been rotated too
             return await self._send(method, path, body, content_type, params)

@@ -408,6 +408,7 @@ def split_brain(lab: Lab, trials: int, seed: int = 4) -> Row:
             while old.written() <= written and time.monotonic() < deadline:
                 time.sleep(0.02)  # freeze once it has started writing this burst
             old.freeze()
+            frozen = time.monotonic()
             burst.join()
             row.faults += 1
             placed = [
@@ -419,6 +420,8 @@ def split_brain(lab: Lab, trials: int, seed: int = 4) -> Row:
                 lab.delete_workload(ns, rng.choice(placed))
             _leader_of([new])
             seconds, violations = lab.converge(ns)
+            if seconds is not None:  # from the freeze: the Lease takeover included
+                seconds = time.monotonic() - frozen
             thawed_at = time.time()
             old.thaw()
             # The old leader wakes with its queue and buffered watch events: wait until it
@@ -571,6 +574,8 @@ def token_rotation(lab: Lab) -> Row:
         _record(row, set(), violations, [])
         if op.process.poll() is not None:
             row.violations.append(Violation("operator-exited", ns, op.log()[-300:]))
+        refused = _count_in_log(op, "credentials refused (401")
+        row.notes.append(f"requests refused with the old token, then retried: {refused}")
         row.trials = 1
         op.stop()
     return row

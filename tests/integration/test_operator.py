@@ -38,6 +38,11 @@ def nodes(cluster: Cluster, *specs: tuple[str, dict[str, Any]]) -> None:
     cluster.apply(*(node_object(name, **kw) for name, kw in specs))
 
 
+def reasons(cluster: Cluster, ns: str, name: str) -> list[str]:
+    """Reasons of the Events on one Workload, in no particular order."""
+    return [e["reason"] for e in cluster.events(ns) if e["involvedObject"]["name"] == name]
+
+
 def placed(cluster: Cluster, ns: str, name: str, count: int, timeout: float = 30) -> dict[str, Any]:
     return cluster.wait_for(
         ns,
@@ -73,10 +78,17 @@ def test_job_service_and_daemonset_are_placed(
     )
     ds = placed(cluster, namespace, "ds", 3)
     assert sorted(n for _, n in placements(ds)) == ["a", "b", "c"]
-    time.sleep(5.5)  # the gauges refresh every 5 s
-    samples = operator.metrics()
-    assert samples['orca_workloads{phase="Scheduled"}'] == 3.0
-    assert samples['orca_nodes{eligible="true"}'] == 3.0
+    deadline = time.monotonic() + 30  # the gauges refresh every 5 s
+    while True:
+        samples = operator.metrics()
+        gauges = (
+            samples.get('orca_workloads{phase="Scheduled"}'),
+            samples.get('orca_nodes{eligible="true"}'),
+        )
+        if gauges == (3.0, 3.0) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert gauges == (3.0, 3.0)
     # kubectl shows it: printer columns from the CRD.
     table = cluster.run("get", "wl", "-n", namespace, "svc")
     assert table.split("\n")[0].split() == ["NAME", "KIND", "DESIRED", "PLACED", "PHASE", "AGE"]
@@ -270,12 +282,16 @@ def test_sigkill_mid_burst_loses_and_doubles_nothing(
     creator = threading.Thread(target=cluster.create, args=tuple(batch))
     creator.start()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # kill it once some, but not all, are decided
-        if sum(1 for w in cluster.workloads(namespace) if phase(w)) >= 3:
+    while time.monotonic() < deadline:  # kill it once it has written some decisions
+        if first.written() >= 3:
             break
-        time.sleep(0.05)
+        time.sleep(0.01)
     first.kill()
+    at_kill = cluster.workloads(namespace)  # nothing decides now: the state at the kill
+    decided_at_kill = sum(1 for w in at_kill if phase(w))
     creator.join()
+    # Provably mid-flight: some decisions were written, not all (else this tests a restart).
+    assert 3 <= decided_at_kill < 30, decided_at_kill
     snapshot = {w["metadata"]["name"]: placements(w) for w in cluster.workloads(namespace)}
     start_operator(lease_name="orca-test")  # the old Lease must expire first (15 s)
     deadline = time.monotonic() + 90
@@ -311,8 +327,10 @@ def test_invalid_cel_is_reported_as_invalid(
     assert "spec.constraints[0]" in message and "node.tags.(" in message
     condition = bad["status"]["conditions"][0]
     assert (condition["status"], condition["reason"]) == ("False", "InvalidSpec")
-    warnings = [e for e in cluster.events(namespace) if e["reason"] == "FailedScheduling"]
-    assert warnings and warnings[0]["involvedObject"]["name"] == "bad"
+    deadline = time.monotonic() + 30  # Events are posted after the status, asynchronously
+    while "FailedScheduling" not in reasons(cluster, namespace, "bad"):
+        assert time.monotonic() < deadline, cluster.events(namespace)
+        time.sleep(0.2)
 
 
 DIGITS = "[0,1,2,3,4,5,6,7,8,9]"
@@ -350,24 +368,37 @@ def test_an_unchanged_workload_is_not_rewritten(
 ) -> None:
     nodes(cluster, ("a", {}), ("b", {}))
     cluster.apply(workload_obj("web", namespace, kind="Service", count=2))
-    first = placed(cluster, namespace, "web", 2)
-    time.sleep(1)  # let any decision made before both nodes were seen settle
+    placed(cluster, namespace, "web", 2)
+    # Settle: wait until the Scheduled Event is posted, so every write of the decision is done.
+    deadline = time.monotonic() + 30
+    while "Scheduled" not in reasons(cluster, namespace, "web") and time.monotonic() < deadline:
+        time.sleep(0.2)
     first = cluster.workload(namespace, "web")
+    samples = operator.metrics()
     written = 'orca_status_writes_total{outcome="written"}'
-    writes_before = operator.metrics()[written]
-    version = first["metadata"]["resourceVersion"]
-    # Things that change nothing the decision depends on: a label on the Workload, and a
-    # status patch of a Node that leaves what orca reads of it as it was.
-    cluster.run("label", "workload", "-n", namespace, "web", "team=blue")
+    unchanged = 'orca_scheduling_attempts_total{result="unchanged"}'
+    writes_before, unchanged_before = samples[written], samples.get(unchanged, 0.0)
+    # Things that change nothing the decision depends on: a status patch of a Node that leaves
+    # what orca reads of it as it was, and a label on the Workload.
     cluster.set_ready("a", True)
-    time.sleep(3)
+    cluster.run("label", "workload", "-n", namespace, "web", "team=blue")
+    labelled = cluster.workload(namespace, "web")["metadata"]["resourceVersion"]
+    # The label is an event the operator decides on: wait until it has (an "unchanged"
+    # decision), then a sentinel Workload created after both changes is placed, so the
+    # operator has caught up with everything sent before it.
+    deadline = time.monotonic() + 30
+    while operator.metrics().get(unchanged, 0.0) <= unchanged_before:
+        assert time.monotonic() < deadline, "the label change was never decided"
+        time.sleep(0.1)
+    cluster.apply(workload_obj("sentinel", namespace, kind="Job"))
+    placed(cluster, namespace, "sentinel", 1)
     again = cluster.workload(namespace, "web")
     assert again["status"] == first["status"]
-    assert int(again["metadata"]["resourceVersion"]) > int(version)  # the label itself
-    assert operator.metrics()[written] == writes_before
-    events = [e for e in cluster.events(namespace) if e["involvedObject"]["name"] == "web"]
-    assert [e["reason"] for e in events][-1] == "Scheduled"
-    assert len(events) == len({e["reason"] for e in events})  # one per transition
+    assert again["metadata"]["resourceVersion"] == labelled  # no status write after the label
+    assert operator.metrics()[written] == writes_before + 1  # the sentinel's, only
+    events = reasons(cluster, namespace, "web")
+    assert "Scheduled" in events
+    assert all(n == 1 for n in Counter(events).values()), events  # one per transition
     # kopf stored nothing on the objects: no annotations, no finalizers, on Nodes or Workloads.
     for obj in [again, *cluster.nodes()]:
         annotations = obj["metadata"].get("annotations") or {}
@@ -381,8 +412,12 @@ def test_standby_replica_takes_over(cluster: Cluster, namespace: str, start_oper
     standby: OperatorProcess = start_operator()
     cluster.apply(workload_obj("one", namespace, kind="Job"))
     placed(cluster, namespace, "one", 1)
-    time.sleep(1)
-    lead = [op.metrics().get("orca_leader", 0.0) for op in (leader, standby)]
+    deadline = time.monotonic() + 30
+    while True:  # the standby has started and stands by
+        lead = [op.metrics().get("orca_leader", 0.0) for op in (leader, standby)]
+        if sorted(lead) == [0.0, 1.0] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert sorted(lead) == [0.0, 1.0]
     active, passive = (leader, standby) if lead[0] == 1.0 else (standby, leader)
     assert active.stop() == 0  # graceful: the Lease is handed back
