@@ -290,45 +290,57 @@ def _count_in_log(op: OperatorProcess, text: str) -> int:
     return op.log_path.read_text(errors="replace").count(text)
 
 
-def watch_expiry(lab: Lab, trials: int, nodes: int = 6, seed: int = 3) -> Row:
-    """Freeze the operator, change the cluster (deletes included, which a re-LIST cannot
-    replay), restart kube-apiserver so its watch cache starts after the operator's
-    resourceVersion (the resumed watch gets 410 Gone), thaw: it must relist and lose nothing."""
+def watch_expiry(lab: Lab, trials: int, nodes: int = 4, seed: int = 3) -> Row:
+    """Freeze the operator and cut its watches (kube-apiserver restarted), change the cluster
+    (deletes included, which a re-LIST cannot replay), compact etcd and restart kube-apiserver
+    again so the watches resume from a resourceVersion neither etcd nor the watch cache holds
+    (410 Gone); thaw: it must relist and lose nothing.
+
+    Capacity is exact: every slot is taken, the deletes free exactly what the new Workloads
+    need, so a deleted Workload the operator still believes in strands one of them."""
     row = Row("watch-expiry")
     rng = random.Random(seed)
     seen: set[str] = set()
     expiries = 0
+    job = {"kind": "Job", "resources": {"cpu": "1"}}
     with lab.scoped("watch") as ns:
-        stream = Stream(lab, ns, "watch", rng, resizes=False, node_changes=False)
-        stream.add_nodes(nodes)
-        for i in range(8):  # 8 x 1 cpu Jobs: room for them and no more after the deletes
-            lab.create_workload(ns, f"fill-{i}", {"kind": "Job", "resources": {"cpu": "1"}})
+        serial = 0
+        lab.create_nodes([node(f"watch-{i}", cpu="2") for i in range(nodes)])
+        live = [f"fill-{i}" for i in range(2 * nodes)]  # every slot taken
+        for name in live:
+            lab.create_workload(ns, name, job)
         op = lab.operator(ns)
         lab.converge(ns)
         for trial in range(trials):
             before = lab.snapshot(ns)
             relists = _count_in_log(op, RELISTED)
             op.freeze()
-            # While it sleeps: capacity freed by deletes (only a LIST shows them), a node
-            # gone with its placements, new Workloads waiting for exactly that room.
-            placed = sorted({p.workload.split("/")[1] for p in before.placed})
-            for name in rng.sample(placed, min(2, len(placed))):
-                lab.delete_workload(ns, name)
-                stream.kinds.pop(name, None)
-            busy = sorted({p.node for p in before.placed})
-            if busy:
-                gone = rng.choice(busy)
-                retry(lambda gone=gone: lab.core.delete_node(gone))  # type: ignore[misc]
-                stream.node_names = [n for n in stream.node_names if n != gone]
-                stream.add_nodes(1)
-            for i in range(3):
-                spec = {"kind": "Job", "resources": {"cpu": "1"}}
-                lab.create_workload(ns, f"late-{trial}-{i}", spec)
+            # Its watch connections drop now, before the changes: none of their events can
+            # wait in its socket buffers for the thaw.
             lab.plane.kill_server("kube-apiserver")
+            lab.plane.restart_server("kube-apiserver")
+            # While it sleeps: two Workloads deleted (only a LIST shows it after 410), a
+            # busy node replaced by an empty one, two new Workloads for the freed room.
+            for name in rng.sample(live, 2):
+                lab.delete_workload(ns, name)
+                live.remove(name)
+            busy = sorted({p.node for p in before.placed})
+            gone = rng.choice(busy)
+            retry(lambda gone=gone: lab.core.delete_node(gone))  # type: ignore[misc]
+            lab.create_nodes([node(f"watch-{nodes + trial}", cpu="2")])
+            for _ in range(2):
+                live.append(f"late-{serial}")
+                lab.create_workload(ns, live[-1], job)
+                serial += 1
+            lab.plane.compact_etcd()  # the operator's resourceVersions are history in etcd ...
+            lab.plane.kill_server("kube-apiserver")  # ... and in a fresh watch cache
             lab.plane.restart_server("kube-apiserver")
             op.thaw()
             row.faults += 1
-            seconds, violations = lab.converge(ns, before)
+            thawed = time.monotonic()
+            seconds, violations = lab.converge(ns, before, timeout=90)
+            if seconds is not None:
+                seconds = time.monotonic() - thawed
             _converged(row, seconds, violations)
             _record(row, seen, violations, [])
             expiries += _count_in_log(op, RELISTED) > relists
