@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: demo demo-stop test lint unit integration controlplane prometheus dashboard bench clean
+.PHONY: demo demo-stop test lint unit integration controlplane prometheus dashboard bench chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,12 @@ test: lint controlplane prometheus
 bench: $(STAMP) controlplane
 	$(BIN)/python bench/bench_scheduler.py
 	$(BIN)/python bench/bench_operator.py
+
+# The chaos suite at full size (minutes; a short run of each scenario is part of `make test`):
+# 50 operator SIGKILLs, apiserver/etcd SIGKILLs, expired watches, split brain, token rotation,
+# a 10,000-Workload burst at 5,000 Nodes. CHAOS_ARGS="--only burst --burst-workloads 2000" etc.
+chaos: $(STAMP) controlplane
+	$(BIN)/python bench/chaos.py $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
