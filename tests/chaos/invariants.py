@@ -6,8 +6,9 @@ only the Node-to-NodeInfo mapping and quantity parsing with it):
 * decided     every Workload's status describes its current spec (observedGeneration)
 * capacity    no node holds more than its allocatable, summing every placement in status
 * filters     every placement is on a node that exists, is eligible (Ready, not cordoned),
-              offers the runtime and passes the constraints (DaemonSet every-node: no
-              constraints); constraints that read free capacity are not re-checked
+              has no NoExecute taint the Workload does not tolerate, offers the runtime and
+              passes the constraints (DaemonSet every-node: no constraints); constraints that
+              read free capacity are not re-checked
 * allocIds    unique cluster-wide
 * kept        a placement recorded before a fault, whose Workload spec was already decided
               and is unchanged, and whose node still exists and passes, is still there
@@ -29,7 +30,7 @@ from typing import Any
 import celpy
 from celpy.adapter import json_to_cel
 
-from controller.api.models import NodeInfo, quantity_to_int
+from controller.api.models import NodeInfo, TaintEffect, Toleration, quantity_to_int
 from controller.core.nodes import NodeError, node_info_from_node
 
 LIVENESS = frozenset({"undecided", "stranded"})
@@ -102,6 +103,22 @@ def _runtime_ok(node: NodeInfo, wanted: Sequence[str]) -> bool:
     return bool(offered & wants)
 
 
+def _untolerated(
+    node: NodeInfo, spec: Mapping[str, Any], effects: frozenset[TaintEffect]
+) -> list[str]:
+    """The node's taints with one of ``effects`` that no toleration of the spec tolerates."""
+    tolerations = [Toleration.model_validate(t) for t in spec.get("tolerations") or []]
+    return [
+        str(t)
+        for t in node.taints
+        if t.effect in effects and not any(tol.tolerates(t) for tol in tolerations)
+    ]
+
+
+_EVICTING = frozenset({TaintEffect.NO_EXECUTE})
+_FILTERING = frozenset({TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE})
+
+
 class _Constraints:
     """CEL constraints compiled once per source, evaluated per node with celpy directly."""
 
@@ -169,6 +186,8 @@ def check(
                 continue
             if not info.eligible:
                 out.append(Violation("ineligible", key, where))
+            if taints := _untolerated(info, spec, _EVICTING):
+                out.append(Violation("taint", key, f"{where} has {taints}"))
             if not _runtime_ok(info, wanted):
                 out.append(Violation("runtime", key, f"{where} lacks {wanted}"))
             for source in constraints:
@@ -204,6 +223,8 @@ def _fits_somewhere(
     fits = []
     for info in candidates:
         if not info.eligible or not _runtime_ok(info, wanted):
+            continue
+        if _untolerated(info, spec, _FILTERING):
             continue
         checks = [cel.passes(c, info) for c in constraints]
         if None in checks or not all(checks):

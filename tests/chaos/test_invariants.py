@@ -37,6 +37,10 @@ NODES = [
     node_object("b", cpu="2"),
     node_object("c", cpu="2", cordoned=True),
 ]
+TAINTED = {
+    **node_object("t", cpu="2"),
+    "spec": {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoExecute"}]},
+}
 CPU1 = {"cpu": "1"}
 
 
@@ -77,6 +81,13 @@ CPU1 = {"cpu": "1"}
 )
 def test_each_invariant_is_caught(workloads: list[dict[str, Any]], kinds: list[str]) -> None:
     assert sorted(v.kind for v in check(NODES, workloads)) == kinds
+
+
+def test_an_untolerated_noexecute_taint_is_caught() -> None:
+    on_tainted = [wl("j", [("ns/j-0", "t")])]
+    assert [v.kind for v in check([TAINTED], on_tainted)] == ["taint"]
+    tolerates = [{"key": "dedicated", "operator": "Exists"}]
+    assert check([TAINTED], [wl("j", [("ns/j-0", "t")], tolerations=tolerates)]) == []
 
 
 def test_a_placement_recorded_before_a_fault_must_still_be_there() -> None:
