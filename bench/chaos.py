@@ -4,8 +4,7 @@ against a fresh real control plane, one line of figures each, then the table.
     python bench/chaos.py                       # every scenario (make chaos)
     python bench/chaos.py --only split-brain --split-trials 1 --keep
 
-Exit status 1 when any invariant was violated (resize over-commits are reported apart: the
-scheduler's resize fix, issue 7).
+Exit status 1 when any invariant was violated.
 """
 
 from __future__ import annotations

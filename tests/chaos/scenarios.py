@@ -74,11 +74,12 @@ class Stream:
     def spec(self, kind: str | None = None) -> dict[str, Any]:
         kind = kind or self.rng.choices(["Job", "Service", "DaemonSet"], [5, 4, 1])[0]
         spec: dict[str, Any] = {"kind": kind}
-        if kind != "DaemonSet":  # DaemonSets zero-sized: see README (chaos suite)
-            spec["resources"] = {
-                "cpu": self.rng.choice(["250m", "500m", "1"]),
-                "memory": self.rng.choice(["256Mi", "1Gi"]),
-            }
+        spec["resources"] = {
+            "cpu": self.rng.choice(
+                ["100m", "250m"] if kind == "DaemonSet" else ["250m", "500m", "1"]
+            ),
+            "memory": self.rng.choice(["256Mi", "1Gi"]),
+        }
         if kind == "Service":
             spec["count"] = self.rng.randint(1, 4)
         if self.rng.random() < 0.3:
@@ -102,11 +103,10 @@ class Stream:
         """One random change (API errors from a restarting server are retried)."""
         names = sorted(self.kinds)
         services = [n for n in names if self.kinds[n] == "Service"]
-        sized = [n for n in names if self.kinds[n] != "DaemonSet"]
         choices: list[tuple[float, Callable[[], None]]] = [
             (4.0 if len(names) < self.max_workloads else 0.5, self.create),
             (2.0 if services else 0.0, lambda: self._scale(services)),
-            (1.0 if self.resizes and sized else 0.0, lambda: self._resize(sized)),
+            (1.0 if self.resizes and names else 0.0, lambda: self._resize(names)),
             (2.0 if len(names) > 5 else 0.0, lambda: self._delete(names)),
             (1.0 if self.node_changes else 0.0, self._cordon),
             (0.5 if self.node_changes else 0.0, self._replace_node),
@@ -124,8 +124,8 @@ class Stream:
         name = self.rng.choice(services)
         self.lab.patch_workload(self.namespace, name, {"count": self.rng.randint(1, 5)})
 
-    def _resize(self, sized: list[str]) -> None:
-        name = self.rng.choice(sized)
+    def _resize(self, names: list[str]) -> None:
+        name = self.rng.choice(names)
         cpu = self.rng.choice(["250m", "500m", "1", "1500m"])
         self.lab.patch_workload(self.namespace, name, {"resources": {"cpu": cpu}})
         self.resized.add(f"{self.namespace}/{name}")
@@ -155,30 +155,10 @@ class Stream:
         return thread
 
 
-def resize_overcommits(
-    violations: list[Violation], workloads: list[dict[str, Any]], resized: set[str]
-) -> list[Violation]:
-    """The over-capacity violations on nodes holding a resized Workload: the scheduler keeps a
-    resized replica in place without a fit check (issue 7, owned by the scheduler fix)."""
-    on_node: dict[str, set[str]] = {}
-    for w in workloads:
-        key = f"{w['metadata']['namespace']}/{w['metadata']['name']}"
-        for p in (w.get("status") or {}).get("placements") or []:
-            on_node.setdefault(p["node"], set()).add(key)
-    return [
-        v
-        for v in violations
-        if v.kind == "over-capacity" and on_node.get(v.subject, set()) & resized
-    ]
-
-
-def _record(
-    row: Row, seen: set[str], violations: list[Violation], exclude: list[Violation]
-) -> None:
+def _record(row: Row, seen: set[str], violations: list[Violation]) -> None:
     """Count each distinct violation once (one that persists across trials is one)."""
-    skip = {str(v) for v in exclude}
     for v in violations:
-        if str(v) not in seen and str(v) not in skip:
+        if str(v) not in seen:
             seen.add(str(v))
             row.violations.append(v)
 
@@ -208,7 +188,6 @@ def operator_kills(
     row = Row("operator-kill")
     rng = random.Random(seed)
     seen: set[str] = set()
-    overcommits: set[str] = set()
     pending_at_kill = 0
     with lab.scoped("kill") as ns:
         stream = Stream(lab, ns, "kill", rng, resizes=resizes)
@@ -231,18 +210,11 @@ def operator_kills(
             if seconds is not None:  # from the restart, start-up included
                 seconds = time.monotonic() - restarted
             _converged(row, seconds, violations)
-            bad = resize_overcommits(violations, lab.workloads(ns), stream.resized)
-            overcommits.update(str(v) for v in bad)
-            _record(row, seen, violations, bad)
+            _record(row, seen, violations)
             row.trials += 1
         op.stop()
     row.notes.append(f"kills with decisions still pending: {pending_at_kill}/{trials}")
-    row.notes.append(f"{stream.done} changes")
-    if overcommits:
-        row.notes.append(
-            f"over-capacity on nodes holding a resized Workload (scheduler resize fix, issue 7, "
-            f"not counted above): {len(overcommits)}"
-        )
+    row.notes.append(f"{stream.done} changes ({len(stream.resized)} Workloads resized)")
     return row
 
 
@@ -273,7 +245,7 @@ def server_kills(lab: Lab, trials: int, nodes: int = 8, ops: int = 6, seed: int 
                 burst.join()
                 seconds, violations = lab.converge(ns, before)
                 _converged(row, seconds, violations)
-                _record(row, seen, violations, [])
+                _record(row, seen, violations)
             row.trials += 1
         if op.process.poll() is not None:
             row.violations.append(Violation("operator-exited", ns, op.log()[-300:]))
@@ -342,7 +314,7 @@ def watch_expiry(lab: Lab, trials: int, nodes: int = 4, seed: int = 3) -> Row:
             if seconds is not None:
                 seconds = time.monotonic() - thawed
             _converged(row, seconds, violations)
-            _record(row, seen, violations, [])
+            _record(row, seen, violations)
             expiries += _count_in_log(op, RELISTED) > relists
             row.trials += 1
         op.stop()
@@ -451,7 +423,7 @@ def split_brain(lab: Lab, trials: int, seed: int = 4) -> Row:
             for write in late:
                 row.violations.append(Violation("write-after-thaw", users[old.process.pid], write))
             _converged(row, seconds, violations)
-            _record(row, seen, lab.check(ns), [])
+            _record(row, seen, lab.check(ns))
             row.trials += 1
         for op in replicas:
             op.stop()
@@ -488,7 +460,7 @@ def burst(lab: Lab, workloads: int, nodes: int, seed: int = 7) -> Row:
         if seconds is not None:  # counted from the first create, not the last
             seconds = time.monotonic() - started
         _converged(row, seconds, violations)
-        _record(row, set(), violations, [])
+        _record(row, set(), violations)
         row.trials = 1
         phases: dict[str, int] = {}
         for w in lab.workloads(ns):
@@ -583,7 +555,7 @@ def token_rotation(lab: Lab) -> Row:
         lab.create_workload(ns, "after", {"kind": "Job"})
         seconds, violations = lab.converge(ns, before, timeout=180)
         _converged(row, seconds, violations)
-        _record(row, set(), violations, [])
+        _record(row, set(), violations)
         if op.process.poll() is not None:
             row.violations.append(Violation("operator-exited", ns, op.log()[-300:]))
         refused = _count_in_log(op, "credentials refused (401")

@@ -48,9 +48,7 @@ def held(row: Row) -> None:
 
 
 def test_operator_sigkill_under_changes(lab: Lab) -> None:
-    # Resizes stay out of the short run until the scheduler re-checks a resized replica's fit
-    # (issue 7): `make chaos` includes them and reports those over-commits on their own line.
-    row = scenarios.operator_kills(lab, trials=4, nodes=8, ops=6, resizes=False)
+    row = scenarios.operator_kills(lab, trials=4, nodes=8, ops=6)
     held(row)
     assert not row.notes[0].startswith("kills with decisions still pending: 0/"), row.notes
 
