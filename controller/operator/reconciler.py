@@ -6,7 +6,10 @@ For each key the queue hands out (kube-scheduler's schedule_one, in miniature)::
     decide     Scheduler.schedule: pure, microseconds to milliseconds
     compare    the status it implies vs the one the object has: equal -> write nothing
     assume     book the decision in the ledger before the write, so the next decision
-               (made while this write is in flight) already sees the capacity as taken
+               (made while this write is in flight) already sees the capacity as taken;
+               what the decision gives up (a replica moved, dropped or shrunk) stays booked
+               too until the write lands: the old placement is still the record, and a crash
+               or a failed write leaves it there (``_held``)
     write      one merge PATCH of /status, preconditioned on the resourceVersion decided on,
                sent only while this replica's Lease is locally valid (``KubeApi.fence``)
     confirm    on success; on failure forget (restore the previous bookings) and requeue
@@ -200,10 +203,12 @@ class Reconciler:
                 self.state.ledger.load(key, decision.bookings)
             self.queue.forget(key)
             return False
-        assumption = self.state.ledger.assume(key, decision.bookings)
+        assumption = self.state.ledger.assume(key, _held(previous, decision.bookings))
         record.writing = True
         await self._slots.acquire()
-        task = asyncio.create_task(self._write(record, status, assumption, previous))
+        task = asyncio.create_task(
+            self._write(record, status, assumption, previous, decision.bookings)
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return True
@@ -243,6 +248,7 @@ class Reconciler:
         status: WorkloadStatus,
         assumption: Assumption,
         previous: tuple[Booking, ...],
+        decided: tuple[Booking, ...],
     ) -> None:
         key = record.key
         previous_phase = record.phase
@@ -271,6 +277,8 @@ class Reconciler:
                 log("status write for %s failed (%s); retrying in %.2fs", key, exc, delay)
         else:
             self.state.ledger.confirm(assumption)
+            if assumption.bookings != decided and self.state.records.get(key) is not None:
+                self.state.ledger.load(key, decided)  # the record now: release what it left
             metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_WRITTEN).inc()
             if record.seen is not None:
                 metrics.E2E_SCHEDULING_DURATION.observe(time.monotonic() - record.seen)
@@ -286,7 +294,7 @@ class Reconciler:
             self.queue.forget(key)
             if previous_phase != status.phase:
                 self._post_event(record, status, version)
-            if _freed(previous, assumption.bookings):
+            if _freed(previous, decided):
                 self.queue.add_all(self.state.keys_waiting_for_capacity() - {key})
         finally:
             self._slots.release()
@@ -358,6 +366,26 @@ def _outcome(exc: Exception) -> str:
     if isinstance(exc, ApiError) and exc.not_found:
         return metrics.WRITE_NOT_FOUND
     return metrics.WRITE_FAILED
+
+
+def _held(previous: tuple[Booking, ...], decided: tuple[Booking, ...]) -> tuple[Booking, ...]:
+    """What to book while a decision's write is in flight: the decided bookings, plus every
+    previous one it gives up, each replica at the larger of its two sizes where it stays.
+
+    Capacity a decision frees is not free until its status write lands. Handing it out at once
+    let another Workload's write land first; a crash (or a 409) then lost the first write and
+    left both on the node, over capacity, which nothing repairs. (DESIGN.md asks the same
+    order of preemption: victims' writes confirmed before the preemptor's.)"""
+    held = {(b.node, b.alloc_id): b for b in decided}
+    for b in previous:
+        now = held.get((b.node, b.alloc_id))
+        if now is None:
+            held[(b.node, b.alloc_id)] = b
+        elif b.cpu > now.cpu or b.memory > now.memory:
+            held[(b.node, b.alloc_id)] = Booking(
+                b.node, b.alloc_id, max(b.cpu, now.cpu), max(b.memory, now.memory), now.score
+            )
+    return tuple(held.values())
 
 
 def _freed(previous: tuple[Booking, ...], current: tuple[Booking, ...]) -> bool:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.api.models import GROUP, PLURAL, VERSION
-from tests.chaos.invariants import Violation
+from tests.chaos.invariants import Snapshot, Violation
 from tests.chaos.lab import Lab, Row, node, retry
 from tests.integration.harness import OperatorProcess
 
@@ -59,6 +59,7 @@ class Stream:
         self.cordoned: set[str] = set()
         self.serial = 0
         self.done = 0
+        self.history: list[str] = []  # every change made, in order (dumped on a violation)
 
     def add_nodes(self, count: int) -> None:
         objs = [self._node() for _ in range(count)]
@@ -94,6 +95,7 @@ class Stream:
         spec = self.spec()
         self.lab.create_workload(self.namespace, name, spec)
         self.kinds[name] = spec["kind"]
+        self.history.append(f"create {name} {json.dumps(spec)}")
 
     def populate(self, count: int) -> None:
         for _ in range(count):
@@ -122,24 +124,29 @@ class Stream:
 
     def _scale(self, services: list[str]) -> None:
         name = self.rng.choice(services)
-        self.lab.patch_workload(self.namespace, name, {"count": self.rng.randint(1, 5)})
+        count = self.rng.randint(1, 5)
+        self.lab.patch_workload(self.namespace, name, {"count": count})
+        self.history.append(f"scale {name} {count}")
 
     def _resize(self, names: list[str]) -> None:
         name = self.rng.choice(names)
         cpu = self.rng.choice(["250m", "500m", "1", "1500m"])
         self.lab.patch_workload(self.namespace, name, {"resources": {"cpu": cpu}})
         self.resized.add(f"{self.namespace}/{name}")
+        self.history.append(f"resize {name} cpu={cpu}")
 
     def _delete(self, names: list[str]) -> None:
         name = self.rng.choice(names)
         self.lab.delete_workload(self.namespace, name)
         del self.kinds[name]
+        self.history.append(f"delete {name}")
 
     def _cordon(self) -> None:
         name = self.rng.choice(self.node_names)
         cordon = name not in self.cordoned
         retry(lambda: self.lab.core.patch_node(name, {"spec": {"unschedulable": cordon}}))
         (self.cordoned.add if cordon else self.cordoned.discard)(name)
+        self.history.append(f"{'cordon' if cordon else 'uncordon'} {name}")
 
     def _replace_node(self) -> None:
         """A node leaves (deleted with its placements) and a new one joins."""
@@ -148,6 +155,7 @@ class Stream:
         self.node_names.remove(name)
         self.cordoned.discard(name)
         self.lab.create_nodes([self._node()])
+        self.history.append(f"replace node {name} by {self.node_names[-1]}")
 
     def in_background(self, count: int) -> threading.Thread:
         thread = threading.Thread(target=self.burst, args=(count,), daemon=True)
@@ -171,6 +179,26 @@ def _converged(row: Row, seconds: float | None, violations: list[Violation]) -> 
 
 
 # -- 1. kill -9 of the operator --------------------------------------------------------------
+
+
+def _dump(
+    lab: Lab,
+    namespace: str,
+    name: str,
+    violations: list[Violation],
+    before: Snapshot,
+    history: list[str],
+) -> None:
+    """Everything needed to understand a violation, beside the operator logs."""
+    path = lab.workdir / f"violation-{name}.json"
+    state = {
+        "violations": [str(v) for v in violations],
+        "history": history[-60:],
+        "before": [vars(p) for p in before.placed],
+        "workloads": lab.workloads(namespace),
+        "nodes": lab.nodes(),
+    }
+    path.write_text(json.dumps(state, indent=1, default=str))
 
 
 def _undecided(workloads: list[dict[str, Any]]) -> int:
@@ -201,6 +229,7 @@ def operator_kills(
                 if i == kill_at:
                     op.kill()
                     row.faults += 1
+                    stream.history.append("kill -9 operator")
                     # Provably mid-flight: changes made before the kill, still undecided.
                     pending_at_kill += _undecided(lab.workloads(ns)) > 0
             before = lab.snapshot(ns)
@@ -209,8 +238,12 @@ def operator_kills(
             seconds, violations = lab.converge(ns, before)
             if seconds is not None:  # from the restart, start-up included
                 seconds = time.monotonic() - restarted
+            stream.history.append("operator restarted")
             _converged(row, seconds, violations)
+            fresh = [v for v in violations if str(v) not in seen]
             _record(row, seen, violations)
+            if fresh:
+                _dump(lab, ns, f"operator-kill-{row.trials}", fresh, before, stream.history)
             row.trials += 1
         op.stop()
     row.notes.append(f"kills with decisions still pending: {pending_at_kill}/{trials}")
