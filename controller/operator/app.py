@@ -138,6 +138,7 @@ async def _resync(reconciler: Reconciler, every: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(reconciler.relist_wanted.wait(), every)
         if reconciler.relist_wanted.is_set():
+            await _quiet(reconciler.relist_wanted)
             logger.info("a watch listed again (it expired or reconnected): relisting")
         reconciler.relist_wanted.clear()
         try:
@@ -145,6 +146,16 @@ async def _resync(reconciler: Reconciler, every: float) -> None:
         except Exception as exc:
             logger.warning("periodic relist failed: %s", exc)
         reconciler.queue.add_all(reconciler.state.records)
+
+
+async def _quiet(flag: asyncio.Event, pause: float = 1.0, longest: float = 10.0) -> None:
+    """Wait until ``flag`` stays clear for ``pause`` seconds (kopf replays a relist object by
+    object: one LIST of ours after the replay, not one per object), at most ``longest``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + longest
+    while flag.is_set() and loop.time() < deadline:
+        flag.clear()
+        await asyncio.sleep(pause)
 
 
 async def _gauges(reconciler: Reconciler, every: float = gauges.INTERVAL) -> None:

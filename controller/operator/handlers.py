@@ -12,7 +12,8 @@ Instead the reconciler LISTs Nodes and Workloads itself before deciding anything
 A watch that expires (410 Gone: the API server's watch cache no longer holds our
 resourceVersion, e.g. after it restarted) makes kopf LIST again and replay what exists as
 ``type=None`` events; what was deleted in the gap is never reported. So a ``None`` event after
-the initial view asks the reconciler for its own LIST, which merges deletions too.
+a kind's first watch event asks the reconciler for its own LIST, which merges deletions too
+(once kopf's replay has gone quiet: ``app._resync``).
 """
 
 from __future__ import annotations
@@ -45,13 +46,19 @@ def register(
                 state.keys_on_node(name) | state.daemon_keys() | state.keys_waiting_for_nodes()
             )
 
-    def listed_again(type: str | None) -> None:
-        if type is None and reconciler.ready.is_set():
+    streaming = {"nodes": False, "workloads": False}
+
+    def listed_again(kind: str, type: str | None) -> None:
+        """kopf's ``None`` events before a kind's first watch event are its initial listing
+        (our own LIST covers it); after one, they are a relist: a watch expired."""
+        if type is not None:
+            streaming[kind] = True
+        elif streaming[kind] and reconciler.ready.is_set():
             reconciler.request_relist()
 
     @kopf.on.event("nodes", registry=registry)
     async def node_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
-        listed_again(type)
+        listed_again("nodes", type)
         changed = state.delete_node(name) if type == "DELETED" else state.upsert_node(body)
         if changed:
             node_changed(name)
@@ -60,7 +67,7 @@ def register(
     async def workload_event(
         type: str | None, body: kopf.Body, namespace: str | None, name: str, **_: Any
     ) -> None:
-        listed_again(type)
+        listed_again("workloads", type)
         if type == "DELETED":
             if state.delete_workload(f"{namespace}/{name}") and reconciler.ready.is_set():
                 queue.add_all(state.keys_waiting_for_capacity())
