@@ -11,13 +11,14 @@ Instead the reconciler LISTs Nodes and Workloads itself before deciding anything
 
 A watch that expires (410 Gone: the API server's watch cache no longer holds our
 resourceVersion, e.g. after it restarted) makes kopf LIST again and replay what exists as
-``type=None`` events; what was deleted in the gap is never reported. So a ``None`` event after
-a kind's first watch event asks the reconciler for its own LIST, which merges deletions too
+``type=None`` events; what was deleted in the gap is never reported. So a replay after a
+kind's initial listing asks the reconciler for its own LIST, which merges deletions too
 (once kopf's replay has gone quiet: ``app._resync``).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import kopf
@@ -25,6 +26,9 @@ import kopf
 from controller.api.models import GROUP, PLURAL, VERSION
 from controller.operator.kube import authorization, load_configuration
 from controller.operator.reconciler import Reconciler
+
+#: Seconds without a ``None`` event that separate two listings of one kind by kopf.
+RELIST_GAP = 1.0
 
 
 def register(
@@ -46,14 +50,18 @@ def register(
                 state.keys_on_node(name) | state.daemon_keys() | state.keys_waiting_for_nodes()
             )
 
-    streaming = {"nodes": False, "workloads": False}
+    last_listed: dict[str, float] = {}  # kind -> when kopf last replayed one of its objects
 
     def listed_again(kind: str, type: str | None) -> None:
-        """kopf's ``None`` events before a kind's first watch event are its initial listing
-        (our own LIST covers it); after one, they are a relist: a watch expired."""
+        """kopf replays a listing as a run of ``None`` events. The first run of a kind is its
+        initial listing (our own LIST covers it); a run that starts later (a pause of more
+        than ``RELIST_GAP`` since the last ``None`` event) is a relist: a watch expired."""
         if type is not None:
-            streaming[kind] = True
-        elif streaming[kind] and reconciler.ready.is_set():
+            return
+        now = time.monotonic()
+        previous = last_listed.get(kind)
+        last_listed[kind] = now
+        if previous is not None and now - previous > RELIST_GAP and reconciler.ready.is_set():
             reconciler.request_relist()
 
     @kopf.on.event("nodes", registry=registry)

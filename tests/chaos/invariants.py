@@ -15,8 +15,9 @@ only the Node-to-NodeInfo mapping and quantity parsing with it):
 * stranded    (liveness) no Job/Service is short of replicas while a node that passes its
               filters has room for one, and no DaemonSet misses such a node
 
-A scenario polls ``check`` until the liveness kinds clear (that moment is its "time to
-converge"), then reports every violation left.
+Most of these hold only eventually (a placement on a Node deleted a moment ago is fine until
+the operator has seen the deletion), so a scenario polls ``check`` until nothing is violated:
+that moment is its "time to converge"; what is still violated at its timeout is reported.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from celpy.adapter import json_to_cel
 from controller.api.models import NodeInfo, TaintEffect, Toleration, quantity_to_int
 from controller.core.nodes import NodeError, node_info_from_node
 
-LIVENESS = frozenset({"undecided", "stranded"})
 _PROXMOX_RUNTIMES = frozenset({"pve-vm", "pve-ct", "proxmox"})
 _ENV = celpy.Environment()
 

@@ -235,7 +235,7 @@ def operator_kills(
             before = lab.snapshot(ns)
             restarted = time.monotonic()
             op = lab.operator(ns, NO_LEASE)
-            seconds, violations = lab.converge(ns, before)
+            seconds, violations = lab.converge(ns, before, known=seen)
             if seconds is not None:  # from the restart, start-up included
                 seconds = time.monotonic() - restarted
             stream.history.append("operator restarted")
@@ -276,7 +276,7 @@ def server_kills(lab: Lab, trials: int, nodes: int = 8, ops: int = 6, seed: int 
                 time.sleep(rng.uniform(1.0, 4.0))  # the outage
                 lab.plane.restart_server(server)
                 burst.join()
-                seconds, violations = lab.converge(ns, before)
+                seconds, violations = lab.converge(ns, before, known=seen)
                 _converged(row, seconds, violations)
                 _record(row, seen, violations)
             row.trials += 1
@@ -343,7 +343,7 @@ def watch_expiry(lab: Lab, trials: int, nodes: int = 4, seed: int = 3) -> Row:
             op.thaw()
             row.faults += 1
             thawed = time.monotonic()
-            seconds, violations = lab.converge(ns, before, timeout=90)
+            seconds, violations = lab.converge(ns, before, timeout=90, known=seen)
             if seconds is not None:
                 seconds = time.monotonic() - thawed
             _converged(row, seconds, violations)
@@ -436,7 +436,7 @@ def split_brain(lab: Lab, trials: int, seed: int = 4) -> Row:
             if placed:  # free one slot: the last free capacity goes to the new leader
                 lab.delete_workload(ns, rng.choice(placed))
             _leader_of([new])
-            seconds, violations = lab.converge(ns)
+            seconds, violations = lab.converge(ns, known=seen)
             if seconds is not None:  # from the freeze: the Lease takeover included
                 seconds = time.monotonic() - frozen
             thawed_at = time.time()
