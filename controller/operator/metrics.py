@@ -59,6 +59,7 @@ WRITE_WRITTEN: Final = "written"
 WRITE_CONFLICT: Final = "conflict"  # 409: the object changed since the decision; retried
 WRITE_NOT_FOUND: Final = "not_found"  # 404: the Workload is gone; its bookings go with it
 WRITE_FAILED: Final = "failed"  # anything else (5xx, timeouts, refused connections); retried
+WRITE_FENCED: Final = "fenced"  # not sent: this replica's leader Lease lapsed (write fencing)
 
 #: ``outcome`` of a full LIST.
 RELIST_LISTED: Final = "listed"
@@ -253,7 +254,7 @@ def initialize(version: str) -> None:
             SCHEDULE_ATTEMPTS.labels(kind=kind, result=result)
             if result != RESULT_ERROR:
                 SCHEDULE_UNCHANGED.labels(kind=kind, result=result)
-    for outcome in (WRITE_WRITTEN, WRITE_CONFLICT, WRITE_NOT_FOUND, WRITE_FAILED):
+    for outcome in (WRITE_WRITTEN, WRITE_CONFLICT, WRITE_NOT_FOUND, WRITE_FAILED, WRITE_FENCED):
         STATUS_WRITES.labels(outcome=outcome)
     for queue in (QUEUE_ACTIVE, QUEUE_BACKOFF, QUEUE_UNSCHEDULABLE):
         PENDING_WORKLOADS.labels(queue=queue)

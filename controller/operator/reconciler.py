@@ -260,7 +260,7 @@ class Reconciler:
         except Fenced:
             # Not sent. Re-election requeues every Workload (``on_elected``), so drop the key.
             self.state.ledger.forget(assumption)
-            metrics.STATUS_WRITES.labels(outcome="fenced").inc()
+            metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FENCED).inc()
             self._settle(key)
             logger.info("status write for %s not sent: the leader Lease lapsed", key)
         except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
