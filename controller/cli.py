@@ -15,6 +15,7 @@ from controller.devcluster.cli import add_parser as add_devcluster
 from controller.explain import add_parser as add_explain
 from controller.operator.main import add_parser as add_run
 from controller.plan import add_parser as add_plan
+from controller.version import version_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="orca", description="orca-controller: workload placement for Kubernetes"
     )
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_plan(sub)
     add_explain(sub)
@@ -36,7 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     board.set_defaults(func=_print_dashboard)
     add_run(sub)
     add_devcluster(sub)
+    ver = sub.add_parser("version", help="print orca's version")
+    ver.set_defaults(func=_print_version)
     return parser
+
+
+def _print_version(_args: argparse.Namespace) -> int:
+    print(version_line())
+    return 0
 
 
 def _print_crd(_args: argparse.Namespace) -> int:
