@@ -3,18 +3,27 @@
 ``start`` leaves etcd and kube-apiserver running detached (own session, no parent-death
 signal) and exits; ``stop``/``status`` find them again through the pid files in ``--dir``.
 Heavy imports (cryptography, the control-plane module) happen inside the handlers so that
-``orca --help`` stays fast.
+``orca --help`` stays fast, and so that an install without the ``dev`` extra (the operator
+image) still runs every other command: there ``orca dev-cluster`` says in one line what is
+missing instead of a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from controller.devcluster.controlplane import ControlPlane
+
+#: Modules only the development control plane needs; they come with ``orca-controller[dev]``.
+DEV_ONLY_MODULES = frozenset({"cryptography"})
+
+Handler = Callable[[argparse.Namespace], int]
 
 
 def _print_err(msg: str) -> None:
@@ -95,6 +104,25 @@ def _kubeconfig(args: argparse.Namespace) -> int:
     return 0
 
 
+def _needs_dev_extra(handler: Handler) -> Handler:
+    """Turn a missing development-only module into one line and exit code 1."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] not in DEV_ONLY_MODULES:
+                raise
+            _print_err(
+                f"orca dev-cluster: needs the development extra (Python module '{e.name}' is "
+                "not installed): pip install 'orca-controller[dev]'"
+            )
+            return 1
+
+    return run
+
+
 def _describe(plane: ControlPlane) -> None:
     print(f"  endpoint:   {plane.server_url}")
     print(f"  kubeconfig: {plane.kubeconfig_path}")
@@ -133,15 +161,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     start.add_argument(
         "--timeout", type=float, default=120.0, help="seconds to wait for /readyz (default 120)"
     )
-    start.set_defaults(func=_start)
+    start.set_defaults(func=_needs_dev_extra(_start))
 
     stop = sub.add_parser("stop", help="stop the servers recorded in --dir")
     common(stop)
-    stop.set_defaults(func=_stop)
+    stop.set_defaults(func=_needs_dev_extra(_stop))
 
     status = sub.add_parser("status", help="exit 0 if running and ready, 1 otherwise")
     common(status)
-    status.set_defaults(func=_status)
+    status.set_defaults(func=_needs_dev_extra(_status))
 
     kc = sub.add_parser("kubeconfig", help="mint a kubeconfig for another user/groups")
     common(kc)
@@ -150,4 +178,4 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--group", action="append", default=[], help="group (certificate O); repeatable"
     )
     kc.add_argument("--output", "-o", type=Path, default=None, help="where to write it")
-    kc.set_defaults(func=_kubeconfig)
+    kc.set_defaults(func=_needs_dev_extra(_kubeconfig))
