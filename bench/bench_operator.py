@@ -119,7 +119,7 @@ def rss_peak_mb(pid: int) -> float:
 def run(plane: ControlPlane, nodes: int, workloads: int, seed: int, workdir: Path) -> None:
     rng = random.Random(seed)
     kubectl = plane.kubectl
-    kubectl("apply", "-f", str(REPO_ROOT / "crds"), check=True)
+    kubectl("apply", "-k", str(REPO_ROOT / "crds"), check=True)
     kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
     namespace = f"bench-{seed}"
     kubectl("create", "namespace", namespace, check=False)

@@ -23,7 +23,7 @@ start() {
     "$ORCA" dev-cluster start --dir "$DIR" --bin-dir "$BIN_DIR"
   fi
   echo "==> installing the Workload CRD, sample namespaces and Nodes"
-  "${KUBECTL[@]}" apply -f crds/ >/dev/null
+  "${KUBECTL[@]}" apply -k crds/ >/dev/null
   "${KUBECTL[@]}" wait --for=condition=established crd/workloads.orca.cloudinit.dev >/dev/null
   "${KUBECTL[@]}" apply -f examples/namespaces.yaml -f examples/nodes.yaml >/dev/null
   if [[ -f "$DIR/operator.pid" ]] && kill -0 "$(cat "$DIR/operator.pid")" 2>/dev/null; then

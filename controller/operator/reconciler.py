@@ -129,7 +129,7 @@ class Reconciler:
             except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
                 reason = str(exc).strip()
                 if isinstance(exc, ApiError) and exc.not_found:
-                    reason = f"the Workload CRD is not installed (kubectl apply -f crds/): {exc}"
+                    reason = f"the Workload CRD is not installed (kubectl apply -k crds/): {exc}"
                 logger.warning("initial listing failed: %s; retrying in %.1fs", reason, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
