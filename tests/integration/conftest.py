@@ -127,8 +127,7 @@ def kubectl(control_plane: ControlPlane) -> KubectlRunner:
 
 @pytest.fixture(scope="module")
 def installed(kubectl: KubectlRunner) -> None:
-    kubectl("apply", "-f", str(REPO_ROOT / "crds"), check=True)
-    kubectl("apply", "-f", str(REPO_ROOT / "manifests" / "rbac.yaml"), check=True)
+    kubectl("apply", "-k", str(REPO_ROOT / "manifests"), check=True)  # CRD, RBAC, Deployment...
     kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
 
 

@@ -431,32 +431,6 @@ def test_standby_replica_takes_over(cluster: Cluster, namespace: str, start_oper
     assert passive.metrics()["orca_leader"] == 1.0
 
 
-def test_operator_runs_with_the_shipped_rbac(
-    cluster: Cluster, namespace: str, control_plane: ControlPlane, start_operator: Any
-) -> None:
-    kubeconfig = control_plane.mint_kubeconfig(
-        "system:serviceaccount:orca-system:orca-controller", ["system:serviceaccounts"]
-    )
-    nodes(cluster, ("a", {}))
-    op: OperatorProcess = start_operator(kubeconfig=kubeconfig, lease_namespace="orca-system")
-    cluster.apply(workload_obj("web", namespace, kind="Job"))
-    placed(cluster, namespace, "web", 1)
-    assert "Forbidden" not in op.log()
-    # And it cannot write what it should not: a Workload's spec.
-    denied = cluster.kubectl(
-        "patch",
-        "workload",
-        "-n",
-        namespace,
-        "web",
-        "--type=merge",
-        "-p",
-        '{"spec":{"kind":"Job"}}',
-        kubeconfig=str(kubeconfig),
-    )
-    assert denied.returncode != 0 and "forbidden" in denied.stderr
-
-
 def test_plan_from_cluster_is_a_dry_run_against_the_live_ledger(
     cluster: Cluster,
     namespace: str,

@@ -1,0 +1,435 @@
+"""The shipped RBAC is least privilege, proven rule by rule on the real API server (issue 10).
+
+The operator runs as its ServiceAccount's user (a client certificate for
+``system:serviceaccount:<ns>:orca-controller``) and goes through one scenario: start, take and
+renew the Lease, place a Workload that existed before it started, move it off a cordoned Node,
+post a ``Scheduled`` Event, place a Workload created meanwhile, hand the Lease back on a
+graceful stop, and log no permission denial.
+
+- With the shipped ClusterRole and Role it all works: no permission is missing. The first run
+  is the shipped objects exactly as ``kubectl apply -k manifests/`` installs them, with the
+  operator watching all namespaces as the Deployment runs it.
+- Then, for every single permission (one verb on one resource), a copy of the roles without it
+  makes a named step of the scenario fail: no permission is unused. These trials run in
+  parallel, each in its own namespace (its Lease, Role and Workloads there; its own
+  ClusterRole and bindings; its own Nodes, which only its Workloads may use), with
+  ``-n <namespace>`` so that trials do not place each other's Workloads. With ``-n`` kopf lists
+  and watches namespaces (denied, it retries for about a minute before it starts watching
+  Workloads), so the trials' roles also grant that (``NAMESPACED_MODE``); the Deployment runs
+  without ``-n``, and the first run shows it needs no such right.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from controller.devcluster.controlplane import ControlPlane, KubectlRunner
+from tests.factories import node_object
+from tests.integration.conftest import api_client_from
+from tests.integration.harness import REPO_ROOT, OperatorProcess, placements, workload_obj
+
+pytestmark = pytest.mark.controlplane
+
+SERVICE_ACCOUNT = "orca-controller"
+LEASE = "orca-controller"
+STEP_TIMEOUT = 40.0  # per step; generous for a loaded 2-core machine running 12 operators
+
+# The scenario's steps, in order. A trial stops at the first step that fails.
+LIVE = "starts (liveness answers)"
+LEASE_TAKEN = "takes the Lease"
+LEASE_RENEWED = "renews the Lease"
+PLACED = "places a Workload that existed before it started"
+WATCHED = "places a Workload created after it started"
+RESCHEDULED = "moves a replica off a cordoned Node"
+EVENT = "posts a Scheduled Event"
+RELEASED = "hands the Lease back on a graceful stop"
+NO_DENIAL = "logs no permission denial"
+# WATCHED comes after RESCHEDULED: kopf starts its Node and Workload watches together, so once
+# a cordon has been seen, a Workload created next can only arrive through the Workload watch
+# (not through kopf's first LIST, which would pick it up without the watch right).
+STEPS = (LIVE, LEASE_TAKEN, LEASE_RENEWED, PLACED, RESCHEDULED, EVENT, WATCHED, RELEASED, NO_DENIAL)
+
+DENIAL = re.compile(r"403|forbidden|not enough permissions", re.IGNORECASE)
+# What `orca run -n NS` needs on top of the shipped ClusterRole (the trials run that way).
+NAMESPACED_MODE = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
+
+
+@dataclass(frozen=True, order=True)
+class Permission:
+    """One verb on one resource, from the ClusterRole or the (leader-election) Role."""
+
+    role: str  # "ClusterRole" | "Role"
+    group: str
+    resource: str
+    verb: str
+    names: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        where = f"{self.resource}.{self.group}" if self.group else self.resource
+        named = f" {list(self.names)}" if self.names else ""
+        return f"{self.role}: {self.verb} {where}{named}"
+
+
+# Which step each permission is needed for: the first step that fails without it.
+NEEDED_FOR: dict[tuple[str, str, str, str], str] = {
+    ("ClusterRole", "orca.cloudinit.dev", "workloads", "list"): PLACED,
+    ("ClusterRole", "orca.cloudinit.dev", "workloads", "watch"): WATCHED,
+    ("ClusterRole", "orca.cloudinit.dev", "workloads/status", "patch"): PLACED,
+    ("ClusterRole", "", "nodes", "list"): PLACED,
+    ("ClusterRole", "", "nodes", "watch"): RESCHEDULED,
+    ("ClusterRole", "", "events", "create"): EVENT,
+    # Without these kopf cannot follow the Workload CRD being (re)installed while it runs; it
+    # says so in the log at start-up.
+    ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "list"): NO_DENIAL,
+    ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "watch"): NO_DENIAL,
+    ("Role", "coordination.k8s.io", "leases", "create"): LEASE_TAKEN,
+    ("Role", "coordination.k8s.io", "leases", "get"): LEASE_TAKEN,
+    ("Role", "coordination.k8s.io", "leases", "update"): LEASE_RENEWED,
+}
+
+
+def permissions(role: dict[str, Any]) -> list[Permission]:
+    """Every (verb, resource) pair a Role or ClusterRole grants, one by one."""
+    found = []
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    names = tuple(rule.get("resourceNames") or ())
+                    found.append(Permission(role["kind"], group, resource, verb, names))
+    return found
+
+
+def rules_of(perms: list[Permission]) -> list[dict[str, Any]]:
+    """Permissions back into RBAC rules (one rule each: the same grants, spelled out)."""
+    rules = []
+    for p in perms:
+        rule: dict[str, Any] = {
+            "apiGroups": [p.group],
+            "resources": [p.resource],
+            "verbs": [p.verb],
+        }
+        if p.names:
+            rule["resourceNames"] = list(p.names)
+        rules.append(rule)
+    return rules
+
+
+@dataclass
+class Shipped:
+    """The RBAC objects ``kubectl kustomize manifests/`` renders."""
+
+    cluster_role: dict[str, Any]
+    role: dict[str, Any]
+
+    @property
+    def permissions(self) -> list[Permission]:
+        return permissions(self.cluster_role) + permissions(self.role)
+
+
+@pytest.fixture(scope="module")
+def shipped(kubectl: KubectlRunner) -> Shipped:
+    """Install the base as a user would (CRD, namespace, RBAC, Deployment...)."""
+    rendered = list(
+        yaml.safe_load_all(kubectl("kustomize", str(REPO_ROOT / "manifests"), check=True).stdout)
+    )
+    kubectl("apply", "-k", str(REPO_ROOT / "manifests"), check=True)
+    kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
+    (cluster_role,) = [o for o in rendered if o["kind"] == "ClusterRole"]
+    (role,) = [o for o in rendered if o["kind"] == "Role"]
+    bindings = [o for o in rendered if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    # The bindings give exactly these two roles to exactly the operator's ServiceAccount.
+    assert sorted((b["roleRef"]["kind"], b["roleRef"]["name"]) for b in bindings) == sorted(
+        [("ClusterRole", cluster_role["metadata"]["name"]), ("Role", role["metadata"]["name"])]
+    )
+    for binding in bindings:
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": "orca-system"}
+        ]
+    return Shipped(cluster_role, role)
+
+
+@dataclass
+class Trial:
+    """One run of the scenario: its namespace, Nodes, operator and what it observed."""
+
+    name: str
+    namespace: str
+    plane: ControlPlane
+    log_path: Path
+    namespaced: bool  # -n <namespace> (parallel trials) or all namespaces (the shipped setup)
+    lease_namespace: str
+    service_account_namespace: str  # whose ServiceAccount the operator authenticates as
+    failed: str | None = None  # the first step that did not happen
+    detail: str = ""
+    log: str = ""
+
+    @property
+    def tag(self) -> str:
+        return self.name
+
+    def run(self) -> Trial:
+        """Set up Nodes and the first Workload, run the operator through the scenario."""
+        api = api_client_from(self.plane.kubeconfig_path)
+        core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
+        for node in ("a", "b"):
+            core.create_node(cast(Any, node_object(f"{self.name}-{node}", tags=(self.tag,))))
+        self._create_job(custom, "early")
+        kubeconfig = self.plane.mint_kubeconfig(
+            f"system:serviceaccount:{self.service_account_namespace}:{SERVICE_ACCOUNT}",
+            ["system:serviceaccounts", f"system:serviceaccounts:{self.service_account_namespace}"],
+            self.log_path.with_suffix(".kubeconfig"),
+        )
+        op = OperatorProcess(
+            kubeconfig,
+            self.log_path,
+            namespaces=[self.namespace] if self.namespaced else [],
+            lease_namespace=self.lease_namespace,
+            lease_name=LEASE,
+        )
+        try:
+            self._scenario(op, core, custom)
+        finally:
+            op.stop()
+            self.log = self.log_path.read_text(errors="replace")
+            for node in ("a", "b"):
+                core.delete_node(f"{self.name}-{node}")
+            api.close()  # type: ignore[no-untyped-call]
+        return self
+
+    def _create_job(self, custom: k8s.CustomObjectsApi, name: str) -> None:
+        body = workload_obj(
+            name, self.namespace, kind="Job", constraints=[f'"{self.tag}" in node.tags']
+        )
+        custom.create_namespaced_custom_object(
+            "orca.cloudinit.dev", "v1alpha1", self.namespace, "workloads", body
+        )
+
+    def _scenario(
+        self,
+        op: OperatorProcess,
+        core: k8s.CoreV1Api,
+        custom: k8s.CustomObjectsApi,
+    ) -> None:
+        def workload(name: str) -> dict[str, Any]:
+            return cast(
+                dict[str, Any],
+                custom.get_namespaced_custom_object(
+                    "orca.cloudinit.dev", "v1alpha1", self.namespace, "workloads", name
+                ),
+            )
+
+        def lease_spec() -> dict[str, Any]:
+            """The Lease's spec; empty while there is no Lease."""
+            try:
+                lease = custom.get_namespaced_custom_object(
+                    "coordination.k8s.io", "v1", self.lease_namespace, "leases", LEASE
+                )
+            except k8s.ApiException as e:
+                if e.status == 404:
+                    return {}
+                raise
+            return cast(dict[str, Any], cast(dict[str, Any], lease).get("spec") or {})
+
+        def holder() -> str:
+            return str(lease_spec().get("holderIdentity") or "")
+
+        def node_of(name: str) -> str | None:
+            placed = placements(workload(name))
+            return placed[0][1] if placed else None
+
+        try:
+            op.wait_live(STEP_TIMEOUT)
+        except AssertionError as e:
+            self.failed, self.detail = LIVE, str(e)[:300]
+            return
+        if not self._until(LEASE_TAKEN, lambda: holder() != ""):
+            return
+        first_renew = lease_spec().get("renewTime")
+        if not self._until(LEASE_RENEWED, lambda: lease_spec().get("renewTime") != first_renew):
+            return
+        if not self._until(PLACED, lambda: node_of("early") is not None):
+            return
+        cordoned = node_of("early")
+        core.patch_node(str(cordoned), {"spec": {"unschedulable": True}})
+        if not self._until(RESCHEDULED, lambda: node_of("early") not in (None, cordoned)):
+            return
+
+        def scheduled_event() -> bool:
+            events = core.list_namespaced_event(self.namespace).items
+            return any(
+                e.reason == "Scheduled" and e.involved_object.name == "early" for e in events
+            )
+
+        if not self._until(EVENT, scheduled_event):
+            return
+        self._create_job(custom, "late")
+        if not self._until(WATCHED, lambda: node_of("late") is not None):
+            return
+        code = op.stop()
+        if code != 0 or holder() != "":
+            self.failed, self.detail = RELEASED, f"exit code {code}, Lease holder {holder()!r}"
+            return
+        denials = [
+            line
+            for line in self.log_path.read_text(errors="replace").splitlines()
+            if DENIAL.search(line)
+        ]
+        if denials:
+            self.failed, self.detail = NO_DENIAL, denials[0][:300]
+
+    def _until(self, step: str, happened: Callable[[], bool]) -> bool:
+        """Poll ``happened`` until it holds (True) or the step times out (records the failure)."""
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while time.monotonic() < deadline:
+            if happened():
+                return True
+            time.sleep(0.5)
+        self.failed = step
+        return False
+
+
+def install_roles(
+    kubectl: KubectlRunner, shipped: Shipped, namespace: str, without: Permission | None
+) -> None:
+    """The shipped ClusterRole and Role, minus ``without``, bound to ``namespace``'s
+    ServiceAccount (the Role and its binding in ``namespace``, where that trial's Lease is)."""
+    cluster_role = copy.deepcopy(shipped.cluster_role)
+    role = copy.deepcopy(shipped.role)
+    cluster_role["metadata"] = {"name": f"orca-trial-{namespace}"}
+    role["metadata"] = {"name": shipped.role["metadata"]["name"], "namespace": namespace}
+    for obj in (cluster_role, role):
+        obj["rules"] = rules_of([p for p in permissions(obj) if p != without])
+    cluster_role["rules"].append(NAMESPACED_MODE)
+    subjects = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]
+    objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": SERVICE_ACCOUNT, "namespace": namespace},
+        },
+        cluster_role,
+        role,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": cluster_role["metadata"]["name"]},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": cluster_role["metadata"]["name"],
+            },
+            "subjects": subjects,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": role["metadata"]["name"], "namespace": namespace},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": role["metadata"]["name"],
+            },
+            "subjects": subjects,
+        },
+    ]
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects), check=True)
+
+
+def cleanup(kubectl: KubectlRunner, namespace: str) -> None:
+    """Workloads go (namespaces never finish deleting without a controller-manager)."""
+    kubectl("delete", "workloads", "--all", "-n", namespace, "--wait=false", check=True)
+    kubectl(
+        "delete", "clusterrole,clusterrolebinding", f"orca-trial-{namespace}", "--ignore-not-found"
+    )
+
+
+def test_the_shipped_roles_let_the_operator_do_its_whole_job(
+    shipped: Shipped, control_plane: ControlPlane, kubectl: KubectlRunner, tmp_path: Path
+) -> None:
+    name = f"rbac-{uuid.uuid4().hex[:6]}"
+    kubectl("create", "namespace", name, check=True)
+    trial = Trial(
+        name,
+        namespace=name,
+        plane=control_plane,
+        log_path=tmp_path / "shipped.log",
+        namespaced=False,  # all namespaces, as the Deployment runs it
+        # The shipped ServiceAccount, bindings and leader-election Role, as installed.
+        lease_namespace="orca-system",
+        service_account_namespace="orca-system",
+    )
+    try:
+        trial.run()
+        assert trial.failed is None, f"{trial.failed}: {trial.detail}\n{trial.log[-3000:]}"
+        # And what it must not do, it cannot: write a Workload's spec, or delete one.
+        as_operator = str(trial.log_path.with_suffix(".kubeconfig"))
+        for attempt in (
+            ("patch", "workload", "early", "--type=merge", "-p", '{"spec":{"kind":"Job"}}'),
+            ("delete", "workload", "early"),
+        ):
+            denied = kubectl(*attempt, "-n", name, kubeconfig=as_operator)
+            assert denied.returncode != 0 and "forbidden" in denied.stderr, attempt
+    finally:
+        cleanup(kubectl, name)
+
+
+def test_every_permission_is_needed(
+    shipped: Shipped, control_plane: ControlPlane, kubectl: KubectlRunner, tmp_path: Path
+) -> None:
+    perms = shipped.permissions
+    keys = {(p.role, p.group, p.resource, p.verb) for p in perms}
+    assert len(keys) == len(perms), "a permission is granted twice"
+    assert keys == set(NEEDED_FOR), (
+        "the shipped roles and this test disagree: permissions without a scenario step "
+        f"{sorted(keys - set(NEEDED_FOR))}, steps for permissions no longer shipped "
+        f"{sorted(set(NEEDED_FOR) - keys)}"
+    )
+    trials: list[tuple[Permission, Trial]] = []
+    for i, perm in enumerate(sorted(perms)):
+        namespace = f"rbac-{i}-{uuid.uuid4().hex[:4]}"
+        install_roles(kubectl, shipped, namespace, without=perm)
+        trials.append(
+            (
+                perm,
+                Trial(
+                    namespace,
+                    namespace=namespace,
+                    plane=control_plane,
+                    log_path=tmp_path / f"{namespace}.log",
+                    namespaced=True,
+                    lease_namespace=namespace,
+                    service_account_namespace=namespace,
+                ),
+            )
+        )
+    try:
+        with ThreadPoolExecutor(max_workers=len(trials)) as pool:
+            done = list(pool.map(lambda t: t[1].run(), trials))
+    finally:
+        for _, trial in trials:
+            cleanup(kubectl, trial.namespace)
+    outcome = {str(perm): trial.failed for (perm, _), trial in zip(trials, done, strict=True)}
+    expected = {
+        str(perm): NEEDED_FOR[(perm.role, perm.group, perm.resource, perm.verb)]
+        for perm, _ in trials
+    }
+    details = "\n".join(
+        f"- without {perm}: {trial.failed or 'nothing failed'} {trial.detail}"
+        for perm, trial in trials
+        if outcome[str(perm)] != expected[str(perm)]
+    )
+    assert outcome == expected, f"first failing step per missing permission differs:\n{details}"
