@@ -23,7 +23,7 @@ from kubernetes.client import ApiClient
 
 from controller.devcluster.binaries import BinariesNotFound
 from controller.devcluster.controlplane import ControlPlane, ControlPlaneError, KubectlRunner
-from tests.integration.harness import REPO_ROOT, Cluster, OperatorProcess
+from tests.integration.harness import INSTALL, Cluster, OperatorProcess
 
 #: Reuse a running ``orca dev-cluster`` directory instead of starting a private one.
 REUSE_ENV = "ORCA_TEST_DEVCLUSTER_DIR"
@@ -127,7 +127,7 @@ def kubectl(control_plane: ControlPlane) -> KubectlRunner:
 
 @pytest.fixture(scope="module")
 def installed(kubectl: KubectlRunner) -> None:
-    kubectl("apply", "-k", str(REPO_ROOT / "manifests"), check=True)  # CRD, RBAC, Deployment...
+    kubectl("apply", "-k", str(INSTALL), check=True)  # CRD, RBAC, Deployment...
     kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
 
 

@@ -22,6 +22,8 @@ from controller.api.models import quantity_to_int
 from controller.devcluster.controlplane import KubectlRunner
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: The kustomize base a user installs with ``kubectl apply -k`` (CRD, RBAC, Deployment...).
+INSTALL = REPO_ROOT / "manifests" / "default"
 API_VERSION = "orca.cloudinit.dev/v1alpha1"
 
 

@@ -7,7 +7,7 @@ post a ``Scheduled`` Event, place a Workload created meanwhile, hand the Lease b
 graceful stop, and log no permission denial.
 
 - With the shipped ClusterRole and Role it all works: no permission is missing. The first run
-  is the shipped objects exactly as ``kubectl apply -k manifests/`` installs them, with the
+  is the shipped objects exactly as ``kubectl apply -k manifests/default`` installs them, with the
   operator watching all namespaces as the Deployment runs it.
 - Then, for every single permission (one verb on one resource), a copy of the roles without it
   makes a named step of the scenario fail: no permission is unused. These trials run in
@@ -38,7 +38,7 @@ from kubernetes import client as k8s
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
 from tests.factories import node_object
 from tests.integration.conftest import api_client_from
-from tests.integration.harness import REPO_ROOT, OperatorProcess, placements, workload_obj
+from tests.integration.harness import INSTALL, OperatorProcess, placements, workload_obj
 
 pytestmark = pytest.mark.controlplane
 
@@ -129,7 +129,7 @@ def rules_of(perms: list[Permission]) -> list[dict[str, Any]]:
 
 @dataclass
 class Shipped:
-    """The RBAC objects ``kubectl kustomize manifests/`` renders."""
+    """The RBAC objects ``kubectl kustomize manifests/default`` renders."""
 
     cluster_role: dict[str, Any]
     role: dict[str, Any]
@@ -142,10 +142,8 @@ class Shipped:
 @pytest.fixture(scope="module")
 def shipped(kubectl: KubectlRunner) -> Shipped:
     """Install the base as a user would (CRD, namespace, RBAC, Deployment...)."""
-    rendered = list(
-        yaml.safe_load_all(kubectl("kustomize", str(REPO_ROOT / "manifests"), check=True).stdout)
-    )
-    kubectl("apply", "-k", str(REPO_ROOT / "manifests"), check=True)
+    rendered = list(yaml.safe_load_all(kubectl("kustomize", str(INSTALL), check=True).stdout))
+    kubectl("apply", "-k", str(INSTALL), check=True)
     kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
     (cluster_role,) = [o for o in rendered if o["kind"] == "ClusterRole"]
     (role,) = [o for o in rendered if o["kind"] == "Role"]
