@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -38,18 +39,34 @@ def test_a_source_tree_that_was_never_installed_says_unknown(
     assert version_module.version_line() == "orca 0+unknown"
 
 
-def test_dev_cluster_without_cryptography_is_one_line(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    # As if cryptography were not installed: importing it fails, and the modules that import
-    # it are loaded afresh.
-    monkeypatch.setitem(sys.modules, "cryptography", None)
-    for name in ("controller.devcluster.controlplane", "controller.devcluster.pki"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    assert main(["dev-cluster", "start", "--dir", str(tmp_path)]) == 1
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert err == (
+def test_dev_cluster_without_cryptography_is_one_line(tmp_path: Path) -> None:
+    """As if cryptography were not installed (a fresh interpreter where importing it fails).
+    ``--bin-dir`` points at nothing, so even a regression here cannot start a cluster."""
+    script = (
+        "import sys; sys.modules['cryptography'] = None; "
+        "from controller.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    empty = tmp_path / "no-binaries"
+    empty.mkdir()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "dev-cluster",
+            "start",
+            "--dir",
+            str(tmp_path / "dc"),
+            "--bin-dir",
+            str(empty),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
         "orca dev-cluster: needs the development extra (Python module 'cryptography' is not "
         "installed): pip install 'orca-controller[dev]'\n"
     )
