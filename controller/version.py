@@ -1,5 +1,5 @@
-"""The version orca reports: ``orca version``, ``orca --version`` (and, once the operator
-exports it, ``orca_build_info``).
+"""The version orca reports: ``orca version``, ``orca --version`` and the operator's
+``orca_build_info{version}``.
 
 Read from the installed distribution's metadata (``importlib.metadata``), so the number lives
 in one place, ``pyproject.toml``, and an image built from a tagged tree reports that tag.

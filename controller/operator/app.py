@@ -9,7 +9,6 @@ import contextlib
 import logging
 import re
 from collections.abc import Iterable
-from importlib import metadata
 from typing import cast
 
 import kopf
@@ -22,6 +21,7 @@ from controller.operator.leader import LeaderElector, default_identity
 from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.version import version
 
 logger = logging.getLogger("orca")
 
@@ -107,11 +107,9 @@ def count_watch_restarts(level: int) -> None:
 
 
 def build_version() -> str:
-    """The installed package's version (``orca_build_info{version}``)."""
-    try:
-        return metadata.version("orca-controller")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    """The installed package's version (``orca_build_info{version}``): the one ``orca version``
+    prints."""
+    return version()
 
 
 def configure_logging(args: argparse.Namespace) -> None:

@@ -5,7 +5,6 @@ base."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,31 +20,6 @@ pytestmark = pytest.mark.controlplane
 BASE = INSTALL
 MANIFESTS = REPO_ROOT / "manifests"
 PROMETHEUS_CRDS = Path(__file__).parent / "fixtures" / "prometheus-operator-crds.yaml"
-
-# Until the monitoring component is in the tree, the overlay is tried with this stand-in (in a
-# copy of the manifests, never in manifests/monitoring itself).
-STUB_COMPONENT = {
-    "kustomization.yaml": {
-        "apiVersion": "kustomize.config.k8s.io/v1alpha1",
-        "kind": "Component",
-        "resources": ["servicemonitor.yaml", "prometheusrule.yaml"],
-    },
-    "servicemonitor.yaml": {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": {"name": "orca-controller", "namespace": "orca-system"},
-        "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": "orca-controller"}},
-            "endpoints": [{"port": "metrics"}],
-        },
-    },
-    "prometheusrule.yaml": {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PrometheusRule",
-        "metadata": {"name": "orca-controller", "namespace": "orca-system"},
-        "spec": {"groups": [{"name": "orca", "rules": [{"alert": "X", "expr": "vector(0)"}]}]},
-    },
-}
 
 
 def render(kubectl: KubectlRunner, path: Path) -> list[dict[str, Any]]:
@@ -121,7 +95,7 @@ def test_pod_security_restricted_would_flag_a_weaker_pod(
     )
 
 
-def test_the_monitoring_overlay_fits_the_base(kubectl: KubectlRunner, tmp_path: Path) -> None:
+def test_the_monitoring_overlay_fits_the_base(kubectl: KubectlRunner) -> None:
     kubectl("apply", "-f", str(PROMETHEUS_CRDS), check=True)
     kubectl(
         "wait",
@@ -131,13 +105,6 @@ def test_the_monitoring_overlay_fits_the_base(kubectl: KubectlRunner, tmp_path: 
         check=True,
     )
     overlay = MANIFESTS / "with-monitoring"
-    if not (MANIFESTS / "monitoring").is_dir():
-        shutil.copytree(REPO_ROOT / "crds", tmp_path / "crds")
-        shutil.copytree(MANIFESTS, tmp_path / "manifests")
-        (tmp_path / "manifests" / "monitoring").mkdir()
-        for name, doc in STUB_COMPONENT.items():
-            (tmp_path / "manifests" / "monitoring" / name).write_text(yaml.safe_dump(doc))
-        overlay = tmp_path / "manifests" / "with-monitoring"
     objects = render(kubectl, overlay)
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for o in objects:

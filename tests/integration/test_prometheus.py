@@ -146,7 +146,7 @@ def _in_phase(want: str) -> Callable[[dict[str, Any]], bool]:
 
 @pytest.fixture(scope="module")
 def cluster(kubectl: KubectlRunner) -> Iterator[Cluster]:
-    kubectl("apply", "-f", str(REPO_ROOT / "crds"), check=True)
+    kubectl("apply", "-k", str(REPO_ROOT / "crds"), check=True)
     kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
     c = Cluster(kubectl)
     c.delete_all_nodes()
@@ -315,8 +315,9 @@ def test_every_orca_metric_name_is_exported_and_scraped(scraped: Prometheus) -> 
 def test_the_monitoring_component_renders_with_kustomize(
     kubectl: KubectlRunner, tmp_path: Path
 ) -> None:
-    """``kubectl kustomize`` on an overlay that uses the component: the four objects come out,
-    the dashboard ConfigMap carries the JSON and Grafana's sidecar label."""
+    """``kubectl kustomize`` on an overlay that uses the component: its three objects come out
+    (the metrics Service is the base's), the dashboard ConfigMap carries the JSON and Grafana's
+    sidecar label."""
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     relative = os.path.relpath(MONITORING, overlay)
@@ -331,7 +332,7 @@ def test_the_monitoring_component_renders_with_kustomize(
     )
     out = kubectl("kustomize", str(overlay), check=True).stdout
     objects = {o["kind"]: o for o in yaml.safe_load_all(out)}
-    assert set(objects) == {"Service", "ServiceMonitor", "PrometheusRule", "ConfigMap"}
+    assert set(objects) == {"ServiceMonitor", "PrometheusRule", "ConfigMap"}
     config_map = objects["ConfigMap"]
     assert config_map["metadata"]["labels"] == {"grafana_dashboard": "1"}
     dashboard = (MONITORING / "grafana-dashboard.json").read_text()
