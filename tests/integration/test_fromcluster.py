@@ -27,7 +27,7 @@ pytestmark = pytest.mark.controlplane
 
 @pytest.fixture(scope="module")
 def installed(kubectl: KubectlRunner) -> None:
-    kubectl("apply", "-f", str(REPO_ROOT / "crds"), check=True)
+    kubectl("apply", "-k", str(REPO_ROOT / "crds"), check=True)
     kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
 
 
