@@ -25,7 +25,22 @@ from kubernetes.client.exceptions import ApiException
 from controller.api.models import GROUP, PLURAL, VERSION
 from controller.devcluster.controlplane import ControlPlane
 from tests.chaos.invariants import Snapshot, Violation, check
-from tests.integration.harness import REPO_ROOT, OperatorProcess
+from tests.integration.harness import INSTALL, OperatorProcess
+
+NAMESPACED_MODE_RBAC = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: orca-controller-namespaced-mode}
+rules:
+  - {apiGroups: [""], resources: [namespaces], verbs: [list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: orca-controller-namespaced-mode}
+roleRef:
+  {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: orca-controller-namespaced-mode}
+subjects: [{kind: ServiceAccount, name: orca-controller, namespace: orca-system}]
+"""
 
 T = TypeVar("T")
 
@@ -115,8 +130,10 @@ class Lab:
         self.core: Any = k8s.CoreV1Api(self.client)
         self.custom: Any = k8s.CustomObjectsApi(self.client)
         self.operators: list[OperatorProcess] = []
-        plane.kubectl("apply", "-f", str(REPO_ROOT / "crds"), check=True)
-        plane.kubectl("apply", "-f", str(REPO_ROOT / "manifests" / "rbac.yaml"), check=True)
+        plane.kubectl("apply", "-k", str(INSTALL), check=True)  # CRD, RBAC, Deployment...
+        # The operators here run with -n, which also needs namespaces (README, RBAC): granted
+        # to the shipped ServiceAccount beside the shipped ClusterRole, for the token scenario.
+        plane.kubectl("apply", "-f", "-", input=NAMESPACED_MODE_RBAC, check=True)
         plane.kubectl(
             "wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True
         )
@@ -226,7 +243,7 @@ class Lab:
             self.workdir / f"operator-{namespace}-{len(self.operators)}.log",
             namespaces=[namespace],
             lease_namespace=kwargs.pop("lease_namespace", namespace),
-            lease_name="orca-chaos",
+            lease_name=kwargs.pop("lease_name", "orca-chaos"),
             extra=extra,
             **kwargs,
         )

@@ -566,6 +566,7 @@ def token_rotation(lab: Lab) -> Row:
             env=env,
             command=(sys.executable, "-c", IN_CLUSTER, str(token_file), str(ca_file)),
             lease_namespace="orca-system",
+            lease_name="orca-controller",  # the one Lease the shipped Role lets it read and renew
         )
         lab.create_workload(ns, "before", {"kind": "Job"})
         seconds, violations = lab.converge(ns, timeout=120)
