@@ -88,8 +88,9 @@ class CompiledExpression:
     deps: tuple[Dep, ...] | None
     cost: int = 0
 
-    @property
+    @functools.cached_property
     def reads_free(self) -> bool:
+        """Whether it reads free capacity (then it is evaluated per cycle, never memoised)."""
         return self.deps is None or any(field in FREE_FIELDS for field, _ in self.deps)
 
 

@@ -101,19 +101,13 @@ class CycleState:
     free_cpu: IntArray
     free_memory: IntArray
     own: IntArray
+    cpu: int  # the spec's request, millicores (parsed once per cycle)
+    memory: int  # bytes
     data: dict[str, Any] = field(default_factory=dict)
 
     @property
     def table(self) -> NodeTable:
         return self.ledger.table
-
-    @property
-    def cpu(self) -> int:
-        return self.spec.cpu_millis
-
-    @property
-    def memory(self) -> int:
-        return self.spec.memory_bytes
 
     @property
     def daemon(self) -> bool:
@@ -161,11 +155,13 @@ class FilterPlugin(Protocol):
 
 @runtime_checkable
 class ScorePlugin(Protocol):
-    """Scores candidate nodes (indexes into the table); each plugin documents its range."""
+    """Scores candidate nodes (indexes into the table); each plugin documents its range.
+    None means it adds nothing for this Workload (no affinity rules, no soft taints), which
+    spares the hot path an array of zeros per replica."""
 
     name: str
 
-    def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray: ...
+    def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray | None: ...
 
 
 @dataclass(frozen=True)
@@ -269,21 +265,25 @@ class Framework:
     def fits(self, cycle: CycleState, filtered: Filtered) -> BoolArray:
         """Nodes that pass every filter right now (the hot path: once per replica, so it
         folds the per-replica rejections directly, without building FilterResults)."""
-        fit = filtered.passes.copy()
+        fit = filtered.passes
         for plugin in self._per_replica:
             for rejection in plugin.filter(cycle).rejections:
-                fit &= rejection.passed
+                fit = fit & rejection.passed  # a new array: the memoised mask stays intact
         return fit
 
     # -- Score ---------------------------------------------------------------------------------
 
     def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray:
         """Sum over score plugins of weight x score, per candidate."""
-        total = np.zeros(len(candidates), dtype=np.int64)
+        total: IntArray | None = None
         for plugin, weight in self._scores:
             part = plugin.score(cycle, candidates)
-            total += part if weight == 1 else part * weight
-        return total
+            if part is None:
+                continue
+            if weight != 1:
+                part = part * weight
+            total = part if total is None else total + part
+        return total if total is not None else np.zeros(len(candidates), dtype=np.int64)
 
     # -- diagnosis -----------------------------------------------------------------------------
 
@@ -331,7 +331,12 @@ class Framework:
 
     def score_parts(self, cycle: CycleState, candidates: IndexArray) -> dict[str, IntArray]:
         """Each score plugin's weighted part per candidate (their sum is ``score``)."""
-        return {plugin.name: plugin.score(cycle, candidates) * w for plugin, w in self._scores}
+        zeros = np.zeros(len(candidates), dtype=np.int64)
+        parts = {plugin.name: plugin.score(cycle, candidates) for plugin, _ in self._scores}
+        return {
+            name: zeros if part is None else part * w
+            for (name, part), (_, w) in zip(parts.items(), self._scores, strict=True)
+        }
 
 
 def _run_filter(plugin: FilterPlugin, cycle: CycleState) -> FilterResult:

@@ -69,4 +69,6 @@ class Scheduler:
             free_cpu=free_cpu,
             free_memory=free_memory,
             own=np.zeros(len(ledger.table), dtype=np.int64),
+            cpu=workload.spec.cpu_millis,
+            memory=workload.spec.memory_bytes,
         )

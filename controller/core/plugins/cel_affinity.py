@@ -36,10 +36,10 @@ class CelAffinity:
         cycle.data[self.name] = tuple(rules)
         return errors
 
-    def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray:
+    def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray | None:
         rules: tuple[tuple[CompiledExpression, int], ...] = cycle.data[self.name]
         if not rules:
-            return np.zeros(len(candidates), dtype=np.int64)
+            return None
         cached: IntArray | None = cycle.data.get(f"{self.name}/total")
         if cached is None:
             total = np.zeros(len(cycle.table), dtype=np.int64)

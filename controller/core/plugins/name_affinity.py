@@ -18,7 +18,9 @@ class NameAffinity:
 
     name = "NameAffinity"
 
-    def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray:
+    def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray | None:
+        if not any(rule.is_workload_name for rule in cycle.spec.affinity):
+            return None
         total: IntArray | None = cycle.data.get(self.name)
         if total is None:
             total = np.zeros(len(cycle.table), dtype=np.int64)

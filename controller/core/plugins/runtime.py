@@ -8,6 +8,7 @@ alias: the Workload is Invalid rather than silently unschedulable.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Sequence
 from typing import Final
 
@@ -27,8 +28,10 @@ def normalize_runtime(name: str) -> str:
     return _RUNTIME_ALIASES.get(lowered, lowered)
 
 
-def wanted_runtimes(names: Sequence[str]) -> tuple[str, ...]:
-    """The spec's runtimes, normalised and de-duplicated in order."""
+@functools.lru_cache(maxsize=1024)
+def wanted_runtimes(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The spec's runtimes, normalised and de-duplicated in order (memoised: once per cycle
+    per plugin step otherwise, on the hot path)."""
     return tuple(dict.fromkeys(normalize_runtime(r) for r in names))
 
 

@@ -81,14 +81,14 @@ class TaintToleration:
             rejections.append(Rejection(reason, passed))
         return Verdict(tuple(rejections), keeps)
 
-    def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray:
+    def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray | None:
         counts = self._prefer_counts(cycle)
         if counts is None:
-            return np.zeros(len(candidates), dtype=np.int64)
+            return None
         part = counts[candidates]
         worst = int(part.max()) if len(part) else 0
         if worst == 0:
-            return np.zeros(len(candidates), dtype=np.int64)
+            return None
         return -((part * 100) // worst)
 
     def _prefer_counts(self, cycle: CycleState) -> IntArray | None:

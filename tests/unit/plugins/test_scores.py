@@ -18,7 +18,10 @@ def test_cel_affinity_sums_the_weights_of_rules_that_hold() -> None:
         {"target": "redis", "weight": 100},  # a Workload name: NameAffinity's
     ]
     cycle = cycle_for(workload(kind="Job", affinity=rules), ledger)
-    assert CelAffinity(Scheduler().cel).score(cycle, np.arange(3)).tolist() == [30, 20, 0]
+    part = CelAffinity(Scheduler().cel).score(cycle, np.arange(3))
+    assert part is not None and part.tolist() == [30, 20, 0]
+    plain = cycle_for(workload(kind="Job"), ledger)
+    assert CelAffinity(Scheduler().cel).score(plain, np.arange(3)) is None  # adds nothing
 
 
 def test_cel_affinity_prefilter_names_the_rule() -> None:
@@ -41,5 +44,6 @@ def test_name_affinity_adds_weight_per_replica_of_the_target() -> None:
     )
     expected = [25 * n for n in ledger.replicas_per_node(redis.key).tolist()]
     cycle = cycle_for(workload(kind="Job", affinity=[{"target": "redis", "weight": 25}]), ledger)
-    assert NameAffinity().score(cycle, np.arange(3)).tolist() == expected
+    part = NameAffinity().score(cycle, np.arange(3))
+    assert part is not None and part.tolist() == expected
     assert sorted(expected) == [0, 25, 50]
