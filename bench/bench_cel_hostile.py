@@ -23,9 +23,14 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_scheduler import workload
 from controller.api.models import NodeInfo, Workload
 from controller.core.celexpr import CelCompileError, compile_expression
 from controller.plan import plan
@@ -70,17 +75,6 @@ def make_nodes(count: int, rng: random.Random) -> list[NodeInfo]:
         )
         for i in range(count)
     ]
-
-
-def workload(name: str, spec: dict[str, Any]) -> Workload:
-    return Workload.model_validate(
-        {
-            "apiVersion": "orca.cloudinit.dev/v1alpha1",
-            "kind": "Workload",
-            "metadata": {"name": name, "namespace": "bench"},
-            "spec": spec,
-        }
-    )
 
 
 def compile_times() -> None:

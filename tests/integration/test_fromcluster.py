@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,24 +25,10 @@ pytestmark = pytest.mark.controlplane
 
 @pytest.fixture(scope="module")
 def installed(kubectl: KubectlRunner) -> None:
+    """Only the CRD: the dry run needs no operator (overrides conftest's full install; the
+    shared ``cluster`` and ``namespace`` fixtures use this one here)."""
     kubectl("apply", "-k", str(REPO_ROOT / "crds"), check=True)
     kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
-
-
-@pytest.fixture
-def cluster(kubectl: KubectlRunner, installed: None) -> Iterator[Cluster]:
-    c = Cluster(kubectl)
-    c.delete_all_nodes()
-    yield c
-    c.delete_all_nodes()
-
-
-@pytest.fixture
-def namespace(cluster: Cluster) -> Iterator[str]:
-    name = f"fc-{uuid.uuid4().hex[:8]}"
-    cluster.run("create", "namespace", name)
-    yield name
-    cluster.run("delete", "workloads", "--all", "-n", name, "--wait=false")
 
 
 def test_unreadable_nodes_and_unparseable_workloads_keep_their_capacity_taken(
