@@ -23,7 +23,7 @@ from controller.api.models import Workload
 from controller.core.decision import Decision
 from controller.core.framework import FilterResult
 from controller.core.ledger import Ledger
-from controller.core.placement import alloc_index, keep, release
+from controller.core.placement import alloc_index
 from controller.core.scheduler import Scheduler
 
 
@@ -64,17 +64,14 @@ def explain(scheduler: Scheduler, workload: Workload, ledger: Ledger) -> Explana
     """The explanation of ``workload``'s placement in the cluster ``ledger`` describes."""
     decision = scheduler.schedule(workload, ledger)
     framework = scheduler.framework
-    cycle = scheduler.snapshot(workload, ledger)
-    scheduler.cel.start_cycle()
-    existing = ledger.bookings(workload.key)
-    errors = tuple(framework.pre_filter(cycle))
-    if errors:
+    prepared = scheduler.prepare(workload, ledger)  # a fresh cycle: schedule's placed replicas
+    cycle, existing, filtered = prepared.cycle, prepared.existing, prepared.filtered
+    if filtered is None:
         why = "kept while the spec is invalid"
         held = tuple(ReplicaVerdict(b.alloc_id, b.node, b.score, True, why) for b in existing)
-        return Explanation(workload.key, workload.spec.kind.value, decision, held, (), errors)
-    release(cycle, existing)
-    filtered = framework.filter(cycle)
-    kept = keep(cycle, existing, filtered.keeps)
+        kind = workload.spec.kind.value
+        return Explanation(workload.key, kind, decision, held, (), prepared.errors)
+    kept = prepared.kept
     table = cycle.table
     kept_ids = {b.alloc_id for b in kept.values()}
     first_rejections = framework.first_rejections(cycle, filtered)

@@ -19,17 +19,28 @@ The plugins and their order are the profile's (``controller.core.plugins``).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from controller.api.models import Resources, Workload
 from controller.core.celexpr import CelEvaluator
 from controller.core.decision import Decision, invalid
-from controller.core.framework import CycleState, Framework, Profile
-from controller.core.ledger import Ledger
+from controller.core.framework import CycleState, Filtered, Framework, Profile
+from controller.core.ledger import Booking, Ledger
 from controller.core.placement import keep, place_daemonset, place_replicas, release
 from controller.core.plugins import default_profile
+
+
+@dataclass(frozen=True)
+class PreparedCycle:
+    """A cycle before placement. ``filtered`` is None when the spec is invalid (``errors``)."""
+
+    cycle: CycleState
+    existing: tuple[Booking, ...]
+    errors: tuple[str, ...] = ()
+    filtered: Filtered | None = None
+    kept: dict[int, Booking] = field(default_factory=dict)
 
 
 class Scheduler:
@@ -42,19 +53,27 @@ class Scheduler:
 
     def schedule(self, workload: Workload, ledger: Ledger) -> Decision:
         """The status ``workload`` should have, given the cluster in ``ledger``."""
+        prepared = self.prepare(workload, ledger)
+        if prepared.filtered is None:
+            return invalid(prepared.errors, workload.spec.replicas, prepared.existing)
+        place = place_daemonset if prepared.cycle.daemon else place_replicas
+        decision = place(self.framework, prepared.cycle, prepared.filtered, prepared.kept)
+        # The size the placements hold, recorded in status so a rebuilt ledger is exact.
+        return replace(decision, resources=workload.spec.resources or Resources())
+
+    def prepare(self, workload: Workload, ledger: Ledger) -> PreparedCycle:
+        """The cycle up to placing: snapshot, pre-filter, give back this Workload's bookings,
+        filter, keep. ``schedule`` places from here; ``orca explain`` narrates it."""
         cycle = self.snapshot(workload, ledger)
         self.cel.start_cycle()
         existing = ledger.bookings(workload.key)
-        errors = self.framework.pre_filter(cycle)
+        errors = tuple(self.framework.pre_filter(cycle))
         if errors:
-            return invalid(errors, workload.spec.replicas, existing)
+            return PreparedCycle(cycle, existing, errors)
         release(cycle, existing)
         filtered = self.framework.filter(cycle)
         kept = keep(cycle, existing, filtered.keeps)
-        place = place_daemonset if cycle.daemon else place_replicas
-        decision = place(self.framework, cycle, filtered, kept)
-        # The size the placements hold, recorded in status so a rebuilt ledger is exact.
-        return replace(decision, resources=workload.spec.resources or Resources())
+        return PreparedCycle(cycle, existing, (), filtered, kept)
 
     @staticmethod
     def snapshot(workload: Workload, ledger: Ledger) -> CycleState:
