@@ -86,3 +86,28 @@ def cycle_for(w: Workload, ledger: Ledger) -> CycleState:
 def rejected(verdict: Verdict) -> dict[str, list[int]]:
     """reason -> indexes of the nodes a filter rejects for it."""
     return {r.reason: np.flatnonzero(~r.passed).tolist() for r in verdict.rejections}
+
+
+def stored_workload(
+    name: str,
+    version: str = "1",
+    spec: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A Workload object as the API server returns it (namespace ``ns``, uid, resourceVersion),
+    for tests that feed the operator's state or reconciler directly."""
+    obj: dict[str, Any] = {
+        "apiVersion": "orca.cloudinit.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "resourceVersion": version,
+            "generation": 1,
+        },
+        "spec": spec if spec is not None else {"kind": "Job"},
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj

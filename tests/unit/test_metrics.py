@@ -27,7 +27,7 @@ from controller.operator.kube import ApiError, KubeApi, api_resource
 from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
-from tests.factories import node_object
+from tests.factories import node_object, stored_workload
 
 
 def sample(name: str, **labels: str) -> float:
@@ -50,19 +50,7 @@ class Delta:
 
 
 def wl(name: str, version: str = "1", **spec: Any) -> dict[str, Any]:
-    spec.setdefault("kind", "Job")
-    return {
-        "apiVersion": "orca.cloudinit.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {
-            "name": name,
-            "namespace": "ns",
-            "uid": f"uid-{name}",
-            "resourceVersion": version,
-            "generation": 1,
-        },
-        "spec": spec,
-    }
+    return stored_workload(name, version, {"kind": "Job", **spec})
 
 
 class FakeApi:

@@ -15,25 +15,14 @@ from controller.operator.kube import KubeApi
 from controller.operator.reconciler import Reconciler, _freed
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
-from tests.factories import node_object
+from tests.factories import node_object, stored_workload
 
 
 def wl_obj(
     name: str, version: str, placements: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "orca.cloudinit.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {
-            "name": name,
-            "namespace": "ns",
-            "uid": f"uid-{name}",
-            "resourceVersion": version,
-            "generation": 1,
-        },
-        "spec": {"kind": "Job", "resources": {"cpu": "1"}},
-        "status": {"placements": placements or []},
-    }
+    spec = {"kind": "Job", "resources": {"cpu": "1"}}
+    return stored_workload(name, version, spec, {"placements": placements or []})
 
 
 def test_freed_counts_replicas_not_just_nodes() -> None:
