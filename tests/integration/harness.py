@@ -27,6 +27,28 @@ INSTALL = REPO_ROOT / "manifests" / "default"
 API_VERSION = "orca.cloudinit.dev/v1alpha1"
 
 
+def wait_serving(
+    process: subprocess.Popen[bytes],
+    url: str,
+    what: str,
+    log: Callable[[], str],
+    timeout: float = 60.0,
+) -> None:
+    """Poll ``url`` until it answers 200; fail at once (with the log) if ``process`` exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"{what} exited with {process.returncode}:\n{log()}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not serving {url} after {timeout}s:\n{log()}")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -73,22 +95,8 @@ class OperatorProcess:
         )
 
     def wait_live(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(
-                    f"operator exited with {self.process.returncode}:\n{self.log()}"
-                )
-            try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=1
-                ) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError(f"operator not live after {timeout}s:\n{self.log()}")
+        url = f"http://127.0.0.1:{self.liveness_port}/healthz"
+        wait_serving(self.process, url, "operator", self.log, timeout)
 
     def metrics(self) -> dict[str, float]:
         """The ``orca_*`` samples, by full sample name with labels."""

@@ -33,6 +33,7 @@ from tests.integration.harness import (
     free_port,
     observed,
     phase,
+    wait_serving,
     workload_obj,
 )
 from tests.monitoring import (
@@ -83,18 +84,7 @@ class Prometheus:
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"prometheus exited {self.process.returncode}:\n{self.log()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError(f"prometheus not ready after {timeout}s:\n{self.log()}")
+        wait_serving(self.process, f"{self.url}/-/ready", "prometheus", self.log, timeout)
 
     def api(self, path: str, **params: str) -> dict[str, Any]:
         """One HTTP API call; returns the JSON answer even for 4xx (it carries the error)."""
