@@ -42,6 +42,8 @@ MAX_RUNTIME_NAME = 63
 MAX_COUNT = 1000
 MAX_TOLERATIONS = 32
 MAX_TAINTS = 64
+MAX_TOPOLOGY_SPREAD = 4
+MAX_SKEW = 1000
 MIN_WEIGHT, MAX_WEIGHT = -100, 100
 
 # Names as the API server validates them (apimachinery's validation package): a namespace is
@@ -176,6 +178,18 @@ class TolerationOperator(StrEnum):
     EXISTS = "Exists"
 
 
+class WhenUnsatisfiable(StrEnum):
+    """What a topology spread constraint does when placing a replica would exceed maxSkew."""
+
+    DO_NOT_SCHEDULE = "DoNotSchedule"  # a filter
+    SCHEDULE_ANYWAY = "ScheduleAnyway"  # a score that prefers the least-loaded domain
+
+
+class RebalancePolicy(StrEnum):
+    NEVER = "Never"
+    ALLOWED = "Allowed"
+
+
 class Phase(StrEnum):
     PENDING = "Pending"
     SCHEDULED = "Scheduled"
@@ -264,6 +278,37 @@ class Toleration(
         return (self.value or "") == taint.value
 
 
+# A label key as the API server validates it (a qualified name): an optional DNS-1123
+# subdomain prefix and '/', then a name of at most 63 characters.
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+MAX_LABEL_KEY_LENGTH = 253 + 1 + 63
+
+
+class TopologySpreadConstraint(_Model):
+    """How one Workload's replicas spread over the values of a node label (DESIGN.md 4).
+
+    kube-scheduler's topologySpreadConstraints for a Workload's own replicas: the skew is
+    max - min replicas per domain, a domain being a value of the key on the nodes that pass
+    the Workload's other filters.
+    """
+
+    topology_key: str = Field(
+        min_length=1,
+        max_length=MAX_LABEL_KEY_LENGTH,
+        pattern=LABEL_KEY_PATTERN,
+        description="A node label key; its values are the domains, e.g. "
+        "topology.kubernetes.io/zone.",
+    )
+    max_skew: int = Field(ge=1, le=MAX_SKEW, description="The largest allowed max - min.")
+    when_unsatisfiable: WhenUnsatisfiable = Field(
+        default=WhenUnsatisfiable.DO_NOT_SCHEDULE,
+        description="DoNotSchedule filters nodes; ScheduleAnyway only scores.",
+    )
+
+
 class DaemonSchedule(_Model):
     mode: ScheduleMode = Field(default=ScheduleMode.EVERY_NODE)
 
@@ -281,6 +326,12 @@ class WorkloadSpec(
                 "rule": "self.kind == 'DaemonSet' || !has(self.schedule)",
                 "message": "schedule is only allowed when kind is DaemonSet",
                 "fieldPath": ".schedule",
+            },
+            {
+                "rule": "self.kind == 'Service' || !has(self.topologySpread)"
+                " || size(self.topologySpread) == 0",
+                "message": "topologySpread is only allowed when kind is Service",
+                "fieldPath": ".topologySpread",
             },
         ]
     },
@@ -304,6 +355,32 @@ class WorkloadSpec(
         max_length=MAX_TOLERATIONS,
         description="Node taints this Workload accepts (Kubernetes Toleration semantics).",
     )
+    topology_spread: list[TopologySpreadConstraint] = Field(
+        default_factory=list,
+        max_length=MAX_TOPOLOGY_SPREAD,
+        description="Service only: spread the replicas over the values of node labels.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(a, self.exists_one(b, b.topologyKey == a.topologyKey"
+                    " && b.whenUnsatisfiable == a.whenUnsatisfiable))",
+                    "message": "duplicate topologyKey and whenUnsatisfiable pair",
+                }
+            ]
+        },
+    )
+    priority_class_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        pattern=DNS1123_SUBDOMAIN_PATTERN,
+        description="A scheduling.k8s.io/v1 PriorityClass; absent: the globalDefault "
+        "class, or priority 0.",
+    )
+    rebalance: RebalancePolicy = Field(
+        default=RebalancePolicy.NEVER,
+        description="Allowed: the rebalancer may move this Workload's replicas.",
+    )
 
     @model_validator(mode="after")
     def _cross_field(self) -> WorkloadSpec:
@@ -311,6 +388,11 @@ class WorkloadSpec(
             raise ValueError("count is only allowed when kind is Service")
         if self.schedule is not None and self.kind is not WorkloadKind.DAEMONSET:
             raise ValueError("schedule is only allowed when kind is DaemonSet")
+        if self.topology_spread and self.kind is not WorkloadKind.SERVICE:
+            raise ValueError("topologySpread is only allowed when kind is Service")
+        pairs = [(c.topology_key, c.when_unsatisfiable) for c in self.topology_spread]
+        if len(set(pairs)) != len(pairs):
+            raise ValueError("topologySpread: duplicate topologyKey and whenUnsatisfiable pair")
         return self
 
     @property
@@ -385,6 +467,9 @@ class WorkloadStatus(_Model):
         default=None,
         description="The resources each placement holds on its node (the spec's at the time "
         "of the decision), so a resize is told apart from a capacity change.",
+    )
+    priority: int | None = Field(
+        default=None, description="The resolved priority the decision used."
     )
 
 
