@@ -10,8 +10,9 @@ plugins in order, each with its score weight; a plugin implements one or more ex
                 reads of the spec, so two Workloads with equal signatures share the masks
                 and no hand-kept key can leak masks between different specs. A signature of
                 None means "reads this cycle's free capacity": computed every cycle.
-    Filter (per replica)  ``per_replica`` filters (capacity) run again before each replica
-                is placed, as the cycle's own placements use capacity up
+    Filter (per replica)  ``per_replica`` filters (capacity, topology spread) run again
+                before each replica is placed, as the cycle's own placements use capacity
+                up and fill domains; they may read the static filters' mask, ``cycle.passes``
     Score       an int per candidate node, multiplied by the profile weight and summed
 
 The engine builds the diagnosis from the plugins' reasons (the first failing filter per node,
@@ -52,10 +53,16 @@ class Code(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """Nodes a filter rejects for one reason: ``passed`` is False where it rejects."""
+    """Nodes a filter rejects for one reason: ``passed`` is False where it rejects.
+
+    ``code`` overrides the plugin's for this reason, for a plugin whose reasons differ in who
+    can cure them (topology spread: a node without the key is ``UNRESOLVABLE``, a skew
+    ``UNSCHEDULABLE``, as in kube-scheduler); None means the plugin's ``code``.
+    """
 
     reason: str
     passed: BoolArray
+    code: Code | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +98,8 @@ class CycleState:
     The ledger is read, never written; ``free_cpu``/``free_memory``/``own`` are this cycle's
     own copies, updated as the cycle places replicas. ``data`` holds what plugins prepared
     for later extension points, under their own name (kube-scheduler's CycleState.Write).
+    ``passes`` is set by ``Framework.filter``: the nodes that pass every static filter, which
+    per-replica filters may read (topology spread counts its domains over them).
     """
 
     key: str
@@ -104,6 +113,7 @@ class CycleState:
     cpu: int  # the spec's request, millicores (parsed once per cycle)
     memory: int  # bytes
     data: dict[str, Any] = field(default_factory=dict)
+    passes: BoolArray | None = None
 
     @property
     def table(self) -> NodeTable:
@@ -139,7 +149,9 @@ class FilterPlugin(Protocol):
     - ``evicts``: whether failing it moves an existing replica (when ``keeps`` is None);
     - ``selects``: whether failing it means "not a node this Workload wants" (a mandatory
       DaemonSet counts the other rejections, runtime and capacity, as missing nodes);
-    - ``per_replica``: re-run before each replica (it reads the cycle's free capacity).
+    - ``per_replica``: re-run before each replica (it reads what the cycle's placements
+      change: free capacity, ``own``); it runs after the static filters and may read
+      ``cycle.passes``.
     """
 
     name: str
@@ -228,7 +240,13 @@ class Framework:
     # -- Filter --------------------------------------------------------------------------------
 
     def filter(self, cycle: CycleState) -> Filtered:
-        """The static filters over the whole table, memoised per table and signature."""
+        """The static filters over the whole table, memoised per table and signature; their
+        conjunction is also left in ``cycle.passes`` for the per-replica filters."""
+        folded = self._filter(cycle)
+        cycle.passes = folded.passes
+        return folded
+
+    def _filter(self, cycle: CycleState) -> Filtered:
         table = cycle.table
         if table.version != self._table_version or len(self._memo) > self.MAX_CACHED_FILTERS:
             self._memo.clear()
@@ -311,7 +329,9 @@ class Framework:
                     )
                 )
                 remaining &= rejection.passed
-                if result.code is Code.UNSCHEDULABLE:
+                if (result.code if rejection.code is None else rejection.code) is (
+                    Code.UNSCHEDULABLE
+                ):
                     code = Code.UNSCHEDULABLE
         return tuple(reasons), code
 

@@ -17,6 +17,7 @@ from controller.core.plugins.name_affinity import NameAffinity
 from controller.core.plugins.resources import ResourcesFit
 from controller.core.plugins.runtime import Runtime
 from controller.core.plugins.taints import TaintToleration
+from controller.core.plugins.topology_spread import TopologySpread
 
 
 def default_profile(cel: CelEvaluator) -> Profile:
@@ -27,6 +28,7 @@ def default_profile(cel: CelEvaluator) -> Profile:
             (TaintToleration(), 1),
             (Runtime(), 0),
             (CelConstraints(cel), 0),
+            (TopologySpread(), 1),
             (ResourcesFit(), 0),
             (CapacityScore(), 1),
             (CelAffinity(cel), 1),
