@@ -285,6 +285,34 @@ LABEL_KEY_PATTERN = (
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
 MAX_LABEL_KEY_LENGTH = 253 + 1 + 63
+_LABEL_KEY = re.compile(LABEL_KEY_PATTERN)
+
+
+def _check_label_key(value: str) -> str:
+    """The pattern's verdict in words (pydantic would quote the regex at the user)."""
+    if not _LABEL_KEY.fullmatch(value):
+        shown = repr(value) if len(value) <= 40 else repr(value[:37] + "...")
+        raise ValueError(
+            f"{shown} is not a valid label key: an optional DNS subdomain prefix and '/', "
+            "then a name of at most 63 letters, digits, '-', '_' or '.' that starts and ends "
+            "with a letter or digit (e.g. topology.kubernetes.io/zone)"
+        )
+    return value
+
+
+LabelKey = Annotated[
+    str,
+    AfterValidator(_check_label_key),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_LABEL_KEY_LENGTH,
+            "pattern": LABEL_KEY_PATTERN,
+        }
+    ),
+]
+"""A Kubernetes label key (a qualified name), as the API server validates it."""
 
 
 class TopologySpreadConstraint(_Model):
@@ -295,10 +323,9 @@ class TopologySpreadConstraint(_Model):
     the Workload's other filters.
     """
 
-    topology_key: str = Field(
+    topology_key: LabelKey = Field(
         min_length=1,
         max_length=MAX_LABEL_KEY_LENGTH,
-        pattern=LABEL_KEY_PATTERN,
         description="A node label key; its values are the domains, e.g. "
         "topology.kubernetes.io/zone.",
     )
@@ -390,9 +417,13 @@ class WorkloadSpec(
             raise ValueError("schedule is only allowed when kind is DaemonSet")
         if self.topology_spread and self.kind is not WorkloadKind.SERVICE:
             raise ValueError("topologySpread is only allowed when kind is Service")
-        pairs = [(c.topology_key, c.when_unsatisfiable) for c in self.topology_spread]
-        if len(set(pairs)) != len(pairs):
-            raise ValueError("topologySpread: duplicate topologyKey and whenUnsatisfiable pair")
+        pairs = [(c.topology_key, c.when_unsatisfiable.value) for c in self.topology_spread]
+        for i, pair in enumerate(pairs):
+            if pair in pairs[:i]:
+                raise ValueError(
+                    f"topologySpread[{i}]: duplicate topologyKey and whenUnsatisfiable pair "
+                    f"({pair[0]}, {pair[1]})"
+                )
         return self
 
     @property

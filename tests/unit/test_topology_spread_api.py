@@ -1,0 +1,149 @@
+"""``spec.topologySpread`` as users write it: what the models refuse, in one line naming the
+field, and what ``orca plan`` prints for a spread Service (placements, the spread reason)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from controller.api.messages import validation_message
+from controller.cli import main
+from tests.factories import node_object, workload
+
+ZONE = "topology.kubernetes.io/zone"
+GOOD = {"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}
+
+BAD: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "max-skew-0",
+        {"kind": "Service", "topologySpread": [{**GOOD, "maxSkew": 0}]},
+        "spec.topologySpread[0].maxSkew: Input should be greater than or equal to 1",
+    ),
+    (
+        "bad-key",
+        {"kind": "Service", "topologySpread": [{**GOOD, "topologyKey": "zone name"}]},
+        "spec.topologySpread[0].topologyKey: 'zone name' is not a valid label key: an optional"
+        " DNS subdomain prefix and '/', then a name of at most 63 letters, digits, '-', '_' or"
+        " '.' that starts and ends with a letter or digit (e.g. topology.kubernetes.io/zone)",
+    ),
+    (
+        "key-prefix-upper",
+        {"kind": "Service", "topologySpread": [{**GOOD, "topologyKey": "Topology.io/zone"}]},
+        "spec.topologySpread[0].topologyKey: 'Topology.io/zone' is not a valid label key",
+    ),
+    (
+        "on-a-job",
+        {"kind": "Job", "topologySpread": [GOOD]},
+        "spec: topologySpread is only allowed when kind is Service",
+    ),
+    (
+        "on-a-daemonset",
+        {"kind": "DaemonSet", "topologySpread": [GOOD]},
+        "spec: topologySpread is only allowed when kind is Service",
+    ),
+    (
+        "duplicate",
+        {"kind": "Service", "topologySpread": [GOOD, {**GOOD, "maxSkew": 2}]},
+        "spec: topologySpread[1]: duplicate topologyKey and whenUnsatisfiable pair"
+        f" ({ZONE}, DoNotSchedule)",
+    ),
+    (
+        "five",
+        {"kind": "Service", "topologySpread": [{**GOOD, "topologyKey": f"k{i}"} for i in range(5)]},
+        "spec.topologySpread: List should have at most 4 items",
+    ),
+    (
+        "when-unknown",
+        {"kind": "Service", "topologySpread": [{**GOOD, "whenUnsatisfiable": "Never"}]},
+        "spec.topologySpread[0].whenUnsatisfiable: Input should be 'DoNotSchedule' or"
+        " 'ScheduleAnyway'",
+    ),
+    (
+        "label-selector",  # kube-scheduler's field; orca spreads the Workload's own replicas
+        {"kind": "Service", "topologySpread": [{**GOOD, "labelSelector": {}}]},
+        "spec.topologySpread[0].labelSelector: Extra inputs are not permitted",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"), [(s, e) for _, s, e in BAD], ids=[i for i, *_ in BAD]
+)
+def test_invalid_topology_spread_is_one_line_naming_the_field(
+    spec: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        workload(**spec)
+    message = validation_message(info.value)
+    assert message.startswith(expected)
+    assert "\n" not in message
+
+
+def test_same_key_with_both_behaviours_is_accepted() -> None:
+    w = workload(
+        kind="Service",
+        topologySpread=[GOOD, {**GOOD, "maxSkew": 3, "whenUnsatisfiable": "ScheduleAnyway"}],
+    )
+    assert [c.max_skew for c in w.spec.topology_spread] == [1, 3]
+
+
+def test_when_unsatisfiable_defaults_to_do_not_schedule() -> None:
+    w = workload(kind="Service", topologySpread=[{"topologyKey": ZONE, "maxSkew": 1}])
+    assert w.spec.topology_spread[0].when_unsatisfiable.value == "DoNotSchedule"
+
+
+def plan_files(tmp_path: Path, spec: dict[str, Any]) -> tuple[Path, Path]:
+    nodes = [
+        node_object(f"{zone}-{i}", cpu=cpu, labels={ZONE: zone})
+        for zone, cpu in [("eu-1a", "4"), ("eu-1b", "100m"), ("eu-1c", "100m")]
+        for i in (1, 2)
+    ]
+    w = {
+        "apiVersion": "orca.cloudinit.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": spec,
+    }
+    (tmp_path / "nodes.yaml").write_text(yaml.safe_dump_all(nodes))
+    (tmp_path / "workloads.yaml").write_text(yaml.safe_dump(w))
+    return tmp_path / "nodes.yaml", tmp_path / "workloads.yaml"
+
+
+def test_orca_plan_shows_the_spread_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = {"kind": "Service", "count": 3, "resources": {"cpu": "1"}, "topologySpread": [GOOD]}
+    nodes, workloads = plan_files(tmp_path, spec)
+    args = ["plan", "--nodes", str(nodes), "--workloads", str(workloads)]
+    assert main([*args, "-o", "json"]) == 1  # 1: not everything placed
+    (status,) = json.loads(capsys.readouterr().out)["results"]
+    assert (status["phase"], status["placed"]) == ("PartiallyScheduled", 1)
+    assert status["unschedulable"] == [
+        {
+            "reason": f"node(s) didn't match pod topology spread constraints ({ZONE})",
+            "count": 2,
+            "nodes": ["eu-1a-1", "eu-1a-2"],
+        },
+        {"reason": "Insufficient cpu", "count": 4, "nodes": ["eu-1b-1", "eu-1b-2", "eu-1c-1"]},
+    ]
+    assert main(args) == 1
+    table = capsys.readouterr().out
+    assert f"2 node(s) didn't match pod topology spread constraints ({ZONE})" in table
+
+
+def test_orca_plan_refuses_a_bad_constraint_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = {"kind": "Job", "topologySpread": [GOOD]}
+    nodes, workloads = plan_files(tmp_path, spec)
+    assert main(["plan", "--nodes", str(nodes), "--workloads", str(workloads)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith(f"error: {workloads}")
+    assert "spec: topologySpread is only allowed when kind is Service" in err
