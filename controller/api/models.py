@@ -288,15 +288,17 @@ MAX_LABEL_KEY_LENGTH = 253 + 1 + 63
 _LABEL_KEY = re.compile(LABEL_KEY_PATTERN)
 
 
+_LABEL_KEY_FORM = (
+    "an optional DNS subdomain prefix and '/', then a name of at most 63 letters, digits, "
+    "'-', '_' or '.' that starts and ends with a letter or digit (e.g. topology.kubernetes.io/zone)"
+)
+
+
 def _check_label_key(value: str) -> str:
     """The pattern's verdict in words (pydantic would quote the regex at the user)."""
     if not _LABEL_KEY.fullmatch(value):
         shown = repr(value) if len(value) <= 40 else repr(value[:37] + "...")
-        raise ValueError(
-            f"{shown} is not a valid label key: an optional DNS subdomain prefix and '/', "
-            "then a name of at most 63 letters, digits, '-', '_' or '.' that starts and ends "
-            "with a letter or digit (e.g. topology.kubernetes.io/zone)"
-        )
+        raise ValueError(f"{shown} is not a valid label key: {_LABEL_KEY_FORM}")
     return value
 
 
@@ -308,7 +310,13 @@ LabelKey = Annotated[
             "type": "string",
             "minLength": 1,
             "maxLength": MAX_LABEL_KEY_LENGTH,
-            "pattern": LABEL_KEY_PATTERN,
+            # A rule rather than ``pattern``, so the API server's message is words too.
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"self.matches({LABEL_KEY_PATTERN!r})",
+                    "message": f"must be a valid label key: {_LABEL_KEY_FORM}",
+                }
+            ],
         }
     ),
 ]
