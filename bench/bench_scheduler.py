@@ -3,7 +3,9 @@
 Builds a synthetic cluster (zones, tags, runtimes, two node sizes, a few proxmox nodes) and a
 mixed batch of Jobs and Services (count 1-5), each with two CEL constraints drawn from a pool,
 then plans the batch with ``controller.plan.plan``. Prints workloads/s, microseconds per
-(workload, node) pair, the time of one DaemonSet across every node, and peak RSS.
+(workload, node) pair, the time of one DaemonSet across every node, and peak RSS; then the time
+of one Service of 5 and of 100 replicas on the loaded cluster, without and with a zone topology
+spread constraint (DoNotSchedule and ScheduleAnyway), the best of ``--repeat`` runs.
 
     python bench/bench_scheduler.py                 # 500, 5,000 and 20,000 nodes
     python bench/bench_scheduler.py --nodes 5000 --workloads 4000
@@ -94,11 +96,41 @@ def make_workloads(count: int, rng: random.Random) -> list[Workload]:
     return [workload(f"w{i}", random_spec(rng)) for i in range(count)]
 
 
+ZONE_SPREAD = "topology.kubernetes.io/zone"
+
+
+def spread_service(count: int, when: str | None) -> Workload:
+    """A Service like the batch's, spread over zones with ``when`` (None: no constraint)."""
+    spec: dict[str, Any] = {
+        "kind": "Service",
+        "count": count,
+        "resources": {"cpu": "100m", "memory": "64Mi"},
+        "constraints": ['node.kind == "linux"'],
+    }
+    if when is not None:
+        spec["topologySpread"] = [
+            {"topologyKey": ZONE_SPREAD, "maxSkew": 1, "whenUnsatisfiable": when}
+        ]
+    return workload(f"spread-{count}-{when or 'none'}".lower(), spec)
+
+
+def best_ms(scheduler: Scheduler, w: Workload, ledger: Ledger, repeat: int) -> float:
+    """The fastest of ``repeat`` scheduling cycles (the first warms the caches)."""
+    scheduler.schedule(w, ledger)
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        decision = scheduler.schedule(w, ledger)
+        times.append(time.perf_counter() - started)
+    assert decision.placed == w.spec.replicas, decision.message
+    return min(times) * 1000
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run(nodes_count: int, workloads_count: int, seed: int) -> None:
+def run(nodes_count: int, workloads_count: int, seed: int, repeat: int) -> None:
     rng = random.Random(seed)
     nodes = make_nodes(nodes_count, rng)
     workloads = make_workloads(workloads_count, rng)
@@ -134,6 +166,18 @@ def run(nodes_count: int, workloads_count: int, seed: int) -> None:
         f"peak RSS {peak_rss_mb():6.0f} MB",
         flush=True,
     )
+    figures = []
+    for count in (5, 100):
+        row = [best_ms(scheduler, spread_service(count, when), ledger, repeat) for when in WHENS]
+        figures.append(f"x{count}: " + " / ".join(f"{ms:6.2f}" for ms in row) + " ms")
+    print(
+        f"nodes={nodes_count:>6}  one Service, no spread / zone DoNotSchedule / zone "
+        f"ScheduleAnyway (best of {repeat}): " + "   ".join(figures),
+        flush=True,
+    )
+
+
+WHENS: tuple[str | None, ...] = (None, "DoNotSchedule", "ScheduleAnyway")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,9 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, action="append", help="node counts (repeatable)")
     parser.add_argument("--workloads", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=20, help="runs per spread figure")
     args = parser.parse_args(argv)
     for count in args.nodes or [500, 5000, 20000]:
-        run(count, args.workloads, args.seed)
+        run(count, args.workloads, args.seed, args.repeat)
     return 0
 
 

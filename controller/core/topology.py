@@ -41,9 +41,12 @@ def domains(table: NodeTable, key: str) -> Domains:
 
 
 def counts(codes: IntArray, replicas: IntArray, size: int) -> IntArray:
-    """Replicas per domain: ``replicas`` is per node, ``size`` the number of domains."""
-    inside = codes >= 0
-    return np.bincount(codes[inside], weights=replicas[inside], minlength=size).astype(np.int64)
+    """Replicas per domain: ``replicas`` is per node, ``size`` the number of domains.
+    Only the nodes that hold replicas are looked at twice (few, whatever the table's size:
+    the spread plugin calls this once per replica placed)."""
+    held = np.flatnonzero(replicas)
+    held = held[codes[held] >= 0]
+    return np.bincount(codes[held], weights=replicas[held], minlength=size).astype(np.int64)
 
 
 def live_domains(codes: IntArray, candidates: BoolArray, size: int) -> BoolArray:

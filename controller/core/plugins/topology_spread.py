@@ -177,10 +177,21 @@ def spread_score(raw: IntArray, keyless: BoolArray) -> IntArray:
     candidate's domains): kube-scheduler's ``100 * (max + min - raw) / max`` shifted down by
     100, i.e. ``-100 * (raw - min) // max`` over the candidates that have every key (0 for
     all of them when max is 0), and -100 for a candidate without a key."""
+    if not keyless.any():  # the usual case: every candidate has the keys
+        return _normalised(raw)
     part = np.full(raw.size, -MAX_SCORE, dtype=np.int64)
     keyed = ~keyless
     if keyed.any():
-        counted = raw[keyed]
-        low, high = int(counted.min()), int(counted.max())
-        part[keyed] = -(((counted - low) * MAX_SCORE) // high) if high else 0
+        part[keyed] = _normalised(raw[keyed])
+    return part
+
+
+def _normalised(raw: IntArray) -> IntArray:
+    low, high = int(raw.min()), int(raw.max())
+    if not high:
+        return np.zeros(raw.size, dtype=np.int64)
+    part: IntArray = raw - low
+    part *= MAX_SCORE
+    part //= high
+    np.negative(part, out=part)  # -(x // high), not (-x) // high, which rounds away from 0
     return part
