@@ -48,6 +48,12 @@ def test_shipped_examples_plan_with_one_unplaceable_workload(
     assert lines[0].split() == ["WORKLOAD", "KIND", "PLACED", "PHASE", "NODES", "REASON"]
     rows = {line.split()[0]: line for line in lines[1:]}
     assert "5/5" in rows["shop/web"]
+    zones = {
+        n["metadata"]["name"]: n["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        for n in yaml.safe_load(EXAMPLES.joinpath("nodes.yaml").read_text())["items"]
+    }
+    api_nodes = [cell.split("(")[0] for cell in rows["shop/api"].split()[4:]]
+    assert sorted(zones[n] for n in api_nodes) == ["eu-1a", "eu-1a", "eu-1b", "eu-1b"]
     assert "edge-1" in rows["shop/thumbnailer"]
     assert "pve-1" in rows["ci/build-vm"]
     assert "Unschedulable" in rows["ml/trainer"]
