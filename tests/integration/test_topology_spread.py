@@ -4,6 +4,7 @@ requeue when capacity frees), and the API server refusing invalid ``topologySpre
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import Counter
 from typing import Any
@@ -11,9 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.devcluster.controlplane import KubectlRunner
+from controller.devcluster.controlplane import ControlPlane, KubectlRunner
 from tests.factories import node_object
 from tests.integration.harness import Cluster, OperatorProcess, phase, placements, workload_obj
+from tests.integration.test_explain import orca_explain
 from tests.integration.test_operator import placed
 
 pytestmark = pytest.mark.controlplane
@@ -59,7 +61,7 @@ def test_five_replicas_spread_two_two_one_over_three_zones(
 
 
 def test_an_unsatisfiable_constraint_says_why_and_is_retried_when_capacity_frees(
-    cluster: Cluster, namespace: str, operator: OperatorProcess
+    cluster: Cluster, namespace: str, operator: OperatorProcess, control_plane: ControlPlane
 ) -> None:
     cluster.apply(zoned("a1", "eu-1a", cpu="2"), zoned("b1", "eu-1b", cpu="2"))
     cluster.apply(zoned("c1", "eu-1c", cpu="2"))
@@ -93,6 +95,14 @@ def test_an_unsatisfiable_constraint_says_why_and_is_retried_when_capacity_frees
     )
     (condition,) = web["status"]["conditions"]
     assert (condition["status"], condition["message"]) == ("False", web["status"]["message"])
+    explained = orca_explain(control_plane, "web", "-n", namespace, "-o", "json")
+    assert explained.returncode == 0, explained.stderr
+    verdicts = {n["node"]: n.get("reason") for n in json.loads(explained.stdout)["nodes"]}
+    assert verdicts == {
+        "a1": f"node(s) didn't match pod topology spread constraints ({ZONE})",
+        "b1": "Insufficient cpu",
+        "c1": "Insufficient cpu",
+    }
     cluster.run("delete", "workload", "hog", "-n", namespace)
     web = placed(cluster, namespace, "web", 3)
     assert phase(web) == "Scheduled"
