@@ -286,8 +286,6 @@ LABEL_KEY_PATTERN = (
 )
 MAX_LABEL_KEY_LENGTH = 253 + 1 + 63
 _LABEL_KEY = re.compile(LABEL_KEY_PATTERN)
-
-
 _LABEL_KEY_FORM = (
     "an optional DNS subdomain prefix and '/', then a name of at most 63 letters, digits, "
     "'-', '_' or '.' that starts and ends with a letter or digit (e.g. topology.kubernetes.io/zone)"

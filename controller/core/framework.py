@@ -329,9 +329,8 @@ class Framework:
                     )
                 )
                 remaining &= rejection.passed
-                if (result.code if rejection.code is None else rejection.code) is (
-                    Code.UNSCHEDULABLE
-                ):
+                cure = result.code if rejection.code is None else rejection.code
+                if cure is Code.UNSCHEDULABLE:
                     code = Code.UNSCHEDULABLE
         return tuple(reasons), code
 
