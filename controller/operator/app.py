@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import cast
 
 import kopf
@@ -80,12 +80,15 @@ _WATCH_RESTARTS = (
 
 
 class WatchRestartCounter(logging.Filter):
-    """Counts kopf's watch restarts into ``orca_watch_restarts_total`` from its log records;
-    passes on only the records at or above ``level`` (the level the user asked for)."""
+    """Counts kopf's watch restarts into ``orca_watch_restarts_total`` from its log records,
+    calls ``on_restart`` for each (a restarted watch may have missed deletions, which kopf's
+    re-listing cannot replay: the operator then LISTs on its own), and passes on only the
+    records at or above ``level`` (the level the user asked for)."""
 
-    def __init__(self, level: int) -> None:
+    def __init__(self, level: int, on_restart: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.level = level
+        self.on_restart = on_restart
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -94,16 +97,30 @@ class WatchRestartCounter(logging.Filter):
             if match:
                 resource = match.group(1).split(".", 1)[0]  # "nodes.v1" -> "nodes"
                 metrics.WATCH_RESTARTS.labels(resource=resource, reason=reason).inc()
+                if self.on_restart is not None:
+                    self.on_restart()
         return record.levelno >= self.level
 
 
-def count_watch_restarts(level: int) -> None:
+def count_watch_restarts(level: int, on_restart: Callable[[], None] | None = None) -> None:
     """Let kopf's watch logger emit its DEBUG records so the counter sees them."""
     watch_logger = logging.getLogger(WATCH_LOGGER)
     for old in [f for f in watch_logger.filters if isinstance(f, WatchRestartCounter)]:
         watch_logger.removeFilter(old)
-    watch_logger.addFilter(WatchRestartCounter(level))
+    watch_logger.addFilter(WatchRestartCounter(level, on_restart))
     watch_logger.setLevel(logging.DEBUG)
+
+
+def relist_on_watch_restart(on_restart: Callable[[], None]) -> None:
+    """Route kopf's watch restarts to ``on_restart`` (the reconciler's relist request). One of
+    two signals, with the handlers' gap between listing runs: either alone can miss a relist
+    (a log wording change, a replay without a gap), and a spare LIST costs little."""
+    watch_logger = logging.getLogger(WATCH_LOGGER)
+    counters = [f for f in watch_logger.filters if isinstance(f, WatchRestartCounter)]
+    if not counters:
+        count_watch_restarts(logging.getLogger().getEffectiveLevel(), on_restart)
+    for counter in counters:
+        counter.on_restart = on_restart
 
 
 def build_version() -> str:
@@ -194,6 +211,7 @@ async def operate(args: argparse.Namespace) -> None:
     else:
         metrics.IS_LEADER.set(1)
 
+    relist_on_watch_restart(reconciler.request_relist)
     registry = kopf.OperatorRegistry()
     handlers.register(registry, reconciler, args.kubeconfig)
     settings = kopf.OperatorSettings()

@@ -368,7 +368,7 @@ def test_kopf_watch_restarts_are_counted_from_kopf_itself(monkeypatch: pytest.Mo
     from kopf._cogs.clients import fetching, watching
     from kopf._cogs.structs import references
 
-    from controller.operator.app import WATCH_LOGGER, count_watch_restarts
+    from controller.operator.app import WATCH_LOGGER, count_watch_restarts, relist_on_watch_restart
 
     async def listed(**_: Any) -> AsyncIterator[tuple[list[Any], str]]:
         yield [], "1"
@@ -379,6 +379,8 @@ def test_kopf_watch_restarts_are_counted_from_kopf_itself(monkeypatch: pytest.Mo
     monkeypatch.setattr(fetching, "fetch_objs", listed)
     monkeypatch.setattr(watching, "watch_objs", gone)
     count_watch_restarts(logging.INFO)
+    relists: list[str] = []
+    relist_on_watch_restart(lambda: relists.append("requested"))
     resource = references.Resource("orca.cloudinit.dev", "v1alpha1", "workloads")
 
     async def scenario() -> None:
@@ -395,12 +397,14 @@ def test_kopf_watch_restarts_are_counted_from_kopf_itself(monkeypatch: pytest.Mo
     with Delta("orca_watch_restarts_total", **labels, reason="expired") as expired:
         asyncio.run(scenario())
     assert expired.value == 1
+    assert relists == ["requested"]  # the operator LISTs on its own: deletions were missed
     # kopf's other restart: no event within the inactivity timeout (logged by watch_objs).
     with Delta("orca_watch_restarts_total", resource="nodes", reason="inactive") as inactive:
         logging.getLogger(WATCH_LOGGER).debug(
             "Watch-stream for nodes.v1 cluster-wide is inactive, reconnecting."
         )
     assert inactive.value == 1
+    assert relists == ["requested", "requested"]
 
 
 def test_events_that_do_not_fit_their_queue_are_counted_as_dropped() -> None:
