@@ -91,6 +91,15 @@ class Ledger:
                 counts[i] += 1
         return counts
 
+    def copy(self) -> Ledger:
+        """A scratch copy on the same table (the rebalancer plans its moves on one): the
+        bookings are shared (immutable tuples), the usage arrays are its own."""
+        other = Ledger(self.table)
+        other._bookings = dict(self._bookings)
+        other.used_cpu = self.used_cpu.copy()
+        other.used_memory = self.used_memory.copy()
+        return other
+
     # -- writing -----------------------------------------------------------------------------
 
     def rebind(self, table: NodeTable) -> None:
