@@ -20,9 +20,9 @@ better; a move must improve it by at least ``min_gain`` so a plan never oscillat
              A BinPack move never raises its Workload's skew either.
 
 Rules beside the objective: only ``rebalance: Allowed`` Job and Service Workloads move (a
-DaemonSet has one replica per node by definition); only *settled* Workloads move, whose every
-placement the scheduler would keep as it is (otherwise the scheduling loop has a decision to
-make first); a move never puts more replicas of a Workload on the target than were on the
+DaemonSet has one replica per node by definition); only *settled* Workloads move: all replicas
+placed, every placement one the scheduler would keep as it is (otherwise the scheduling loop
+has a decision to make first); a move never puts more replicas of a Workload on the target than were on the
 source (the scheduler's implicit anti-affinity, DESIGN.md 4).
 
 Budgets. A plan holds at most ``max_moves`` moves, found in rounds: each round visits the
@@ -306,10 +306,11 @@ class _lifted:
 
 
 def _settled(prepared: PreparedCycle) -> bool:
-    """Whether the scheduler would keep every placement as it is (same nodes, same sizes);
-    if not, the scheduling loop has a decision to make for this Workload, not the rebalancer."""
+    """Whether the scheduler would keep every placement as it is (same nodes, same sizes) and
+    has no replica left to place; if not, the scheduling loop has a decision to make for this
+    Workload first (a short Workload gets its missing replicas before anything moves)."""
     kept = prepared.kept.values()
-    if len(prepared.kept) != len(prepared.existing):
+    if len(prepared.kept) != len(prepared.existing) or len(kept) < prepared.cycle.spec.replicas:
         return False
     shape = sorted((b.node, b.alloc_id, b.cpu, b.memory) for b in kept)
     return shape == sorted((b.node, b.alloc_id, b.cpu, b.memory) for b in prepared.existing)

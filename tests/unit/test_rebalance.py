@@ -1,0 +1,304 @@
+"""The rebalancer's planner (``controller.core.rebalance``, issue 13): scenarios a cluster
+operator meets (new empty nodes, a fragmented BinPack cluster, a zone restored) and property
+tests over random drifted clusters (every move valid when made, strictly improving, never
+over-committing; a second run proposes nothing; node order does not matter; Never Workloads
+never move)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller.api.models import NodeInfo, Strategy, Workload
+from controller.core.ledger import Booking, Ledger
+from controller.core.nodes import NodeTable
+from controller.core.rebalance import Move, Plan, Rebalancer, ffd_nodes, moved
+from controller.core.scheduler import Scheduler
+from tests.factories import node, workload
+
+GiB = 1 << 30
+
+
+def placed(nodes: list[NodeInfo], workloads: list[Workload], scheduler: Scheduler) -> Ledger:
+    """The ledger after the scheduler placed ``workloads`` in order onto ``nodes``."""
+    ledger = Ledger(NodeTable(nodes))
+    for w in workloads:
+        ledger.load(w.key, scheduler.schedule(w, ledger).bookings)
+    return ledger
+
+
+def grown(ledger: Ledger, more: list[NodeInfo]) -> Ledger:
+    """The same placements after ``more`` nodes joined the cluster."""
+    ledger.rebind(NodeTable([*ledger.table.nodes, *more]))
+    return ledger
+
+
+def stddev_of(ledger: Ledger) -> float:
+    """Utilisation stddev over the eligible nodes, computed directly (not by the planner)."""
+    t = ledger.table
+    pool = t.eligible & ((t.cpu > 0) | (t.memory > 0))
+    util = (ledger.used_cpu / t.cpu_divisor + ledger.used_memory / t.memory_divisor) / 2
+    return float(np.std(util[pool])) if pool.any() else 0.0
+
+
+def nodes_in_use(ledger: Ledger) -> int:
+    return len({b.node for k in ledger.workload_keys() for b in ledger.bookings(k)})
+
+
+def replay(plan: Plan, ledger: Ledger) -> Ledger:
+    """``ledger`` (a copy) with the plan's moves made in order."""
+    out = ledger.copy()
+    for m in plan.moves:
+        out.load(m.workload, moved(out.bookings(m.workload), m))
+    return out
+
+
+def service(name: str, count: int, cpu: str = "500m", memory: str = "1Gi", **spec: Any) -> Workload:
+    spec.setdefault("rebalance", "Allowed")
+    return workload(
+        name, kind="Service", count=count, resources={"cpu": cpu, "memory": memory}, **spec
+    )
+
+
+# -- scenarios -----------------------------------------------------------------------------------
+
+
+def test_new_empty_nodes_spread_evens_utilisation_within_the_budget() -> None:
+    scheduler = Scheduler()
+    old = [node(f"old-{i:02}", cpu="4", memory="8Gi") for i in range(10)]
+    services = [service(f"svc-{k}", 5) for k in range(6)]  # 30 replicas, 3 per old node
+    ledger = grown(placed(old, services, scheduler), [node(f"new-{i:02}") for i in range(10)])
+    plan = Rebalancer(scheduler, max_moves=20).plan(services, ledger)
+
+    after = replay(plan, ledger)
+    assert 0 < len(plan.moves) <= 20
+    assert all(m.source.startswith("old-") and m.target.startswith("new-") for m in plan.moves)
+    assert plan.before.utilisation_stddev == stddev_of(ledger) > 0
+    assert plan.after.utilisation_stddev == stddev_of(after)
+    # 30 replicas on 20 equal nodes: the best is 1 or 2 per node, 0.0625 apart from the mean.
+    per_node = sorted(int(n) for n in after.used_cpu // 500)
+    assert per_node == [1] * 10 + [2] * 10
+    assert plan.complete
+
+
+def test_budget_cuts_a_plan_short_and_says_so() -> None:
+    scheduler = Scheduler()
+    old = [node(f"old-{i:02}") for i in range(10)]
+    services = [service(f"svc-{k}", 5) for k in range(6)]
+    ledger = grown(placed(old, services, scheduler), [node(f"new-{i:02}") for i in range(10)])
+    plan = Rebalancer(scheduler, max_moves=3).plan(services, ledger)
+    assert len(plan.moves) == 3
+    assert not plan.complete
+    assert Rebalancer(scheduler, max_moves=0).plan(services, ledger).moves == ()
+
+
+def test_fragmented_binpack_cluster_frees_nodes_compared_with_ffd() -> None:
+    scheduler = Scheduler()
+    nodes = [node(f"n-{i}", cpu="4", memory="8Gi") for i in range(8)]
+    # Eight 1-cpu replicas of eight BinPack Jobs, one per node: fragmented.
+    jobs = [
+        workload(
+            f"job-{i}",
+            kind="Job",
+            strategy="BinPack",
+            rebalance="Allowed",
+            resources={"cpu": "1", "memory": "1Gi"},
+        )
+        for i in range(8)
+    ]
+    ledger = Ledger(NodeTable(nodes))
+    for i, j in enumerate(jobs):
+        ledger.load(j.key, [Booking(f"n-{i}", f"{j.key}-0", 1000, GiB)])
+    plan = Rebalancer(scheduler, max_moves=50).plan(jobs, ledger)
+    after = replay(plan, ledger)
+
+    assert plan.before.nodes_in_use == 8
+    assert plan.ffd_nodes == 2  # 8 cpus of replicas on 4-cpu nodes
+    assert plan.after.nodes_in_use == nodes_in_use(after) == 2
+    assert plan.nodes_freed == 6
+    assert all(m.after.nodes_in_use <= m.before.nodes_in_use for m in plan.moves)
+    assert Rebalancer(scheduler, max_moves=50).plan(jobs, after).moves == ()
+
+
+def test_zone_restored_brings_skew_back_within_max_skew() -> None:
+    scheduler = Scheduler()
+    zone = "topology.kubernetes.io/zone"
+    a_b = [node(f"{z}-{i}", labels={zone: z}) for z in ("a", "b") for i in range(3)]
+    spread = [{"topologyKey": zone, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]
+    web = service("web", 6, topologySpread=spread)
+    ledger = placed(a_b, [web], scheduler)  # zone c was down: 3 in a, 3 in b
+    ledger = grown(ledger, [node(f"c-{i}", labels={zone: "c"}) for i in range(3)])
+    plan = Rebalancer(scheduler, max_moves=10).plan([web], ledger)
+
+    assert plan.before.skew == 3 and plan.before.over_max_skew == 1
+    assert plan.after.skew <= 1 and plan.after.over_max_skew == 0
+    after = replay(plan, ledger)
+    per_zone = {z: sum(1 for b in after.bookings(web.key) if b.node[0] == z) for z in "abc"}
+    assert per_zone == {"a": 2, "b": 2, "c": 2}
+    assert [m.after.skew for m in plan.moves] == [2, 0]  # 3/3/0 -> 3/2/1 -> 2/2/2
+
+
+def test_never_and_daemonset_workloads_stay_and_unsettled_ones_wait() -> None:
+    scheduler = Scheduler()
+    old = [node(f"old-{i}") for i in range(3)]
+    never = service("never", 3, rebalance="Never")
+    daemon = workload("agent", kind="DaemonSet", rebalance="Allowed", resources={"cpu": "100m"})
+    ledger = grown(placed(old, [never, daemon], scheduler), [node(f"new-{i}") for i in range(3)])
+    assert Rebalancer(scheduler).plan([never, daemon], ledger).moves == ()
+    # A Workload whose placements the scheduler would change (count went up) is left to it.
+    allowed = service("web", 2)
+    ledger = grown(placed(old, [allowed], scheduler), [node(f"new-{i}") for i in range(3)])
+    assert Rebalancer(scheduler).plan([service("web", 3)], ledger).moves == ()
+
+
+def test_check_rejects_a_move_whose_target_filled_up() -> None:
+    scheduler = Scheduler()
+    old = [node("old-0", cpu="2", memory="4Gi")]
+    web = service("web", 2, cpu="1")
+    ledger = grown(placed(old, [web], scheduler), [node("new-0", cpu="1", memory="4Gi")])
+    rebalancer = Rebalancer(scheduler)
+    (move,) = rebalancer.plan([web], ledger).moves
+    assert rebalancer.check(move, web, ledger) == move
+    blocker = workload("blocker", kind="Job", resources={"cpu": "1"})
+    ledger.load(blocker.key, [Booking("new-0", f"{blocker.key}-0", 1000, 0)])
+    assert rebalancer.check(move, web, ledger) is None
+    assert rebalancer.check(move, service("web", 2, cpu="1", rebalance="Never"), ledger) is None
+
+
+def test_ffd_counts_first_fit_decreasing_on_the_largest_nodes_first() -> None:
+    nodes = [node("small", cpu="2", memory="4Gi"), node("big", cpu="8", memory="16Gi")]
+    ledger = Ledger(NodeTable(nodes))
+    ledger.load(
+        "ns/a", [Booking("small", "ns/a-0", 1000, GiB), Booking("small", "ns/a-1", 1000, 0)]
+    )
+    assert ffd_nodes(ledger) == 1  # both fit on big
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+ZONE = "zone"
+
+
+@st.composite
+def drifted_clusters(draw: st.DrawFn) -> tuple[list[NodeInfo], list[Workload], Ledger]:
+    """Workloads placed by the scheduler on some nodes, then more nodes join (some
+    cordoned or in a zone of their own): the drift the rebalancer is for."""
+    n_old = draw(st.integers(1, 6))
+    n_new = draw(st.integers(0, 6))
+
+    def make(name: str) -> NodeInfo:
+        return NodeInfo(
+            hostname=name,
+            labels={ZONE: draw(st.sampled_from(["z1", "z2", "z3"]))},
+            cpu=draw(st.sampled_from([1000, 2000, 4000, 8000])),
+            memory=draw(st.sampled_from([2, 4, 8, 16])) * GiB,
+            unschedulable=draw(st.booleans()) and draw(st.booleans()),
+        )
+
+    old = [make(f"old-{i}") for i in range(n_old)]
+    new = [make(f"new-{i}") for i in range(n_new)]
+    workloads = []
+    for k in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["Service", "Service", "Job"]))
+        spec: dict[str, Any] = {
+            "kind": kind,
+            "strategy": draw(st.sampled_from(["Spread", "BinPack"])),
+            "rebalance": draw(st.sampled_from(["Allowed", "Allowed", "Never"])),
+            "resources": {
+                "cpu": draw(st.sampled_from(["0", "250m", "500m", "1"])),
+                "memory": draw(st.sampled_from(["0", "256Mi", "1Gi"])),
+            },
+        }
+        if kind == "Service":
+            spec["count"] = draw(st.integers(1, 6))
+            if draw(st.booleans()):
+                spec["topologySpread"] = [
+                    {
+                        "topologyKey": ZONE,
+                        "maxSkew": draw(st.integers(1, 2)),
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                    }
+                ]
+        if draw(st.booleans()):
+            spec["constraints"] = ['node.labels["zone"] != "z3"']
+        workloads.append(workload(f"w{k}", **spec))
+    ledger = placed(old, workloads, Scheduler())
+    return [*old, *new], workloads, grown(ledger, new)
+
+
+def objective_key(m: Move, after: bool) -> tuple[float, float]:
+    o = m.after if after else m.before
+    if o.strategy is Strategy.BINPACK:
+        return (o.nodes_in_use, -o.packing)
+    return (o.skew, o.stddev)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(drifted_clusters(), st.integers(1, 15))
+def test_every_move_is_valid_when_made_and_improves(
+    cluster: tuple[list[NodeInfo], list[Workload], Ledger], budget: int
+) -> None:
+    _, workloads, ledger = cluster
+    scheduler = Scheduler()
+    plan = Rebalancer(scheduler, max_moves=budget).plan(workloads, ledger)
+    by_key = {w.key: w for w in workloads}
+    assert len(plan.moves) <= budget
+    state = ledger.copy()
+    table = state.table
+    for m in plan.moves:
+        w = by_key[m.workload]
+        assert w.spec.rebalance.value == "Allowed"  # Never Workloads never move
+        assert w.spec.kind.value != "DaemonSet"
+        # Valid when made: the target passes every static filter of the profile for this
+        # Workload, and has the free capacity for the replica, given the moves before it.
+        prepared = scheduler.prepare(w, state)
+        assert prepared.filtered is not None
+        t = table.index[m.target]
+        assert prepared.filtered.passes[t], m
+        free_cpu, free_memory = state.free()
+        assert free_cpu[t] >= w.spec.cpu_millis and free_memory[t] >= w.spec.memory_bytes, m
+        # Strictly better by the Workload's strategy, and the figures are the real ones.
+        assert objective_key(m, True) < objective_key(m, False)
+        assert np.isclose(m.before.stddev, stddev_of(state))
+        assert m.before.nodes_in_use == nodes_in_use(state)
+        state.load(m.workload, moved(state.bookings(m.workload), m))
+        assert np.isclose(m.after.stddev, stddev_of(state))
+        assert m.after.nodes_in_use == nodes_in_use(state)
+        # Never over-committed at any step (the initial placements were within capacity).
+        assert (state.used_cpu <= table.cpu).all() and (state.used_memory <= table.memory).all()
+        # The scheduler keeps the moved replica where it now is: the move is stable.
+        assert scheduler.schedule(w, state).bookings == state.bookings(w.key)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(drifted_clusters())
+def test_a_second_run_on_its_own_output_proposes_nothing(
+    cluster: tuple[list[NodeInfo], list[Workload], Ledger],
+) -> None:
+    _, workloads, ledger = cluster
+    rebalancer = Rebalancer(Scheduler(), max_moves=200)
+    plan = rebalancer.plan(workloads, ledger)
+    if plan.complete:
+        assert rebalancer.plan(workloads, replay(plan, ledger)).moves == ()
+    else:  # the budget ran out first: the next plan goes on from there
+        assert len(plan.moves) == 200
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(drifted_clusters(), st.randoms(use_true_random=False))
+def test_the_plan_does_not_depend_on_node_order(
+    cluster: tuple[list[NodeInfo], list[Workload], Ledger], rnd: random.Random
+) -> None:
+    nodes, workloads, ledger = cluster
+    shuffled = list(nodes)
+    rnd.shuffle(shuffled)
+    other = Ledger(NodeTable(shuffled))
+    for key in ledger.workload_keys():
+        other.load(key, ledger.bookings(key))
+    first = Rebalancer(Scheduler(), max_moves=10).plan(workloads, ledger)
+    second = Rebalancer(Scheduler(), max_moves=10).plan(workloads, other)
+    assert first == second
