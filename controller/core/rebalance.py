@@ -22,8 +22,8 @@ better; a move must improve it by at least ``min_gain`` so a plan never oscillat
 Rules beside the objective: only ``rebalance: Allowed`` Job and Service Workloads move (a
 DaemonSet has one replica per node by definition); only *settled* Workloads move: all replicas
 placed, every placement one the scheduler would keep as it is (otherwise the scheduling loop
-has a decision to make first); a move never puts more replicas of a Workload on the target than were on the
-source (the scheduler's implicit anti-affinity, DESIGN.md 4).
+has a decision to make first); a move never puts more replicas of a Workload on the target
+than were on the source (the scheduler's implicit anti-affinity, DESIGN.md 4).
 
 Budgets. A plan holds at most ``max_moves`` moves, found in rounds: each round visits the
 Workloads in key order and makes the best move of each (so the budget is shared fairly).
