@@ -15,6 +15,7 @@ from controller.devcluster.cli import add_parser as add_devcluster
 from controller.explain import add_parser as add_explain
 from controller.operator.main import add_parser as add_run
 from controller.plan import add_parser as add_plan
+from controller.rebalance import add_parser as add_rebalance
 from controller.version import version_line
 
 
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_plan(sub)
     add_explain(sub)
+    add_rebalance(sub)
     crd = sub.add_parser("crd", help="print the Workload CRD generated from the API models")
     crd.set_defaults(func=_print_crd)
     board = sub.add_parser(
