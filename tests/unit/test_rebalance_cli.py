@@ -3,6 +3,7 @@ exit codes, and one line per bad input."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -80,7 +81,7 @@ def test_json_lists_the_moves_in_order_with_objectives_and_totals(
         m["after"]["utilisationStddev"] for m in moves
     ]
     assert stddevs == sorted(stddevs, reverse=True) and len(set(stddevs)) == 5
-    assert all(m["before"] == p["after"] for p, m in zip(moves, moves[1:], strict=False))
+    assert all(m["before"] == p["after"] for p, m in itertools.pairwise(moves))
     totals = plan["totals"]
     assert totals["moves"] == 4 and totals["complete"] is True
     assert totals["utilisationStddev"]["before"] == stddevs[0]
@@ -165,8 +166,18 @@ def test_kubectl_plugin_entry_point_runs_rebalance(drifted: tuple[Path, Path]) -
     """``kubectl orca rebalance`` runs the ``kubectl-orca`` script: the same ``main``."""
     nodes, workloads = drifted
     out = subprocess.run(
-        [sys.executable, "-m", "controller.cli", "rebalance", "--nodes", str(nodes)]
-        + ["--workloads", str(workloads), "-o", "json"],
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "rebalance",
+            "--nodes",
+            str(nodes),
+            "--workloads",
+            str(workloads),
+            "-o",
+            "json",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
