@@ -29,3 +29,4 @@ CONDITION_REASON_BY_PHASE: Final = {
 # -- Events on a Workload (posted on phase transitions, never per reconcile) ---------------------
 EVENT_SCHEDULED: Final = "Scheduled"
 EVENT_FAILED_SCHEDULING: Final = "FailedScheduling"
+EVENT_REBALANCED: Final = "Rebalanced"  # a replica moved by the rebalancer (one Event per move)

@@ -18,6 +18,7 @@ from controller.core.scheduler import Scheduler
 from controller.operator import gauges, handlers, metrics
 from controller.operator.kube import KubeApi, load_configuration
 from controller.operator.leader import LeaderElector, default_identity
+from controller.operator.rebalancer import RebalanceLoop
 from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
@@ -231,6 +232,10 @@ async def operate(args: argparse.Namespace) -> None:
         resync = _resync(reconciler, args.resync_seconds)
         background.append(asyncio.create_task(resync, name="resync"))
         background.append(asyncio.create_task(_gauges(reconciler), name="gauges"))
+        every = getattr(args, "rebalance_every", None)
+        if every:
+            loop = RebalanceLoop(reconciler, every, args.rebalance_max_moves)
+            background.append(asyncio.create_task(loop.run(), name="rebalancer"))
         if elector is not None:
             background.append(asyncio.create_task(elector.run(), name="leader election"))
         for task in background:

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import sys
 
 logger = logging.getLogger("orca")
@@ -52,7 +53,50 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--lease-name", default="orca-controller")
     p.add_argument("--resync-seconds", type=float, default=300.0, help="periodic full resync")
     p.add_argument("--max-in-flight", type=int, default=32, help="concurrent status writes")
+    p.add_argument(
+        "--rebalance-interval",
+        metavar="DURATION",
+        default="off",
+        help="plan and make rebalancing moves every DURATION (e.g. 30s, 5m, 1h30m; "
+        f"{MIN_REBALANCE_INTERVAL:g}s..{MAX_REBALANCE_INTERVAL // 3600:g}h), for Workloads with "
+        "rebalance: Allowed; default: off",
+    )
+    p.add_argument(
+        "--rebalance-max-moves",
+        type=int,
+        default=10,
+        metavar="N",
+        help="at most N moves per rebalancing pass (default: %(default)s)",
+    )
     p.set_defaults(func=run)
+
+
+MIN_REBALANCE_INTERVAL = 1.0
+MAX_REBALANCE_INTERVAL = 24 * 3600.0
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def parse_duration(text: str) -> float | None:
+    """``--rebalance-interval``: seconds, or None for ``off``/``0``. Go's duration syntax
+    (``30s``, ``5m``, ``1h30m``, ``1.5h``), as kubectl and Kubernetes flags write it; a
+    ``ValueError`` with one line for anything else or outside the bounds."""
+    value = text.strip()
+    if value in ("off", "0"):
+        return None
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        raise ValueError(
+            f"--rebalance-interval: {text[:40]!r} is not a duration "
+            "(examples: 30s, 5m, 1h30m; or off)"
+        )
+    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if not MIN_REBALANCE_INTERVAL <= seconds <= MAX_REBALANCE_INTERVAL:
+        raise ValueError(
+            f"--rebalance-interval: {text[:40]!r} is out of range "
+            f"({MIN_REBALANCE_INTERVAL:g}s..{MAX_REBALANCE_INTERVAL // 3600:g}h, or off)"
+        )
+    return seconds
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,6 +105,13 @@ def run(args: argparse.Namespace) -> int:
 
     from controller.operator.app import configure_logging, operate
 
+    try:
+        args.rebalance_every = parse_duration(args.rebalance_interval)
+        if not 1 <= args.rebalance_max_moves <= 1000:
+            raise ValueError(f"--rebalance-max-moves: {args.rebalance_max_moves} is not 1..1000")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     configure_logging(args)
     disable_created_metrics()  # type: ignore[no-untyped-call]  # no `*_created` series
     if args.metrics_port:

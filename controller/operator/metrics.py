@@ -238,6 +238,30 @@ EVENTS_DROPPED = Counter(
     "orca_events_dropped_total", "Kubernetes Events not posted because the queue was full."
 )
 
+# -- the rebalancer ----------------------------------------------------------------------------
+
+#: ``outcome`` of a planned move (``orca run --rebalance-interval``).
+MOVE_MOVED: Final = "moved"  # its status write landed
+MOVE_CHANGED: Final = "changed"  # the Workload changed (or was busy) since the plan: re-planned
+MOVE_STALE: Final = "stale"  # no longer valid or no longer improving when checked again
+MOVE_CONFLICT: Final = "conflict"  # 409: its owner changed it meanwhile; re-planned, not forced
+MOVE_FAILED: Final = "failed"  # the write failed otherwise (or was fenced); retried next plan
+MOVE_OUTCOMES: Final = (MOVE_MOVED, MOVE_CHANGED, MOVE_STALE, MOVE_CONFLICT, MOVE_FAILED)
+
+REBALANCE_MOVES = Counter(
+    "orca_rebalance_moves_total",
+    "Replica moves the rebalancer planned and tried, by outcome: moved (written), changed "
+    "(the Workload changed since the plan), stale (no longer valid or improving when checked "
+    "again), conflict (409: changed by its owner), failed. A plan stops at its first move "
+    "that is not made.",
+    ["outcome"],
+)
+REBALANCE_PLANNING_DURATION = Histogram(
+    "orca_rebalance_planning_duration_seconds",
+    "Time to plan one rebalancing pass over the operator's ledger.",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+
 # -- the process -------------------------------------------------------------------------------
 
 IS_LEADER = Gauge("orca_leader", "1 while this replica holds the leader Lease (or runs alone).")
@@ -260,6 +284,8 @@ def initialize(version: str) -> None:
         PENDING_WORKLOADS.labels(queue=queue)
     for outcome in (RELIST_LISTED, RELIST_FAILED):
         RELISTS.labels(outcome=outcome)
+    for outcome in MOVE_OUTCOMES:
+        REBALANCE_MOVES.labels(outcome=outcome)
 
 
 def reason_plugin(reason: str) -> str:

@@ -310,6 +310,19 @@ class Reconciler:
     ) -> None:
         """``Scheduled`` / ``FailedScheduling`` on a phase transition, never per pass."""
         scheduled = status.phase is Phase.SCHEDULED
+        reason = EVENT_SCHEDULED if scheduled else EVENT_FAILED_SCHEDULING
+        self.post_event(record, reason, status.message or "", version, warning=not scheduled)
+
+    def post_event(
+        self,
+        record: WorkloadRecord,
+        reason: str,
+        message: str,
+        version: str | None,
+        warning: bool = False,
+    ) -> None:
+        """Queue an Event on the Workload (posted by ``post_events``; dropped and counted
+        when the queue is full: Events are informational, status is the record)."""
         now = self.now()
         event = {
             "metadata": {"generateName": f"{record.name}.", "namespace": record.namespace},
@@ -321,9 +334,9 @@ class Reconciler:
                 "uid": record.uid,
                 "resourceVersion": version,
             },
-            "type": "Normal" if scheduled else "Warning",
-            "reason": EVENT_SCHEDULED if scheduled else EVENT_FAILED_SCHEDULING,
-            "message": status.message or "",
+            "type": "Warning" if warning else "Normal",
+            "reason": reason,
+            "message": message,
             "firstTimestamp": now,
             "lastTimestamp": now,
             "count": 1,

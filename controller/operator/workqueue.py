@@ -101,6 +101,15 @@ class WorkQueue:
         metrics.QUEUE_DEPTH.set(len(self._waiting))
         return key
 
+    def claim(self, key: str) -> bool:
+        """Take ``key`` as *processing* without ``get``, if it is neither waiting nor being
+        processed (the rebalancer moving a replica: the scheduling loop must not decide the
+        same Workload meanwhile). Release it with ``done``; False: it is busy, leave it."""
+        if key in self._queued or key in self._processing:
+            return False
+        self._processing.add(key)
+        return True
+
     def done(self, key: str) -> None:
         """Processing of ``key`` finished; re-queue it if it was added meanwhile."""
         self._processing.discard(key)

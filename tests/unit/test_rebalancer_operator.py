@@ -1,0 +1,189 @@
+"""The operator's rebalancing pass (``controller.operator.rebalancer``) on a recording API:
+a move is one preconditioned status write through the ledger, with an Event and a count; a
+Workload changed meanwhile is re-planned, never overwritten; only the leader moves anything.
+(The same on a real API server: tests/integration/test_rebalance.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+from prometheus_client import REGISTRY
+
+from controller.operator import metrics
+from controller.operator.kube import ApiError, KubeApi
+from controller.operator.main import parse_duration
+from controller.operator.rebalancer import RebalanceLoop
+from controller.operator.reconciler import Reconciler
+from controller.operator.state import ClusterState
+from controller.operator.workqueue import WorkQueue
+from tests.factories import node_object, stored_workload
+
+
+class RecordingApi:
+    """Status writes succeed with the next resourceVersion (or raise ``error``); Events are
+    kept."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, dict[str, Any], str | None]] = []
+        self.events: list[dict[str, Any]] = []
+        self.error: ApiError | None = None
+        self.version = 100
+
+    async def patch_workload_status(
+        self, namespace: str, name: str, status: dict[str, Any], version: str | None
+    ) -> dict[str, Any]:
+        if self.error is not None:
+            raise self.error
+        self.writes.append((f"{namespace}/{name}", status, version))
+        self.version += 1
+        return {"metadata": {"resourceVersion": str(self.version)}}
+
+    async def create_event(self, namespace: str, event: dict[str, Any]) -> dict[str, Any]:
+        self.events.append(event)
+        return {}
+
+
+def service(
+    name: str, count: int, rebalance: str = "Allowed", version: str = "7"
+) -> dict[str, Any]:
+    size = {"cpu": "1", "memory": "1Gi"}
+    spec = {"kind": "Service", "count": count, "resources": size, "rebalance": rebalance}
+    return stored_workload(name, version=version, spec=spec)
+
+
+def cluster(*workloads: dict[str, Any]) -> tuple[ClusterState, RecordingApi, Reconciler]:
+    """The Workloads placed by the scheduling loop on two old nodes, then two new empty
+    nodes joined: the drift a rebalancing pass is for."""
+    state, api = ClusterState(), RecordingApi()
+    reconciler = Reconciler(state, WorkQueue(), cast(KubeApi, api))
+    reconciler.ready.set()
+
+    async def place() -> None:
+        for w in workloads:
+            state.upsert_workload(w)
+            assert await reconciler.reconcile(
+                w["metadata"]["namespace"] + "/" + w["metadata"]["name"]
+            )
+            await reconciler.drain()
+
+    for name in ("old-0", "old-1"):
+        state.upsert_node(node_object(name))
+    asyncio.run(place())
+    for name in ("new-0", "new-1"):
+        state.upsert_node(node_object(name))
+    api.writes.clear()
+    while not reconciler._events.empty():
+        reconciler._events.get_nowait()
+    return state, api, reconciler
+
+
+def moves(outcome: str) -> float:
+    return REGISTRY.get_sample_value("orca_rebalance_moves_total", {"outcome": outcome}) or 0.0
+
+
+def nodes_of(state: ClusterState, key: str) -> list[str]:
+    return sorted(b.node for b in state.ledger.bookings(key))
+
+
+def test_a_pass_moves_allowed_replicas_with_a_write_an_event_and_a_count() -> None:
+    state, api, reconciler = cluster(service("web", 2), service("db", 2, "Never"))
+    before = moves(metrics.MOVE_MOVED)
+    made = asyncio.run(RebalanceLoop(reconciler, 1.0).rebalance())
+
+    assert made == 2 == len(api.writes)
+    assert all(key == "ns/web" for key, _, _ in api.writes)  # db is Never: untouched
+    assert [version for _, _, version in api.writes] == ["101", "103"]  # each on the one before
+    assert nodes_of(state, "ns/web") == ["new-0", "new-1"]
+    assert nodes_of(state, "ns/db") == ["old-0", "old-1"]
+    record = state.records["ns/web"]
+    assert record.status is not None and record.resource_version == "104"
+    assert sorted(p.node for p in record.status.placements) == ["new-0", "new-1"]
+    assert record.status.nodes == "new-0,new-1" or record.status.nodes == "new-1,new-0"
+    assert moves(metrics.MOVE_MOVED) - before == 2
+    queued = []
+    while not reconciler._events.empty():
+        queued.append(reconciler._events.get_nowait()[1])
+    assert [e["reason"] for e in queued] == ["Rebalanced", "Rebalanced"]
+    assert "moved replica ns/web-" in queued[0]["message"]
+    assert queued[0]["involvedObject"]["name"] == "web"
+    # The moves are stable: the scheduling loop, deciding again, writes nothing.
+    assert asyncio.run(reconciler.reconcile("ns/web")) is False
+    # And a second pass proposes nothing.
+    assert asyncio.run(RebalanceLoop(reconciler, 1.0).rebalance()) == 0
+
+
+def test_a_workload_changed_by_its_owner_is_replanned_not_overwritten() -> None:
+    state, api, reconciler = cluster(service("web", 2), service("db", 2, "Never"))
+    api.error = ApiError(409, "Conflict", "the object has been modified")
+    before = moves(metrics.MOVE_CONFLICT)
+    assert asyncio.run(RebalanceLoop(reconciler, 1.0).rebalance()) == 0
+    assert moves(metrics.MOVE_CONFLICT) - before == 1
+    assert nodes_of(state, "ns/web") == ["old-0", "old-1"]  # the assumption was forgotten
+    assert state.ledger.free()[0].tolist() == [4000, 4000, 2000, 2000]  # new-*, old-*
+    assert not state.records["ns/web"].writing
+    assert len(reconciler.queue) == 1  # handed to the scheduling loop to decide afresh
+
+
+def test_a_move_planned_on_an_older_version_is_not_made() -> None:
+    state, api, reconciler = cluster(service("web", 2), service("db", 2, "Never"))
+    loop = RebalanceLoop(reconciler, 1.0)
+    record = state.records["ns/web"]
+    assert record.workload is not None
+    state.table()
+    plan = loop.planner.plan([record.workload], state.ledger)
+    assert plan.moves
+    planned = record.resource_version
+    stored = service("web", 2, version="200")  # the owner changed it; the watch told us
+    stored["status"] = record.status.model_dump(by_alias=True, mode="json") if record.status else {}
+    state.upsert_workload(stored)
+    assert asyncio.run(loop.make(plan.moves[0], planned)) == (metrics.MOVE_CHANGED, None)
+    assert api.writes == []
+
+
+def test_a_busy_workload_is_left_to_the_scheduling_loop() -> None:
+    _, api, reconciler = cluster(service("web", 2), service("db", 2, "Never"))
+    reconciler.queue.add("ns/web")  # an event is waiting to be decided
+    assert asyncio.run(RebalanceLoop(reconciler, 1.0).rebalance()) == 0
+    assert api.writes == []
+
+
+def test_only_the_leader_rebalances() -> None:
+    _, api, reconciler = cluster(service("web", 2), service("db", 2, "Never"))
+    reconciler.is_leader = lambda: False
+    assert asyncio.run(RebalanceLoop(reconciler, 1.0).rebalance()) == 0
+    assert api.writes == []
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30s", 30.0),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("1.5h", 5400.0),
+        ("1500ms", 1.5),
+        ("off", None),
+        ("0", None),
+    ],
+)
+def test_durations_parse_like_kubernetes_flags(text: str, seconds: float | None) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("30", "is not a duration"),
+        ("5x", "is not a duration"),
+        ("1h 30m", "is not a duration"),
+        ("-5s", "is not a duration"),
+        ("500ms", "is out of range"),
+        ("25h", "is out of range"),
+    ],
+)
+def test_bad_durations_are_one_clear_line(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as caught:
+        parse_duration(text)
+    assert "\n" not in str(caught.value)
