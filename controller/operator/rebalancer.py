@@ -41,7 +41,7 @@ from controller.core.status import nodes_summary
 from controller.core.vocabulary import EVENT_REBALANCED
 from controller.operator import metrics
 from controller.operator.kube import ApiError, Fenced
-from controller.operator.reconciler import Reconciler, _held
+from controller.operator.reconciler import Reconciler, _held, _outcome
 from controller.operator.state import is_newer
 
 logger = logging.getLogger("orca.rebalancer")
@@ -158,6 +158,12 @@ class RebalanceLoop:
         except (Fenced, ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
             state.ledger.forget(assumption)
             r.queue.add(key)  # the scheduling loop looks at it again, after ``done``
+            if isinstance(exc, Fenced):
+                metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FENCED).inc()
+            else:
+                code = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
+                metrics.STATUS_WRITES.labels(outcome=_outcome(exc)).inc()
+                metrics.STATUS_WRITE_FAILURES.labels(code=code).inc()
             if isinstance(exc, ApiError) and exc.not_found:
                 state.delete_workload(key)
             conflict = isinstance(exc, ApiError) and exc.conflict
@@ -168,6 +174,7 @@ class RebalanceLoop:
             raise
         else:
             state.ledger.confirm(assumption)
+            metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_WRITTEN).inc()
             if state.records.get(key) is not None:
                 state.ledger.load(key, decided)  # the replica is on its target only now
             version = (response.get("metadata") or {}).get("resourceVersion")
