@@ -141,7 +141,7 @@ def _quantiles(metric: str) -> list[prometheus.Dataquery]:
 
 def build() -> dashboard.Dashboard:
     """The dashboard, row by row: placements and pending, attempts, latency, nodes, why not
-    placed, errors."""
+    placed, errors, rebalancing."""
     ids = _Ids()
     board = (
         dashboard.Dashboard(TITLE)
@@ -180,6 +180,9 @@ def build() -> dashboard.Dashboard:
         board = board.with_panel(panel)
     board = board.with_row(_row(ids, "Errors"))
     for panel in _errors(ids):
+        board = board.with_panel(panel)
+    board = board.with_row(_row(ids, "Rebalancing"))
+    for panel in _rebalancing(ids):
         board = board.with_panel(panel)
     return board
 
@@ -400,6 +403,36 @@ def _errors(ids: _Ids) -> list[Panel]:
         .height(4)
         .reduce_options(ReduceDataOptions().calcs(["lastNotNull"]).values(False))
         .with_target(_query(f"count by (version) (orca_build_info{{{JOB}}})", "{{version}}")),
+    ]
+
+
+def _rebalancing(ids: _Ids) -> list[Panel]:
+    """Only with ``orca run --rebalance-interval``: empty otherwise."""
+    return [
+        _timeseries(
+            ids,
+            "Rebalancing moves",
+            "Replica moves per second, by outcome: moved (written), changed or conflict (the "
+            "Workload changed since the plan: re-planned), stale (no longer valid or improving "
+            "when checked again), failed.",
+            [
+                _query(
+                    f"sum by (outcome) (rate(orca_rebalance_moves_total{{{JOB}}}[{RATE}]))",
+                    "{{outcome}}",
+                )
+            ],
+            unit="ops",
+            width=12,
+            stacked=True,
+        ),
+        _timeseries(
+            ids,
+            "Rebalance planning time",
+            "Time to plan one rebalancing pass over the ledger (quantiles).",
+            _quantiles("orca_rebalance_planning_duration_seconds"),
+            unit="s",
+            width=12,
+        ),
     ]
 
 

@@ -42,6 +42,7 @@ def test_rows_cover_what_operators_look_for() -> None:
         "Nodes",
         "Why Workloads are not placed",
         "Errors",
+        "Rebalancing",
     ]
     ids = [p["id"] for p in dashboard()["panels"]]
     assert len(ids) == len(set(ids))
