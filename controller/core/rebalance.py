@@ -10,10 +10,12 @@ re-implements a filter.
 The objective of a move is the moving Workload's strategy's, compared in order (lower is
 better; a move must improve it by at least ``min_gain`` so a plan never oscillates):
 
-    Spread   (topology skew, utilisation stddev)  skew = the sum over the Workload's
+    Spread   (topology skew, utilisation dispersion)  skew = the sum over the Workload's
              topologySpread constraints of max - min replicas per live domain
-             (``controller.core.topology``); stddev = the standard deviation of node
-             utilisation (mean of the cpu and memory shares booked) over the eligible nodes
+             (``controller.core.topology``); dispersion = n x the variance of node
+             utilisation (mean of the cpu and memory shares booked) over the eligible nodes,
+             which orders plans as the standard deviation does (reported) while a move's
+             gain does not shrink with the cluster's size
     BinPack  (nodes in use, -packing)  nodes holding any replica of any Workload; packing =
              the sum over eligible nodes of utilisation squared, which grows as replicas move
              from emptier to fuller nodes and so leads, move by move, to freeing a node.
@@ -58,8 +60,12 @@ from controller.core.topology import NO_DOMAIN, counts, domains, live_domains, s
 DEFAULT_MAX_MOVES: Final = 10
 MAX_MOVES: Final = 10_000
 MIN_GAIN: Final = 0.001
-"""The least a move must lower the utilisation stddev (Spread) or raise packing (BinPack), in
-utilisation units (0..1): smaller changes are noise, and moving for them would oscillate."""
+"""The least a move must lower the dispersion (Spread: the sum of squared deviations of node
+utilisation from its mean) or raise the packing (BinPack: the sum of squared utilisations),
+in utilisation² units (utilisation is 0..1): moving a replica that holds a share ``a`` of
+equal nodes from ``u_s`` to ``u_t`` lowers the dispersion by ``2a(u_s - u_t - a)``, so a
+replica of 10% moves only for a gap of 15 points. Smaller changes are noise, and moving for
+them would oscillate."""
 
 #: Filter plugins whose rejections do not make a domain "not live": the spread filter itself
 #: (a domain is live when a node there passes the Workload's *other* filters).
@@ -75,6 +81,7 @@ class Objective:
     nodes_in_use: int
     stddev: float
     packing: float
+    dispersion: float  # n x variance: what Spread compares (stddev's order, n-independent steps)
 
     def as_dict(self) -> dict[str, float | int]:
         """The parts the strategy compares, in order, as the dry run prints them."""
@@ -150,6 +157,7 @@ class Rebalancer:
         """The moves for ``workloads`` (the Allowed ones move; all are measured), made on a
         scratch copy of ``ledger``, which is not changed."""
         scratch = ledger.copy()
+        usage = _Usage(scratch)
         allowed = sorted((w for w in workloads if movable(w)), key=lambda w: w.key)
         before = self.totals(allowed, scratch)
         moves: list[Move] = []
@@ -161,14 +169,15 @@ class Rebalancer:
                 if len(moves) >= self.max_moves:
                     complete = False
                     break
-                move = self._best(workload, scratch)
+                move = self._best(workload, scratch, usage)
                 if move is not None:
                     scratch.load(move.workload, moved(scratch.bookings(move.workload), move))
+                    usage.moved(scratch, move)
                     moves.append(move)
                     progress = True
             if not complete:
                 # Out of budget: "complete" only if nothing was left to improve anyway.
-                complete = not any(self._best(w, scratch) is not None for w in allowed)
+                complete = not any(self._best(w, scratch, usage) is not None for w in allowed)
                 break
         return Plan(
             moves=tuple(moves),
@@ -185,7 +194,8 @@ class Rebalancer:
         None (the operator calls this just before making a planned move)."""
         if not movable(workload) or workload.key != move.workload:
             return None
-        return self._best(workload, ledger, only=(move.alloc_id, move.source, move.target))
+        only = (move.alloc_id, move.source, move.target)
+        return self._best(workload, ledger, _Usage(ledger), only)
 
     def totals(self, workloads: Iterable[Workload], ledger: Ledger) -> Totals:
         """The cluster's figures: utilisation stddev, nodes in use, and the skew of the
@@ -206,7 +216,11 @@ class Rebalancer:
     # -- one Workload ---------------------------------------------------------------------------
 
     def _best(
-        self, workload: Workload, ledger: Ledger, only: tuple[str, str, str] | None = None
+        self,
+        workload: Workload,
+        ledger: Ledger,
+        usage: _Usage,
+        only: tuple[str, str, str] | None = None,
     ) -> Move | None:
         """The Workload's best improving move on ``ledger`` (or the one move ``only`` names:
         allocId, source, target), or None."""
@@ -215,7 +229,6 @@ class Rebalancer:
             return None
         cycle, filtered = prepared.cycle, prepared.filtered
         table = ledger.table
-        usage = _Usage(ledger)
         spreads = _spreads(prepared)
         strategy = workload.spec.strategy
         before = Objective(
@@ -224,6 +237,7 @@ class Rebalancer:
             usage.nodes_in_use(),
             usage.stddev(),
             usage.packing(),
+            usage.dispersion(),
         )
         best: tuple[tuple[float, float], Move] | None = None
         for _, booking in sorted(prepared.kept.items()):
@@ -263,6 +277,7 @@ class Rebalancer:
                     int(after.nodes[j]),
                     float(after.stddev[j]),
                     float(after.packing[j]),
+                    float(after.dispersion[j]),
                 ),
             )
             best = (key, move)
@@ -331,9 +346,9 @@ def _compare(
         return primary, secondary, better
     primary = skews.astype(np.float64)
     better = (skews < before.skew) | (
-        (skews == before.skew) & (after.stddev <= before.stddev - min_gain)
+        (skews == before.skew) & (after.dispersion <= before.dispersion - min_gain)
     )
-    return primary, after.stddev, better
+    return primary, after.dispersion, better
 
 
 def moved(bookings: Iterable[Booking], move: Move) -> tuple[Booking, ...]:
@@ -356,11 +371,14 @@ class _After:
     nodes: IntArray
     stddev: FloatArray
     packing: FloatArray
+    dispersion: FloatArray
 
 
 class _Usage:
     """Node utilisation from a ledger: per node, the mean of the cpu and memory shares booked
-    (a resource a node has none of counts 0), over the *pool* of eligible nodes."""
+    (a resource a node has none of counts 0), over the *pool* of eligible nodes. Built once
+    per plan and kept in step with the scratch ledger move by move (``moved``), with the same
+    arithmetic as a fresh one, so the figures do not drift."""
 
     def __init__(self, ledger: Ledger) -> None:
         table = ledger.table
@@ -368,10 +386,27 @@ class _Usage:
         self.pool: BoolArray = table.eligible & ((table.cpu > 0) | (table.memory > 0))
         self.util: FloatArray = _share(table, ledger.used_cpu, ledger.used_memory)
         self.held: IntArray = replicas_per_node(ledger)
-        pooled = self.util[self.pool]
         self.n = int(self.pool.sum())
+        self._sums()
+
+    def _sums(self) -> None:
+        pooled = self.util[self.pool]
         self.s1 = float(pooled.sum())
         self.s2 = float((pooled * pooled).sum())
+
+    def moved(self, ledger: Ledger, move: Move) -> None:
+        """``move`` was booked in ``ledger``: follow it."""
+        index = self.table.index
+        for name, step in ((move.source, -1), (move.target, +1)):
+            i = index[name]
+            self.util[i] = _share_of(
+                self.table, i, int(ledger.used_cpu[i]), int(ledger.used_memory[i])
+            )
+            self.held[i] += step
+        self._sums()
+
+    def dispersion(self) -> float:
+        return float(_dispersion(self.s1, self.s2, self.n))
 
     def nodes_in_use(self) -> int:
         return int((self.held > 0).sum())
@@ -399,7 +434,7 @@ class _Usage:
         s2 = self.s2 + in_s * ((u_s - a_s) ** 2 - u_s**2) + in_t * ((u_t + a_t) ** 2 - u_t**2)
         held = self.held
         nodes = self.nodes_in_use() - int(held[s] == 1) + (held[targets] == 0).astype(np.int64)
-        return _After(nodes, _stddev(s1, s2, self.n), s2)
+        return _After(nodes, _stddev(s1, s2, self.n), s2, _dispersion(s1, s2, self.n))
 
 
 def _share(
@@ -422,6 +457,18 @@ def _stddev(s1: FloatArray | float, s2: FloatArray | float, n: int) -> FloatArra
         return np.zeros(np.shape(s1), dtype=np.float64)
     variance = np.maximum(np.asarray(s2, np.float64) / n - (np.asarray(s1, np.float64) / n) ** 2, 0)
     out: FloatArray = np.sqrt(variance)
+    return out
+
+
+def _dispersion(s1: FloatArray | float, s2: FloatArray | float, n: int) -> FloatArray:
+    """The sum of squared deviations from the mean (n x variance): a move changes it by an
+    amount that does not shrink as the cluster grows, unlike the stddev, so one minimum gain
+    means the same at 10 nodes and at 5,000."""
+    if n == 0:
+        return np.zeros(np.shape(s1), dtype=np.float64)
+    out: FloatArray = np.maximum(
+        np.asarray(s2, np.float64) - np.asarray(s1, np.float64) ** 2 / n, 0
+    )
     return out
 
 

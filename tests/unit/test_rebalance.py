@@ -45,6 +45,11 @@ def stddev_of(ledger: Ledger) -> float:
     return float(np.std(util[pool])) if pool.any() else 0.0
 
 
+def pool_size(ledger: Ledger) -> int:
+    t = ledger.table
+    return int((t.eligible & ((t.cpu > 0) | (t.memory > 0))).sum())
+
+
 def nodes_in_use(ledger: Ledger) -> int:
     return len({b.node for k in ledger.workload_keys() for b in ledger.bookings(k)})
 
@@ -234,7 +239,7 @@ def objective_key(m: Move, after: bool) -> tuple[float, float]:
     o = m.after if after else m.before
     if o.strategy is Strategy.BINPACK:
         return (o.nodes_in_use, -o.packing)
-    return (o.skew, o.stddev)
+    return (o.skew, o.dispersion)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -264,6 +269,7 @@ def test_every_move_is_valid_when_made_and_improves(
         # Strictly better by the Workload's strategy, and the figures are the real ones.
         assert objective_key(m, True) < objective_key(m, False)
         assert np.isclose(m.before.stddev, stddev_of(state))
+        assert np.isclose(m.before.dispersion, pool_size(state) * stddev_of(state) ** 2)
         assert m.before.nodes_in_use == nodes_in_use(state)
         state.load(m.workload, moved(state.bookings(m.workload), m))
         assert np.isclose(m.after.stddev, stddev_of(state))
