@@ -30,8 +30,12 @@ GiB = 1 << 30
 ZONE = "topology.kubernetes.io/zone"
 
 
-def node(name: str, cpu: int = 4000, memory: int = 8 * GiB, **labels: str) -> NodeInfo:
-    return NodeInfo(hostname=name, cpu=cpu, memory=memory, labels=labels, runtimes=("docker",))
+def node(
+    name: str, cpu: int = 4000, memory: int = 8 * GiB, labels: dict[str, str] | None = None
+) -> NodeInfo:
+    return NodeInfo(
+        hostname=name, cpu=cpu, memory=memory, labels=labels or {}, runtimes=("docker",)
+    )
 
 
 def placed(nodes: list[NodeInfo], workloads: list[Workload], scheduler: Scheduler) -> Ledger:
@@ -95,12 +99,12 @@ def scenarios(max_moves: int) -> None:
 
     # A zone restored: 9 replicas spread over zones a and b while c was down.
     spread = [{"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]
-    spec = {"kind": "Service", "count": 9, "rebalance": "Allowed", "topologySpread": spread,
-            "resources": {"cpu": "250m"}}  # fmt: skip
+    spec: dict[str, Any] = {"kind": "Service", "count": 9, "rebalance": "Allowed"}
+    spec |= {"topologySpread": spread, "resources": {"cpu": "250m"}}
     web = [workload(f"web-{k}", spec) for k in range(4)]
-    a_b = [node(f"{z}-{i}", **{ZONE: z}) for z in "ab" for i in range(3)]
+    a_b = [node(f"{z}-{i}", labels={ZONE: z}) for z in "ab" for i in range(3)]
     ledger = placed(a_b, web, scheduler)
-    ledger.rebind(NodeTable([*a_b, *(node(f"c-{i}", **{ZONE: "c"}) for i in range(3))]))
+    ledger.rebind(NodeTable([*a_b, *(node(f"c-{i}", labels={ZONE: "c"}) for i in range(3))]))
     report("Zone c restored: 4 Services x 9 replicas, topologySpread zone maxSkew 1",
            *timed(rebalancer, web, ledger))  # fmt: skip
 
