@@ -91,17 +91,17 @@ def scenarios(max_moves: int) -> None:
     for i in range(40):
         cpu = rng.choice([1000, 2000])
         size = {"cpu": f"{cpu}m", "memory": "2Gi"}
-        spec = {"kind": "Job", "strategy": "BinPack", "rebalance": "Allowed", "resources": size}
-        jobs.append(workload(f"job-{i:02}", spec))
+        job = {"kind": "Job", "strategy": "BinPack", "rebalance": "Allowed", "resources": size}
+        jobs.append(workload(f"job-{i:02}", job))
         ledger.load(jobs[-1].key, [Booking(f"n-{i % 30:02}", f"{jobs[-1].key}-0", cpu, 2 * GiB)])
     report("Fragmented BinPack: 40 Jobs of 1-2 cpu over 30 nodes of 8 cpu",
            *timed(rebalancer, jobs, ledger))  # fmt: skip
 
     # A zone restored: 9 replicas spread over zones a and b while c was down.
     spread = [{"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]
-    spec: dict[str, Any] = {"kind": "Service", "count": 9, "rebalance": "Allowed"}
-    spec |= {"topologySpread": spread, "resources": {"cpu": "250m"}}
-    web = [workload(f"web-{k}", spec) for k in range(4)]
+    service: dict[str, Any] = {"kind": "Service", "count": 9, "rebalance": "Allowed"}
+    service |= {"topologySpread": spread, "resources": {"cpu": "250m"}}
+    web = [workload(f"web-{k}", service) for k in range(4)]
     a_b = [node(f"{z}-{i}", labels={ZONE: z}) for z in "ab" for i in range(3)]
     ledger = placed(a_b, web, scheduler)
     ledger.rebind(NodeTable([*a_b, *(node(f"c-{i}", labels={ZONE: "c"}) for i in range(3))]))
