@@ -3,7 +3,7 @@ ledger and makes the moves through the same ledger and status writes as the sche
 
 Every interval, on the leader only, after the initial listing::
 
-    plan      Rebalancer.plan over the settled Workloads (not writing, not queued), on a
+    plan      Rebalancer.plan over the Workloads not being written or queued, on a
               scratch copy of the ledger: synchronous, so no decision interleaves
     per move, in the plan's order, one at a time (never two replicas of a Workload in
     motion, and a move is made only after every move before it landed):
@@ -93,7 +93,7 @@ class RebalanceLoop:
         candidates = {
             key: record
             for key, record in state.records.items()
-            if record.workload is not None and not record.writing
+            if record.workload is not None and not record.writing and not r.queue.busy(key)
         }
         planned = {key: rec.resource_version for key, rec in candidates.items()}
         plan = self.planner.plan(

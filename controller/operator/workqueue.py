@@ -101,11 +101,15 @@ class WorkQueue:
         metrics.QUEUE_DEPTH.set(len(self._waiting))
         return key
 
+    def busy(self, key: str) -> bool:
+        """Whether ``key`` is waiting or being processed."""
+        return key in self._queued or key in self._processing
+
     def claim(self, key: str) -> bool:
         """Take ``key`` as *processing* without ``get``, if it is neither waiting nor being
         processed (the rebalancer moving a replica: the scheduling loop must not decide the
         same Workload meanwhile). Release it with ``done``; False: it is busy, leave it."""
-        if key in self._queued or key in self._processing:
+        if self.busy(key):
             return False
         self._processing.add(key)
         return True
