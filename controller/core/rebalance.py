@@ -548,24 +548,28 @@ def ffd_nodes(ledger: Ledger) -> int:
     """How many nodes first-fit-decreasing needs for every replica in ``ledger`` (a reference
     for BinPack, not a true bound): replicas by decreasing size (the larger of their cpu and
     memory shares of the largest node), each on the first eligible node, largest first, that
-    still holds it; only capacity counts. A replica no node holds opens no node."""
+    still holds it; only capacity counts. A replica no node holds opens no node.
+
+    Free capacity only shrinks, so a node that cannot hold a size now never will: the search
+    for each size resumes where the last one of that size stopped (linear overall)."""
     table = ledger.table
-    pool = table.eligible
     order = np.lexsort((np.arange(len(table)), -table.memory, -table.cpu))
-    bins = order[pool[order]]
-    free_cpu = table.cpu[bins].astype(np.int64).copy()
-    free_memory = table.memory[bins].astype(np.int64).copy()
+    bins = order[table.eligible[order]]
+    free_cpu: list[int] = table.cpu[bins].tolist()
+    free_memory: list[int] = table.memory[bins].tolist()
     items = [b for key in ledger.workload_keys() for b in ledger.bookings(key)]
-    biggest_cpu = float(table.cpu.max()) if len(table) and table.cpu.max() > 0 else 1.0
-    biggest_memory = float(table.memory.max()) if len(table) and table.memory.max() > 0 else 1.0
+    biggest_cpu = max(1, int(table.cpu.max())) if len(table) else 1
+    biggest_memory = max(1, int(table.memory.max())) if len(table) else 1
     items.sort(key=lambda b: (-max(b.cpu / biggest_cpu, b.memory / biggest_memory), b.alloc_id))
-    used = np.zeros(bins.size, dtype=np.bool_)
+    used = [False] * len(free_cpu)
+    resume: dict[tuple[int, int], int] = {}
     for b in items:
-        fit = np.flatnonzero((free_cpu >= b.cpu) & (free_memory >= b.memory))
-        if fit.size == 0:
-            continue
-        j = int(fit[0])
-        free_cpu[j] -= b.cpu
-        free_memory[j] -= b.memory
-        used[j] = True
-    return int(used.sum())
+        j = resume.get((b.cpu, b.memory), 0)
+        while j < len(free_cpu) and (free_cpu[j] < b.cpu or free_memory[j] < b.memory):
+            j += 1
+        resume[(b.cpu, b.memory)] = j
+        if j < len(free_cpu):
+            free_cpu[j] -= b.cpu
+            free_memory[j] -= b.memory
+            used[j] = True
+    return sum(used)

@@ -308,3 +308,34 @@ def test_the_plan_does_not_depend_on_node_order(
     first = Rebalancer(Scheduler(), max_moves=10).plan(workloads, ledger)
     second = Rebalancer(Scheduler(), max_moves=10).plan(workloads, other)
     assert first == second
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from([1000, 2000, 4000]), st.sampled_from([1, 4, 8])),
+             min_size=1, max_size=8),
+    st.lists(st.tuples(st.sampled_from([0, 250, 500, 1000, 3000]), st.sampled_from([0, 1, 2])),
+             max_size=30),
+)  # fmt: skip
+def test_ffd_resuming_per_size_equals_first_fit_from_the_start(
+    sizes: list[tuple[int, int]], replicas: list[tuple[int, int]]
+) -> None:
+    nodes = [NodeInfo(hostname=f"n{i}", cpu=c, memory=m * GiB) for i, (c, m) in enumerate(sizes)]
+    ledger = Ledger(NodeTable(nodes))
+    bookings = [Booking("n0", f"ns/w-{i}", c, m * GiB) for i, (c, m) in enumerate(replicas)]
+    ledger.load("ns/w", bookings)
+    # The textbook version: every replica scans every node from the first.
+    bins = sorted(ledger.table.nodes, key=lambda n: (-n.cpu, -n.memory, n.hostname))
+    free = [[n.cpu, n.memory] for n in bins]
+    big_cpu, big_memory = max(n.cpu for n in bins), max(n.memory for n in bins)
+    used = set()
+    for b in sorted(
+        bookings, key=lambda b: (-max(b.cpu / big_cpu, b.memory / big_memory), b.alloc_id)
+    ):
+        for j, room in enumerate(free):
+            if room[0] >= b.cpu and room[1] >= b.memory:
+                room[0] -= b.cpu
+                room[1] -= b.memory
+                used.add(j)
+                break
+    assert ffd_nodes(ledger) == len(used)
