@@ -17,7 +17,10 @@ import random
 import resource
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_scheduler import make_nodes, random_spec, workload
 from controller.api.models import NodeInfo, Workload
