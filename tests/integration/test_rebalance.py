@@ -103,25 +103,28 @@ def test_operator_moves_allowed_replicas_onto_new_nodes_and_leaves_never_alone(
     db = placed(cluster, namespace, "db", 3)
     grow(cluster, 3)
 
-    def spread(w: dict[str, Any]) -> bool:
-        return sum(1 for _, node in placements(w) if node.startswith("new-")) == 3
-
-    web = cluster.wait_for(namespace, "web", spread, 30, what="3 replicas on the new nodes")
-    time.sleep(3)  # two more passes: converged, nothing else moves
+    # 9 cpus over 6 nodes of 4: the best spread is three nodes at 2 and three at 1.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        usage = usage_per_node(cluster.workloads(namespace))
+        if len(usage) == 6 and sorted(cpu for cpu, _ in usage.values()) == [1000] * 3 + [2000] * 3:
+            break
+        time.sleep(0.25)
+    else:
+        raise AssertionError(f"not evened out: {usage}")
+    web = cluster.workload(namespace, "web")
+    time.sleep(3)  # three more passes: converged, nothing else moves
     assert placements(cluster.workload(namespace, "web")) == placements(web)
     assert placements(cluster.workload(namespace, "db")) == placements(db)  # Never: untouched
-    assert Counter(node for _, node in placements(web)) == Counter(
-        {"old-0": 1, "old-1": 1, "old-2": 1, "new-00": 1, "new-01": 1, "new-02": 1}
-    )
     assert_whole(cluster.workloads(namespace), {"web": 6, "db": 3})
+    made = moved(op)
+    assert made >= 3
     deadline = time.monotonic() + 10
-    while (
-        reasons(cluster, namespace, "web").count("Rebalanced") < 3 and time.monotonic() < deadline
-    ):
+    while reasons(cluster, namespace, "web").count("Rebalanced") < made:
+        assert time.monotonic() < deadline, reasons(cluster, namespace, "web")
         time.sleep(0.25)
-    assert reasons(cluster, namespace, "web").count("Rebalanced") == 3
+    assert reasons(cluster, namespace, "web").count("Rebalanced") == made  # one per move
     assert "Rebalanced" not in reasons(cluster, namespace, "db")
-    assert moved(op) == 3
 
 
 def test_sigkill_mid_rebalance_loses_and_doubles_nothing(
