@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 
 from controller.operator import metrics
 from controller.operator.kube import ApiError, KubeApi
-from controller.operator.main import parse_duration
+from controller.operator.main import parse_duration, run
 from controller.operator.rebalancer import RebalanceLoop
 from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
@@ -188,3 +188,24 @@ def test_bad_durations_are_one_clear_line(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message) as caught:
         parse_duration(text)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--rebalance-interval", "soon"], "--rebalance-interval: 'soon' is not a duration"),
+        (["--rebalance-interval", "0.5s"], "--rebalance-interval: '0.5s' is out of range"),
+        (["--rebalance-max-moves", "many"], "--rebalance-max-moves: 'many' is not a whole number"),
+        (["--rebalance-max-moves", "0"], "--rebalance-max-moves: 0 is not 1..1000"),
+    ],
+)
+def test_orca_run_refuses_bad_rebalance_flags_in_one_line(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from controller.cli import build_parser
+
+    args = build_parser().parse_args(["run", "--metrics-port", "0", *flags])
+    assert run(args) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {message}\n" or (err.startswith("error: ") and message in err)
+    assert err.count("\n") == 1
