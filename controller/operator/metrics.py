@@ -252,8 +252,8 @@ REBALANCE_MOVES = Counter(
     "orca_rebalance_moves_total",
     "Replica moves the rebalancer planned and tried, by outcome: moved (written), changed "
     "(the Workload changed since the plan), stale (no longer valid or improving when checked "
-    "again), conflict (409: changed by its owner), failed. A plan stops at its first move "
-    "that is not made.",
+    "again), conflict (409: changed by its owner), failed. A move not made drops its "
+    "Workload's later moves from the pass.",
     ["outcome"],
 )
 REBALANCE_PLANNING_DURATION = Histogram(

@@ -3,14 +3,15 @@ ledger and makes the moves through the same ledger and status writes as the sche
 
 Every interval, on the leader only, after the initial listing::
 
-    plan      Rebalancer.plan over the Workloads not being written or queued, on a
-              scratch copy of the ledger: synchronous, so no decision interleaves
+    plan      Rebalancer.plan over the Workloads not being written or queued, on a copy
+              of the ledger, in a worker thread with a scheduler of its own (planning a
+              large cluster takes a while; the scheduling loop goes on meanwhile)
     per move, in the plan's order, one at a time (never two replicas of a Workload in
     motion, and a move is made only after every move before it landed):
       check     the Workload is the one planned on (same resourceVersion, not queued or
-                being written): else stop, it is re-planned next interval ("changed");
-                the move still passes every filter and still improves, on the *live*
-                ledger (``Rebalancer.check``): else stop ("stale")
+                being written), else "changed"; the move still passes every filter and
+                still improves, on the *live* ledger (``Rebalancer.check``: whatever the
+                loop decided meanwhile is seen), else "stale"
       claim     the key is taken in the work queue, so the scheduling loop does not decide
                 the Workload while its move is in flight
       assume    the moved replica booked on its target, and still on its source until the
@@ -19,7 +20,9 @@ Every interval, on the leader only, after the initial listing::
                 Workload its owner changed meanwhile gets 409, is forgotten and queued for
                 the scheduling loop, never overwritten ("conflict")
       confirm   the ledger holds the replica on its target only; Event ``Rebalanced``
-    the plan stops at the first move not made: the moves after it were valid given it.
+    a move not made drops that Workload's later moves from this pass (each assumed the one
+    before it); the others go on, each checked on the live ledger. All are planned afresh
+    next pass.
 
 A move is one status write, so a crash at any moment leaves the old placement or the new one
 in the Workload's status, never both and never neither: a restarted operator rebuilds the
@@ -37,6 +40,7 @@ import aiohttp
 from controller.api.models import WorkloadStatus
 from controller.core.ledger import Booking
 from controller.core.rebalance import DEFAULT_MAX_MOVES, Move, Rebalancer, moved
+from controller.core.scheduler import Scheduler
 from controller.core.status import nodes_summary
 from controller.core.vocabulary import EVENT_REBALANCED
 from controller.operator import metrics
@@ -70,7 +74,9 @@ class RebalanceLoop:
     ) -> None:
         self.reconciler = reconciler
         self.interval = interval
-        self.planner = Rebalancer(reconciler.scheduler, max_moves=max_moves)
+        # Its own scheduler (memo caches, CEL evaluator): the plan runs in a worker thread,
+        # and the scheduling loop's scheduler is not thread-safe.
+        self.planner = Rebalancer(Scheduler(), max_moves=max_moves)
 
     async def run(self) -> None:
         """Forever: wait for the initial listing, then a pass every interval."""
@@ -96,10 +102,8 @@ class RebalanceLoop:
             if record.workload is not None and not record.writing and not r.queue.busy(key)
         }
         planned = {key: rec.resource_version for key, rec in candidates.items()}
-        plan = self.planner.plan(
-            [rec.workload for rec in candidates.values() if rec.workload is not None],
-            state.ledger,
-        )
+        workloads = [rec.workload for rec in candidates.values() if rec.workload is not None]
+        plan = await asyncio.to_thread(self.planner.plan, workloads, state.ledger.copy())
         metrics.REBALANCE_PLANNING_DURATION.observe(time.perf_counter() - started)
         if plan.moves:
             logger.info(
@@ -114,12 +118,22 @@ class RebalanceLoop:
                 plan.after.skew,
             )
         made = 0
+        dropped: set[str] = set()
         for move in plan.moves:
+            if move.workload in dropped:
+                continue
             outcome, written = await self.make(move, planned.get(move.workload))
             metrics.REBALANCE_MOVES.labels(outcome=outcome).inc()
             if outcome != metrics.MOVE_MOVED:
-                logger.info("rebalancing stopped at %s (%s): re-planned next pass", move, outcome)
-                break
+                logger.info(
+                    "move of %s to %s not made (%s): %s is planned afresh next pass",
+                    move.alloc_id,
+                    move.target,
+                    outcome,
+                    move.workload,
+                )
+                dropped.add(move.workload)
+                continue
             planned[move.workload] = written  # its next move is planned on this write
             made += 1
         return made
