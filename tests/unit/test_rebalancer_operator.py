@@ -29,6 +29,7 @@ class RecordingApi:
         self.writes: list[tuple[str, dict[str, Any], str | None]] = []
         self.events: list[dict[str, Any]] = []
         self.error: ApiError | None = None
+        self.refuse: set[str] = set()  # keys whose writes get 409 (changed by their owner)
         self.version = 100
 
     async def patch_workload_status(
@@ -36,6 +37,8 @@ class RecordingApi:
     ) -> dict[str, Any]:
         if self.error is not None:
             raise self.error
+        if f"{namespace}/{name}" in self.refuse:
+            raise ApiError(409, "Conflict", "the object has been modified")
         self.writes.append((f"{namespace}/{name}", status, version))
         self.version += 1
         return {"metadata": {"resourceVersion": str(self.version)}}
@@ -53,8 +56,10 @@ def service(
     return stored_workload(name, version=version, spec=spec)
 
 
-def cluster(*workloads: dict[str, Any]) -> tuple[ClusterState, RecordingApi, Reconciler]:
-    """The Workloads placed by the scheduling loop on two old nodes, then two new empty
+def cluster(
+    *workloads: dict[str, Any], new: int = 2
+) -> tuple[ClusterState, RecordingApi, Reconciler]:
+    """The Workloads placed by the scheduling loop on two old nodes, then ``new`` empty
     nodes joined: the drift a rebalancing pass is for."""
     state, api = ClusterState(), RecordingApi()
     reconciler = Reconciler(state, WorkQueue(), cast(KubeApi, api))
@@ -71,8 +76,8 @@ def cluster(*workloads: dict[str, Any]) -> tuple[ClusterState, RecordingApi, Rec
     for name in ("old-0", "old-1"):
         state.upsert_node(node_object(name))
     asyncio.run(place())
-    for name in ("new-0", "new-1"):
-        state.upsert_node(node_object(name))
+    for i in range(new):
+        state.upsert_node(node_object(f"new-{i}"))
     api.writes.clear()
     while not reconciler._events.empty():
         reconciler._events.get_nowait()
@@ -124,6 +129,23 @@ def test_a_workload_changed_by_its_owner_is_replanned_not_overwritten() -> None:
     assert state.ledger.free()[0].tolist() == [4000, 4000, 2000, 2000]  # new-*, old-*
     assert not state.records["ns/web"].writing
     assert len(reconciler.queue) == 1  # handed to the scheduling loop to decide afresh
+
+
+def test_a_refused_move_drops_only_that_workloads_later_moves() -> None:
+    state, api, reconciler = cluster(
+        service("web", 2), service("api", 2), service("db", 2, "Never"), new=4
+    )
+    loop = RebalanceLoop(reconciler, 1.0)
+    state.table()
+    workloads = [r.workload for r in state.records.values() if r.workload is not None]
+    planned = [m.workload for m in loop.planner.plan(workloads, state.ledger).moves]
+    assert planned == ["ns/api", "ns/web", "ns/api", "ns/web"]
+    api.refuse.add("ns/api")  # its first move is refused: web still moves
+    before = moves(metrics.MOVE_CONFLICT)
+    assert asyncio.run(loop.rebalance()) == 2
+    assert moves(metrics.MOVE_CONFLICT) - before == 1  # api's later moves were not tried
+    assert {key for key, _, _ in api.writes} == {"ns/web"}
+    assert nodes_of(state, "ns/api") == ["old-0", "old-1"]
 
 
 def test_a_move_planned_on_an_older_version_is_not_made() -> None:
