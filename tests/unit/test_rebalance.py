@@ -10,6 +10,7 @@ import random
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -48,6 +49,18 @@ def stddev_of(ledger: Ledger) -> float:
 def pool_size(ledger: Ledger) -> int:
     t = ledger.table
     return int((t.eligible & ((t.cpu > 0) | (t.memory > 0))).sum())
+
+
+def zone_skew(ledger: Ledger, w: Workload, candidates: np.ndarray[Any, Any]) -> int:
+    """max - min of ``w``'s replicas per zone over the zones with a candidate node."""
+    table = ledger.table
+    live = {n.labels[ZONE] for n, ok in zip(table.nodes, candidates, strict=True) if ok}
+    per_zone = dict.fromkeys(live, 0)
+    for b in ledger.bookings(w.key):
+        zone = table.nodes[table.index[b.node]].labels[ZONE]
+        if zone in per_zone:
+            per_zone[zone] += 1
+    return max(per_zone.values()) - min(per_zone.values()) if per_zone else 0
 
 
 def nodes_in_use(ledger: Ledger) -> int:
@@ -129,11 +142,12 @@ def test_fragmented_binpack_cluster_frees_nodes_compared_with_ffd() -> None:
     assert Rebalancer(scheduler, max_moves=50).plan(jobs, after).moves == ()
 
 
-def test_zone_restored_brings_skew_back_within_max_skew() -> None:
+@pytest.mark.parametrize("when", ["ScheduleAnyway", "DoNotSchedule"])
+def test_zone_restored_brings_skew_back_within_max_skew(when: str) -> None:
     scheduler = Scheduler()
     zone = "topology.kubernetes.io/zone"
     a_b = [node(f"{z}-{i}", labels={zone: z}) for z in ("a", "b") for i in range(3)]
-    spread = [{"topologyKey": zone, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]
+    spread = [{"topologyKey": zone, "maxSkew": 1, "whenUnsatisfiable": when}]
     web = service("web", 6, topologySpread=spread)
     ledger = placed(a_b, [web], scheduler)  # zone c was down: 3 in a, 3 in b
     ledger = grown(ledger, [node(f"c-{i}", labels={zone: "c"}) for i in range(3)])
@@ -225,7 +239,9 @@ def drifted_clusters(draw: st.DrawFn) -> tuple[list[NodeInfo], list[Workload], L
                     {
                         "topologyKey": ZONE,
                         "maxSkew": draw(st.integers(1, 2)),
-                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "whenUnsatisfiable": draw(
+                            st.sampled_from(["ScheduleAnyway", "DoNotSchedule"])
+                        ),
                     }
                 ]
         if draw(st.booleans()):
@@ -266,6 +282,9 @@ def test_every_move_is_valid_when_made_and_improves(
         assert prepared.filtered.passes[t], m
         free_cpu, free_memory = state.free()
         assert free_cpu[t] >= w.spec.cpu_millis and free_memory[t] >= w.spec.memory_bytes, m
+        # A DoNotSchedule spread is never pushed past maxSkew (nor further past it).
+        hard = [c for c in w.spec.topology_spread if c.when_unsatisfiable.value == "DoNotSchedule"]
+        skew_before = zone_skew(state, w, prepared.filtered.passes)  # the only key drawn
         # Strictly better by the Workload's strategy, and the figures are the real ones.
         assert objective_key(m, True) < objective_key(m, False)
         assert np.isclose(m.before.stddev, stddev_of(state))
@@ -273,6 +292,8 @@ def test_every_move_is_valid_when_made_and_improves(
         assert m.before.nodes_in_use == nodes_in_use(state)
         state.load(m.workload, moved(state.bookings(m.workload), m))
         assert np.isclose(m.after.stddev, stddev_of(state))
+        for c in hard:
+            assert zone_skew(state, w, prepared.filtered.passes) <= max(c.max_skew, skew_before)
         assert m.after.nodes_in_use == nodes_in_use(state)
         # Never over-committed at any step (the initial placements were within capacity).
         assert (state.used_cpu <= table.cpu).all() and (state.used_memory <= table.memory).all()
