@@ -245,8 +245,13 @@ async def operate(args: argparse.Namespace) -> None:
     async def stop_loop(**_: object) -> None:
         """Let status writes in flight land, then stop deciding and hand the Lease back."""
         if background:  # empty when start-up itself failed
-            background[0].cancel()  # the scheduling loop: decide nothing new ...
-            await asyncio.gather(background[0], return_exceptions=True)
+            deciders = [t for t in background if t.get_name() == "rebalancer"]
+            # The scheduling loop and the rebalancer decide nothing new (a move cut short lands
+            # or not: it is one status write, and the ledger goes with this process) ...
+            deciders.insert(0, background[0])
+            for task in deciders:
+                task.cancel()
+            await asyncio.gather(*deciders, return_exceptions=True)
         logger.info("stopping: %d status writes in flight", len(reconciler.in_flight))
         await reconciler.drain()  # ... let what was decided land ...
         await reconciler.flush_events()
