@@ -5,6 +5,7 @@ the middle of a pass loses and doubles no replica."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,6 +17,12 @@ from typing import Any
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane
+from controller.operator import metrics
+from controller.operator.kube import KubeApi, load_configuration
+from controller.operator.rebalancer import RebalanceLoop
+from controller.operator.reconciler import Reconciler
+from controller.operator.state import ClusterState
+from controller.operator.workqueue import WorkQueue
 from tests.factories import node_object
 from tests.integration.harness import (
     Cluster,
@@ -172,3 +179,62 @@ def test_sigkill_mid_rebalance_loses_and_doubles_nothing(
     assert settled()
     assert Counter(node for w in items for _, node in placements(w)).most_common(1)[0][1] == 1
     assert moved(second) == 18 - on_new  # the rest, once each
+
+
+def test_a_move_on_a_workload_its_owner_changed_meanwhile_is_refused_by_the_server(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, control_plane: ControlPlane
+) -> None:
+    """The rebalancer's write is preconditioned on the resourceVersion it planned on: the API
+    server answers 409 when the owner changed the Workload meanwhile, and nothing is
+    overwritten; planned again on the new version, the move is made."""
+    cluster.apply(*(node_object(f"old-{i}", cpu="4") for i in range(2)))
+    size = {"cpu": "1"}
+    cluster.apply(
+        workload_obj("web", namespace, kind="Service", count=4, resources=size, rebalance="Allowed")
+    )
+    placed(cluster, namespace, "web", 4)
+    operator.stop()  # from here on only this test's in-process rebalancer writes
+    grow(cluster, 2)
+    key = f"{namespace}/web"
+
+    async def scenario() -> tuple[tuple[str, str | None], tuple[str, str | None]]:
+        api = KubeApi(load_configuration(str(control_plane.kubeconfig_path)))
+        try:
+            reconciler = Reconciler(ClusterState(), WorkQueue(), api, namespaces=[namespace])
+            await reconciler.relist()
+            reconciler.ready.set()
+            loop = RebalanceLoop(reconciler, 1.0)
+            state = reconciler.state
+            state.table()
+            record = state.records[key]
+            assert record.workload is not None
+            move = loop.planner.plan([record.workload], state.ledger).moves[0]
+            # The owner changes the Workload after the plan (the watch has not told us yet).
+            cluster.run("label", "workload", "web", "-n", namespace, "team=shop")
+            refused = await loop.make(move, record.resource_version)
+            await reconciler.relist()  # what the watch would have delivered
+            assert reconciler.queue.busy(key)  # handed back to the scheduling loop ...
+            while reconciler.queue.busy(key):  # ... which decides it (nothing to write)
+                queued = await reconciler.queue.get()
+                assert not await reconciler.reconcile(queued)
+                reconciler.queue.done(queued)
+            state.table()
+            record = state.records[key]
+            assert record.workload is not None
+            move = loop.planner.plan([record.workload], state.ledger).moves[0]
+            made = await loop.make(move, record.resource_version)
+            return refused, made
+        finally:
+            await api.close()
+
+    before = cluster.workload(namespace, "web")
+    refused, made = asyncio.run(scenario())
+    assert refused == (metrics.MOVE_CONFLICT, None)
+    assert made[0] == metrics.MOVE_MOVED
+    after = cluster.workload(namespace, "web")
+    assert after["metadata"]["labels"] == {"team": "shop"}  # the owner's change stands
+    assert after["metadata"]["resourceVersion"] == made[1]
+    moved_ids = [a for (a, n), (_, m) in zip(placements(before), placements(after), strict=True)
+                 if n != m]  # fmt: skip
+    assert len(moved_ids) == 1 and sum(n.startswith("new-") for _, n in placements(after)) == 1
+    assert_whole([after], {"web": 4})
