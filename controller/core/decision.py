@@ -27,6 +27,7 @@ class Decision:
     bookings: tuple[Booking, ...] = ()
     code: Code = Code.SUCCESS
     resources: Resources | None = None  # what each placement holds; None: as before
+    priority: int | None = None  # the resolved priority (None: not resolved, e.g. Invalid)
 
     @property
     def placed(self) -> int:

@@ -30,6 +30,7 @@ from controller.core.framework import CycleState, Filtered, Framework, Profile
 from controller.core.ledger import Booking, Ledger
 from controller.core.placement import keep, place_daemonset, place_replicas, release
 from controller.core.plugins import default_profile
+from controller.core.priority import NO_CLASSES, PriorityClasses
 
 
 @dataclass(frozen=True)
@@ -51,15 +52,23 @@ class Scheduler:
         self.cel = cel if cel is not None else CelEvaluator()
         self.framework = Framework(profile if profile is not None else default_profile(self.cel))
 
-    def schedule(self, workload: Workload, ledger: Ledger) -> Decision:
-        """The status ``workload`` should have, given the cluster in ``ledger``."""
+    def schedule(
+        self, workload: Workload, ledger: Ledger, classes: PriorityClasses = NO_CLASSES
+    ) -> Decision:
+        """The status ``workload`` should have, given the cluster in ``ledger`` and the
+        PriorityClasses its ``priorityClassName`` is resolved against (a missing class makes
+        it Invalid, as Pod admission refuses such a Pod)."""
+        priority = classes.resolve(workload.spec.priority_class_name)
         prepared = self.prepare(workload, ledger)
-        if prepared.filtered is None:
-            return invalid(prepared.errors, workload.spec.replicas, prepared.existing)
+        if prepared.filtered is None or priority.error is not None:
+            errors = (*prepared.errors, *((priority.error,) if priority.error else ()))
+            return invalid(errors, workload.spec.replicas, prepared.existing)
         place = place_daemonset if prepared.cycle.daemon else place_replicas
         decision = place(self.framework, prepared.cycle, prepared.filtered, prepared.kept)
         # The size the placements hold, recorded in status so a rebuilt ledger is exact.
-        return replace(decision, resources=workload.spec.resources or Resources())
+        return replace(
+            decision, resources=workload.spec.resources or Resources(), priority=priority.value
+        )
 
     def prepare(self, workload: Workload, ledger: Ledger) -> PreparedCycle:
         """The cycle up to placing: snapshot, pre-filter, give back this Workload's bookings,

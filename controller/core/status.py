@@ -68,4 +68,5 @@ def status_from_decision(
         unschedulable=list(decision.unschedulable),
         nodes=nodes_summary([p.node for p in decision.placements]),
         resources=decision.resources or (previous.resources if previous else None),
+        priority=decision.priority,
     )

@@ -18,6 +18,7 @@ REASON_ALL_PLACED: Final = "AllPlaced"
 REASON_PARTIALLY_PLACED: Final = "PartiallyPlaced"
 REASON_UNSCHEDULABLE: Final = "Unschedulable"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASON_PREEMPTED: Final = "Preempted"  # replicas removed for a higher-priority Workload
 
 CONDITION_REASON_BY_PHASE: Final = {
     Phase.SCHEDULED: REASON_ALL_PLACED,
@@ -26,7 +27,11 @@ CONDITION_REASON_BY_PHASE: Final = {
     Phase.INVALID: REASON_INVALID_SPEC,
 }
 
+# -- the Preempted condition: the last preemption a Workload suffered (who, where) -------------
+CONDITION_PREEMPTED: Final = "Preempted"
+
 # -- Events on a Workload (posted on phase transitions, never per reconcile) ---------------------
 EVENT_SCHEDULED: Final = "Scheduled"
 EVENT_FAILED_SCHEDULING: Final = "FailedScheduling"
 EVENT_REBALANCED: Final = "Rebalanced"  # a replica moved by the rebalancer (one Event per move)
+EVENT_PREEMPTED: Final = "Preempted"  # replicas removed for a higher-priority Workload

@@ -1,0 +1,354 @@
+"""Preemption (``controller.core.preemption``): which lower-priority replicas a short Workload
+removes, on which node; and the victim's status afterwards.
+
+The property test re-states the rule of DESIGN.md 4 in plain Python (remove lower priorities,
+lowest first, until the replica fits; give back the highest not needed; choose the node by
+lowest highest-victim priority, then fewest victims, then hostname) and checks the module
+against it over random clusters, plus what the rule promises: never an equal or higher
+priority, never over capacity, the preemptor placed afterwards, the same answer whatever order
+the nodes are listed in.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller.api.models import Phase, WorkloadStatus
+from controller.core.framework import Code
+from controller.core.ledger import Booking, Ledger
+from controller.core.nodes import NodeTable
+from controller.core.preemption import (
+    PreemptionPlan,
+    Victim,
+    may_preempt,
+    preempted_status,
+    select_victims,
+    victims_on_node,
+)
+from controller.core.priority import Priority
+from controller.core.scheduler import Scheduler
+from controller.core.vocabulary import CONDITION_PREEMPTED, CONDITION_SCHEDULED
+from tests.factories import GiB, node, workload
+
+CPU = 1000  # millicores per core
+
+
+def _booking(node_name: str, key: str, index: int, cores: int, gib: int = 0) -> Booking:
+    return Booking(node_name, f"{key}-{index}", cores * CPU, gib * GiB)
+
+
+def _plan(
+    ledger: Ledger, priorities: dict[str, int], priority: int, **spec: object
+) -> PreemptionPlan | None:
+    scheduler = Scheduler()
+    boss = workload("boss", **spec)
+    decision = scheduler.schedule(boss, ledger)
+    assert decision.code is Code.UNSCHEDULABLE
+    return select_victims(scheduler, boss, ledger, decision, priority, priorities)
+
+
+def _victims(plan: PreemptionPlan | None) -> list[tuple[str, str]]:
+    assert plan is not None
+    return [(n.node, v.booking.alloc_id) for n in plan.nominations for v in n.victims]
+
+
+def test_chooses_the_node_whose_highest_victim_is_lowest() -> None:
+    ledger = Ledger(NodeTable([node("a", cpu="4"), node("b", cpu="4")]))
+    ledger.load("ns/mid", [_booking("a", "ns/mid", 0, 4)])
+    ledger.load("ns/low", [_booking("b", "ns/low", 0, 4)])
+    plan = _plan(ledger, {"ns/mid": 50, "ns/low": 10}, 100, kind="Job", resources={"cpu": "2"})
+    assert _victims(plan) == [("b", "ns/low-0")]
+
+
+def test_then_the_fewest_victims_then_the_hostname() -> None:
+    ledger = Ledger(NodeTable([node("a", cpu="4"), node("b", cpu="4"), node("c", cpu="4")]))
+    ledger.load("ns/x", [_booking("a", "ns/x", i, 1) for i in range(4)])
+    ledger.load("ns/y", [_booking("b", "ns/y", 0, 4)])
+    ledger.load("ns/z", [_booking("c", "ns/z", 0, 4)])
+    plan = _plan(ledger, {"ns/x": 0, "ns/y": 0, "ns/z": 0}, 1, kind="Job", resources={"cpu": "2"})
+    assert _victims(plan) == [("b", "ns/y-0")]
+
+
+def test_reprieves_the_replicas_not_needed() -> None:
+    """Lowest first: 1 core (p1) is not enough, 3 cores (p2) more is; then p1 goes back."""
+    pool = [
+        Victim("ns/p1", _booking("a", "ns/p1", 0, 1), 1),
+        Victim("ns/p2", _booking("a", "ns/p2", 0, 3), 2),
+    ]
+    assert victims_on_node(0, 0, 3 * CPU, 0, pool) == (pool[1],)
+    assert victims_on_node(0, 0, 5 * CPU, 0, pool) is None  # all of them is not enough
+    assert victims_on_node(0, 0, 1 * CPU, 0, pool) == (pool[0],)
+
+
+def test_never_touches_equal_or_higher_priority() -> None:
+    ledger = Ledger(NodeTable([node("a", cpu="4")]))
+    ledger.load("ns/peer", [_booking("a", "ns/peer", 0, 2)])
+    ledger.load("ns/boss2", [_booking("a", "ns/boss2", 0, 2)])
+    priorities = {"ns/peer": 100, "ns/boss2": 200}
+    assert _plan(ledger, priorities, 100, kind="Job", resources={"cpu": "1"}) is None
+
+
+def test_leaves_out_what_the_caller_cannot_touch() -> None:
+    ledger = Ledger(NodeTable([node("a", cpu="4")]))
+    ledger.load("ns/busy", [_booking("a", "ns/busy", 0, 4)])
+    assert _plan(ledger, {}, 100, kind="Job", resources={"cpu": "1"}) is None
+
+
+def test_a_service_takes_one_node_per_missing_replica_and_reuses_leftovers() -> None:
+    ledger = Ledger(NodeTable([node("a", cpu="4"), node("b", cpu="4")]))
+    ledger.load("ns/low", [_booking("a", "ns/low", 0, 4), _booking("b", "ns/low", 1, 4)])
+    plan = _plan(ledger, {"ns/low": 0}, 10, kind="Service", count=2, resources={"cpu": "2"})
+    assert plan is not None
+    assert [(n.node, len(n.victims)) for n in plan.nominations] == [("a", 1), ("a", 0)]
+    assert plan.remaining(ledger) == {"ns/low": (_booking("b", "ns/low", 1, 4),)}
+
+
+def test_only_nodes_that_pass_the_other_filters() -> None:
+    ledger = Ledger(NodeTable([node("a", cpu="4", runtimes=("process",)), node("b", cpu="4")]))
+    ledger.load("ns/low", [_booking("a", "ns/low", 0, 4), _booking("b", "ns/low", 1, 4)])
+    spec = {"kind": "Job", "resources": {"cpu": "1"}, "runtime": {"oneOf": ["docker"]}}
+    assert _victims(_plan(ledger, {"ns/low": 0}, 10, **spec)) == [("b", "ns/low-1")]
+
+
+@pytest.mark.parametrize(
+    ("kind", "priority", "code", "expected"),
+    [
+        pytest.param("Job", Priority(10), Code.UNSCHEDULABLE, True, id="job"),
+        pytest.param("Job", Priority(10, preempts=False), Code.UNSCHEDULABLE, False, id="never"),
+        pytest.param("Job", Priority(10), Code.UNRESOLVABLE, False, id="no-node-wants-it"),
+        pytest.param("DaemonSet", Priority(10), Code.UNSCHEDULABLE, False, id="daemonset"),
+    ],
+)
+def test_may_preempt(kind: str, priority: Priority, code: Code, expected: bool) -> None:
+    ledger = Ledger(NodeTable([node("a", cpu="1")]))
+    w = workload("boss", kind=kind, resources={"cpu": "2"})
+    decision = Scheduler().schedule(w, ledger)
+    assert may_preempt(w, replace(decision, code=code), priority) is expected
+
+
+def test_preempted_status_names_the_preemptor() -> None:
+    previous = WorkloadStatus.model_validate(
+        {
+            "phase": "Scheduled",
+            "desired": 2,
+            "placed": 2,
+            "placements": [
+                {"node": "a", "allocId": "ns/low-0", "score": 1},
+                {"node": "b", "allocId": "ns/low-1", "score": 1},
+            ],
+            "conditions": [
+                {
+                    "type": "Scheduled",
+                    "status": "True",
+                    "reason": "AllPlaced",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+            "priority": 0,
+        }
+    )
+    victim = Victim("ns/low", Booking("a", "ns/low-0", 1000, 0), 0)
+    status = preempted_status(previous, [victim], "ns/boss", 1000, "2026-01-02T00:00:00Z")
+    message = "1 replica preempted by ns/boss (priority 1000) on a"
+    assert (status.phase, status.placed, status.message) == (
+        Phase.PARTIALLY_SCHEDULED,
+        1,
+        message,
+    )
+    assert [p.alloc_id for p in status.placements] == ["ns/low-1"]
+    conditions = {c.type: c for c in status.conditions}
+    assert conditions[CONDITION_SCHEDULED].reason == "Preempted"
+    assert conditions[CONDITION_SCHEDULED].status == "False"
+    assert conditions[CONDITION_SCHEDULED].last_transition_time == "2026-01-02T00:00:00Z"
+    assert (conditions[CONDITION_PREEMPTED].status, conditions[CONDITION_PREEMPTED].message) == (
+        "True",
+        message,
+    )
+
+
+# -- the rule, re-stated ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Replica:
+    key: str
+    alloc: str
+    node: str
+    cpu: int
+    memory: int
+    priority: int
+
+
+def oracle(
+    capacity: dict[str, tuple[int, int]],
+    replicas: list[Replica],
+    request: tuple[int, int],
+    missing: int,
+    priority: int,
+) -> list[tuple[str, list[str]]]:
+    """DESIGN.md 4 in plain Python: per missing replica, per node, remove lower priorities
+    lowest first until it fits, give back highest first what is not needed; pick the node by
+    (highest victim priority, number of victims, hostname)."""
+    cpu, memory = request
+
+    def fits(free: list[int]) -> bool:
+        return (cpu == 0 or free[0] >= cpu) and (memory == 0 or free[1] >= memory)
+
+    free = {n: [c, m] for n, (c, m) in capacity.items()}
+    for r in replicas:
+        free[r.node][0] -= r.cpu
+        free[r.node][1] -= r.memory
+    left = [r for r in replicas if r.priority < priority]
+    freed: set[str] = set()
+    chosen: list[tuple[str, list[str]]] = []
+    for _ in range(missing):
+        options = []
+        for n in sorted(capacity):
+            pool = sorted((r for r in left if r.node == n), key=lambda r: (r.priority, r.alloc))
+            room, taken = list(free[n]), []
+            for r in pool:
+                if fits(room):
+                    break
+                room = [room[0] + r.cpu, room[1] + r.memory]
+                taken.append(r)
+            if not fits(room) or (not taken and n not in freed):
+                continue
+            needed = []
+            for r in reversed(taken):
+                after = [room[0] - r.cpu, room[1] - r.memory]
+                if fits(after):
+                    room = after
+                else:
+                    needed.append(r)
+            top = max((r.priority for r in needed), default=-(2**63))
+            options.append(((top, len(needed), n), n, needed, room))
+        if not options:
+            break
+        _, n, needed, room = min(options, key=lambda o: o[0])
+        free[n] = [room[0] - cpu, room[1] - memory]
+        freed.add(n)
+        left = [r for r in left if r not in needed]
+        chosen.append((n, sorted(r.alloc for r in needed)))
+    return chosen
+
+
+cluster = st.tuples(
+    st.lists(st.tuples(st.integers(1, 8), st.integers(1, 8)), min_size=1, max_size=6),
+    st.lists(
+        st.tuples(
+            st.integers(0, 4),  # owner Workload
+            st.integers(0, 5),  # node index (modulo)
+            st.integers(0, 3),  # cores
+            st.integers(0, 3),  # GiB
+        ),
+        max_size=24,
+    ),
+    st.lists(st.integers(-3, 3), min_size=5, max_size=5),  # priority per owner
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cluster=cluster,
+    count=st.integers(1, 4),
+    cores=st.integers(0, 4),
+    gib=st.integers(0, 4),
+    priority=st.integers(-2, 4),
+    seed=st.integers(0, 2**16),
+)
+def test_preemption_follows_the_rule(
+    cluster: tuple[list[tuple[int, int]], list[tuple[int, int, int, int]], list[int]],
+    count: int,
+    cores: int,
+    gib: int,
+    priority: int,
+    seed: int,
+) -> None:
+    shapes, placed, owner_priority = cluster
+    names = [f"n{i}" for i in range(len(shapes))]
+    capacity = {n: (c * CPU, g * GiB) for n, (c, g) in zip(names, shapes, strict=True)}
+    infos = [node(n, cpu=str(c), memory=f"{g}Gi") for n, (c, g) in zip(names, shapes, strict=True)]
+    # Only what fits: a cluster orca built is never over capacity to begin with.
+    room = {n: list(capacity[n]) for n in names}
+    replicas: list[Replica] = []
+    for i, (owner, at, c, g) in enumerate(placed):
+        n = names[at % len(names)]
+        if room[n][0] >= c * CPU and room[n][1] >= g * GiB:
+            room[n][0] -= c * CPU
+            room[n][1] -= g * GiB
+            key = f"ns/w{owner}"
+            replicas.append(Replica(key, f"{key}-{i}", n, c * CPU, g * GiB, owner_priority[owner]))
+    priorities = {f"ns/w{o}": p for o, p in enumerate(owner_priority)}
+
+    def ledger_of(order: list[object]) -> Ledger:
+        ledger = Ledger(NodeTable(order))  # type: ignore[arg-type]
+        for key in priorities:
+            ledger.load(
+                key,
+                [Booking(r.node, r.alloc, r.cpu, r.memory) for r in replicas if r.key == key],
+            )
+        return ledger
+
+    scheduler = Scheduler()
+    boss = workload(
+        "boss", kind="Service", count=count, resources={"cpu": str(cores), "memory": f"{gib}Gi"}
+    )
+    ledger = ledger_of(list(infos))
+    decision = scheduler.schedule(boss, ledger)
+    if decision.code is not Code.UNSCHEDULABLE or decision.placed == count:
+        return
+    plan = select_victims(scheduler, boss, ledger, decision, priority, priorities)
+    expected = oracle_after(
+        capacity,
+        replicas,
+        decision.bookings,
+        (cores * CPU, gib * GiB),
+        count - decision.placed,
+        priority,
+    )
+    got = (
+        []
+        if plan is None
+        else [(n.node, sorted(v.booking.alloc_id for v in n.victims)) for n in plan.nominations]
+    )
+    if not any(v for _, v in expected):
+        expected = []
+    assert got == expected
+    if plan is None:
+        return
+    # Never an equal or higher priority; each victim once.
+    assert all(v.priority < priority for v in plan.victims)
+    assert len({v.booking.alloc_id for v in plan.victims}) == len(plan.victims)
+    # Same plan whatever order the nodes are listed in.
+    shuffled = list(infos)
+    random.Random(seed).shuffle(shuffled)
+    again = select_victims(scheduler, boss, ledger_of(shuffled), decision, priority, priorities)
+    assert again == plan
+    # Remove the victims: the preemptor now places one more replica per nomination, and no
+    # node is over capacity.
+    for key, kept in plan.remaining(ledger).items():
+        ledger.load(key, kept)
+    redecided = scheduler.schedule(boss, ledger)
+    assert redecided.placed == decision.placed + len(plan.nominations)
+    ledger.load(boss.key, redecided.bookings)
+    free_cpu, free_memory = ledger.free()
+    assert (free_cpu >= 0).all() and (free_memory >= 0).all()
+
+
+def oracle_after(
+    capacity: dict[str, tuple[int, int]],
+    replicas: list[Replica],
+    placed: tuple[Booking, ...],
+    request: tuple[int, int],
+    missing: int,
+    priority: int,
+) -> list[tuple[str, list[str]]]:
+    """The oracle, with the preemptor's own placements of this decision taking room (as
+    never-preemptible replicas of its own priority)."""
+    own = [Replica("ns/boss", b.alloc_id, b.node, b.cpu, b.memory, priority) for b in placed]
+    return oracle(capacity, [*replicas, *own], request, missing, priority)
