@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.api.models import Phase, WorkloadStatus
+from controller.api.models import NodeInfo, Phase, WorkloadStatus
 from controller.core.framework import Code
 from controller.core.ledger import Booking, Ledger
 from controller.core.nodes import NodeTable
@@ -43,7 +44,7 @@ def _booking(node_name: str, key: str, index: int, cores: int, gib: int = 0) -> 
 
 
 def _plan(
-    ledger: Ledger, priorities: dict[str, int], priority: int, **spec: object
+    ledger: Ledger, priorities: dict[str, int], priority: int, **spec: Any
 ) -> PreemptionPlan | None:
     scheduler = Scheduler()
     boss = workload("boss", **spec)
@@ -285,8 +286,8 @@ def test_preemption_follows_the_rule(
             replicas.append(Replica(key, f"{key}-{i}", n, c * CPU, g * GiB, owner_priority[owner]))
     priorities = {f"ns/w{o}": p for o, p in enumerate(owner_priority)}
 
-    def ledger_of(order: list[object]) -> Ledger:
-        ledger = Ledger(NodeTable(order))  # type: ignore[arg-type]
+    def ledger_of(order: list[NodeInfo]) -> Ledger:
+        ledger = Ledger(NodeTable(order))
         for key in priorities:
             ledger.load(
                 key,
