@@ -1,4 +1,5 @@
-"""A de-duplicating work queue with per-key backoff: client-go's workqueue, in small.
+"""A de-duplicating priority work queue with per-key backoff: client-go's workqueue, in small,
+ordered as kube-scheduler's active queue is by its PrioritySort plugin.
 
 A key is in at most one of three places: waiting (queued once, however often it is added),
 processing (handed out by ``get``, until ``done``), or neither. A key added while it is being
@@ -11,23 +12,36 @@ at once, and no change is lost while it was.
               ^                  │ add                 │
               └──── done <── DIRTY <┘                  │
                                  add_rate_limited: add after a growing delay
+
+Order: higher priority first (``priority_of(key)``, read when the key is added: the
+Workload's resolved priority); equal priorities in the order they were added (FIFO, as
+before priorities). A key added again while waiting keeps its place unless its priority
+changed, which moves it (the old heap entry is skipped when it surfaces).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from collections.abc import Iterable
+import heapq
+import itertools
+from collections.abc import Callable, Iterable
 
 from controller.operator import metrics
 
 
 class WorkQueue:
-    """Keys to reconcile, in arrival order, each at most once."""
+    """Keys to reconcile, highest priority first then in arrival order, each at most once."""
 
-    def __init__(self, base_delay: float = 0.05, max_delay: float = 30.0) -> None:
-        self._waiting: deque[str] = deque()
-        self._queued: set[str] = set()
+    def __init__(
+        self,
+        base_delay: float = 0.05,
+        max_delay: float = 30.0,
+        priority_of: Callable[[str], int] = lambda _key: 0,
+    ) -> None:
+        self.priority_of = priority_of
+        self._heap: list[tuple[int, int, str]] = []  # (-priority, arrival, key); some stale
+        self._queued: dict[str, tuple[int, int, str]] = {}  # key -> its live heap entry
+        self._arrivals = itertools.count()
         self._processing: set[str] = set()
         self._dirty: set[str] = set()
         self._failures: dict[str, int] = {}
@@ -37,7 +51,7 @@ class WorkQueue:
         self.max_delay = max_delay
 
     def __len__(self) -> int:
-        return len(self._waiting)
+        return len(self._queued)
 
     @property
     def backing_off(self) -> int:
@@ -49,11 +63,20 @@ class WorkQueue:
         if key in self._processing:
             self._dirty.add(key)
             return
-        if key in self._queued:
-            return
-        self._queued.add(key)
-        self._waiting.append(key)
-        metrics.QUEUE_DEPTH.set(len(self._waiting))
+        rank = -self.priority_of(key)
+        entry = self._queued.get(key)
+        if entry is not None:
+            if entry[0] == rank:
+                return
+            entry = (rank, entry[1], key)  # re-prioritised: keeps its arrival among equals
+        else:
+            entry = (rank, next(self._arrivals), key)
+        self._queued[key] = entry
+        heapq.heappush(self._heap, entry)
+        if len(self._heap) > 2 * len(self._queued) + 64:  # stale entries: rebuild, bounded
+            self._heap = list(self._queued.values())
+            heapq.heapify(self._heap)
+        metrics.QUEUE_DEPTH.set(len(self._queued))
         self._wakeup.set()
 
     def add_all(self, keys: Iterable[str]) -> None:
@@ -92,13 +115,17 @@ class WorkQueue:
 
     async def get(self) -> str:
         """The next key to process; it stays *processing* until ``done``."""
-        while not self._waiting:
+        while not self._queued:
             self._wakeup.clear()
             await self._wakeup.wait()
-        key = self._waiting.popleft()
-        self._queued.discard(key)
+        while True:
+            entry = heapq.heappop(self._heap)
+            if self._queued.get(entry[2]) == entry:
+                break  # else stale: the key was re-prioritised (or taken) since
+        key = entry[2]
+        del self._queued[key]
         self._processing.add(key)
-        metrics.QUEUE_DEPTH.set(len(self._waiting))
+        metrics.QUEUE_DEPTH.set(len(self._queued))
         return key
 
     def busy(self, key: str) -> bool:
@@ -114,6 +141,21 @@ class WorkQueue:
         self._processing.add(key)
         return True
 
+    def take(self, key: str) -> bool:
+        """Take ``key`` for processing outside ``get`` even if it is waiting (it leaves the
+        queue): a preemption writing a victim's status, so the loop does not decide it
+        meanwhile. False if it is being processed. Release it with ``done`` (then ``add`` to
+        decide it again)."""
+        if key in self._processing:
+            return False
+        if self._queued.pop(key, None) is not None:
+            metrics.QUEUE_DEPTH.set(len(self._queued))
+        self._processing.add(key)
+        return True
+
+    def processing(self, key: str) -> bool:
+        return key in self._processing
+
     def done(self, key: str) -> None:
         """Processing of ``key`` finished; re-queue it if it was added meanwhile."""
         self._processing.discard(key)
@@ -123,4 +165,4 @@ class WorkQueue:
 
     def idle(self) -> bool:
         """Nothing waiting, nothing processing, no timers pending."""
-        return not self._waiting and not self._processing and not self._timers
+        return not self._queued and not self._processing and not self._timers

@@ -1,0 +1,81 @@
+"""The work queue's order: higher priorities first (kube-scheduler's PrioritySort), ties in
+arrival order; de-duplication, the dirty set and ``take`` keep one decision per key."""
+
+from __future__ import annotations
+
+import asyncio
+
+from controller.operator.workqueue import WorkQueue
+
+
+def drain(queue: WorkQueue) -> list[str]:
+    async def scenario() -> list[str]:
+        out = []
+        while len(queue):
+            key = await queue.get()
+            queue.done(key)
+            out.append(key)
+        return out
+
+    return asyncio.run(scenario())
+
+
+def test_higher_priority_first_ties_in_arrival_order() -> None:
+    priorities = {"low-1": -5, "a": 0, "high-1": 1000, "b": 0, "high-2": 1000, "c": 0}
+    queue = WorkQueue(priority_of=priorities.__getitem__)
+    queue.add_all(["low-1", "a", "high-1", "b", "high-2", "c", "a"])
+    assert drain(queue) == ["high-1", "high-2", "a", "b", "c", "low-1"]
+
+
+def test_without_priorities_it_is_fifo() -> None:
+    queue = WorkQueue()
+    queue.add_all(["c", "a", "b", "a"])
+    assert drain(queue) == ["c", "a", "b"]
+
+
+def test_a_waiting_key_whose_priority_changed_moves_and_is_handed_out_once() -> None:
+    priorities = {"a": 0, "b": 0, "c": 0}
+    queue = WorkQueue(priority_of=priorities.__getitem__)
+    queue.add_all(["a", "b", "c"])
+    priorities["c"] = 10
+    queue.add("c")
+    priorities["a"] = -1
+    queue.add("a")
+    assert len(queue) == 3
+    assert drain(queue) == ["c", "b", "a"]
+
+
+def test_a_key_added_while_processing_comes_back_in_priority_order() -> None:
+    priorities = {"a": 5, "b": 1}
+
+    async def scenario() -> list[str]:
+        queue = WorkQueue(priority_of=priorities.__getitem__)
+        queue.add_all(["a", "b"])
+        first = await queue.get()
+        queue.add(first)  # dirty: not queued twice
+        assert len(queue) == 1
+        queue.done(first)  # back, and ahead of b again
+        order = [first, await queue.get(), await queue.get()]
+        return order
+
+    assert asyncio.run(scenario()) == ["a", "a", "b"]
+
+
+def test_take_takes_a_waiting_key_out_and_refuses_one_being_processed() -> None:
+    async def scenario() -> None:
+        queue = WorkQueue()
+        queue.add_all(["a", "b"])
+        assert queue.take("b")  # waiting: taken out of the queue
+        assert len(queue) == 1
+        queue.add("b")  # changed meanwhile: dirty, back when released
+        assert len(queue) == 1
+        got = await queue.get()
+        assert got == "a"
+        assert not queue.take("a")  # being processed by the loop
+        queue.done("a")
+        queue.done("b")
+        assert await queue.get() == "b"
+        queue.done("b")
+        assert queue.idle()
+
+    asyncio.run(scenario())
