@@ -71,6 +71,16 @@ def register(
         if changed:
             node_changed(name)
 
+    @kopf.on.event("scheduling.k8s.io", "v1", "priorityclasses", registry=registry)
+    async def priority_class_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
+        """A class created, changed or deleted: decide again the Workloads that name it (and
+        those that name none, when the globalDefault changed)."""
+        listed_again("priorityclasses", type)
+        priorities = reconciler.priorities
+        touched = priorities.delete(name) if type == "DELETED" else priorities.upsert(body)
+        if touched and reconciler.ready.is_set():
+            queue.add_all(priorities.keys_naming(state, touched))
+
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def workload_event(
         type: str | None, body: kopf.Body, namespace: str | None, name: str, **_: Any

@@ -202,6 +202,19 @@ CEL_CYCLE_BUDGET_HITS = Counter(
     "(the nodes left are rejected as not evaluated).",
 )
 
+# -- preemption (kube-scheduler's scheduler_preemption_attempts_total / _victims) ---------------
+
+PREEMPTION_ATTEMPTS = Counter(
+    "orca_preemption_attempts_total",
+    "Preemption attempts: a Workload short of room looked for lower-priority replicas to "
+    "remove (whether or not it found any).",
+)
+PREEMPTION_VICTIMS = Histogram(
+    "orca_preemption_victims",
+    "Replicas removed per preemption that went ahead (victims selected).",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
+
 # -- the API server ----------------------------------------------------------------------------
 
 STATUS_WRITES = Counter(

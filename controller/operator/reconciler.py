@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import aiohttp
@@ -45,6 +45,9 @@ from controller.manifests import API_VERSION
 from controller.operator import metrics
 from controller.operator.gauges import GaugeExporter
 from controller.operator.kube import ApiError, Fenced, KubeApi
+from controller.operator.preemption import PendingPreemption, Preemption
+from controller.operator.priorities import LIST_PATH as PRIORITY_CLASSES_PATH
+from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState, WorkloadRecord, is_newer
 from controller.operator.workqueue import WorkQueue
 
@@ -84,6 +87,20 @@ class Reconciler:
         self._cel_seen: dict[str, int] = {}
         self._gauges = GaugeExporter()
         self._events: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=10_000)
+        self.priorities = PriorityIndex()
+        # The queue hands out higher priorities first: the priorities resolved here.
+        queue.priority_of = lambda key: self.priorities.resolve(state, key).value
+        self.preemption = Preemption(
+            state,
+            queue,
+            api,
+            self.scheduler,
+            self.priorities,
+            self.enqueue_event,
+            now,
+            COMPONENT,
+            identity,
+        )
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -98,6 +115,8 @@ class Reconciler:
 
     async def _relist(self) -> None:
         nodes = await self.api.request("GET", "/api/v1/nodes")
+        classes = await self.api.request("GET", PRIORITY_CLASSES_PATH)
+        self.priorities.sync(classes.get("items") or [])
         items: list[dict[str, Any]] = []
         versions: list[str | None] = []
         for path in self._workload_paths():
@@ -186,7 +205,7 @@ class Reconciler:
             return False
         self.state.table()
         started = time.perf_counter()
-        decision = self._decide(record)
+        decision, preemption = self.preemption.consider(record, self._decide(record))
         record.code = decision.code
         metrics.SCHEDULING_ALGORITHM_DURATION.observe(time.perf_counter() - started)
         self._count_cel()
@@ -206,9 +225,10 @@ class Reconciler:
         assumption = self.state.ledger.assume(key, _held(previous, decision.bookings))
         record.writing = True
         await self._slots.acquire()
-        task = asyncio.create_task(
-            self._write(record, status, assumption, previous, decision.bookings)
-        )
+        write = self._write(record, status, assumption, previous, decision.bookings)
+        if preemption is not None:
+            write = self._write_after_victims(preemption, write, assumption, record.key)
+        task = asyncio.create_task(write)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return True
@@ -238,9 +258,39 @@ class Reconciler:
                 bookings=existing,
                 code=Code.INVALID,
             )
-        return self.scheduler.schedule(record.workload, self.state.ledger)
+        return self.scheduler.schedule(record.workload, self.state.ledger, self.priorities.classes)
 
     # -- the write ---------------------------------------------------------------------------------
+
+    async def _write_after_victims(
+        self,
+        preemption: PendingPreemption,
+        write: Coroutine[Any, Any, None],
+        assumption: Assumption,
+        key: str,
+    ) -> None:
+        """A preemptor's status write, sent only once every victim's write landed
+        (``controller.operator.preemption``); else forget its decision and retry it."""
+        try:
+            landed = await self.preemption.write_victims(preemption)
+        except BaseException:
+            write.close()
+            self._abandon(key, assumption)
+            raise
+        if landed:
+            await write
+            return
+        write.close()
+        self._abandon(key, assumption)
+        delay = self.queue.add_rate_limited(key)
+        logger.info("preemption for %s did not land; retrying in %.2fs", key, delay)
+
+    def _abandon(self, key: str, assumption: Assumption) -> None:
+        """Undo a decision whose write was never sent (what ``_write`` does when it fails)."""
+        self.state.ledger.forget(assumption)
+        self._settle(key)
+        self._slots.release()
+        self.queue.done(key)
 
     async def _write(
         self,
@@ -344,10 +394,14 @@ class Reconciler:
             "reportingComponent": f"orca.cloudinit.dev/{COMPONENT}",
             "reportingInstance": self.identity,
         }
+        self.enqueue_event(record.namespace, event)
+
+    def enqueue_event(self, namespace: str, event: dict[str, Any]) -> None:
+        """Queue an Event for ``post_events`` (dropped, and counted, when the queue is full)."""
         if self._events.full():
             metrics.EVENTS_DROPPED.inc()
             return
-        self._events.put_nowait((record.namespace, event))
+        self._events.put_nowait((namespace, event))
 
     async def post_events(self, busy_interval: float = 0.05) -> None:
         """Post queued Events one at a time. While the scheduling queue has work, at most one

@@ -90,6 +90,10 @@ NEEDED_FOR: dict[tuple[str, str, str, str], str] = {
     ("ClusterRole", "", "nodes", "list"): PLACED,
     ("ClusterRole", "", "nodes", "watch"): RESCHEDULED,
     ("ClusterRole", "", "events", "create"): EVENT,
+    # The initial LIST reads PriorityClasses before deciding anything; the watch follows them
+    # (kopf logs the denial when it cannot).
+    ("ClusterRole", "scheduling.k8s.io", "priorityclasses", "list"): PLACED,
+    ("ClusterRole", "scheduling.k8s.io", "priorityclasses", "watch"): NO_DENIAL,
     # Without these kopf cannot follow the Workload CRD being (re)installed while it runs; it
     # says so in the log at start-up.
     ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "list"): NO_DENIAL,
