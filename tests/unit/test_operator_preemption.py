@@ -1,0 +1,123 @@
+"""Preemption in the operator (``controller.operator.preemption``): the victims' statuses are
+written before the preemptor's, the preemptor's only once they all landed, and the ledger
+never holds more than a node has, whatever fails. The real API server version of these is
+tests/integration/test_preemption.py."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+from controller.operator.kube import ApiError, KubeApi
+from controller.operator.reconciler import Reconciler
+from controller.operator.state import ClusterState
+from controller.operator.workqueue import WorkQueue
+from tests.factories import node_object, stored_workload
+
+CLASSES = [
+    {"metadata": {"name": "high", "resourceVersion": "1"}, "value": 1000},
+    {
+        "metadata": {"name": "polite", "resourceVersion": "2"},
+        "value": 1000,
+        "preemptionPolicy": "Never",
+    },
+]
+
+
+class RecordingApi:
+    """Status PATCHes in order; ``refuse`` names Workloads whose write gets a 409."""
+
+    def __init__(self, refuse: frozenset[str] = frozenset()) -> None:
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.refuse = refuse
+
+    async def patch_workload_status(
+        self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None
+    ) -> dict[str, Any]:
+        if name in self.refuse:
+            raise ApiError(409, "Conflict", "the object has been modified")
+        self.patches.append((name, status))
+        return {"metadata": {"resourceVersion": str(100 + len(self.patches))}}
+
+    async def create_event(self, *_: Any) -> dict[str, Any]:
+        return {}
+
+
+def cluster(preemptor_class: str) -> ClusterState:
+    """Node a (4 cpu) full with ``low`` (priority 0); ``high`` (2 cpu) names a class."""
+    state = ClusterState()
+    state.upsert_node(node_object("a", cpu="4"))
+    low_status = {
+        "phase": "Scheduled",
+        "desired": 1,
+        "placed": 1,
+        "placements": [{"node": "a", "allocId": "ns/low-0", "score": 0}],
+        "resources": {"cpu": "4"},
+        "priority": 0,
+    }
+    state.upsert_workload(
+        stored_workload("low", "5", {"kind": "Job", "resources": {"cpu": "4"}}, low_status)
+    )
+    spec = {"kind": "Job", "resources": {"cpu": "2"}, "priorityClassName": preemptor_class}
+    state.upsert_workload(stored_workload("high", "6", spec))
+    return state
+
+
+def run(state: ClusterState, api: RecordingApi) -> Reconciler:
+    queue = WorkQueue(base_delay=10.0)
+    reconciler = Reconciler(state, queue, cast(KubeApi, api), now=lambda: "2026-01-01T00:00:00Z")
+    reconciler.priorities.sync(CLASSES)
+
+    async def scenario() -> None:
+        queue.add("ns/high")
+        key = await queue.get()
+        if not await reconciler.reconcile(key):
+            queue.done(key)
+        await reconciler.drain()
+
+    asyncio.run(scenario())
+    return reconciler
+
+
+def used_cpu(state: ClusterState) -> int:
+    return int(state.ledger.used_cpu[state.ledger.table.index["a"]])
+
+
+def test_victims_are_written_first_then_the_preemptor() -> None:
+    state = cluster("high")
+    api = RecordingApi()
+    reconciler = run(state, api)
+    assert [name for name, _ in api.patches] == ["low", "high"]
+    (_, low), (_, high) = api.patches
+    assert low["placements"] == [] and low["phase"] == "Unschedulable"
+    message = "1 replica preempted by ns/high (priority 1000) on a"
+    assert low["message"] == message
+    conditions = {c["type"]: c for c in low["conditions"]}
+    assert conditions["Preempted"]["message"] == message
+    assert high["placements"][0]["node"] == "a" and high["priority"] == 1000
+    assert used_cpu(state) == 2000  # only the preemptor
+    assert len(reconciler.queue) == 1  # the victim, queued again to land elsewhere
+    events = [reconciler._events.get_nowait()[1] for _ in range(reconciler._events.qsize())]
+    assert [(e["involvedObject"]["name"], e["reason"], e["message"]) for e in events] == [
+        ("low", "Preempted", message),
+        ("high", "Scheduled", "1/1 replicas placed"),
+    ]
+
+
+def test_a_failed_victim_write_holds_the_preemptor_back() -> None:
+    state = cluster("high")
+    api = RecordingApi(refuse=frozenset({"low"}))
+    reconciler = run(state, api)
+    assert api.patches == []  # nothing written: not the preemptor either
+    assert used_cpu(state) == 4000  # the victim's booking is back, the preemptor's gone
+    assert state.ledger.bookings("ns/high") == ()
+    assert reconciler.queue.backing_off == 1  # the preemptor retries with backoff
+    assert not state.records["ns/high"].writing and not state.records["ns/low"].writing
+
+
+def test_preemption_policy_never_waits_instead() -> None:
+    state = cluster("polite")
+    api = RecordingApi()
+    run(state, api)
+    assert [(name, status["phase"]) for name, status in api.patches] == [("high", "Unschedulable")]
+    assert used_cpu(state) == 4000
