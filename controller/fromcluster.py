@@ -18,6 +18,13 @@ from controller.api.messages import validation_message
 from controller.api.models import GROUP, PLURAL, VERSION, NodeInfo, Workload
 from controller.core.ledger import Ledger, ledger_from_objects
 from controller.core.nodes import NodeError, node_info_from_node, node_name, unreadable_node_info
+from controller.core.priority import (
+    NO_CLASSES,
+    PriorityClass,
+    PriorityClassError,
+    PriorityClasses,
+    priority_class_from_object,
+)
 
 
 class ClusterError(RuntimeError):
@@ -33,6 +40,7 @@ class ClusterView:
     workloads: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
     parsed: dict[str, Workload] = field(default_factory=dict)  # by key: those that parse
+    classes: PriorityClasses = NO_CLASSES  # the cluster's PriorityClasses
 
     def ledger(self) -> Ledger:
         """Every Workload's recorded placements booked, as the operator books them."""
@@ -62,19 +70,41 @@ def read_cluster(kubeconfig: str | None) -> ClusterView:
         raw_workloads = _items(
             custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False)
         )
+        class_warnings: list[str] = []
+        try:
+            raw_classes = _items(
+                k8s_client.SchedulingV1Api(api).list_priority_class(_preload_content=False)
+            )
+        except k8s_client.ApiException as exc:  # e.g. 403: plan on, and say what it means
+            raw_classes = []
+            class_warnings.append(
+                f"PriorityClasses cannot be listed ({exc.status} {exc.reason}): Workloads "
+                "naming one are Invalid in this plan"
+            )
     except k8s_client.ApiException as exc:
         raise ClusterError(f"{exc.status} {exc.reason}: {_message(exc)}") from None
     except OSError as exc:
         raise ClusterError(f"cannot reach the API server: {exc}") from None
     finally:
         api.close()  # type: ignore[no-untyped-call]
-    return view_of(raw_nodes, raw_workloads)
+    return view_of(raw_nodes, raw_workloads, raw_classes, class_warnings)
 
 
-def view_of(raw_nodes: list[dict[str, Any]], raw_workloads: list[dict[str, Any]]) -> ClusterView:
+def view_of(
+    raw_nodes: list[dict[str, Any]],
+    raw_workloads: list[dict[str, Any]],
+    raw_classes: list[dict[str, Any]] | None = None,
+    warnings: list[str] | None = None,
+) -> ClusterView:
     """The ``ClusterView`` of listed objects (pure: the part of ``read_cluster`` after I/O)."""
     nodes: list[NodeInfo] = []
-    warnings: list[str] = []
+    warnings = list(warnings or [])
+    classes: list[PriorityClass] = []
+    for obj in raw_classes or []:
+        try:
+            classes.append(priority_class_from_object(obj))
+        except PriorityClassError as exc:
+            warnings.append(f"{exc}; ignored")
     for obj in raw_nodes:
         try:
             nodes.append(node_info_from_node(obj))
@@ -96,7 +126,7 @@ def view_of(raw_nodes: list[dict[str, Any]], raw_workloads: list[dict[str, Any]]
             warnings.append(
                 f"Workload {key}: {validation_message(exc)}; its placements stay booked"
             )
-    return ClusterView(nodes, raw_workloads, warnings, parsed)
+    return ClusterView(nodes, raw_workloads, warnings, parsed, PriorityClasses.of(classes))
 
 
 def _items(response: Any) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""Reading Node and Workload manifests from YAML files, with errors a user can act on.
+"""Reading Node, Workload and PriorityClass manifests from YAML files, with errors a user
+can act on.
 
 Accepts what a user would ``kubectl apply`` or get back from ``kubectl get -o yaml``:
 multi-document YAML, and ``kind: List`` (or ``NodeList``/``WorkloadList``) with ``items``.
@@ -20,6 +21,14 @@ from controller import safeyaml
 from controller.api.messages import validation_message
 from controller.api.models import GROUP, KIND, VERSION, NodeInfo, Workload
 from controller.core.nodes import NodeError, node_info_from_node
+from controller.core.priority import API_GROUP as PRIORITY_CLASS_GROUP
+from controller.core.priority import KIND as PRIORITY_CLASS_KIND
+from controller.core.priority import (
+    PriorityClass,
+    PriorityClassError,
+    PriorityClasses,
+    priority_class_from_object,
+)
 
 API_VERSION = f"{GROUP}/{VERSION}"
 MAX_SHOWN = 60
@@ -99,6 +108,8 @@ def load_nodes(path: Path) -> list[NodeInfo]:
     nodes: list[NodeInfo] = []
     seen: dict[str, str] = {}
     for where, obj in _documents(path):
+        if is_priority_class(obj):
+            continue  # read by load_priority_classes: either file may hold them
         if obj.get("kind") != "Node":
             raise ManifestError(f"{where}: {_describe(obj)} is not a Node")
         try:
@@ -132,9 +143,42 @@ def load_workloads(path: Path) -> list[Workload]:
     workloads: list[Workload] = []
     seen: set[str] = set()
     for where, obj in _documents(path):
+        if is_priority_class(obj):
+            continue
         workload = parse_workload(obj, where)
         if workload.key in seen:
             raise ManifestError(f"{where}: Workload {workload.key} appears twice")
         seen.add(workload.key)
         workloads.append(workload)
     return workloads
+
+
+def is_priority_class(obj: Mapping[str, Any]) -> bool:
+    """A ``scheduling.k8s.io`` PriorityClass document (``orca plan`` reads them from either
+    file, as ``kubectl get priorityclasses -o yaml`` prints them)."""
+    version = obj.get("apiVersion")
+    return (
+        obj.get("kind") == PRIORITY_CLASS_KIND
+        and isinstance(version, str)
+        and version.startswith(f"{PRIORITY_CLASS_GROUP}/")
+    )
+
+
+def load_priority_classes(*paths: Path) -> PriorityClasses:
+    """Every PriorityClass in the files; a bad one or a name given twice is an error."""
+    found: dict[str, tuple[PriorityClass, str]] = {}
+    for path in paths:
+        for where, obj in _documents(path):
+            if not is_priority_class(obj):
+                continue
+            try:
+                parsed = priority_class_from_object(obj)
+            except PriorityClassError as exc:
+                raise ManifestError(f"{where}: {exc}") from None
+            if parsed.name in found:
+                raise ManifestError(
+                    f"{where}: PriorityClass {parsed.name} appears twice "
+                    f"(first in {found[parsed.name][1]})"
+                )
+            found[parsed.name] = (parsed, where)
+    return PriorityClasses.of(c for c, _ in found.values())

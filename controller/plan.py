@@ -1,9 +1,13 @@
 """``orca plan``: the scheduler offline, on the same YAML a user would apply.
 
-Workloads are planned in file order, each seeing the placements made before it; placements
-already in a Workload's ``status`` (say, from ``kubectl get workloads -o yaml``) are booked
-first, so they are kept where still valid, as the operator would. Exit codes: 0 when every
-Workload is fully placed, 1 when some are not, 2 for bad input (one line, no traceback).
+Workloads are planned highest priority first (their PriorityClass, read from either file;
+equal priorities in file order), each seeing the placements made before it, as the operator's
+queue orders them; placements already in a Workload's ``status`` (say, from ``kubectl get
+workloads -o yaml``) are booked first, so they are kept where still valid, as the operator
+would. A Workload short of room preempts lower-priority replicas as the operator would
+(``controller.core.preemption``): the results say who was preempted by whom. Exit codes: 0
+when every Workload is fully placed, 1 when some are not, 2 for bad input (one line, no
+traceback).
 """
 
 from __future__ import annotations
@@ -12,15 +16,22 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from controller.api.models import NodeInfo, Phase, Workload, WorkloadStatus
 from controller.core.ledger import Ledger, ledger_from_statuses
+from controller.core.preemption import Victim, may_preempt, select_victims
+from controller.core.priority import NO_CLASSES, PriorityClasses
 from controller.core.scheduler import Scheduler
 from controller.core.status import rfc3339_now, status_from_decision
-from controller.manifests import ManifestError, load_nodes, load_workloads
+from controller.manifests import (
+    ManifestError,
+    load_nodes,
+    load_priority_classes,
+    load_workloads,
+)
 
 EXIT_PLACED, EXIT_SHORT, EXIT_BAD_INPUT = 0, 1, 2
 MAX_NODES_SHOWN = 6
@@ -28,9 +39,20 @@ MAX_ERROR_CHARS = 1000
 
 
 @dataclass(frozen=True)
+class Preempted:
+    """One replica a preemption removed: whose, where, and for whom."""
+
+    victim: Victim
+    by: str  # the preemptor's key
+    priority: int  # the preemptor's
+
+
+@dataclass(frozen=True)
 class PlanResult:
     workload: Workload
     status: WorkloadStatus
+    victims: tuple[Preempted, ...] = ()  # what this Workload preempted
+    preempted: list[Preempted] = field(default_factory=list)  # its replicas preempted
 
     @property
     def fully_placed(self) -> bool:
@@ -43,34 +65,93 @@ def plan(
     ledger: Ledger | None = None,
     scheduler: Scheduler | None = None,
     now: str | None = None,
+    classes: PriorityClasses = NO_CLASSES,
+    known_priorities: dict[str, int] | None = None,
 ) -> list[PlanResult]:
-    """Plan ``workloads`` in order onto ``nodes`` (or onto ``ledger``'s table if given)."""
+    """Plan ``workloads`` onto ``nodes`` (or onto ``ledger``'s table if given), highest
+    priority first, ties in the order given; results in planning order.
+
+    Preemption may remove replicas of the given Workloads planned later (lower priority) and
+    of the Workloads in ``known_priorities`` (others in the ledger, e.g. the cluster's, by
+    the priority their status records); the ledger holds anything else out of reach."""
     if ledger is None:
         ledger = ledger_from_statuses(nodes, workloads)
     scheduler = scheduler or Scheduler()
     timestamp = now or rfc3339_now()
+    resolved = {w.key: classes.resolve(w.spec.priority_class_name) for w in workloads}
+    priorities = dict(known_priorities or {})
+    priorities.update({key: p.value for key, p in resolved.items() if p.error is None})
+    order = sorted(workloads, key=lambda w: -resolved[w.key].value)  # stable: file order
+    preempted: dict[str, list[Preempted]] = {}
     results: list[PlanResult] = []
-    for workload in workloads:
-        decision = scheduler.schedule(workload, ledger)
-        ledger.load(workload.key, decision.bookings)
+    for workload in order:
+        key = workload.key
+        decision = scheduler.schedule(workload, ledger, classes)
+        victims: tuple[Preempted, ...] = ()
+        priority = resolved[key]
+        if may_preempt(workload, decision, priority):
+            chosen = select_victims(
+                scheduler,
+                workload,
+                ledger,
+                decision,
+                priority.value,
+                {k: v for k, v in priorities.items() if k != key and ledger.bookings(k)},
+            )
+            if chosen is not None:
+                before = {k: ledger.bookings(k) for k in chosen.victim_keys()}
+                for victim_key, kept in chosen.remaining(ledger).items():
+                    ledger.load(victim_key, kept)
+                after = scheduler.schedule(workload, ledger, classes)
+                if after.placed > decision.placed:
+                    decision = after
+                    victims = tuple(Preempted(v, key, priority.value) for v in chosen.victims)
+                    for p in victims:
+                        preempted.setdefault(p.victim.key, []).append(p)
+                else:  # a filter the plan does not model said no: put them back
+                    for victim_key, bookings in before.items():
+                        ledger.load(victim_key, bookings)
+        ledger.load(key, decision.bookings)
         status = status_from_decision(
             decision, workload.metadata.generation, workload.status, timestamp
         )
-        results.append(PlanResult(workload, status))
+        results.append(PlanResult(workload, status, victims, preempted.setdefault(key, [])))
     return results
 
 
 def to_json(results: Sequence[PlanResult]) -> dict[str, Any]:
-    """``{"results": [{"workload": "<ns>/<name>", <status fields>}]}``."""
-    return {
-        "results": [
-            {
-                "workload": r.workload.key,
-                **r.status.model_dump(by_alias=True, mode="json", exclude_none=True),
-            }
-            for r in results
-        ]
-    }
+    """``{"results": [{"workload": "<ns>/<name>", <status fields>, "priority": N}]}`` in
+    planning order; a preemptor's result lists its ``victims``, a victim's its
+    ``preemptedBy`` (each ``{workload, allocId, node, priority}`` / ``{allocId, node, by,
+    priority}``), present only when there are some."""
+    out = []
+    for r in results:
+        item: dict[str, Any] = {
+            "workload": r.workload.key,
+            **r.status.model_dump(by_alias=True, mode="json", exclude_none=True),
+        }
+        if r.victims:
+            item["victims"] = [
+                {
+                    "workload": p.victim.key,
+                    "allocId": p.victim.booking.alloc_id,
+                    "node": p.victim.booking.node,
+                    "priority": p.victim.priority,
+                }
+                for p in r.victims
+            ]
+        if r.preempted:
+            item["preemptedBy"] = [
+                {
+                    "allocId": p.victim.booking.alloc_id,
+                    "node": p.victim.booking.node,
+                    "by": p.by,
+                    "priority": p.priority,
+                }
+                for p in r.preempted
+            ]
+        out.append(item)
+    return {"results": out}
 
 
 def render_table(results: Sequence[PlanResult], out: TextIO) -> None:
@@ -96,6 +177,15 @@ def render_table(results: Sequence[PlanResult], out: TextIO) -> None:
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         out.write(("   ".join([*cells, row[-1]])).rstrip() + "\n")
+    preemptions = [p for r in results for p in r.victims]
+    if preemptions:
+        out.write("\nPREEMPTED\n")
+        for p in preemptions:
+            v = p.victim
+            out.write(
+                f"{v.booking.alloc_id} (priority {v.priority}) on {v.booking.node} "
+                f"by {p.by} (priority {p.priority})\n"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,13 +198,29 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.from_cluster:
             workloads = load_workloads(Path(args.workloads))
+            given = load_priority_classes(Path(args.workloads))
             cluster = read_cluster(args.kubeconfig)
             for warning in cluster.warnings:
                 print(f"warning: {one_line(warning)}", file=sys.stderr)
-            results = plan(cluster.nodes, workloads, ledger=cluster.ledger())
+            classes = PriorityClasses.of(
+                [*cluster.classes.by_name.values(), *given.by_name.values()]
+            )
+            known = {
+                key: w.status.priority
+                for key, w in cluster.parsed.items()
+                if w.status is not None and w.status.priority is not None
+            }
+            results = plan(
+                cluster.nodes,
+                workloads,
+                ledger=cluster.ledger(),
+                classes=classes,
+                known_priorities=known,
+            )
         else:
             nodes = load_nodes(Path(args.nodes))
-            results = plan(nodes, load_workloads(Path(args.workloads)))
+            classes = load_priority_classes(Path(args.nodes), Path(args.workloads))
+            results = plan(nodes, load_workloads(Path(args.workloads)), classes=classes)
     except (ManifestError, ClusterError) as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
