@@ -3,7 +3,9 @@
 Reads the live cluster (Nodes and every Workload's placements, as ``orca plan --from-cluster``
 does), runs the scheduler's cycle for the one Workload (``controller.core.explain``) and prints
 each replica (kept, or why it moves) and each node: the filter that rejects it, with the
-reason text the status uses, or its score parts and total, best first. Writes nothing.
+reason text the status uses, or its score parts and total, best first. Preemption, from the
+``Preempted`` conditions the operator writes on victims: who preempted this Workload's
+replicas, and whose replicas it preempted. Writes nothing.
 Exit 0; 1 when the Workload does not exist; 2 when the cluster cannot be read.
 """
 
@@ -12,16 +14,47 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, TextIO
 
+from controller.api.models import Workload
 from controller.core.explain import Explanation, explain
 from controller.core.scheduler import Scheduler
+from controller.core.vocabulary import CONDITION_PREEMPTED
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_CLUSTER = 0, 1, 2
 
 
-def to_json(e: Explanation) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Preemptions:
+    """Who preempted this Workload (its ``Preempted`` condition), and whom it preempted
+    (other Workloads' ``Preempted`` conditions naming it): the last preemption of each."""
+
+    suffered: str | None
+    caused: tuple[tuple[str, str], ...]  # (victim key, message)
+
+
+def preemptions(key: str, workloads: Mapping[str, Workload]) -> Preemptions:
+    def condition(w: Workload) -> str | None:
+        for c in w.status.conditions if w.status else ():
+            if c.type == CONDITION_PREEMPTED:
+                return c.message
+        return None
+
+    mine = workloads.get(key)
+    suffered = condition(mine) if mine is not None else None
+    caused = []
+    for other_key in sorted(workloads):
+        message = condition(workloads[other_key])
+        if message is not None and f" preempted by {key} (" in message:
+            caused.append((other_key, message))
+    return Preemptions(suffered, tuple(caused))
+
+
+def to_json(e: Explanation, p: Preemptions | None = None) -> dict[str, Any]:
     d = e.decision
+    p = p or Preemptions(None, ())
     return {
         "workload": e.workload,
         "kind": e.kind,
@@ -30,6 +63,9 @@ def to_json(e: Explanation) -> dict[str, Any]:
         "placed": d.placed,
         "message": d.message,
         "errors": list(e.errors),
+        "priority": d.priority,
+        "preemptedBy": p.suffered,
+        "preempted": [{"workload": k, "message": m} for k, m in p.caused],
         "replicas": [
             {"allocId": r.alloc_id, "node": r.node, "score": r.score, "kept": r.kept, "why": r.why}
             for r in e.replicas
@@ -47,11 +83,17 @@ def to_json(e: Explanation) -> dict[str, Any]:
     }
 
 
-def render(e: Explanation, out: TextIO) -> None:
+def render(e: Explanation, out: TextIO, p: Preemptions | None = None) -> None:
     d = e.decision
-    out.write(f"Workload {e.workload} ({e.kind}): {d.phase.value}, {d.message}\n")
+    p = p or Preemptions(None, ())
+    priority = "" if d.priority is None else f" priority {d.priority},"
+    out.write(f"Workload {e.workload} ({e.kind}):{priority} {d.phase.value}, {d.message}\n")
     for error in e.errors:
         out.write(f"  invalid: {error}\n")
+    if p.suffered:
+        out.write(f"  last preempted: {p.suffered}\n")
+    for victim, message in p.caused:
+        out.write(f"  preempted {victim}: {message}\n")
     if e.replicas:
         out.write("\nREPLICAS\n")
         _table(
@@ -97,12 +139,13 @@ def run(args: argparse.Namespace) -> int:
     if workload is None:
         print(f"error: workload {key} not found", file=sys.stderr)
         return EXIT_NOT_FOUND
-    explanation = explain(Scheduler(), workload, cluster.ledger())
+    explanation = explain(Scheduler(), workload, cluster.ledger(), cluster.classes)
+    who = preemptions(key, cluster.parsed)
     if args.output == "json":
-        json.dump(to_json(explanation), sys.stdout, indent=2)
+        json.dump(to_json(explanation, who), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        render(explanation, sys.stdout)
+        render(explanation, sys.stdout, who)
     return EXIT_OK
 
 

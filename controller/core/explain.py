@@ -24,6 +24,7 @@ from controller.core.decision import Decision
 from controller.core.framework import FilterResult
 from controller.core.ledger import Ledger
 from controller.core.placement import alloc_index
+from controller.core.priority import NO_CLASSES, PriorityClasses
 from controller.core.scheduler import Scheduler
 
 
@@ -60,9 +61,15 @@ class Explanation:
     errors: tuple[str, ...] = ()
 
 
-def explain(scheduler: Scheduler, workload: Workload, ledger: Ledger) -> Explanation:
-    """The explanation of ``workload``'s placement in the cluster ``ledger`` describes."""
-    decision = scheduler.schedule(workload, ledger)
+def explain(
+    scheduler: Scheduler,
+    workload: Workload,
+    ledger: Ledger,
+    classes: PriorityClasses = NO_CLASSES,
+) -> Explanation:
+    """The explanation of ``workload``'s placement in the cluster ``ledger`` describes (its
+    priority resolved against ``classes``)."""
+    decision = scheduler.schedule(workload, ledger, classes)
     framework = scheduler.framework
     prepared = scheduler.prepare(workload, ledger)  # a fresh cycle: schedule's placed replicas
     cycle, existing, filtered = prepared.cycle, prepared.existing, prepared.filtered

@@ -6,6 +6,7 @@ preemptor's write."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from controller.devcluster.controlplane import ControlPlane
 from tests.factories import node_object
 from tests.integration.harness import (
     Cluster,
@@ -22,6 +24,7 @@ from tests.integration.harness import (
     usage_per_node,
     workload_obj,
 )
+from tests.integration.test_explain import orca_explain
 from tests.integration.test_operator import placed
 
 pytestmark = pytest.mark.controlplane
@@ -73,7 +76,11 @@ def within_capacity(cluster: Cluster, ns: str, cpu: dict[str, int]) -> None:
 
 
 def test_a_high_priority_job_preempts_the_lowest_priority_replica_which_lands_elsewhere(
-    cluster: Cluster, namespace: str, operator: OperatorProcess, classes: dict[str, str]
+    cluster: Cluster,
+    namespace: str,
+    operator: OperatorProcess,
+    classes: dict[str, str],
+    control_plane: ControlPlane,
 ) -> None:
     cpu = {"a": 2000, "b": 2000, "c": 1000}
     cluster.apply(node_object("a", cpu="2"), node_object("b", cpu="2"))
@@ -130,6 +137,14 @@ def test_a_high_priority_job_preempts_the_lowest_priority_replica_which_lands_el
     assert samples["orca_preemption_attempts_total"] >= 1
     assert samples["orca_preemption_victims_count"] == 1
     assert samples["orca_preemption_victims_sum"] == 1
+    # kubectl orca explain says who preempted whom, from either side.
+    out = orca_explain(control_plane, "high", "-n", namespace, "-o", "json")
+    assert out.returncode == 0, out.stderr
+    explained = json.loads(out.stdout)
+    assert explained["priority"] == 1000
+    assert explained["preempted"] == [{"workload": f"{namespace}/low", "message": message}]
+    out = orca_explain(control_plane, "low", "-n", namespace)
+    assert f"  last preempted: {message}\n" in out.stdout
 
 
 def test_classes_through_the_api_missing_default_and_system(

@@ -191,3 +191,99 @@ def test_console_script_prints_no_traceback_on_bad_input(tmp_path: Path) -> None
     )
     assert result.returncode == 2
     assert result.stderr == "error: no.yaml: no such file\n"
+
+
+# -- priority and preemption ---------------------------------------------------------------------
+
+
+def priority_class(name: str, value: int, **extra: object) -> dict[str, object]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        **extra,
+    }
+
+
+def test_plan_orders_by_priority_then_file_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a", cpu="2"), priority_class("hi", 100)])
+    workloads = write(
+        tmp_path,
+        "w.yaml",
+        [
+            wl("first", kind="Job", resources={"cpu": "1"}),
+            wl("late", kind="Job", resources={"cpu": "1"}, priorityClassName="hi"),
+            wl("second", kind="Job", resources={"cpu": "1"}),
+        ],
+    )
+    code, out, err = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    results = json.loads(out)["results"]
+    assert [(r["workload"], r["priority"], r["phase"]) for r in results] == [
+        ("shop/late", 100, "Scheduled"),
+        ("shop/first", 0, "Scheduled"),
+        ("shop/second", 0, "Unschedulable"),
+    ]
+    assert (code, err) == (1, "")
+
+
+def test_plan_preempts_lower_priority_replicas_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a", cpu="2"), node_object("b", cpu="2")])
+    placed = {
+        "placements": [
+            {"node": "a", "allocId": "shop/low-0", "score": 0},
+            {"node": "b", "allocId": "shop/low-1", "score": 0},
+        ],
+        "resources": {"cpu": "2"},
+    }
+    low = {**wl("low", kind="Service", count=2, resources={"cpu": "2"}), "status": placed}
+    docs = [
+        priority_class("batch", -10, globalDefault=True),
+        priority_class("urgent", 1000),
+        priority_class("polite", 1000, preemptionPolicy="Never"),
+        wl("waits", kind="Job", resources={"cpu": "1"}, priorityClassName="polite"),
+        low,
+        wl("urgent", kind="Job", resources={"cpu": "1"}, priorityClassName="urgent"),
+    ]
+    workloads = write(tmp_path, "w.yaml", docs)
+    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    results = {r["workload"]: r for r in json.loads(out)["results"]}
+    assert results["shop/waits"]["phase"] == "Unschedulable"  # Never: no preemption
+    urgent = results["shop/urgent"]
+    assert [p["node"] for p in urgent["placements"]] == ["a"]
+    assert urgent["victims"] == [
+        {"workload": "shop/low", "allocId": "shop/low-0", "node": "a", "priority": -10}
+    ]
+    low_result = results["shop/low"]
+    assert [p["allocId"] for p in low_result["placements"]] == ["shop/low-1"]
+    assert low_result["preemptedBy"] == [
+        {"allocId": "shop/low-0", "node": "a", "by": "shop/urgent", "priority": 1000}
+    ]
+    assert code == 1
+    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads)
+    assert out.split("PREEMPTED\n")[1] == (
+        "shop/low-0 (priority -10) on a by shop/urgent (priority 1000)\n"
+    )
+
+
+def test_plan_missing_class_is_invalid_and_a_bad_class_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a")])
+    workloads = write(tmp_path, "w.yaml", [wl("x", kind="Job", priorityClassName="gold")])
+    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    (result,) = json.loads(out)["results"]
+    assert (code, result["phase"], result["message"]) == (
+        1,
+        "Invalid",
+        "spec.priorityClassName: no PriorityClass with name gold was found",
+    )
+    bad = write(tmp_path, "bad.yaml", [priority_class("gold", 10, preemptionPolicy="Sometimes")])
+    code, out, err = run(capsys, "--nodes", bad, "--workloads", workloads)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "preemptionPolicy 'Sometimes' is not one of PreemptLowerPriority, Never" in err
