@@ -309,7 +309,7 @@ def _unschedulable(ids: _Ids) -> list[Panel]:
                 f"topk(10, max by (plugin) (orca_unschedulable_workloads{{{JOB}}}) > 0)",
                 "{{plugin}}",
             ),
-            width=12,
+            width=8,
         ),
         _timeseries(
             ids,
@@ -322,7 +322,24 @@ def _unschedulable(ids: _Ids) -> list[Panel]:
                     "{{phase}}",
                 )
             ],
-            width=12,
+            width=8,
+        ),
+        _timeseries(
+            ids,
+            "Preemptions",
+            "Preemption attempts per second (a Workload short of room looked for lower-priority "
+            "replicas) and replicas preempted per second (kube-scheduler's "
+            "scheduler_preemption_attempts_total and scheduler_preemption_victims).",
+            [
+                _query(f"sum(rate(orca_preemption_attempts_total{{{JOB}}}[{RATE}]))", "attempts"),
+                _query(
+                    f"sum(rate(orca_preemption_victims_sum{{{JOB}}}[{RATE}]))",
+                    "replicas preempted",
+                    "B",
+                ),
+            ],
+            unit="ops",
+            width=8,
         ),
     ]
 
