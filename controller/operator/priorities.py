@@ -72,13 +72,16 @@ class PriorityIndex:
             return None
         return self._set(name, None)
 
-    def sync(self, objects: Iterable[Mapping[str, Any]]) -> None:
-        """Replace everything with a full LIST."""
+    def sync(self, objects: Iterable[Mapping[str, Any]]) -> bool:
+        """Replace everything with a full LIST; True if what resolves changed (a watch
+        event was missed, or this is the first listing)."""
+        before = self.classes
         self._classes.clear()
         self._versions.clear()
         for obj in objects:
             self.upsert(obj)
         self.classes = PriorityClasses.of(self._classes.values())
+        return dict(before.by_name) != dict(self.classes.by_name)
 
     def _set(self, name: str, parsed: PriorityClass | None) -> set[str | None]:
         before = self.classes.default

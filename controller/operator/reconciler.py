@@ -116,7 +116,8 @@ class Reconciler:
     async def _relist(self) -> None:
         nodes = await self.api.request("GET", "/api/v1/nodes")
         classes = await self.api.request("GET", PRIORITY_CLASSES_PATH)
-        self.priorities.sync(classes.get("items") or [])
+        if self.priorities.sync(classes.get("items") or []) and self.ready.is_set():
+            self.queue.add_all(self.state.records)  # a class changed unseen: re-resolve all
         items: list[dict[str, Any]] = []
         versions: list[str | None] = []
         for path in self._workload_paths():
