@@ -80,3 +80,62 @@ def test_unreadable_nodes_and_unparseable_workloads_keep_their_capacity_taken(
         and "placements stay booked" in line
         for line in warnings
     ), result.stderr
+
+
+def test_dry_run_reads_the_clusters_priority_classes_and_plans_preemption(
+    cluster: Cluster, namespace: str, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    urgent = f"urgent-{namespace}"
+    cluster.apply(node_object("a", cpu="2"))
+    cluster.apply(workload_obj("low", namespace, kind="Job", resources={"cpu": "2"}))
+    status = {
+        "placements": [{"node": "a", "allocId": f"{namespace}/low-0", "score": 1}],
+        "resources": {"cpu": "2"},
+        "priority": 0,
+    }
+    cluster.run(
+        "patch", "workload", "low", "-n", namespace, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": status}),
+    )  # fmt: skip
+    cluster.apply(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": urgent},
+            "value": 100,
+        }
+    )
+    request = tmp_path / "w.yaml"
+    request.write_text(
+        yaml.safe_dump(
+            workload_obj(
+                "urgent", namespace, kind="Job", resources={"cpu": "1"}, priorityClassName=urgent
+            )
+        )
+    )
+    try:
+        result = subprocess.run(
+            [
+                sys.executable, "-m", "controller.cli", "plan", "--from-cluster",
+                f"--kubeconfig={control_plane.kubeconfig_path}", f"--workloads={request}",
+                "-o", "json",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+            timeout=120,
+            check=False,
+        )  # fmt: skip
+    finally:
+        cluster.run("delete", "priorityclass", urgent)
+    assert result.returncode == 0, result.stderr
+    (planned,) = json.loads(result.stdout)["results"]
+    assert (planned["priority"], [p["node"] for p in planned["placements"]]) == (100, ["a"])
+    assert planned["victims"] == [
+        {
+            "workload": f"{namespace}/low",
+            "allocId": f"{namespace}/low-0",
+            "node": "a",
+            "priority": 0,
+        }
+    ]
