@@ -216,7 +216,7 @@ class Reconciler:
         status = status_from_decision(decision, record.generation, record.status, self.now())
         previous = self.state.ledger.bookings(key)
         logger.debug("%s: %s %d/%d", key, decision.phase.value, decision.placed, decision.desired)
-        if status == record.status:
+        if status == record.status and preemption is None:
             metrics.SCHEDULE_UNCHANGED.labels(kind=kind, result=result).inc()
             record.seen = None  # nothing to write: no end-to-end latency to observe
             if previous != decision.bookings:  # e.g. a resize: same placements, new sizes
