@@ -6,7 +6,10 @@ Modules, from the edge inwards:
 - ``handlers``: kopf event handlers; they only feed ``ClusterState`` and the queue.
 - ``reconciler``: the one scheduling loop (decide, assume, write ``/status``, confirm/forget).
 - ``state``: the in-memory view (NodeInfos, the node table, the ledger, Workload records).
-- ``workqueue``: a de-duplicating work queue with per-key backoff (client-go's, in small).
+- ``workqueue``: a de-duplicating priority work queue with per-key backoff (client-go's, in
+  small; higher priorities first, as kube-scheduler's PrioritySort).
+- ``priorities``: the PriorityClasses watched, and who to decide again when one changes.
+- ``preemption``: a preemption booked in the loop; the victims' writes before the preemptor's.
 - ``kube``: the few API calls the loop makes itself (status PATCH, Events, Leases).
 - ``leader``: Lease-based leader election so a second replica stands by.
 """
