@@ -22,9 +22,9 @@ operator assumes their shortened bookings, ``orca plan`` loads them) and schedul
 preemptor again on that ledger, which also re-checks every filter; only if that places more
 replicas than before does the preemption stand.
 
-DaemonSets do not preempt here (kube's DaemonSet Pods do, one node each): a DaemonSet replica
-belongs on one particular node, and evicting for it is a policy of its own. Their replicas can
-be victims like any other.
+A DaemonSet preempts as kube's DaemonSet Pods do (each is bound to its node): on every node it
+wants (passes its static filters) that lacks room for it, the same per-node rule picks the
+victims there; there is no node to choose. Its replicas can be victims like any other.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from controller.api.models import Condition, Phase, Workload, WorkloadKind, Work
 from controller.core.decision import Decision, phase_of
 from controller.core.framework import Code
 from controller.core.ledger import Booking, Ledger
-from controller.core.nodes import BoolArray, IntArray
+from controller.core.nodes import BoolArray, IntArray, NodeTable
 from controller.core.priority import Priority
 from controller.core.scheduler import Scheduler
 from controller.core.status import nodes_summary
@@ -91,15 +91,15 @@ _NO_PRIORITY = np.iinfo(np.int64).max  # ``lowest`` of a node without preemptibl
 
 
 def may_preempt(workload: Workload, decision: Decision, priority: Priority) -> bool:
-    """Whether a decision is one preemption could improve: a Job or Service short of
-    replicas only for lack of room, whose class allows preempting."""
+    """Whether a decision is one preemption could improve: some node failed it only for lack
+    of room (a Job or Service short of replicas, a DaemonSet missing from a node it wants),
+    and its class allows preempting."""
     return (
-        workload.spec.kind is not WorkloadKind.DAEMONSET
-        and priority.preempts
+        priority.preempts
         and priority.error is None
         and decision.phase is not Phase.INVALID
         and decision.code is Code.UNSCHEDULABLE
-        and decision.placed < decision.desired
+        and (workload.spec.kind is WorkloadKind.DAEMONSET or decision.placed < decision.desired)
     )
 
 
@@ -141,6 +141,10 @@ def select_victims(
     if pools is None:
         return None
     cpu, memory = cycle.cpu, cycle.memory
+    if cycle.daemon:
+        holding = {index[b.node] for b in decision.bookings if b.node in index}
+        daemon = _daemon_nominations(pools, holding, free_cpu, free_memory, cpu, memory, table)
+        return PreemptionPlan(workload.key, priority, daemon) if daemon else None
     touched: set[int] = set()  # nodes this plan freed room on (leftovers may fit more)
     nominations: list[Nomination] = []
     for _ in range(decision.desired - decision.placed):
@@ -162,6 +166,27 @@ def select_victims(
     if not any(n.victims for n in nominations):
         return None
     return PreemptionPlan(workload.key, priority, tuple(nominations))
+
+
+def _daemon_nominations(
+    pools: _Pools,
+    holding: set[int],
+    free_cpu: IntArray,
+    free_memory: IntArray,
+    cpu: int,
+    memory: int,
+    table: NodeTable,
+) -> tuple[Nomination, ...]:
+    """Per wanted node without the DaemonSet and without room for it, in hostname order: the
+    victims that make room there, if any can."""
+    nominations = []
+    for i in np.flatnonzero(pools.has).tolist():
+        if i in holding or _fits(int(free_cpu[i]), int(free_memory[i]), cpu, memory):
+            continue
+        victims = victims_on_node(int(free_cpu[i]), int(free_memory[i]), cpu, memory, pools.pool(i))
+        if victims:
+            nominations.append(Nomination(table.hostnames[i], victims))
+    return tuple(nominations)
 
 
 def _fits(free_cpu: int, free_memory: int, cpu: int, memory: int) -> bool:

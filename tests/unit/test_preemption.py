@@ -12,6 +12,7 @@ the nodes are listed in.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -116,13 +117,44 @@ def test_only_nodes_that_pass_the_other_filters() -> None:
     assert _victims(_plan(ledger, {"ns/low": 0}, 10, **spec)) == [("b", "ns/low-1")]
 
 
+def test_a_daemonset_preempts_on_each_node_it_wants_that_lacks_room() -> None:
+    ledger = Ledger(
+        NodeTable(
+            [
+                node("a", cpu="2"),
+                node("b", cpu="2"),
+                node("c", cpu="2"),
+                node("d", cpu="2", runtimes=("process",)),
+            ]
+        )
+    )
+    low = [_booking("a", "ns/low", 0, 2), _booking("b", "ns/low", 1, 1)]
+    ledger.load("ns/low", [*low, _booking("d", "ns/low", 2, 2)])
+    ledger.load("ns/peer", [_booking("b", "ns/peer", 0, 1)])  # b: full, half of it equal
+    spec: dict[str, Any] = {
+        "kind": "DaemonSet",
+        "resources": {"cpu": "1"},
+        "runtime": {"oneOf": ["docker"]},
+    }
+    priorities = {"ns/low": 0, "ns/peer": 10}
+    plan = _plan(ledger, priorities, 10, **spec)
+    # a: low goes; b: low goes (peer is equal: stays); c has room; d does not want it.
+    assert _victims(plan) == [("a", "ns/low-0"), ("b", "ns/low-1")]
+    assert plan is not None
+    for key, kept in plan.remaining(ledger).items():
+        ledger.load(key, kept)
+    after = Scheduler().schedule(workload("boss", **spec), ledger)
+    assert sorted(p.node for p in after.placements) == ["a", "b", "c"]
+
+
 @pytest.mark.parametrize(
     ("kind", "priority", "code", "expected"),
     [
         pytest.param("Job", Priority(10), Code.UNSCHEDULABLE, True, id="job"),
         pytest.param("Job", Priority(10, preempts=False), Code.UNSCHEDULABLE, False, id="never"),
         pytest.param("Job", Priority(10), Code.UNRESOLVABLE, False, id="no-node-wants-it"),
-        pytest.param("DaemonSet", Priority(10), Code.UNSCHEDULABLE, False, id="daemonset"),
+        pytest.param("DaemonSet", Priority(10), Code.UNSCHEDULABLE, True, id="daemonset"),
+        pytest.param("DaemonSet", Priority(10), Code.UNRESOLVABLE, False, id="daemonset-no-room"),
     ],
 )
 def test_may_preempt(kind: str, priority: Priority, code: Code, expected: bool) -> None:
@@ -210,22 +242,10 @@ def oracle(
     for _ in range(missing):
         options = []
         for n in sorted(capacity):
-            pool = sorted((r for r in left if r.node == n), key=lambda r: (r.priority, r.alloc))
-            room, taken = list(free[n]), []
-            for r in pool:
-                if fits(room):
-                    break
-                room = [room[0] + r.cpu, room[1] + r.memory]
-                taken.append(r)
-            if not fits(room) or (not taken and n not in freed):
+            found = remove_then_reprieve(free[n], [r for r in left if r.node == n], fits)
+            if found is None or (not found[0] and n not in freed):
                 continue
-            needed = []
-            for r in reversed(taken):
-                after = [room[0] - r.cpu, room[1] - r.memory]
-                if fits(after):
-                    room = after
-                else:
-                    needed.append(r)
+            needed, room = found
             top = max((r.priority for r in needed), default=-(2**63))
             options.append(((top, len(needed), n), n, needed, room))
         if not options:
@@ -235,6 +255,58 @@ def oracle(
         freed.add(n)
         left = [r for r in left if r not in needed]
         chosen.append((n, sorted(r.alloc for r in needed)))
+    return chosen
+
+
+def remove_then_reprieve(
+    free: list[int], pool: list[Replica], fits: Callable[[list[int]], bool]
+) -> tuple[list[Replica], list[int]] | None:
+    """One node: remove lowest priority (then AllocID) first until it fits, then give back the
+    highest first while it still fits. (victims, room left) or None if it never fits."""
+    room, taken = list(free), []
+    for r in sorted(pool, key=lambda r: (r.priority, r.alloc)):
+        if fits(room):
+            break
+        room = [room[0] + r.cpu, room[1] + r.memory]
+        taken.append(r)
+    if not fits(room):
+        return None
+    needed = []
+    for r in reversed(taken):
+        after = [room[0] - r.cpu, room[1] - r.memory]
+        if fits(after):
+            room = after
+        else:
+            needed.append(r)
+    return needed, room
+
+
+def daemon_oracle(
+    capacity: dict[str, tuple[int, int]],
+    replicas: list[Replica],
+    holding: set[str],
+    request: tuple[int, int],
+    priority: int,
+) -> list[tuple[str, list[str]]]:
+    """A DaemonSet: on every node without it and without room, in hostname order, the same
+    one-node rule; no node to choose."""
+    cpu, memory = request
+
+    def fits(free: list[int]) -> bool:
+        return (cpu == 0 or free[0] >= cpu) and (memory == 0 or free[1] >= memory)
+
+    chosen = []
+    for n in sorted(capacity):
+        free = [capacity[n][0], capacity[n][1]]
+        for r in replicas:
+            if r.node == n:
+                free = [free[0] - r.cpu, free[1] - r.memory]
+        if n in holding or fits(free):
+            continue
+        pool = [r for r in replicas if r.node == n and r.priority < priority]
+        found = remove_then_reprieve(free, pool, fits)
+        if found is not None and found[0]:
+            chosen.append((n, sorted(r.alloc for r in found[0])))
     return chosen
 
 
@@ -254,7 +326,7 @@ cluster = st.tuples(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cluster=cluster,
     count=st.integers(1, 4),
@@ -262,6 +334,7 @@ cluster = st.tuples(
     gib=st.integers(0, 4),
     priority=st.integers(0, 4),
     seed=st.integers(0, 2**16),
+    daemon=st.booleans(),
 )
 def test_preemption_follows_the_rule(
     cluster: tuple[list[tuple[int, int]], list[tuple[int, int, int, int]], list[int]],
@@ -270,6 +343,7 @@ def test_preemption_follows_the_rule(
     gib: int,
     priority: int,
     seed: int,
+    daemon: bool,
 ) -> None:
     shapes, placed, owner_priority = cluster
     names = [f"n{i}" for i in range(len(shapes))]
@@ -297,23 +371,26 @@ def test_preemption_follows_the_rule(
         return ledger
 
     scheduler = Scheduler()
-    boss = workload(
-        "boss", kind="Service", count=count, resources={"cpu": str(cores), "memory": f"{gib}Gi"}
-    )
+    resources = {"cpu": str(cores), "memory": f"{gib}Gi"}
+    if daemon:
+        boss = workload("boss", kind="DaemonSet", resources=resources)
+    else:
+        boss = workload("boss", kind="Service", count=count, resources=resources)
     ledger = ledger_of(list(infos))
     decision = scheduler.schedule(boss, ledger)
-    if decision.code is not Code.UNSCHEDULABLE or decision.placed == count:
+    if decision.code is not Code.UNSCHEDULABLE or (not daemon and decision.placed == count):
         event("fits, or not for lack of room")
         return
     plan = select_victims(scheduler, boss, ledger, decision, priority, priorities)
-    expected = oracle_after(
-        capacity,
-        replicas,
-        decision.bookings,
-        (cores * CPU, gib * GiB),
-        count - decision.placed,
-        priority,
-    )
+    request = (cores * CPU, gib * GiB)
+    if daemon:
+        expected = daemon_oracle(
+            capacity, replicas, {b.node for b in decision.bookings}, request, priority
+        )
+    else:
+        expected = oracle_after(
+            capacity, replicas, decision.bookings, request, count - decision.placed, priority
+        )
     got = (
         []
         if plan is None
@@ -325,7 +402,10 @@ def test_preemption_follows_the_rule(
     if plan is None:
         event("short, no victims would help")
         return
-    event(f"preempted for {len(plan.nominations)} of {count - decision.placed} missing")
+    if daemon:
+        event(f"DaemonSet preempted on {len(plan.nominations)} node(s)")
+    else:
+        event(f"Service preempted for {len(plan.nominations)} of {count - decision.placed}")
     # Never an equal or higher priority; each victim once.
     assert all(v.priority < priority for v in plan.victims)
     assert len({v.booking.alloc_id for v in plan.victims}) == len(plan.victims)
