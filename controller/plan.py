@@ -82,6 +82,7 @@ def plan(
     priorities = dict(known_priorities or {})
     priorities.update({key: p.value for key, p in resolved.items() if p.error is None})
     order = sorted(workloads, key=lambda w: -resolved[w.key].value)  # stable: file order
+    floor = min([classes.lowest, *priorities.values()])  # nothing to preempt at or below it
     preempted: dict[str, list[Preempted]] = {}
     results: list[PlanResult] = []
     for workload in order:
@@ -89,7 +90,7 @@ def plan(
         decision = scheduler.schedule(workload, ledger, classes)
         victims: tuple[Preempted, ...] = ()
         priority = resolved[key]
-        if may_preempt(workload, decision, priority):
+        if may_preempt(workload, decision, priority) and priority.value > floor:
             chosen = select_victims(
                 scheduler,
                 workload,

@@ -111,6 +111,13 @@ class PriorityClasses:
         default = min(defaults, key=lambda c: (c.value, c.name)) if defaults else None
         return cls(by_name, default)
 
+    @property
+    def lowest(self) -> int:
+        """No Workload's priority is below this (every class's value, and 0: a Workload
+        without a class and no default, or naming a missing one). A Workload at or below it
+        has nothing to preempt, which spares clusters without PriorityClasses the search."""
+        return min([DEFAULT_PRIORITY, *(c.value for c in self.by_name.values())])
+
     def resolve(self, class_name: str | None) -> Priority:
         """The priority a Workload naming ``class_name`` (or none) gets."""
         if class_name is None:

@@ -206,8 +206,8 @@ CEL_CYCLE_BUDGET_HITS = Counter(
 
 PREEMPTION_ATTEMPTS = Counter(
     "orca_preemption_attempts_total",
-    "Preemption attempts: a Workload short of room looked for lower-priority replicas to "
-    "remove (whether or not it found any).",
+    "Preemption attempts: a Workload short of room searched for lower-priority replicas to "
+    "remove, whether or not it found any (not counted when no class is below its priority).",
 )
 PREEMPTION_VICTIMS = Histogram(
     "orca_preemption_victims",

@@ -123,6 +123,8 @@ class Preemption:
         priority = self.priorities.classes.resolve(workload.spec.priority_class_name)
         if not may_preempt(workload, decision, priority):
             return decision, None
+        if priority.value <= self.priorities.classes.lowest:
+            return decision, None  # nothing can be below it: no search (no attempt)
         metrics.PREEMPTION_ATTEMPTS.inc()
         preemptible = {
             key: self.priorities.resolve(self.state, key).value

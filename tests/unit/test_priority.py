@@ -140,3 +140,9 @@ def test_missing_class_is_invalid_and_keeps_placements() -> None:
     assert [(p.node, p.alloc_id) for p in decision.placements] == [("a", "shop/web-0")]
     assert decision.message == "spec.priorityClassName: no PriorityClass with name high was found"
     assert decision.priority is None
+
+
+def test_lowest_bounds_every_workloads_priority() -> None:
+    assert NO_CLASSES.lowest == 0  # no classes: everyone is 0, nothing to preempt
+    assert PriorityClasses.of([HIGH, DEFAULT]).lowest == 0  # a missing class resolves to 0
+    assert PriorityClasses.of([HIGH, LOW]).lowest == -5
