@@ -126,15 +126,21 @@ class Preemption:
         if priority.value <= self.priorities.classes.lowest:
             return decision, None  # nothing can be below it: no search (no attempt)
         metrics.PREEMPTION_ATTEMPTS.inc()
-        preemptible = {
-            key: self.priorities.resolve(self.state, key).value
-            for key, other in self.state.records.items()
-            if key != record.key
-            and other.workload is not None
-            and not other.writing
-            and not self.queue.processing(key)
-            and self.ledger.bookings(key)
-        }
+        preemptible: dict[str, int] = {}
+        records, classes = self.state.records, self.priorities.classes
+        for key in self.ledger.workload_keys():  # those holding replicas
+            other = records.get(key)
+            if (
+                other is None
+                or other.workload is None  # unparseable: its priority is unknown
+                or other.writing  # its own write in flight: not ours to change now
+                or key == record.key
+                or self.queue.processing(key)
+            ):
+                continue
+            value = classes.resolve(other.workload.spec.priority_class_name).value
+            if value < priority.value:
+                preemptible[key] = value
         plan = select_victims(
             self.scheduler, workload, self.ledger, decision, priority.value, preemptible
         )
