@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from controller.api.models import NodeInfo, Phase, Workload, WorkloadStatus
 from controller.core.ledger import Ledger, ledger_from_statuses
-from controller.core.preemption import Victim, may_preempt, select_victims
+from controller.core.preemption import Victim, gained_nodes, may_preempt, select_victims
 from controller.core.priority import NO_CLASSES, PriorityClasses
 from controller.core.scheduler import Scheduler
 from controller.core.status import rfc3339_now, status_from_decision
@@ -99,19 +99,21 @@ def plan(
                 priority.value,
                 {k: v for k, v in priorities.items() if k != key and ledger.bookings(k)},
             )
-            if chosen is not None:
+            while chosen is not None:  # as the operator does (controller.operator.preemption)
                 before = {k: ledger.bookings(k) for k in chosen.victim_keys()}
                 for victim_key, kept in chosen.remaining(ledger).items():
                     ledger.load(victim_key, kept)
                 after = scheduler.schedule(workload, ledger, classes)
-                if after.placed > decision.placed:
+                trimmed = chosen.only_on(gained_nodes(decision, after))
+                if after.placed > decision.placed and trimmed == chosen:
                     decision = after
                     victims = tuple(Preempted(v, key, priority.value) for v in chosen.victims)
                     for p in victims:
                         preempted.setdefault(p.victim.key, []).append(p)
-                else:  # a filter the plan does not model said no: put them back
-                    for victim_key, bookings in before.items():
-                        ledger.load(victim_key, bookings)
+                    break
+                for victim_key, bookings in before.items():  # put them back
+                    ledger.load(victim_key, bookings)
+                chosen = trimmed if after.placed > decision.placed else None
         ledger.load(key, decision.bookings)
         status = status_from_decision(
             decision, workload.metadata.generation, workload.status, timestamp

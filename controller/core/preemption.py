@@ -19,8 +19,9 @@ so the choice is a function of the cluster, not of the order nodes or Workloads 
 
 Pure: the ledger is read, never written. The caller removes the victims' replicas (the
 operator assumes their shortened bookings, ``orca plan`` loads them) and schedules the
-preemptor again on that ledger, which also re-checks every filter; only if that places more
-replicas than before does the preemption stand.
+preemptor again on that ledger, which also re-checks every filter (per-replica ones such as
+topology spread are not modelled here); only if that places more replicas than before does the
+preemption stand, and only on the nodes where it placed them (``only_on``).
 
 A DaemonSet preempts as kube's DaemonSet Pods do (each is bound to its node): on every node it
 wants (passes its static filters) that lacks room for it, the same per-node rule picks the
@@ -29,6 +30,7 @@ victims there; there is no node to choose. Its replicas can be victims like any 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -78,6 +80,15 @@ class PreemptionPlan:
         """The victim Workloads, each once, sorted."""
         return sorted({v.key for v in self.victims})
 
+    def only_on(self, nodes: set[str]) -> PreemptionPlan | None:
+        """The plan without the nominations on other nodes (where the preemptor, decided
+        again, did not land: a filter the plan does not model, e.g. topology spread, said
+        no there), so no replica is removed for nothing; None if no victim is left."""
+        kept = tuple(n for n in self.nominations if n.node in nodes)
+        if not any(n.victims for n in kept):
+            return None
+        return PreemptionPlan(self.preemptor, self.priority, kept)
+
     def remaining(self, ledger: Ledger) -> dict[str, tuple[Booking, ...]]:
         """Per victim Workload: its bookings without the preempted replicas."""
         removed = {(v.key, v.booking.alloc_id) for v in self.victims}
@@ -88,6 +99,13 @@ class PreemptionPlan:
 
 
 _NO_PRIORITY = np.iinfo(np.int64).max  # ``lowest`` of a node without preemptible replicas
+
+
+def gained_nodes(before: Decision, after: Decision) -> set[str]:
+    """Nodes where ``after`` holds more replicas than ``before``."""
+    had = Counter(b.node for b in before.bookings)
+    has = Counter(b.node for b in after.bookings)
+    return {node for node, count in has.items() if count > had[node]}
 
 
 def may_preempt(workload: Workload, decision: Decision, priority: Priority) -> bool:

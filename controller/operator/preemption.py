@@ -35,12 +35,13 @@ from typing import Any, Final
 
 import aiohttp
 
-from controller.api.models import KIND, WorkloadStatus
+from controller.api.models import KIND, Workload, WorkloadStatus
 from controller.core.decision import Decision
 from controller.core.ledger import Assumption, Ledger
 from controller.core.preemption import (
     PreemptionPlan,
     Victim,
+    gained_nodes,
     may_preempt,
     preempted_status,
     preemption_message,
@@ -146,13 +147,10 @@ class Preemption:
         )
         if plan is None:
             return decision, None
-        remaining = plan.remaining(self.ledger)
-        assumptions = {key: self.ledger.assume(key, kept) for key, kept in remaining.items()}
-        after = self.scheduler.schedule(workload, self.ledger, self.priorities.classes)
-        if after.placed <= decision.placed:  # a filter the plan does not model said no
-            for assumption in assumptions.values():
-                self.ledger.forget(assumption)
+        tried = self._try(plan, workload, decision)
+        if tried is None:
             return decision, None
+        plan, assumptions, after = tried
         pending = PendingPreemption(plan)
         now = self.now()
         for key, assumption in assumptions.items():
@@ -173,6 +171,24 @@ class Preemption:
             ", ".join(f"{v.booking.alloc_id} on {v.booking.node}" for v in plan.victims),
         )
         return after, pending
+
+    def _try(
+        self, plan: PreemptionPlan, workload: Workload, decision: Decision
+    ) -> tuple[PreemptionPlan, dict[str, Assumption], Decision] | None:
+        """Book the victims' removal and decide again; keep only the nominations where the
+        preemptor then landed (trying again without the others). None: it does not help."""
+        while True:
+            remaining = plan.remaining(self.ledger)
+            assumptions = {key: self.ledger.assume(key, kept) for key, kept in remaining.items()}
+            after = self.scheduler.schedule(workload, self.ledger, self.priorities.classes)
+            trimmed = plan.only_on(gained_nodes(decision, after))
+            if after.placed > decision.placed and trimmed == plan:
+                return plan, assumptions, after
+            for assumption in assumptions.values():
+                self.ledger.forget(assumption)
+            if after.placed <= decision.placed or trimmed is None:
+                return None
+            plan = trimmed  # fewer nominations each round: this ends
 
     # -- the writes ----------------------------------------------------------------------------
 

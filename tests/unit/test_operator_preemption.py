@@ -121,3 +121,37 @@ def test_preemption_policy_never_waits_instead() -> None:
     run(state, api)
     assert [(name, status["phase"]) for name, status in api.patches] == [("high", "Unschedulable")]
     assert used_cpu(state) == 4000
+
+
+def test_only_the_victims_where_the_preemptor_lands_are_written() -> None:
+    """Topology spread lets one replica of ``boss`` into zone z1 and c (z2) stays full: the
+    first plan's second victim (on b) is given back before anything is written."""
+    state = ClusterState()
+    for name, zone in (("a", "z1"), ("b", "z1"), ("c", "z2")):
+        state.upsert_node(node_object(name, cpu="1", labels={"zone": zone}))
+    placed = [{"node": n, "allocId": f"ns/low-{i}", "score": 0} for i, n in enumerate("abc")]
+    low_spec = {"kind": "Service", "count": 3, "resources": {"cpu": "1"}}
+    low_status = {"phase": "Scheduled", "desired": 3, "placed": 3, "placements": placed}
+    state.upsert_workload(
+        stored_workload("low", "5", low_spec, {**low_status, "resources": {"cpu": "1"}})
+    )
+    spread = [{"topologyKey": "zone", "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]
+    boss_spec = {
+        "kind": "Service",
+        "count": 2,
+        "resources": {"cpu": "1"},
+        "topologySpread": spread,
+        "priorityClassName": "high",
+    }
+    state.upsert_workload(stored_workload("high", "6", boss_spec))
+    api = RecordingApi()
+    run(state, api)
+    assert [name for name, _ in api.patches] == ["low", "high"]
+    (_, low), (_, high) = api.patches
+    assert [p["node"] for p in low["placements"]] == ["b", "c"]
+    assert [p["node"] for p in high["placements"]] == ["a"]
+    assert all(used_on(state, n) <= 1000 for n in "abc")
+
+
+def used_on(state: ClusterState, name: str) -> int:
+    return int(state.ledger.used_cpu[state.ledger.table.index[name]])

@@ -32,9 +32,10 @@ from controller.core.preemption import (
     select_victims,
     victims_on_node,
 )
-from controller.core.priority import Priority
+from controller.core.priority import Priority, PriorityClass, PriorityClasses
 from controller.core.scheduler import Scheduler
 from controller.core.vocabulary import CONDITION_PREEMPTED, CONDITION_SCHEDULED
+from controller.plan import plan as plan_offline
 from tests.factories import GiB, node, workload
 
 CPU = 1000  # millicores per core
@@ -437,3 +438,38 @@ def oracle_after(
     never-preemptible replicas of its own priority)."""
     own = [Replica("ns/boss", b.alloc_id, b.node, b.cpu, b.memory, priority) for b in placed]
     return oracle(capacity, [*replicas, *own], request, missing, priority)
+
+
+def test_victims_only_where_the_preemptor_lands_when_spread_says_no_elsewhere() -> None:
+    """The plan nominates a and b (both zone z1) for two replicas; decided again, topology
+    spread (maxSkew 1 over z1/z2) lets only one land in z1 and c (z2) stays full: only the
+    replica on a is preempted, not b's for nothing (``orca plan`` and the operator alike)."""
+    nodes = [
+        node("a", cpu="1", labels={"zone": "z1"}),
+        node("b", cpu="1", labels={"zone": "z1"}),
+        node("c", cpu="1", labels={"zone": "z2"}),
+    ]
+    placed = [{"node": n, "allocId": f"shop/low-{i}", "score": 0} for i, n in enumerate("abc")]
+    low = workload(
+        "low",
+        kind="Service",
+        count=3,
+        resources={"cpu": "1"},
+        status={"placements": placed, "resources": {"cpu": "1"}},
+    )
+    spread = [{"topologyKey": "zone", "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]
+    boss = workload(
+        "boss",
+        kind="Service",
+        count=2,
+        resources={"cpu": "1"},
+        topologySpread=spread,
+        priorityClassName="urgent",
+    )
+    classes = PriorityClasses.of([PriorityClass("urgent", 100)])
+    results = {r.workload.key: r for r in plan_offline(nodes, [low, boss], classes=classes)}
+    assert [
+        (p.victim.booking.node, p.victim.booking.alloc_id) for p in results["shop/boss"].victims
+    ] == [("a", "shop/low-0")]
+    assert [p.node for p in results["shop/boss"].status.placements] == ["a"]
+    assert [p.node for p in results["shop/low"].status.placements] == ["b", "c"]
