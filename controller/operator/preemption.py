@@ -5,7 +5,7 @@ The reconciler asks ``consider`` after each decision. When the core says the Wor
 preempt (``controller.core.preemption``) and finds victims, everything is booked at once, in
 the scheduling loop, before any write::
 
-    claim      the victims' keys in the queue (the loop does not decide them meanwhile) and
+    take       the victims' keys in the queue (the loop does not decide them meanwhile) and
                mark their records writing (watch events do not reload their old statuses)
     assume     each victim's bookings without the preempted replicas, then the preemptor
                decided again on that ledger: its new bookings are assumed by the reconciler
@@ -158,7 +158,7 @@ class Preemption:
             lost = tuple(v for v in plan.victims if v.key == key)
             previous = victim.status if victim.status is not None else WorkloadStatus()
             status = preempted_status(previous, lost, record.key, priority.value, now)
-            self.queue.claim(key)
+            self.queue.take(key)
             victim.writing = True
             pending.writes.append(
                 VictimWrite(key, status, assumption, lost, victim.resource_version)
