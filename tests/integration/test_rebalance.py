@@ -164,6 +164,11 @@ def test_sigkill_mid_rebalance_loses_and_doubles_nothing(
     assert_whole(at_kill, counts)  # at the kill: nothing lost, nothing doubled
     on_new = sum(1 for w in at_kill for _, node in placements(w) if node.startswith("new-"))
     assert 1 <= on_new < 18, on_new  # provably mid-pass: some moves made, not all
+    # What is left to do: every replica beyond the first on its node moves to an empty node
+    # (24 replicas, 24 nodes). Not just 18 - on_new: a pass that saw only some of the new
+    # nodes yet (they join while it plans) may have put two replicas on one of them.
+    per_node = Counter(node for w in at_kill for _, node in placements(w))
+    left = sum(n - 1 for n in per_node.values())
 
     second: OperatorProcess = start_operator(extra=[INTERVAL], lease_name="orca-test")
 
@@ -178,7 +183,7 @@ def test_sigkill_mid_rebalance_loses_and_doubles_nothing(
     assert_whole(items, counts)
     assert settled()
     assert Counter(node for w in items for _, node in placements(w)).most_common(1)[0][1] == 1
-    assert moved(second) == 18 - on_new  # the rest, once each
+    assert moved(second) == left  # the rest, once each
 
 
 def test_a_move_on_a_workload_its_owner_changed_meanwhile_is_refused_by_the_server(
