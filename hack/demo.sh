@@ -48,6 +48,7 @@ orca is running. Try:
   kubectl cordon node-b && kubectl get wl -n shop web -o yaml
   .venv/bin/orca plan --from-cluster --workloads examples/workloads.yaml
   .venv/bin/orca explain -n ml trainer               # each node: the filter that rejects it
+  .venv/bin/orca rebalance --from-cluster            # moves that would even out shop/web (dry run)
 Stop everything with: make demo-stop
 MSG
 }
