@@ -1,0 +1,482 @@
+"""orca vs kube-scheduler, side by side, each on a fresh control plane with the same Nodes.
+
+Each side gets its own etcd + kube-apiserver (``ControlPlane``, as ``orca dev-cluster``
+starts it), the same Nodes (zone, an ``ssd`` tag on about half, two sizes) and the same number
+of single-replica objects with the same requests (100m cpu, 128Mi) and the same two hard
+constraints:
+
+- kube-scheduler: Pods with required nodeAffinity ``tag.orca.cloudinit.dev/ssd`` Exists and
+  ``topology.kubernetes.io/zone`` In [eu-1a, eu-1b, eu-1c]; placed when ``spec.nodeName`` is set
+  (kube-scheduler binds through the binding subresource);
+- orca: Workloads (kind Job) with the equivalent CEL; placed when ``status.phase`` is set.
+
+Modes: ``backlog`` stores every object first, then starts the scheduler (the clock starts
+when its process does); ``burst`` starts the scheduler, waits until it placed a probe object,
+then creates every object with ``--concurrency`` concurrent POSTs (the clock starts at the
+first create; the lag after the last create is printed too).
+
+Per side it prints: objects/s; the scheduler process's CPU per placement (utime + stime from
+/proc, start-up included in backlog mode); API server + etcd CPU per placement over the same
+window (burst mode: the creates included, the same on both sides); the scheduler's peak RSS
+(VmHWM); and a validity check of every placement (constraints hold, no node over-committed in
+cpu, memory or pods), which fails the run (exit 1) if anything is wrong. Then the ratios.
+Progress is followed with one watch per side (no polling LISTs stealing the measured CPU).
+
+The API server's ``TaintNodesByCondition`` admission puts ``node.kubernetes.io/not-ready`` on
+new Nodes; the dev control plane disables it, and the bench removes the taint if it is there
+anyway (no node controller runs to lift it, and kube-scheduler would place nothing).
+
+    python bench/bench_vs_kube_scheduler.py --mode backlog --nodes 1000 --objects 5000
+    python bench/bench_vs_kube_scheduler.py --mode burst --nodes 1000 --objects 2000
+    python bench/bench_vs_kube_scheduler.py --side orca --mode backlog --nodes 500 --objects 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from controller.api.models import quantity_to_int
+from controller.devcluster.controlplane import ControlPlane
+from controller.operator.kube import KubeApi, authorization, load_configuration
+from tests.integration.harness import REPO_ROOT, OperatorProcess
+
+ZONES = ["eu-1a", "eu-1b", "eu-1c", "us-2a"]
+ALLOWED_ZONES = ["eu-1a", "eu-1b", "eu-1c"]
+ZONE_LABEL = "topology.kubernetes.io/zone"
+SSD_LABEL = "tag.orca.cloudinit.dev/ssd"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+CPU, MEMORY = "100m", "128Mi"
+NAMESPACE, PROBE_NAMESPACE = "bench", "bench-probe"
+KUBE, ORCA = "kube-scheduler", "orca"
+WORKLOADS = "/apis/orca.cloudinit.dev/v1alpha1"
+
+
+# -- the objects ------------------------------------------------------------------------------
+
+
+def node_objects(count: int, seed: int) -> list[dict[str, Any]]:
+    """The same Nodes for both sides: a zone each, ``ssd`` on about half, 8 or 16 cpus."""
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(count):
+        big = rng.random() < 0.5
+        labels = {
+            ZONE_LABEL: rng.choice(ZONES),
+            "node.kubernetes.io/instance-type": "m5.2xlarge" if big else "m5.xlarge",
+            "runtime.orca.cloudinit.dev/docker": "true",
+        }
+        if rng.random() < 0.5:
+            labels[SSD_LABEL] = ""
+        size = {"cpu": "16" if big else "8", "memory": "64Gi" if big else "32Gi", "pods": "110"}
+        nodes.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": f"node-{i:05d}", "labels": labels},
+                "status": {
+                    "capacity": size,
+                    "allocatable": size,
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        )
+    return nodes
+
+
+def pod_object(name: str, namespace: str) -> dict[str, Any]:
+    term = {
+        "matchExpressions": [
+            {"key": SSD_LABEL, "operator": "Exists"},
+            {"key": ZONE_LABEL, "operator": "In", "values": ALLOWED_ZONES},
+        ]
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": CPU, "memory": MEMORY}},
+                }
+            ],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+                }
+            },
+        },
+    }
+
+
+def workload_object(name: str, namespace: str) -> dict[str, Any]:
+    zones = ", ".join(f'"{z}"' for z in ALLOWED_ZONES)
+    return {
+        "apiVersion": "orca.cloudinit.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "kind": "Job",
+            "resources": {"cpu": CPU, "memory": MEMORY},
+            "constraints": ['"ssd" in node.tags', f'node.labels["{ZONE_LABEL}"] in [{zones}]'],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Side:
+    """What differs between the two schedulers: the object kind and how to read a decision."""
+
+    name: str
+    make: Callable[[str, str], dict[str, Any]]
+    collection: Callable[[str], str]
+
+    def decided(self, obj: dict[str, Any]) -> bool:
+        if self.name == KUBE:
+            return bool((obj.get("spec") or {}).get("nodeName"))
+        return bool((obj.get("status") or {}).get("phase"))
+
+    def placements(self, obj: dict[str, Any]) -> list[str]:
+        """The nodes an object was placed on (one at most: single-replica objects)."""
+        if self.name == KUBE:
+            node = (obj.get("spec") or {}).get("nodeName")
+            return [node] if node else []
+        return [p["node"] for p in (obj.get("status") or {}).get("placements") or []]
+
+
+SIDES = {
+    KUBE: Side(KUBE, pod_object, lambda ns: f"/api/v1/namespaces/{ns}/pods"),
+    ORCA: Side(ORCA, workload_object, lambda ns: f"{WORKLOADS}/namespaces/{ns}/workloads"),
+}
+
+
+# -- processes ----------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class KubeScheduler:
+    """kube-scheduler from ``hack/testcp``'s build: no leader election, client QPS 5,000."""
+
+    def __init__(self, plane: ControlPlane, workdir: Path) -> None:
+        config = workdir / "kube-scheduler.yaml"
+        config.write_text(
+            "apiVersion: kubescheduler.config.k8s.io/v1\n"
+            "kind: KubeSchedulerConfiguration\n"
+            f"clientConnection: {{kubeconfig: {plane.kubeconfig_path}, qps: 5000, burst: 5000}}\n"
+            "leaderElection: {leaderElect: false}\n"
+        )
+        self._log = open(workdir / "kube-scheduler.log", "ab")  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(
+            [str(plane.bin_dir / "kube-scheduler"), f"--config={config}", "--secure-port=0"],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
+
+
+class Orca:
+    """``orca run`` without leader election, watching every namespace."""
+
+    def __init__(self, plane: ControlPlane, workdir: Path) -> None:
+        self.operator = OperatorProcess(
+            plane.kubeconfig_path, workdir / "orca.log", extra=["--no-leader-elect"]
+        )
+        self.process = self.operator.process
+
+    def stop(self) -> None:
+        self.operator.stop()
+
+
+# -- talking to the API server ------------------------------------------------------------------
+
+
+async def create_all(api: KubeApi, objects: list[tuple[str, dict[str, Any]]], width: int) -> None:
+    """POST every (path, object), ``width`` at a time."""
+    pending = iter(objects)
+
+    async def worker() -> None:
+        for path, obj in pending:
+            await api.request("POST", path, obj)
+
+    await asyncio.gather(*(worker() for _ in range(width)))
+
+
+async def lift_not_ready_taints(api: KubeApi) -> int:
+    """Remove ``node.kubernetes.io/not-ready`` from every Node that has it; how many had it."""
+    listed = await api.request("GET", "/api/v1/nodes")
+    tainted = [n for n in listed["items"] if any(t["key"] == NOT_READY_TAINT for t in _taints(n))]
+    for node in tainted:
+        kept = [t for t in _taints(node) if t["key"] != NOT_READY_TAINT]
+        body = {"spec": {"taints": kept or None}}
+        path = f"/api/v1/nodes/{node['metadata']['name']}"
+        await api.request("PATCH", path, body, "application/merge-patch+json")
+    return len(tainted)
+
+
+def _taints(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((node.get("spec") or {}).get("taints") or [])
+
+
+async def wait_decided(
+    api: KubeApi, side: Side, namespace: str, count: int, timeout: float
+) -> float:
+    """Follow the objects of ``namespace`` (a LIST, then a watch from its version, again after
+    the watch ends) until ``count`` are decided; returns ``time.perf_counter()`` then."""
+    path = side.collection(namespace)
+    deadline = time.perf_counter() + timeout
+    decided: set[str] = set()
+    while True:
+        listed = await api.request("GET", path)
+        decided = {o["metadata"]["name"] for o in listed["items"] if side.decided(o)}
+        if len(decided) >= count:
+            return time.perf_counter()
+        version = listed["metadata"]["resourceVersion"]
+        session = await api.session()
+        headers = {"Accept": "application/json"}
+        token = authorization(api.configuration)
+        if token:
+            headers["Authorization"] = token
+        params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": "300"}
+        url = api.configuration.host + path
+        async with session.get(url, params=params, headers=headers, timeout=None) as response:
+            buffer = b""
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") in ("ADDED", "MODIFIED") and side.decided(obj):
+                        decided.add(obj["metadata"]["name"])
+                if len(decided) >= count:
+                    return time.perf_counter()
+                if time.perf_counter() > deadline:
+                    raise TimeoutError(f"{len(decided)}/{count} decided after {timeout:.0f}s")
+
+
+# -- one side ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    side: str
+    objects: int
+    seconds: float  # from the clock's start until all were decided
+    lag: float | None  # burst: from the last create until all were decided
+    scheduler_cpu: float
+    server_cpu: float
+    rss_mb: float
+    untainted: int
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.objects / self.seconds
+
+
+def run_side(name: str, args: argparse.Namespace) -> Result:
+    side = SIDES[name]
+    with tempfile.TemporaryDirectory(prefix=f"orca-vs-{name}-") as tmp:
+        workdir = Path(tmp)
+        with ControlPlane(workdir / "cp") as plane:
+            return asyncio.run(_run_side(side, plane, workdir, args))
+
+
+async def _run_side(
+    side: Side, plane: ControlPlane, workdir: Path, args: argparse.Namespace
+) -> Result:
+    kubectl = plane.kubectl
+    for namespace in (NAMESPACE, PROBE_NAMESPACE):
+        kubectl("create", "namespace", namespace, check=True)
+    if side.name == ORCA:
+        kubectl("apply", "-k", str(REPO_ROOT / "crds"), check=True)
+        kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev")
+    api = KubeApi(load_configuration(str(plane.kubeconfig_path)), max_connections=64)
+    try:
+        started = time.perf_counter()
+        nodes = [("/api/v1/nodes", n) for n in node_objects(args.nodes, args.seed)]
+        await create_all(api, nodes, args.concurrency)
+        untainted = await lift_not_ready_taints(api)
+        print(
+            f"  [{side.name}] {args.nodes} nodes created in {time.perf_counter() - started:.1f}s"
+            f" ({untainted} had the not-ready taint, lifted)",
+            flush=True,
+        )
+        path = side.collection(NAMESPACE)
+        objects = [(path, side.make(f"o{i:05d}", NAMESPACE)) for i in range(args.objects)]
+        servers = plane.pids
+        lag = None
+        if args.mode == "backlog":
+            await create_all(api, objects, args.concurrency)
+            print(f"  [{side.name}] {args.objects} objects stored", flush=True)
+            server_before = sum(cpu_seconds(p) for p in servers.values())
+            clock = time.perf_counter()
+            scheduler = start(side, plane, workdir)
+            done = await wait_decided(api, side, NAMESPACE, args.objects, args.timeout)
+            scheduler_cpu = cpu_seconds(scheduler.process.pid)
+        else:
+            scheduler = start(side, plane, workdir)
+            probe = [(side.collection(PROBE_NAMESPACE), side.make("probe", PROBE_NAMESPACE))]
+            await create_all(api, probe, 1)
+            await wait_decided(api, side, PROBE_NAMESPACE, 1, args.timeout)
+            watcher = asyncio.create_task(
+                wait_decided(api, side, NAMESPACE, args.objects, args.timeout)
+            )
+            server_before = sum(cpu_seconds(p) for p in servers.values())
+            cpu_before = cpu_seconds(scheduler.process.pid)
+            clock = time.perf_counter()
+            await create_all(api, objects, args.concurrency)
+            last_create = time.perf_counter()
+            done = await watcher
+            lag = done - last_create
+            scheduler_cpu = cpu_seconds(scheduler.process.pid) - cpu_before
+        server_cpu = sum(cpu_seconds(p) for p in servers.values()) - server_before
+        rss = peak_rss_mb(scheduler.process.pid)
+        scheduler.stop()
+        problems = await validate(api, side, args.objects)
+    finally:
+        await api.close()
+    return Result(
+        side.name, args.objects, done - clock, lag, scheduler_cpu, server_cpu, rss, untainted,
+        problems,
+    )  # fmt: skip
+
+
+def start(side: Side, plane: ControlPlane, workdir: Path) -> KubeScheduler | Orca:
+    return KubeScheduler(plane, workdir) if side.name == KUBE else Orca(plane, workdir)
+
+
+async def validate(api: KubeApi, side: Side, count: int) -> list[str]:
+    """Every object placed exactly once, on a node that passes both constraints, and no node
+    over its allocatable cpu, memory or pods. Returns what is wrong (empty: all valid)."""
+    nodes = {n["metadata"]["name"]: n for n in (await api.request("GET", "/api/v1/nodes"))["items"]}
+    listed = (await api.request("GET", side.collection(NAMESPACE)))["items"]
+    problems: list[str] = []
+    if len(listed) != count:
+        problems.append(f"{len(listed)} objects listed, {count} created")
+    used: dict[str, list[int]] = {name: [0, 0, 0] for name in nodes}
+    cpu, memory = quantity_to_int(CPU, scale=1000), quantity_to_int(MEMORY)
+    for obj in listed:
+        name = obj["metadata"]["name"]
+        placed = side.placements(obj)
+        if len(placed) != 1:
+            problems.append(f"{name}: placed on {placed}, expected exactly one node")
+            continue
+        node = nodes.get(placed[0])
+        if node is None:
+            problems.append(f"{name}: placed on {placed[0]}, which does not exist")
+            continue
+        labels = node["metadata"].get("labels") or {}
+        if SSD_LABEL not in labels or labels.get(ZONE_LABEL) not in ALLOWED_ZONES:
+            problems.append(f"{name}: placed on {placed[0]}, which fails the constraints")
+        usage = used[placed[0]]
+        usage[0] += cpu
+        usage[1] += memory
+        usage[2] += 1
+    for name, (cpu_used, memory_used, pods) in used.items():
+        allocatable = nodes[name]["status"]["allocatable"]
+        limits = (
+            quantity_to_int(allocatable["cpu"], scale=1000),
+            quantity_to_int(allocatable["memory"]),
+            int(allocatable["pods"]),
+        )
+        if cpu_used > limits[0] or memory_used > limits[1] or pods > limits[2]:
+            problems.append(f"{name}: over-committed ({cpu_used}m, {memory_used} B, {pods} pods)")
+    return problems
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+
+def report(result: Result) -> None:
+    lag = f", all decided {result.lag:.2f}s after the last create" if result.lag is not None else ""
+    valid = "valid" if not result.problems else f"INVALID ({len(result.problems)} problems)"
+    print(
+        f"{result.side:>14}: {result.objects} in {result.seconds:.1f}s -> {result.rate:.0f}/s{lag}"
+        f"; scheduler CPU {result.scheduler_cpu / result.objects * 1000:.2f} ms/placement, "
+        f"API server + etcd CPU {result.server_cpu / result.objects * 1000:.2f} ms/placement, "
+        f"scheduler peak RSS {result.rss_mb:.0f} MB; placements {valid}",
+        flush=True,
+    )
+    for problem in result.problems[:10]:
+        print(f"      {problem}")
+
+
+def ratios(kube: Result, orca: Result) -> None:
+    print(
+        f"{'orca / kube':>14}: throughput {orca.rate / kube.rate:.2f}x, scheduler CPU per "
+        f"placement {orca.scheduler_cpu / kube.scheduler_cpu * kube.objects / orca.objects:.2f}, "
+        f"API server + etcd CPU per placement {orca.server_cpu / kube.server_cpu:.2f}, "
+        f"peak RSS {orca.rss_mb / kube.rss_mb:.2f}",
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("backlog", "burst"), default="backlog")
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--objects", type=int, default=5000)
+    parser.add_argument("--concurrency", type=int, default=32, help="concurrent creates")
+    parser.add_argument("--side", choices=("both", KUBE, ORCA), default="both")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per side")
+    args = parser.parse_args(argv)
+    if args.nodes < 1 or args.objects < 1 or args.concurrency < 1:
+        parser.error("--nodes, --objects and --concurrency must be at least 1")
+    print(
+        f"mode={args.mode} nodes={args.nodes} objects={args.objects} "
+        f"concurrency={args.concurrency} on {os.cpu_count()} cores "
+        f"(load average {os.getloadavg()[0]:.2f})",
+        flush=True,
+    )
+    names = (KUBE, ORCA) if args.side == "both" else (args.side,)
+    results = {name: run_side(name, args) for name in names}
+    for result in results.values():
+        report(result)
+    if len(results) == 2:
+        ratios(results[KUBE], results[ORCA])
+    return 1 if any(r.problems for r in results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
