@@ -19,7 +19,7 @@ kind's initial listing asks the reconciler for its own LIST, which merges deleti
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -65,9 +65,9 @@ def register(
             reconciler.request_relist()
 
     @kopf.on.event("nodes", registry=registry)
-    async def node_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
+    async def node_event(type: str | None, event: kopf.RawEvent, name: str, **_: Any) -> None:
         listed_again("nodes", type)
-        changed = state.delete_node(name) if type == "DELETED" else state.upsert_node(body)
+        changed = state.delete_node(name) if type == "DELETED" else state.upsert_node(raw(event))
         if changed:
             node_changed(name)
 
@@ -83,16 +83,22 @@ def register(
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def workload_event(
-        type: str | None, body: kopf.Body, namespace: str | None, name: str, **_: Any
+        type: str | None, event: kopf.RawEvent, namespace: str | None, name: str, **_: Any
     ) -> None:
         listed_again("workloads", type)
         if type == "DELETED":
             if state.delete_workload(f"{namespace}/{name}") and reconciler.ready.is_set():
                 queue.add_all(state.keys_waiting_for_capacity())
             return
-        record = state.upsert_workload(body)
+        record = state.upsert_workload(raw(event))
         if record is not None and reconciler.ready.is_set():
             queue.add(record.key)
+
+
+def raw(event: kopf.RawEvent) -> dict[str, Any]:
+    """The object of a watch event as the plain dict kopf parsed: reading it (and validating
+    it with pydantic) is several times cheaper than through kopf's ``Body`` view."""
+    return cast(dict[str, Any], event["object"])
 
 
 def connection_info(configuration: Any) -> kopf.ConnectionInfo:

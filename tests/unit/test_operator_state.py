@@ -85,29 +85,28 @@ def test_sync_drops_what_a_list_no_longer_holds_but_keeps_newer_arrivals() -> No
     assert state.ledger.bookings("ns/gone") == ()
 
 
-def test_lean_diffbase_builds_the_same_essence_as_kopf() -> None:
+def test_kopf_needs_no_diffbase_for_our_handlers() -> None:
+    """The operator hands kopf a diff-base storage that stores and builds nothing; that is
+    sound only while no handler kopf registers for us detects changes (create/update/resume)."""
     import kopf
 
-    from controller.operator.app import LeanDiffBaseStorage
+    from controller.operator import handlers
+    from controller.operator.app import NoDiffBaseStorage
+    from controller.operator.reconciler import Reconciler
+    from controller.operator.workqueue import WorkQueue
 
-    raw: dict[str, Any] = {
-        "apiVersion": "orca.cloudinit.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {
-            "name": "w",
-            "labels": {"team": "blue"},
-            "annotations": {"kopf.zalando.org/last-handled-configuration": "{}", "a": "b"},
-            "managedFields": [{"manager": "kubectl"}],
-        },
-        "spec": {"kind": "Job"},
-        "status": {"placements": [{"node": "a", "allocId": "ns/w-0", "score": 1}]},
-    }
-    body = kopf.Body(cast(kopf.RawBody, raw))
-    ours, kopfs = LeanDiffBaseStorage(), kopf.AnnotationsDiffBaseStorage()
-    assert ours.build(body=body) == kopfs.build(body=body)
-    assert ours.build(body=body, extra_fields=["status.placements"]) == kopfs.build(
-        body=body, extra_fields=["status.placements"]
-    )
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, Reconciler(ClusterState(), WorkQueue(), cast(Any, None)))
+    assert registry._changing.get_all_handlers() == []
+    assert len(registry._watching.get_all_handlers()) == 2  # Nodes and Workloads
+
+    body = kopf.Body(cast(kopf.RawBody, {"metadata": {"name": "w"}, "spec": {"kind": "Job"}}))
+    storage = NoDiffBaseStorage()
+    assert storage.fetch(body=body) is None
+    assert storage.build(body=body) == {}
+    patch = kopf.Patch()
+    storage.store(body=body, patch=patch, essence=storage.build(body=body))
+    assert not patch
 
 
 # -- Nodes orca cannot read; Workloads the models refuse -------------------------------------------
