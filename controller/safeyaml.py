@@ -17,12 +17,14 @@ Budgets (each breach is a ``YAMLLimitError`` naming the limit):
   a collection that contains them (a cycle). kubectl bounds alias expansion the same way
   (go-yaml's alias ratio), rather than refusing aliases.
 
-How: the events of the libyaml C parser (when installed; the pure-Python one otherwise) are
-counted in one non-recursive pass — depth, nodes, and the expanded size of each anchor — and
-only a file within budget is then loaded by the C loader (a 5,000-Node list: about a third
-of the CPU time of ``yaml.safe_load_all``, the budget pass included; libyaml itself also stops
-at 1,000 levels, so its recursive composer cannot exhaust the C stack;
-``bench/bench_manifests.py`` prints the figures). Only JSON's types are built: null,
+How: the values are built straight from the events of the libyaml C parser (when installed;
+the pure-Python one otherwise) in one non-recursive pass that counts depth, nodes and the
+expanded size of each anchor as it goes (``_Builder``), so the first event over a budget
+stops the load before more is built, and no node graph or recursive constructor is involved.
+A plain scalar is resolved and built once per distinct text in the file. A 5,000-Node
+``kubectl get nodes -o yaml`` file (14 MB) loads in a quarter of the CPU time of PyYAML's
+own C loader with no budgets, and a tenth of ``yaml.safe_load_all``'s
+(``bench/bench_manifests.py`` prints the figures). Only JSON's types are built: null,
 booleans, integers, floats, strings, lists and maps (plus ``<<`` merge keys). Timestamps stay
 strings, as they do for kubectl (``created: 2024-01-01`` is the string ``"2024-01-01"``), and
 other tags (``!!binary``, ``!!set``, ``!!timestamp``, ``!custom``) are refused.
@@ -31,11 +33,13 @@ other tags (``!!binary``, ``!!set``, ``!!timestamp``, ``!custom``) are refused.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar, cast
 
 import yaml
+from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.error import Mark
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
@@ -133,53 +137,214 @@ else:  # pragma: no cover - libyaml is in the wheels of every platform we ship o
             _JSONResolver.__init__(self)
 
 
-def _check_budgets(events: Iterable[yaml.Event]) -> None:
-    """Count depth, nodes and alias expansion over the event stream (no recursion, no
-    objects built); raise ``YAMLLimitError`` at the first event over a budget."""
-    depth = 0
-    nodes = 0  # nodes written in the file
-    aliased = 0  # nodes that aliases add when expanded
-    size: dict[str, int] = {}  # anchor -> expanded node count of what it names
-    open_collections: list[tuple[str | None, int]] = []  # (anchor, expanded count at start)
-    for event in events:
+_STR = "tag:yaml.org,2002:str"
+_NULL = "tag:yaml.org,2002:null"
+_MERGE = "tag:yaml.org,2002:merge"
+_COLLECTION_TAGS: dict[type, tuple[str | None, ...]] = {
+    yaml.MappingStartEvent: (None, "!", "tag:yaml.org,2002:map"),
+    yaml.SequenceStartEvent: (None, "!", "tag:yaml.org,2002:seq"),
+}
+
+
+class _MergeKey:
+    """The ``<<`` key of a mapping (a merge key), applied when the mapping ends."""
+
+
+_MERGE_KEY = _MergeKey()
+
+
+class _Open:
+    """A collection being built: its value, its anchor, and (for a mapping) the key waiting
+    for its value and the mappings merged into it."""
+
+    __slots__ = ("anchor", "event", "key", "merges", "start", "value")
+
+    def __init__(self, event: yaml.CollectionStartEvent, start: int) -> None:
+        self.event = event
+        self.anchor: str | None = event.anchor
+        self.start = start  # expanded node count when it opened
+        self.value: dict[Any, Any] | list[Any] = (
+            {} if isinstance(event, yaml.MappingStartEvent) else []
+        )
+        self.key: tuple[Any] | None = None
+        self.merges: list[dict[Any, Any]] = []
+
+
+class _Builder:
+    """Builds the documents from the parser's events in one non-recursive pass, counting
+    depth, nodes and alias expansion as it goes: the first event over a budget raises
+    ``YAMLLimitError`` before anything more is built.
+
+    This replaces a budget pass followed by PyYAML's loader (a second parse, a node graph,
+    then a constructor), and resolves and builds a plain scalar once per distinct text in the
+    file (a 5,000-Node file repeats most of its keys and values), not once per occurrence.
+    """
+
+    def __init__(self) -> None:
+        self.resolver = _JSONResolver()
+        self.constructor = _JSONConstructor()
+        self.documents: list[Any] = []
+        self.scalars: dict[tuple[str, bool], Any] = {}  # (text, plain) -> value, this file
+        self.depth = 0
+        self.nodes = 0  # nodes written in the file
+        self.aliased = 0  # nodes that aliases add when expanded
+        self.size: dict[str, int] = {}  # anchor -> expanded node count of what it names
+        self.anchors: dict[str, Any] = {}  # anchor -> the value it names
+        self.open: list[_Open] = []
+
+    def feed(self, event: yaml.Event) -> None:
         if isinstance(event, yaml.ScalarEvent):
-            nodes += 1
+            self.nodes += 1
+            value = self._scalar(event)
             if event.anchor is not None:
-                size[event.anchor] = 1
+                self.size[event.anchor] = 1
+                self.anchors[event.anchor] = value
+            self._add(value, event)
         elif isinstance(event, yaml.CollectionStartEvent):
-            nodes += 1
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise YAMLLimitError(
-                    f"{_where(event)}nested more than {MAX_DEPTH} levels deep"
-                    " (a Kubernetes object needs far fewer)"
-                )
-            open_collections.append((event.anchor, nodes + aliased - 1))
-            if event.anchor is not None:
-                size.pop(event.anchor, None)  # not complete yet: an alias to it is a cycle
+            self._start(event)
         elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
-            anchor, start = open_collections.pop()
-            if anchor is not None:
-                size[anchor] = nodes + aliased - start
+            self._end()
         elif isinstance(event, yaml.AliasEvent):
-            if event.anchor not in size:
-                if any(anchor == event.anchor for anchor, _ in open_collections):
-                    raise YAMLLimitError(
-                        f"{_where(event)}alias *{event.anchor} refers to a collection that "
-                        "contains it (a cycle)"
-                    )
-                continue  # an undefined alias: the loader reports it with its position
-            aliased += size[event.anchor]
-            if aliased > max(MIN_ALIAS_BUDGET, nodes):
+            self._alias(event)
+
+    def _start(self, event: yaml.CollectionStartEvent) -> None:
+        self.nodes += 1
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise YAMLLimitError(
+                f"{_where(event)}nested more than {MAX_DEPTH} levels deep"
+                " (a Kubernetes object needs far fewer)"
+            )
+        if event.tag not in _COLLECTION_TAGS[type(event)]:  # !!set, !!omap, !custom ...
+            node = yaml.MappingNode(
+                str(event.tag), [], _mark(event.start_mark), _mark(event.end_mark)
+            )
+            self.constructor.construct_undefined(node)  # raises, naming the tag and its place
+        self.open.append(_Open(event, self.nodes + self.aliased - 1))
+        if event.anchor is not None:
+            self.size.pop(event.anchor, None)  # not complete yet: an alias to it is a cycle
+            self.anchors.pop(event.anchor, None)
+
+    def _end(self) -> None:
+        self.depth -= 1
+        done = self.open.pop()
+        value = done.value
+        if done.merges and isinstance(value, dict):
+            merged: dict[Any, Any] = {}
+            for source in reversed(done.merges):  # an earlier source wins over a later one
+                merged.update(source)
+            merged.update(value)  # and the mapping's own keys over every source
+            value.clear()
+            value.update(merged)
+        if done.anchor is not None:
+            self.size[done.anchor] = self.nodes + self.aliased - done.start
+            self.anchors[done.anchor] = value
+        self._add(value, done.event)
+
+    def _alias(self, event: yaml.AliasEvent) -> None:
+        anchor = event.anchor
+        if anchor not in self.size:
+            if any(entry.anchor == anchor for entry in self.open):
                 raise YAMLLimitError(
-                    f"{_where(event)}aliases expand to more than {max(MIN_ALIAS_BUDGET, nodes)}"
-                    " nodes (more than the file itself holds; a YAML bomb?)"
+                    f"{_where(event)}alias *{anchor} refers to a collection that "
+                    "contains it (a cycle)"
                 )
+            raise ComposerError(
+                None, None, f"found undefined alias {anchor!r}", _mark(event.start_mark)
+            )
+        self.aliased += self.size[anchor]
+        if self.aliased > max(MIN_ALIAS_BUDGET, self.nodes):
+            raise YAMLLimitError(
+                f"{_where(event)}aliases expand to more than {max(MIN_ALIAS_BUDGET, self.nodes)}"
+                " nodes (more than the file itself holds; a YAML bomb?)"
+            )
+        self._add(self.anchors[anchor], event)
+
+    def _add(self, value: Any, event: yaml.Event) -> None:
+        """Put a complete value where it belongs: a document, a list item, a key or a value."""
+        if value is _MERGE_KEY and not (
+            self.open and isinstance(self.open[-1].value, dict) and self.open[-1].key is None
+        ):  # ``<<`` anywhere but in a key's place: refused, as PyYAML refuses it
+            raise ConstructorError(
+                None,
+                None,
+                f"could not determine a constructor for the tag {_MERGE!r}",
+                _mark(event.start_mark),
+            )
+        if not self.open:
+            self.documents.append(value)
+            return
+        entry = self.open[-1]
+        container = entry.value
+        if isinstance(container, list):
+            container.append(value)
+        elif entry.key is None:  # a key
+            if isinstance(value, dict | list):
+                raise ConstructorError(
+                    "while constructing a mapping",
+                    _mark(entry.event.start_mark),
+                    "found unhashable key",
+                    _mark(event.start_mark),
+                )
+            entry.key = (value,)
+        else:
+            (key,) = entry.key
+            entry.key = None
+            if key is _MERGE_KEY:
+                entry.merges.extend(self._merge_sources(value, entry.event, event))
+            else:
+                container[key] = value
+
+    @staticmethod
+    def _merge_sources(value: Any, mapping: yaml.Event, event: yaml.Event) -> list[Any]:
+        sources = value if isinstance(value, list) else [value]
+        if not all(isinstance(source, dict) for source in sources):
+            raise ConstructorError(
+                "while constructing a mapping",
+                _mark(mapping.start_mark),
+                "expected a mapping or list of mappings for merging",
+                _mark(event.start_mark),
+            )
+        return list(sources)
+
+    def _scalar(self, event: yaml.ScalarEvent) -> Any:
+        text, tag = event.value, event.tag
+        if tag is not None and tag != "!":
+            return self._construct(tag, event)
+        plain = bool(event.implicit[0])  # as libyaml's composer: "! 12" is resolved too
+        key = (text, plain)
+        if key in self.scalars:
+            return self.scalars[key]
+        if plain:
+            resolved: str = self.resolver.resolve(  # type: ignore[no-untyped-call]
+                yaml.ScalarNode, text, (True, False)
+            )
+            value = self._construct(resolved, event)
+        else:
+            value = text
+        self.scalars[key] = value
+        return value
+
+    def _construct(self, tag: str, event: yaml.ScalarEvent) -> Any:
+        if tag == _STR:
+            return event.value
+        if tag == _MERGE:
+            return _MERGE_KEY
+        if tag == _NULL:
+            return None
+        node = ScalarNode(
+            tag, event.value, _mark(event.start_mark), _mark(event.end_mark), event.style
+        )
+        return self.constructor.construct_object(node)
+
+
+def _mark(mark: object) -> Mark | None:
+    """A parser's mark for an error (libyaml's marks have the same fields as PyYAML's)."""
+    return cast(Mark | None, mark)
 
 
 def _where(event: yaml.Event) -> str:
-    mark = event.start_mark
+    mark = _mark(event.start_mark)
     return f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
 
 
@@ -192,15 +357,10 @@ def load_all(data: bytes) -> list[Any]:
     if len(data) > MAX_FILE_BYTES:
         raise YAMLLimitError(f"larger than {MAX_FILE_BYTES >> 20} MiB")
     data.decode("utf-8")  # strict: raises UnicodeDecodeError with the offset
-    _check_budgets(_events(data))
-    loader = _Loader(data)
-    try:
-        documents = []
-        while loader.check_data():  # type: ignore[no-untyped-call]
-            documents.append(loader.get_data())
-        return documents
-    finally:
-        loader.dispose()
+    builder = _Builder()
+    for event in _events(data):
+        builder.feed(event)
+    return builder.documents
 
 
 def _events(data: bytes) -> Iterator[yaml.Event]:

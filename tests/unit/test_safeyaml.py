@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import yaml
 
@@ -41,11 +43,29 @@ def test_depth_up_to_the_budget_loads_and_past_it_is_refused() -> None:
         ("a: 0x10", {"a": 16}),
         ("a: [yes, no, ~, 1.5]", {"a": [True, False, None, 1.5]}),
         ("x: &b {k: 1}\ny: {<<: *b, j: 2}", {"x": {"k": 1}, "y": {"k": 1, "j": 2}}),
+        (  # an earlier source wins over a later one, the mapping's own keys over both
+            "a: &a {k: 1, j: 1}\nb: {<<: [*a, {k: 2, q: 2}], j: 3}",
+            {"a": {"k": 1, "j": 1}, "b": {"k": 1, "q": 2, "j": 3}},
+        ),
+        ("a: ! 12\nb: !!str 12\nc: '12'\nd: !!int '12'", {"a": 12, "b": "12", "c": "12", "d": 12}),
+        ("--- \n", None),
     ],
-    ids=["date", "datetime", "hex", "yaml-1.1-scalars", "merge-key"],
+    ids=["date", "datetime", "hex", "yaml-1.1-scalars", "merge-key", "merge-list", "tags", "empty"],
 )
 def test_values_are_json_shaped(text: str, value: object) -> None:
     assert load_all(text.encode()) == [value]
+
+
+def test_a_kubectl_node_list_loads_as_pyyaml_loads_it() -> None:
+    """The one-pass builder against PyYAML's own (libyaml) loader on what users feed orca
+    plan: a ``kubectl get nodes -o yaml`` List, every scalar type in it."""
+    from bench.bench_manifests import node_object
+
+    rng = random.Random(3)
+    text = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [
+        node_object(i, rng) for i in range(20)
+    ]}).encode()  # fmt: skip
+    assert load_all(text) == list(yaml.load_all(text, Loader=yaml.CSafeLoader))
 
 
 @pytest.mark.parametrize(
@@ -56,8 +76,22 @@ def test_values_are_json_shaped(text: str, value: object) -> None:
         ("a: .nan", "not a finite number"),
         ("a: !!float x", "'x' is not a valid number"),
         ("a: &r [*r]", "(a cycle)"),
+        ("a: *nowhere", "found undefined alias 'nowhere'"),
+        ("{[a]: 1}", "found unhashable key"),
+        ("a: {<<: 1}", "expected a mapping or list of mappings for merging"),
+        ("- <<", "could not determine a constructor for the tag 'tag:yaml.org,2002:merge'"),
     ],
-    ids=["binary", "set", "nan", "bad-float", "cycle"],
+    ids=[
+        "binary",
+        "set",
+        "nan",
+        "bad-float",
+        "cycle",
+        "undefined-alias",
+        "unhashable-key",
+        "merge-scalar",
+        "merge-outside-a-mapping",
+    ],
 )
 def test_what_json_cannot_hold_is_refused(text: str, problem: str) -> None:
     with pytest.raises((yaml.YAMLError, YAMLLimitError), match=problem):
