@@ -13,12 +13,13 @@ traceback).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+import orjson
 
 from controller.api.models import NodeInfo, Phase, Workload, WorkloadStatus
 from controller.core.ledger import Ledger, ledger_from_statuses
@@ -228,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.output == "json":
-        json.dump(to_json(results), sys.stdout, indent=2)
+        # orjson: the standard encoder is pure Python when indenting (0.5 s for 5,000 results)
+        sys.stdout.write(orjson.dumps(to_json(results), option=orjson.OPT_INDENT_2).decode())
         sys.stdout.write("\n")
     else:
         render_table(results, sys.stdout)
