@@ -18,7 +18,7 @@ from controller.operator import gauges, handlers, metrics
 from controller.operator.kube import KubeApi, load_configuration
 from controller.operator.leader import LeaderElector, default_identity
 from controller.operator.rebalancer import RebalanceLoop
-from controller.operator.reconciler import Reconciler
+from controller.operator.reconciler import LIST_PAGE, Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from controller.version import version
@@ -62,6 +62,7 @@ def configure_kopf(settings: kopf.OperatorSettings, args: argparse.Namespace) ->
     # Ours return at once, so a worker may go as soon as its queue is empty.
     settings.queueing.idle_timeout = 0.1
     settings.watching.server_timeout = 300
+    settings.watching.chunk_size = LIST_PAGE  # kopf's initial listing in pages, not at once
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 30
     # Ride through an API server outage (restart, etcd down) of up to ~5 minutes: kopf's

@@ -198,3 +198,42 @@ class FakeApi:
     ) -> dict[str, Any]:
         self.patches.append(status)
         return {"metadata": {"resourceVersion": str(100 + len(self.patches))}}
+
+
+def test_relist_reads_every_page() -> None:
+    """The operator's own LISTs come in pages (``limit`` + ``continue``): every page is read
+    and merged, Nodes and Workloads alike."""
+    from controller.operator import reconciler as reconciler_module
+
+    workloads = [wl_obj(f"w{i}", str(10 + i)) for i in range(7)]
+    nodes = [node_object(f"n{i}") for i in range(3)]
+
+    class PagingApi:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, dict[str, str]]] = []
+
+        async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+            if "priorityclasses" in path:
+                return {"items": [], "metadata": {"resourceVersion": "99"}}
+            params = kwargs["params"]
+            self.calls.append((path, dict(params)))
+            items = nodes if path.endswith("/nodes") else workloads
+            start = int(params.get("continue", "0"))
+            end = start + int(params["limit"])
+            more = str(end) if end < len(items) else ""
+            page = copy.deepcopy(items[start:end])
+            return {"items": page, "metadata": {"resourceVersion": "99", "continue": more}}
+
+    api = PagingApi()
+    state = ClusterState()
+    reconciler = Reconciler(state, WorkQueue(), cast(KubeApi, api))
+    original = reconciler_module.LIST_PAGE
+    reconciler_module.LIST_PAGE = 2
+    try:
+        asyncio.run(reconciler.relist())
+    finally:
+        reconciler_module.LIST_PAGE = original
+    assert sorted(state.records) == [f"ns/w{i}" for i in range(7)]
+    assert sorted(state.nodes) == ["n0", "n1", "n2"]
+    assert len(api.calls) == 2 + 4  # nodes in 2 pages of 2, Workloads in 4
+    assert all(c["limit"] == "2" for _, c in api.calls)
