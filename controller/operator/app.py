@@ -61,6 +61,10 @@ def configure_kopf(settings: kopf.OperatorSettings, args: argparse.Namespace) ->
     # long (default 5 s): with a backlog listed at once that is every Workload's body at once.
     # Ours return at once, so a worker may go as soon as its queue is empty.
     settings.queueing.idle_timeout = 0.1
+    # And at most this many workers per resource kind: kopf otherwise queues every object of
+    # its initial listing (10,000 Workload bodies) at once, while our handlers are fast
+    # enough that a few hundred in flight keep up with the API server.
+    settings.queueing.worker_limit = 200
     settings.watching.server_timeout = 300
     settings.watching.chunk_size = LIST_PAGE  # kopf's initial listing in pages, not at once
     settings.watching.client_timeout = 330
