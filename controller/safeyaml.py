@@ -23,7 +23,7 @@ expanded size of each anchor as it goes (``_Builder``), so the first event over 
 stops the load before more is built, and no node graph or recursive constructor is involved.
 A plain scalar is resolved and built once per distinct text in the file. A 5,000-Node
 ``kubectl get nodes -o yaml`` file (14 MB) loads in a quarter of the CPU time of PyYAML's
-own C loader with no budgets, and a tenth of ``yaml.safe_load_all``'s
+own C loader with no budgets, and under a tenth of ``yaml.safe_load_all``'s
 (``bench/bench_manifests.py`` prints the figures). Only JSON's types are built: null,
 booleans, integers, floats, strings, lists and maps (plus ``<<`` merge keys). Timestamps stay
 strings, as they do for kubectl (``created: 2024-01-01`` is the string ``"2024-01-01"``), and

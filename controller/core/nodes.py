@@ -7,6 +7,7 @@ held in numpy arrays: one vector operation per workload instead of a Python loop
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -123,6 +124,8 @@ def _name(metadata: Mapping[str, Any]) -> str:
 def _labels(metadata: Mapping[str, Any]) -> dict[str, str]:
     labels = _object(metadata, "labels", "metadata.labels")
     for key, value in labels.items():
+        if isinstance(key, str) and isinstance(value, str) and _valid_label(key, value):
+            continue  # the usual case, decided once per distinct label: say why otherwise
         if not isinstance(key, str):
             raise NodeError(
                 f"metadata.labels: key {_shown(str(key))} is {_type(key)}, not a string"
@@ -132,13 +135,26 @@ def _labels(metadata: Mapping[str, Any]) -> dict[str, str]:
             raise NodeError(f"metadata.labels: key {_shown(key)} {problem}")
         if not isinstance(value, str):
             raise NodeError(f"metadata.labels[{key}]: expected a string, got {_type(value)}")
-        if value and (len(value) > MAX_LABEL_VALUE_LENGTH or not _LABEL_NAME.fullmatch(value)):
+        if not _valid_label_value(value):
             raise NodeError(
                 f"metadata.labels[{key}]: {_shown(value)} is not a valid label value (at most "
                 f"{MAX_LABEL_VALUE_LENGTH} letters, digits, '-', '_' or '.', starting and "
                 "ending with a letter or digit)"
             )
     return dict(labels)
+
+
+@functools.lru_cache(maxsize=16384)
+def _valid_label(key: str, value: str) -> bool:
+    """Whether ``key: value`` is a valid label. Cached: a cluster's Nodes repeat a few dozen
+    keys and values (zone, instance type, os...), so each is checked once, not per Node."""
+    return _label_key_problem(key) is None and _valid_label_value(value)
+
+
+def _valid_label_value(value: str) -> bool:
+    return not value or (
+        len(value) <= MAX_LABEL_VALUE_LENGTH and bool(_LABEL_NAME.fullmatch(value))
+    )
 
 
 def _label_key_problem(key: str) -> str | None:
