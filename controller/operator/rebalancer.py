@@ -15,7 +15,8 @@ Every interval, on the leader only, after the initial listing::
       claim     the key is taken in the work queue, so the scheduling loop does not decide
                 the Workload while its move is in flight
       assume    the moved replica booked on its target, and still on its source until the
-                write lands (``reconciler._held``): capacity is never counted free twice
+                write lands (``reconciler.held_until_written``): capacity is never
+                counted free twice
       write     one status PATCH, preconditioned on the resourceVersion planned on: a
                 Workload its owner changed meanwhile gets 409, is forgotten and queued for
                 the scheduling loop, never overwritten ("conflict")
@@ -45,7 +46,7 @@ from controller.core.status import nodes_summary
 from controller.core.vocabulary import EVENT_REBALANCED
 from controller.operator import metrics
 from controller.operator.kube import ApiError, Fenced
-from controller.operator.reconciler import Reconciler, _held, _outcome
+from controller.operator.reconciler import Reconciler, held_until_written, write_outcome
 from controller.operator.state import is_newer
 
 logger = logging.getLogger("orca.rebalancer")
@@ -162,7 +163,7 @@ class RebalanceLoop:
         previous = state.ledger.bookings(key)
         decided = moved(previous, checked)
         status = moved_status(record.status, decided)
-        assumption = state.ledger.assume(key, _held(previous, decided))
+        assumption = state.ledger.assume(key, held_until_written(previous, decided))
         record.writing = True
         payload = status.model_dump(by_alias=True, mode="json", exclude_none=True)
         try:
@@ -176,7 +177,7 @@ class RebalanceLoop:
                 metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FENCED).inc()
             else:
                 code = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
-                metrics.STATUS_WRITES.labels(outcome=_outcome(exc)).inc()
+                metrics.STATUS_WRITES.labels(outcome=write_outcome(exc)).inc()
                 metrics.STATUS_WRITE_FAILURES.labels(code=code).inc()
             if isinstance(exc, ApiError) and exc.not_found:
                 state.delete_workload(key)

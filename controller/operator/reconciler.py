@@ -9,7 +9,7 @@ For each key the queue hands out (kube-scheduler's schedule_one, in miniature)::
                (made while this write is in flight) already sees the capacity as taken;
                what the decision gives up (a replica moved, dropped or shrunk) stays booked
                too until the write lands: the old placement is still the record, and a crash
-               or a failed write leaves it there (``_held``)
+               or a failed write leaves it there (``held_until_written``)
     write      one merge PATCH of /status, preconditioned on the resourceVersion decided on,
                sent only while this replica's Lease is locally valid (``KubeApi.fence``)
     confirm    on success; on failure forget (restore the previous bookings) and requeue
@@ -242,7 +242,7 @@ class Reconciler:
                 self.state.ledger.load(key, decision.bookings)
             self.queue.forget(key)
             return False
-        assumption = self.state.ledger.assume(key, _held(previous, decision.bookings))
+        assumption = self.state.ledger.assume(key, held_until_written(previous, decision.bookings))
         record.writing = True
         await self._slots.acquire()
         write = self._write(record, status, assumption, previous, decision.bookings)
@@ -336,7 +336,7 @@ class Reconciler:
         except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
             self.state.ledger.forget(assumption)
             code = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
-            metrics.STATUS_WRITES.labels(outcome=_outcome(exc)).inc()
+            metrics.STATUS_WRITES.labels(outcome=write_outcome(exc)).inc()
             metrics.STATUS_WRITE_FAILURES.labels(code=code).inc()
             self._settle(key)
             if isinstance(exc, ApiError) and exc.not_found:
@@ -446,7 +446,7 @@ class Reconciler:
                 return
 
 
-def _outcome(exc: Exception) -> str:
+def write_outcome(exc: Exception) -> str:
     """A failed status write's ``outcome`` label."""
     if isinstance(exc, ApiError) and exc.conflict:
         return metrics.WRITE_CONFLICT
@@ -455,7 +455,9 @@ def _outcome(exc: Exception) -> str:
     return metrics.WRITE_FAILED
 
 
-def _held(previous: tuple[Booking, ...], decided: tuple[Booking, ...]) -> tuple[Booking, ...]:
+def held_until_written(
+    previous: tuple[Booking, ...], decided: tuple[Booking, ...]
+) -> tuple[Booking, ...]:
     """What to book while a decision's write is in flight: the decided bookings, plus every
     previous one it gives up, each replica at the larger of its two sizes where it stays.
 

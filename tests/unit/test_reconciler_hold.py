@@ -1,4 +1,5 @@
-"""Capacity a decision gives up is not free until its status write lands (reconciler._held).
+"""Capacity a decision gives up is not free until its status write lands
+(``reconciler.held_until_written``).
 
 Before, the ledger handed a scale-down's freed room to the next decision at once; when that
 next write landed and the first one did not (operator SIGKILLed, or a 409), both stayed in the
@@ -11,7 +12,7 @@ from typing import Any, cast
 
 from controller.core.ledger import Booking
 from controller.operator.kube import ApiError, KubeApi
-from controller.operator.reconciler import Reconciler, _held
+from controller.operator.reconciler import Reconciler, held_until_written
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from tests.factories import node_object
@@ -86,7 +87,7 @@ def test_a_failed_write_leaves_the_capacity_with_its_owner() -> None:
 def test_held_keeps_both_places_of_a_moved_replica_and_the_larger_size() -> None:
     before = (Booking("a", "ns/w-0", 1000, 10), Booking("a", "ns/w-1", 500, 10))
     after = (Booking("b", "ns/w-0", 1000, 10), Booking("a", "ns/w-1", 250, 10))
-    held = sorted(_held(before, after), key=lambda b: (b.node, b.alloc_id))
+    held = sorted(held_until_written(before, after), key=lambda b: (b.node, b.alloc_id))
     assert [(b.node, b.alloc_id, b.cpu) for b in held] == [
         ("a", "ns/w-0", 1000),
         ("a", "ns/w-1", 500),
