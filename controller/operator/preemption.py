@@ -31,11 +31,11 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 import aiohttp
 
-from controller.api.models import KIND, Workload, WorkloadStatus
+from controller.api.models import Workload, WorkloadStatus
 from controller.core.decision import Decision
 from controller.core.ledger import Assumption, Ledger
 from controller.core.preemption import (
@@ -49,7 +49,6 @@ from controller.core.preemption import (
 )
 from controller.core.scheduler import Scheduler
 from controller.core.vocabulary import EVENT_PREEMPTED
-from controller.manifests import API_VERSION
 from controller.operator import metrics
 from controller.operator.kube import ApiError, Fenced, KubeApi
 from controller.operator.priorities import PriorityIndex
@@ -91,10 +90,8 @@ class Preemption:
         api: KubeApi,
         scheduler: Scheduler,
         priorities: PriorityIndex,
-        post_event: Callable[[str, dict[str, Any]], None],
+        post_event: Callable[[WorkloadRecord, str, str, str | None], None],
         now: Callable[[], str],
-        component: str,
-        identity: str,
     ) -> None:
         self.state = state
         self.queue = queue
@@ -103,8 +100,6 @@ class Preemption:
         self.priorities = priorities
         self.post_event = post_event
         self.now = now
-        self.component = component
-        self.identity = identity
         self.failpoint = os.environ.get(FAILPOINT_ENV) == FAILPOINT_AFTER_VICTIMS
 
     @property
@@ -262,27 +257,5 @@ class Preemption:
     ) -> None:
         """``Preempted`` on the victim, naming the preemptor (kube-scheduler's wording:
         ``Preempted by pod <uid> on node <node>``; here the preemptor's key and priority)."""
-        now = self.now()
-        self.post_event(
-            record.namespace,
-            {
-                "metadata": {"generateName": f"{record.name}.", "namespace": record.namespace},
-                "involvedObject": {
-                    "apiVersion": API_VERSION,
-                    "kind": KIND,
-                    "name": record.name,
-                    "namespace": record.namespace,
-                    "uid": record.uid,
-                    "resourceVersion": version,
-                },
-                "type": "Normal",
-                "reason": EVENT_PREEMPTED,
-                "message": preemption_message(write.victims, plan.preemptor, plan.priority),
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-                "source": {"component": self.component},
-                "reportingComponent": f"orca.cloudinit.dev/{self.component}",
-                "reportingInstance": self.identity,
-            },
-        )
+        message = preemption_message(write.victims, plan.preemptor, plan.priority)
+        self.post_event(record, EVENT_PREEMPTED, message, version)

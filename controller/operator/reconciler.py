@@ -98,10 +98,8 @@ class Reconciler:
             api,
             self.scheduler,
             self.priorities,
-            self.enqueue_event,
+            self.post_event,
             now,
-            COMPONENT,
-            identity,
         )
 
     # -- the loop --------------------------------------------------------------------------------
