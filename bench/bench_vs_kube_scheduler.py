@@ -38,6 +38,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -317,8 +318,14 @@ def run_side(name: str, args: argparse.Namespace) -> Result:
     side = SIDES[name]
     with tempfile.TemporaryDirectory(prefix=f"orca-vs-{name}-") as tmp:
         workdir = Path(tmp)
-        with ControlPlane(workdir / "cp") as plane:
-            return asyncio.run(_run_side(side, plane, workdir, args))
+        try:
+            with ControlPlane(workdir / "cp") as plane:
+                return asyncio.run(_run_side(side, plane, workdir, args))
+        finally:
+            if args.logs:  # the schedulers' logs outlive the run's control plane
+                args.logs.mkdir(parents=True, exist_ok=True)
+                for log in workdir.glob("*.log"):
+                    shutil.copy(log, args.logs / log.name)
 
 
 async def _run_side(
@@ -460,6 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--side", choices=("both", KUBE, ORCA), default="both")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per side")
+    parser.add_argument("--logs", type=Path, help="keep each scheduler's log in this directory")
     args = parser.parse_args(argv)
     if args.nodes < 1 or args.objects < 1 or args.concurrency < 1:
         parser.error("--nodes, --objects and --concurrency must be at least 1")

@@ -15,10 +15,16 @@ import kopf
 from controller.api.models import GROUP
 from controller.core.scheduler import Scheduler
 from controller.operator import gauges, handlers, metrics
+from controller.operator.informer import (
+    WATCH_TIMEOUT,
+    Informer,
+    apply_node_event,
+    apply_workload_event,
+)
 from controller.operator.kube import KubeApi, load_configuration
 from controller.operator.leader import LeaderElector, default_identity
 from controller.operator.rebalancer import RebalanceLoop
-from controller.operator.reconciler import LIST_PAGE, Reconciler
+from controller.operator.reconciler import LIST_PAGE, NODES_PATH, Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from controller.version import version
@@ -65,7 +71,7 @@ def configure_kopf(settings: kopf.OperatorSettings, args: argparse.Namespace) ->
     # its initial listing (10,000 Workload bodies) at once, while our handlers are fast
     # enough that a few hundred in flight keep up with the API server.
     settings.queueing.worker_limit = 200
-    settings.watching.server_timeout = 300
+    settings.watching.server_timeout = WATCH_TIMEOUT
     settings.watching.chunk_size = LIST_PAGE  # kopf's initial listing in pages, not at once
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 30
@@ -233,6 +239,13 @@ async def operate(args: argparse.Namespace) -> None:
     @kopf.on.startup(registry=registry)
     async def start_loop(**_: object) -> None:
         background.append(asyncio.create_task(reconciler.run(), name="scheduling loop"))
+        timeout = int(settings.watching.server_timeout or WATCH_TIMEOUT)
+        informers = [Informer(reconciler, NODES_PATH, apply_node_event, "nodes", timeout)]
+        for path in reconciler.workload_paths():
+            informers.append(Informer(reconciler, path, apply_workload_event, "workloads", timeout))
+        for informer in informers:
+            name = f"watch {informer.path}"
+            background.append(asyncio.create_task(informer.run(), name=name))
         background.append(asyncio.create_task(reconciler.post_events(), name="event poster"))
         resync = _resync(reconciler, args.resync_seconds)
         background.append(asyncio.create_task(resync, name="resync"))

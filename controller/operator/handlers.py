@@ -1,29 +1,24 @@
-"""kopf wiring: watch events update ``ClusterState`` and queue work. Nothing else.
+"""kopf wiring: login, and PriorityClass watch events into the reconciler's index. Nothing
+else: Nodes and Workloads, the hot path, are watched by orca itself (``informer``).
 
-Event handlers return nothing and store nothing, so kopf never patches a Workload or a Node.
-They are ``async``: kopf runs sync handlers in threads, and the state has no locks.
+Event handlers return nothing and store nothing, so kopf never patches an object. They are
+``async``: kopf runs sync handlers in threads, and the state has no locks.
 
-The initial view is *not* built from these events: kopf's index gate (which holds every
-handler until all indexes are filled) wakes every waiting object worker on each object it
-indexes, O(objects^2) in a burst, and it dominated the operator's CPU with 1,000 Nodes.
-Instead the reconciler LISTs Nodes and Workloads itself before deciding anything
-(``Reconciler.relist``); events that arrive meanwhile are merged by resourceVersion.
-
-A watch that expires (410 Gone: the API server's watch cache no longer holds our
-resourceVersion, e.g. after it restarted) makes kopf LIST again and replay what exists as
-``type=None`` events; what was deleted in the gap is never reported. So a replay after a
-kind's initial listing asks the reconciler for its own LIST, which merges deletions too
-(once kopf's replay has gone quiet: ``app._resync``).
+The initial view is *not* built from these events: the reconciler LISTs PriorityClasses
+itself before deciding anything (``Reconciler.relist``). A watch that expires (410 Gone: the
+API server's watch cache no longer holds our resourceVersion, e.g. after it restarted) makes
+kopf LIST again and replay what exists as ``type=None`` events; what was deleted in the gap is
+never reported. So a replay after the initial listing asks the reconciler for its own LIST,
+which merges deletions too (once kopf's replay has gone quiet: ``app._resync``).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import Any
 
 import kopf
 
-from controller.api.models import GROUP, PLURAL, VERSION
 from controller.operator.kube import authorization, load_configuration
 from controller.operator.reconciler import Reconciler
 
@@ -43,13 +38,6 @@ def register(
         re-read on every login so rotated tokens and certificates are picked up."""
         return connection_info(load_configuration(kubeconfig))
 
-    def node_changed(name: str) -> None:
-        """Who could care: replicas on it, DaemonSets, and whatever a node could cure."""
-        if reconciler.ready.is_set():
-            queue.add_all(
-                state.keys_on_node(name) | state.daemon_keys() | state.keys_waiting_for_nodes()
-            )
-
     last_listed: dict[str, float] = {}  # kind -> when kopf last replayed one of its objects
 
     def listed_again(kind: str, type: str | None) -> None:
@@ -64,13 +52,6 @@ def register(
         if previous is not None and now - previous > RELIST_GAP and reconciler.ready.is_set():
             reconciler.request_relist()
 
-    @kopf.on.event("nodes", registry=registry)
-    async def node_event(type: str | None, event: kopf.RawEvent, name: str, **_: Any) -> None:
-        listed_again("nodes", type)
-        changed = state.delete_node(name) if type == "DELETED" else state.upsert_node(raw(event))
-        if changed:
-            node_changed(name)
-
     @kopf.on.event("scheduling.k8s.io", "v1", "priorityclasses", registry=registry)
     async def priority_class_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
         """A class created, changed or deleted: decide again the Workloads that name it (and
@@ -80,25 +61,6 @@ def register(
         touched = priorities.delete(name) if type == "DELETED" else priorities.upsert(body)
         if touched and reconciler.ready.is_set():
             queue.add_all(priorities.keys_naming(state, touched))
-
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def workload_event(
-        type: str | None, event: kopf.RawEvent, namespace: str | None, name: str, **_: Any
-    ) -> None:
-        listed_again("workloads", type)
-        if type == "DELETED":
-            if state.delete_workload(f"{namespace}/{name}") and reconciler.ready.is_set():
-                queue.add_all(state.keys_waiting_for_capacity())
-            return
-        record = state.upsert_workload(raw(event))
-        if record is not None and reconciler.ready.is_set():
-            queue.add(record.key)
-
-
-def raw(event: kopf.RawEvent) -> dict[str, Any]:
-    """The object of a watch event as the plain dict kopf parsed: reading it (and validating
-    it with pydantic) is several times cheaper than through kopf's ``Body`` view."""
-    return cast(dict[str, Any], event["object"])
 
 
 def connection_info(configuration: Any) -> kopf.ConnectionInfo:

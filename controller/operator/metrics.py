@@ -242,9 +242,10 @@ RELISTS = Counter(
 )
 WATCH_RESTARTS = Counter(
     "orca_watch_restarts_total",
-    "kopf watch streams restarted, by resource and reason: 'expired' (410 Gone: the "
-    "resourceVersion was too old, kopf lists again), 'inactive' (no event in the inactivity "
-    "timeout).",
+    "Watch streams restarted (orca's own for nodes and workloads, kopf's for the rest), by "
+    "resource and reason: 'expired' (410 Gone: the resourceVersion was too old, listed "
+    "again), 'broken' (the connection failed or was cut), 'inactive' (kopf: no event in the "
+    "inactivity timeout).",
     ["resource", "reason"],
 )
 EVENTS_DROPPED = Counter(

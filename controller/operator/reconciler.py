@@ -56,6 +56,7 @@ logger = logging.getLogger("orca.scheduler")
 COMPONENT = "orca-controller"
 #: Objects per page of the operator's own LISTs (kopf's listing uses the same size).
 LIST_PAGE = 500
+NODES_PATH = "/api/v1/nodes"
 
 
 class Reconciler:
@@ -84,6 +85,10 @@ class Reconciler:
         self.ready = asyncio.Event()
         #: Set when a LIST of our own is wanted soon (a watch expired); ``app._resync`` runs it.
         self.relist_wanted = asyncio.Event()
+        #: The resourceVersion of the last LIST of each path (``workload_paths``, Nodes):
+        #: where its watch (``informer``) starts, and starts again after a 410.
+        self.list_versions: dict[str, str | None] = {}
+        self._relisting: asyncio.Future[None] | None = None
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
         self._cel_seen: dict[str, int] = {}
@@ -105,7 +110,17 @@ class Reconciler:
     # -- the loop --------------------------------------------------------------------------------
 
     async def relist(self) -> None:
-        """LIST Nodes and Workloads and merge them into the state (start-up and resync)."""
+        """LIST Nodes and Workloads and merge them into the state (start-up, resync, a watch
+        that expired). Callers that come while one is in flight share it: after an API server
+        restart every watch expires at once, and one LIST (begun after the outage) serves
+        them all."""
+        if self._relisting is None or self._relisting.done():
+            self._relisting = asyncio.ensure_future(self._counted_relist())
+            # Its failure is the awaiters' to report; seen here too if they were cancelled.
+            self._relisting.add_done_callback(lambda f: f.cancelled() or f.exception())
+        await asyncio.shield(self._relisting)
+
+    async def _counted_relist(self) -> None:
         try:
             await self._relist()
         except Exception:
@@ -114,19 +129,23 @@ class Reconciler:
         metrics.RELISTS.labels(outcome=metrics.RELIST_LISTED).inc()
 
     async def _relist(self) -> None:
-        node_items, nodes_version = await self._list("/api/v1/nodes")
+        node_items, nodes_version = await self._list(NODES_PATH)
         classes = await self.api.request("GET", PRIORITY_CLASSES_PATH)
         if self.priorities.sync(classes.get("items") or []) and self.ready.is_set():
             self.queue.add_all(self.state.records)  # a class changed unseen: re-resolve all
         items: list[dict[str, Any]] = []
         versions: list[str | None] = []
-        for path in self._workload_paths():
+        listed_at: dict[str, str | None] = {}
+        for path in self.workload_paths():
             listed, version = await self._list(path)
             items.extend(listed)
             versions.append(version)
+            listed_at[path] = version
         # Several namespaces: the oldest list version is the safe one to compare against.
         oldest = min(versions, key=lambda v: int(v) if v and v.isdigit() else 0)
         self.state.sync(node_items, items, (nodes_version, oldest))
+        self.list_versions.update(listed_at)
+        self.list_versions[NODES_PATH] = nodes_version
 
     async def _list(self, path: str) -> tuple[list[dict[str, Any]], str | None]:
         """Every object at ``path`` and the list's resourceVersion, read in pages of
@@ -146,11 +165,21 @@ class Reconciler:
                 return items, metadata.get("resourceVersion")
             params = {"limit": str(LIST_PAGE), "continue": metadata["continue"]}
 
+    def node_changed(self, name: str) -> None:
+        """A Node changed in what the scheduler reads: who could care are the Workloads with
+        replicas on it, DaemonSets, and whatever a node could cure."""
+        if self.ready.is_set():
+            state = self.state
+            self.queue.add_all(
+                state.keys_on_node(name) | state.daemon_keys() | state.keys_waiting_for_nodes()
+            )
+
     def request_relist(self) -> None:
         """Ask for a LIST soon; requests made before it runs are served by the same LIST."""
         self.relist_wanted.set()
 
-    def _workload_paths(self) -> list[str]:
+    def workload_paths(self) -> list[str]:
+        """The Workload collections this operator serves: all namespaces, or each of its own."""
         base = f"/apis/{GROUP}/{VERSION}"
         if not self.namespaces:
             return [f"{base}/{PLURAL}"]
