@@ -129,40 +129,45 @@ class Reconciler:
         metrics.RELISTS.labels(outcome=metrics.RELIST_LISTED).inc()
 
     async def _relist(self) -> None:
-        node_items, nodes_version = await self._list(NODES_PATH)
+        """Each object is merged as its page arrives: the whole LIST never sits in memory at
+        once (10,000 Workloads as dicts were the operator's peak of memory)."""
+        state = self.state
+        node_names: set[str | None] = set()
+        nodes_version = await self._list(
+            NODES_PATH, lambda obj: node_names.add(state.merge_listed_node(obj))
+        )
         classes = await self.api.request("GET", PRIORITY_CLASSES_PATH)
         if self.priorities.sync(classes.get("items") or []) and self.ready.is_set():
-            self.queue.add_all(self.state.records)  # a class changed unseen: re-resolve all
-        items: list[dict[str, Any]] = []
-        versions: list[str | None] = []
+            self.queue.add_all(state.records)  # a class changed unseen: re-resolve all
+        keys: set[str] = set()
         listed_at: dict[str, str | None] = {}
         for path in self.workload_paths():
-            listed, version = await self._list(path)
-            items.extend(listed)
-            versions.append(version)
-            listed_at[path] = version
+            listed_at[path] = await self._list(
+                path, lambda obj: keys.add(state.merge_listed_workload(obj))
+            )
         # Several namespaces: the oldest list version is the safe one to compare against.
+        versions = list(listed_at.values())
         oldest = min(versions, key=lambda v: int(v) if v and v.isdigit() else 0)
-        self.state.sync(node_items, items, (nodes_version, oldest))
+        state.drop_unlisted_nodes(node_names, nodes_version)
+        state.drop_unlisted_workloads(keys, oldest)
         self.list_versions.update(listed_at)
         self.list_versions[NODES_PATH] = nodes_version
 
-    async def _list(self, path: str) -> tuple[list[dict[str, Any]], str | None]:
-        """Every object at ``path`` and the list's resourceVersion, read in pages of
-        ``LIST_PAGE`` (one consistent snapshot: the API server serves the pages of one list
-        from the same revision), each object without ``managedFields`` (nothing here reads
-        them, and they are a third to a half of a Workload with a status). A whole LIST of
-        10,000 Workloads at once was the operator's peak of memory, beside kopf's own."""
-        items: list[dict[str, Any]] = []
+    async def _list(self, path: str, merge: Callable[[dict[str, Any]], None]) -> str | None:
+        """``merge`` every object at ``path``, read in pages of ``LIST_PAGE`` (one consistent
+        snapshot: the API server serves the pages of one list from the same revision), each
+        object without ``managedFields`` (nothing here reads them, and they are a third to a
+        half of a Workload with a status); returns the list's resourceVersion."""
         params = {"limit": str(LIST_PAGE)}
         while True:
             page = await self.api.request("GET", path, params=params)
             for obj in page.get("items") or []:
                 (obj.get("metadata") or {}).pop("managedFields", None)
-                items.append(obj)
+                merge(obj)
             metadata = page.get("metadata") or {}
             if not metadata.get("continue"):
-                return items, metadata.get("resourceVersion")
+                version: str | None = metadata.get("resourceVersion")
+                return version
             params = {"limit": str(LIST_PAGE), "continue": metadata["continue"]}
 
     def node_changed(self, name: str) -> None:

@@ -212,20 +212,34 @@ class ClusterState:
         """Merge a full LIST of Nodes and Workloads: add and update what it holds, drop what
         it lacks unless the watch told us of it after the LIST was taken (a newer version)."""
         nodes_version, workloads_version = list_versions
-        listed_nodes = set()
-        for obj in nodes:
-            self.upsert_node(obj)
-            listed_nodes.add((obj.get("metadata") or {}).get("name"))
-        for name in set(self.nodes) - listed_nodes:
-            if is_newer(nodes_version, self.node_versions.get(name)):
+        self.drop_unlisted_nodes({self.merge_listed_node(obj) for obj in nodes}, nodes_version)
+        listed = {self.merge_listed_workload(obj) for obj in workloads}
+        self.drop_unlisted_workloads(listed, workloads_version)
+
+    def merge_listed_node(self, obj: Mapping[str, Any]) -> str | None:
+        """One Node of a LIST, merged; returns its name (what ``drop_unlisted_nodes`` keeps)."""
+        self.upsert_node(obj)
+        name = (obj.get("metadata") or {}).get("name")
+        return name if isinstance(name, str) else None
+
+    def merge_listed_workload(self, obj: Mapping[str, Any]) -> str:
+        """One Workload of a LIST, merged; returns its key (``drop_unlisted_workloads``)."""
+        self.upsert_workload(obj)
+        metadata = obj.get("metadata") or {}
+        return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+
+    def drop_unlisted_nodes(self, listed: set[str | None], version: str | None) -> None:
+        """After a LIST: forget the Nodes it lacks, unless a watch event newer than the LIST
+        told us of them."""
+        for name in set(self.nodes) - listed:
+            if is_newer(version, self.node_versions.get(name)):
                 self.delete_node(name)
-        listed = set()
-        for obj in workloads:
-            self.upsert_workload(obj)
-            metadata = obj.get("metadata") or {}
-            listed.add(f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}")
+
+    def drop_unlisted_workloads(self, listed: set[str], version: str | None) -> None:
+        """After a LIST: forget the Workloads it lacks (and free their capacity), unless a
+        watch event newer than the LIST told us of them."""
         for key in set(self.records) - listed:
-            if is_newer(workloads_version, self.records[key].resource_version):
+            if is_newer(version, self.records[key].resource_version):
                 self.delete_workload(key)
 
     # -- who to retry when something changes ----------------------------------------------------
