@@ -24,7 +24,7 @@ from controller.core.plugins import constraints, eligibility, resources, runtime
 from controller.core.scheduler import Scheduler
 from controller.operator import metrics
 from controller.operator.kube import ApiError, KubeApi, api_resource
-from controller.operator.reconciler import Reconciler
+from controller.operator.reconciler import PendingEvent, Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from tests.factories import node_object, stored_workload
@@ -409,8 +409,8 @@ def test_kopf_watch_restarts_are_counted_from_kopf_itself(monkeypatch: pytest.Mo
 
 def test_events_that_do_not_fit_their_queue_are_counted_as_dropped() -> None:
     reconciler, _ = reconciler_for([wl("w")])
-    full: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=1)
-    full.put_nowait(("ns", {}))
+    full: asyncio.Queue[PendingEvent] = asyncio.Queue(maxsize=1)
+    full.put_nowait(PendingEvent("other", "ns", None, "1", "Scheduled", "", False, "", "me"))
     reconciler._events = full
     with Delta("orca_events_dropped_total") as dropped:
         asyncio.run(decide(reconciler, "ns/w"))  # Pending -> Scheduled: an Event is due

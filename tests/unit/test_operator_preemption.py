@@ -97,7 +97,8 @@ def test_victims_are_written_first_then_the_preemptor() -> None:
     assert high["placements"][0]["node"] == "a" and high["priority"] == 1000
     assert used_cpu(state) == 2000  # only the preemptor
     assert len(reconciler.queue) == 1  # the victim, queued again to land elsewhere
-    events = [reconciler._events.get_nowait()[1] for _ in range(reconciler._events.qsize())]
+    queued = [reconciler._events.get_nowait() for _ in range(reconciler._events.qsize())]
+    events = [e.body() for e in queued]
     assert [(e["involvedObject"]["name"], e["reason"], e["message"]) for e in events] == [
         ("low", "Preempted", message),
         ("high", "Scheduled", "1/1 replicas placed"),

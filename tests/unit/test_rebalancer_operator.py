@@ -109,7 +109,7 @@ def test_a_pass_moves_allowed_replicas_with_a_write_an_event_and_a_count() -> No
     assert moves(metrics.MOVE_MOVED) - before == 2
     queued = []
     while not reconciler._events.empty():
-        queued.append(reconciler._events.get_nowait()[1])
+        queued.append(reconciler._events.get_nowait().body())
     assert [e["reason"] for e in queued] == ["Rebalanced", "Rebalanced"]
     assert "moved replica ns/web-" in queued[0]["message"]
     assert queued[0]["involvedObject"]["name"] == "web"
