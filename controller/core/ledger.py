@@ -65,6 +65,8 @@ class Ledger:
         self.table = table if table is not None else NodeTable(())
         self.used_cpu: IntArray = np.zeros(len(self.table), dtype=np.int64)
         self.used_memory: IntArray = np.zeros(len(self.table), dtype=np.int64)
+        #: Replicas booked per node (of every Workload): the per-node gauge, kept in step.
+        self.replicas: IntArray = np.zeros(len(self.table), dtype=np.int64)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -98,6 +100,7 @@ class Ledger:
         other._bookings = dict(self._bookings)
         other.used_cpu = self.used_cpu.copy()
         other.used_memory = self.used_memory.copy()
+        other.replicas = self.replicas.copy()
         return other
 
     # -- writing -----------------------------------------------------------------------------
@@ -108,6 +111,7 @@ class Ledger:
         self.table = table
         self.used_cpu = np.zeros(len(table), dtype=np.int64)
         self.used_memory = np.zeros(len(table), dtype=np.int64)
+        self.replicas = np.zeros(len(table), dtype=np.int64)
         for bookings in self._bookings.values():
             self._apply(bookings, +1)
 
@@ -152,6 +156,7 @@ class Ledger:
             if i is not None:
                 self.used_cpu[i] += sign * b.cpu
                 self.used_memory[i] += sign * b.memory
+                self.replicas[i] += sign
 
 
 def bookings_from_status(workload: Workload) -> list[Booking]:

@@ -62,13 +62,10 @@ class GaugeExporter:
         table = state.table()
         ledger = state.ledger
         free_cpu, free_memory = ledger.free()
-        placements: Counter[str] = Counter()
-        for key in ledger.workload_keys():
-            placements.update(b.node for b in ledger.bookings(key))
         metrics.PER_NODE.publish(
             metrics.NodeSnapshot(
                 names=table.hostnames,
-                placements=tuple(placements.get(name, 0) for name in table.hostnames),
+                placements=tuple(ledger.replicas.tolist()),
                 allocatable_cpu_cores=tuple((table.cpu / MILLI).tolist()),
                 allocatable_memory_bytes=tuple(table.memory.tolist()),
                 free_cpu_cores=tuple((free_cpu / MILLI).tolist()),

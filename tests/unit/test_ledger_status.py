@@ -21,10 +21,12 @@ def test_assume_books_and_forget_restores() -> None:
         "ns/w", [Booking("a", "ns/w-0", 1000, 0), Booking("a", "ns/w-1", 1000, 0)]
     )
     assert int(ledger.used_cpu[0]) == 2000
+    assert int(ledger.replicas[0]) == 2
     ledger.forget(assumption)
     assert int(ledger.used_cpu[0]) == 1000
     ledger.forget(assumption)  # idempotent
     assert int(ledger.used_cpu[0]) == 1000
+    assert int(ledger.replicas[0]) == 1
 
 
 def test_forget_never_undoes_a_newer_decision() -> None:
@@ -49,10 +51,13 @@ def test_rebind_keeps_bookings_on_nodes_that_left() -> None:
     ledger.rebind(NodeTable([node("a")]))
     assert ledger.bookings("ns/w") == (Booking("b", "ns/w-0", 500, 0),)
     assert ledger.used_cpu.tolist() == [0]
+    assert ledger.replicas.tolist() == [0]  # counted on no node of the table
     ledger.rebind(NodeTable([node("a"), node("b")]))
     assert ledger.used_cpu.tolist() == [0, 500]
+    assert ledger.replicas.tolist() == [0, 1]
     ledger.remove("ns/w")
     assert ledger.used_cpu.tolist() == [0, 0]
+    assert ledger.replicas.tolist() == [0, 0]
     assert len(ledger) == 0
 
 
