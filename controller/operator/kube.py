@@ -19,11 +19,12 @@ the connection with nothing sent, and the caller gets ``Fenced``.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -38,6 +39,9 @@ from controller.api.models import GROUP, PLURAL, VERSION
 from controller.operator import metrics
 
 MERGE_PATCH = "application/merge-patch+json"
+#: Seconds a session replaced after a 401 lives on for the requests it carries (their
+#: timeout is 30 s).
+RETIRED_SESSION_GRACE = 35.0
 
 logger = logging.getLogger("orca.kube")
 
@@ -153,6 +157,7 @@ class KubeApi:
     #: token that was rotated and revoked at once does not wait for the periodic re-read.
     reload: Callable[[], k8s_client.Configuration] | None = None
     _session: aiohttp.ClientSession | None = None
+    _retired: set[aiohttp.ClientSession] = field(default_factory=set)
 
     async def __aenter__(self) -> KubeApi:
         return self
@@ -183,6 +188,24 @@ class KubeApi:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        for retired in list(self._retired):
+            await retired.close()
+
+    def _retire_session(self) -> None:
+        """Start a new session for the next requests (new credentials), and close the old
+        one only once what it carries is done: aiohttp leaves a response pending on a closed
+        session silent until its timeout, so closing it at once stalls the requests in
+        flight (status writes, a Lease renew) for that long."""
+        old, self._session = self._session, None
+        if old is None:
+            return
+        self._retired.add(old)
+
+        def close_old() -> None:
+            closing = asyncio.ensure_future(old.close())
+            closing.add_done_callback(lambda _: self._retired.discard(old))
+
+        asyncio.get_running_loop().call_later(RETIRED_SESSION_GRACE, close_old)
 
     async def request(
         self,
@@ -207,7 +230,7 @@ class KubeApi:
                     raise
             logger.info("credentials refused (401 on %s %s): loading them again", method, path)
             self.configuration = self.reload()
-            await self.close()  # the TLS client certificate may have been rotated too
+            self._retire_session()  # the TLS client certificate may have been rotated too
             return await self._send(method, path, body, content_type, params)
         except aiohttp.ClientError:
             if fence is not None and not fence():
@@ -271,8 +294,7 @@ class KubeApi:
                 if exc.status != 401 or self.reload is None or attempt == 2:
                     raise
             logger.info("credentials refused (401 watching %s): loading them again", path)
-            self.configuration = self.reload()
-            await self.close()
+            self.configuration = self.reload()  # the next attempt's session uses them
 
     async def _watch(
         self, path: str, params: Mapping[str, str], timeout: int
@@ -281,13 +303,20 @@ class KubeApi:
         token = authorization(self.configuration)
         if token:
             headers["Authorization"] = token
-        session = await self.session()
         resource = api_resource(path)
         # No total timeout: the server ends the watch; a silent connection is cut after a
         # minute past that (a half-open TCP connection never errors by itself).
         limits = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout + 60)
         url = self.configuration.host + path
-        async with session.get(url, params=params, headers=headers, timeout=limits) as response:
+        # A session (and connection) of its own per watch: a shared session closed under a
+        # streaming response (``request`` does so after a 401, to load rotated credentials)
+        # leaves that stream silent, without an error, until ``sock_read`` runs out. One TLS
+        # handshake per watch, every few minutes, is nothing next to that.
+        connector = aiohttp.TCPConnector(limit=1, ssl=self._ssl())
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            session.get(url, params=params, headers=headers, timeout=limits) as response,
+        ):
             metrics.API_REQUESTS.labels(
                 verb="WATCH", resource=resource, code=str(response.status)
             ).inc()

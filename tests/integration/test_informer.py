@@ -134,3 +134,30 @@ def test_an_expired_watch_lists_again_and_loses_nothing(
             await asyncio.gather(*tasks, return_exceptions=True)
 
     _run(control_plane, body)
+
+
+def test_the_watches_go_on_when_the_requests_session_is_closed(
+    control_plane: ControlPlane, cluster: Cluster, namespace: str
+) -> None:
+    """After a 401 the client loads its credentials again and replaces its requests' session
+    (rotated client certificates). A watch streaming on a session closed under it goes silent,
+    without an error, until its read timeout (minutes): each watch has a session of its own."""
+
+    async def body(api: KubeApi) -> None:
+        reconciler = Reconciler(ClusterState(), WorkQueue(), api, namespaces=[namespace])
+        await reconciler.relist()
+        reconciler.ready.set()
+        informer = Informer(reconciler, _path(namespace), apply_workload_event, "workloads", 300)
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.to_thread(cluster.apply, workload_obj("first", namespace, kind="Job"))
+            state = reconciler.state
+            await _until(lambda: f"{namespace}/first" in state.records, "the first Workload")
+            await api.close()  # what a 401 does to the requests' session, at worst
+            await asyncio.to_thread(cluster.apply, workload_obj("second", namespace, kind="Job"))
+            await _until(lambda: f"{namespace}/second" in state.records, "the second Workload", 20)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    _run(control_plane, body)
