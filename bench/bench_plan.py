@@ -1,0 +1,171 @@
+"""Benchmark ``orca plan`` end to end, through the real CLI in a child process, as a user runs it.
+
+Writes a ``kubectl get nodes -o yaml``-shaped file of Nodes (``bench_manifests``' kubelet-shaped
+Nodes, ~3 KB each) and a multi-document file of Workloads in the benchmarks' mix
+(``bench_scheduler``: Jobs and Services of 1-5 replicas, two CEL constraints each), runs
+``orca plan --nodes F --workloads F -o json --timings`` and prints, per Workload count:
+
+- the time to the first decision (from the child's own ``--timings`` line: since the process
+  started, so interpreter start-up and imports are in it),
+- the total wall time (spawn to exit, measured here) and Workloads per second end to end,
+- the child's CPU time and peak RSS (its rusage, from ``wait4``),
+- the CLI's phase times (imports, reading the Nodes, the Workloads, planning, output).
+
+``--runs N`` gives the best of N by wall time (the machine is shared: the fastest run is the one
+least disturbed). ``--save DIR`` keeps each run's JSON output and ``--compare DIR`` checks the
+placements against a saved run (e.g. made on another commit): same inputs, same plan.
+
+    python bench/bench_plan.py                        # 5,000 nodes; 5,000 and 20,000 Workloads
+    python bench/bench_plan.py --workloads 5000 --runs 3 --compare /tmp/before
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.bench_manifests import write_nodes
+from bench.bench_scheduler import random_spec
+
+ORCA = Path(sys.executable).with_name("orca")
+TIMINGS = re.compile(r"^orca plan: timings: (.*)$", re.MULTILINE)
+
+
+def write_workloads(path: Path, count: int, seed: int) -> None:
+    """``count`` Workload manifests in the benchmarks' mix, one YAML document each."""
+    rng = random.Random(seed)
+    docs = [
+        {
+            "apiVersion": "orca.cloudinit.dev/v1alpha1",
+            "kind": "Workload",
+            "metadata": {"name": f"w{i}", "namespace": "bench"},
+            "spec": random_spec(rng),
+        }
+        for i in range(count)
+    ]
+    dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    path.write_text(yaml.dump_all(docs, Dumper=dumper, sort_keys=False))
+
+
+@dataclass(frozen=True)
+class Run:
+    wall: float  # spawn to exit, seconds
+    cpu: float  # user + system, seconds
+    rss_mb: float  # peak resident set
+    phases: dict[str, float]  # the CLI's own --timings, seconds
+    exit_code: int
+
+
+def run_cli(nodes: Path, workloads: Path, out: Path, timings: bool = True) -> Run:
+    """One ``orca plan`` in a child process; its stdout goes to ``out``."""
+    cmd = [str(ORCA), "plan", "--nodes", str(nodes), "--workloads", str(workloads), "-o", "json"]
+    cmd += ["--timings"] if timings else []
+    with out.open("wb") as stdout, tempfile.TemporaryFile() as stderr:
+        started = time.perf_counter()
+        child = subprocess.Popen(cmd, stdout=stdout, stderr=stderr)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        stderr.seek(0)
+        err = stderr.read().decode()
+    if child.returncode not in (0, 1):
+        raise SystemExit(f"orca plan failed ({child.returncode}): {err.strip()}")
+    phases: dict[str, float] = {}
+    found = TIMINGS.search(err)
+    if found:  # "imports 0.31 s, nodes 0.42 s, ..."
+        for part in found.group(1).split(", "):
+            name, _, value = part.rpartition(" ")[0].rpartition(" ")
+            phases[name] = float(value)
+    return Run(
+        wall=wall,
+        cpu=usage.ru_utime + usage.ru_stime,
+        rss_mb=usage.ru_maxrss / 1024,
+        phases=phases,
+        exit_code=child.returncode,
+    )
+
+
+def placements(path: Path) -> dict[str, Any]:
+    """What a plan decided, without the timestamps: workload -> (phase, placements, reasons)."""
+    results = json.loads(path.read_text())["results"]
+    return {
+        r["workload"]: (
+            r.get("phase"),
+            [(p["node"], p["allocId"], p["score"]) for p in r.get("placements", [])],
+            r.get("message"),
+            r.get("unschedulable"),
+        )
+        for r in results
+    }
+
+
+def compare(ours: Path, theirs: Path) -> str:
+    if not theirs.exists():
+        return f"no {theirs} to compare with"
+    a, b = placements(ours), placements(theirs)
+    if list(a) != list(b):
+        return "DIFFERENT: not the same Workloads in the same order"
+    differing = [key for key in a if a[key] != b[key]]
+    if differing:
+        return f"DIFFERENT: {len(differing)} Workloads, first {differing[0]}"
+    return f"same plan as {theirs} ({len(a)} Workloads)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--workloads", type=int, nargs="+", default=[5000, 20000])
+    parser.add_argument("--runs", type=int, default=1, help="best of N (by wall time)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--save", type=Path, help="keep each plan's JSON output here")
+    parser.add_argument("--compare", type=Path, help="check the plans against those saved here")
+    parser.add_argument(
+        "--no-timings", action="store_true", help="for an orca without --timings (older commits)"
+    )
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        nodes = Path(tmp) / "nodes.yaml"
+        size = write_nodes(nodes, args.nodes)
+        print(f"{args.nodes} kubelet-shaped Nodes, {size / 1e6:.1f} MB of YAML")
+        for count in args.workloads:
+            workloads = Path(tmp) / f"workloads-{count}.yaml"
+            write_workloads(workloads, count, args.seed)
+            out = Path(tmp) / f"plan-{count}.json"
+            runs = [run_cli(nodes, workloads, out, not args.no_timings) for _ in range(args.runs)]
+            best = min(runs, key=_wall)
+            first = best.phases.get("first decision")
+            shown = f"{first:5.2f} s" if first is not None else "  n/a"
+            print(
+                f"{count:>6} Workloads ({workloads.stat().st_size / 1e6:.1f} MB): "
+                f"first decision {shown}  total {best.wall:5.2f} s wall "
+                f"{best.cpu:5.2f} s CPU  {count / best.wall:7,.0f} Workloads/s end to end  "
+                f"peak RSS {best.rss_mb:4.0f} MB  exit {best.exit_code}"
+            )
+            if best.phases:
+                print("       " + ", ".join(f"{k} {v:.2f} s" for k, v in best.phases.items()))
+            if args.save:
+                args.save.mkdir(parents=True, exist_ok=True)
+                (args.save / out.name).write_bytes(out.read_bytes())
+            if args.compare:
+                print("       " + compare(out, args.compare / out.name))
+    return 0
+
+
+def _wall(run: Run) -> float:
+    return run.wall
+
+
+if __name__ == "__main__":
+    sys.exit(main())
