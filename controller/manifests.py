@@ -11,6 +11,7 @@ expansion (see its docstring for the budgets).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,31 @@ def read_yaml(path: Path) -> list[Any]:
         raise ManifestError(f"{path}:{where}: invalid YAML: {problem}") from None
 
 
-def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+@dataclass(frozen=True)
+class ManifestFile:
+    """A file's objects, read once: ``orca plan`` takes Nodes or Workloads and the
+    PriorityClasses from the same file, and a 5,000-Node file costs seconds to parse."""
+
+    path: Path
+    objects: tuple[tuple[str, Mapping[str, Any]], ...]  # (where, object), List kinds flattened
+
+
+def read_manifests(path: Path) -> ManifestFile:
+    """Every object in the file (through the bounded loader); ``ManifestError`` otherwise."""
+    return ManifestFile(path, tuple(_read_documents(path)))
+
+
+Source = Path | ManifestFile
+"""A file to read, or one already read."""
+
+
+def _documents(source: Source) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    if isinstance(source, ManifestFile):
+        return iter(source.objects)
+    return _read_documents(source)
+
+
+def _read_documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """(where, object) for every object in the file, flattening List kinds."""
     for number, doc in enumerate(read_yaml(path), start=1):
         if doc is None:
@@ -103,11 +128,12 @@ def _describe(obj: Mapping[str, Any]) -> str:
     return f"{kind} {_shown(namespace)}/{name}" if namespace else f"{kind} {name}"
 
 
-def load_nodes(path: Path) -> list[NodeInfo]:
+def load_nodes(source: Source) -> list[NodeInfo]:
     """Every Node in the file as a NodeInfo; a name given twice is an error naming both."""
+    path = source.path if isinstance(source, ManifestFile) else source
     nodes: list[NodeInfo] = []
     seen: dict[str, str] = {}
-    for where, obj in _documents(path):
+    for where, obj in _documents(source):
         if is_priority_class(obj):
             continue  # read by load_priority_classes: either file may hold them
         if obj.get("kind") != "Node":
@@ -138,11 +164,11 @@ def parse_workload(obj: Mapping[str, Any], where: str) -> Workload:
         raise ManifestError(f"{where}: {_describe(obj)}: {validation_message(exc)}") from None
 
 
-def load_workloads(path: Path) -> list[Workload]:
+def load_workloads(source: Source) -> list[Workload]:
     """Every Workload in the file, in file order; a name given twice is an error."""
     workloads: list[Workload] = []
     seen: set[str] = set()
-    for where, obj in _documents(path):
+    for where, obj in _documents(source):
         if is_priority_class(obj):
             continue
         workload = parse_workload(obj, where)
@@ -164,11 +190,11 @@ def is_priority_class(obj: Mapping[str, Any]) -> bool:
     )
 
 
-def load_priority_classes(*paths: Path) -> PriorityClasses:
+def load_priority_classes(*sources: Source) -> PriorityClasses:
     """Every PriorityClass in the files; a bad one or a name given twice is an error."""
     found: dict[str, tuple[PriorityClass, str]] = {}
-    for path in paths:
-        for where, obj in _documents(path):
+    for source in sources:
+        for where, obj in _documents(source):
             if not is_priority_class(obj):
                 continue
             try:

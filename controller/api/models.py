@@ -14,7 +14,6 @@ from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
-from kubernetes.utils.quantity import parse_quantity
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -24,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+
+from controller.api.quantity import parse_quantity
 
 GROUP = "orca.cloudinit.dev"
 VERSION = "v1alpha1"
@@ -133,7 +134,7 @@ def _quantity_to_int(value: str | int | float, scale: int) -> int:
     if isinstance(value, str) and not _SIGNED_QUANTITY_RE.fullmatch(value):
         raise ValueError(f"{shown} is not a Kubernetes quantity (examples: 500m, 2, 256Mi)")
     try:
-        q: Decimal = parse_quantity(value) * scale  # type: ignore[no-untyped-call]
+        q: Decimal = parse_quantity(value) * scale
     except ArithmeticError:  # decimal.Overflow for 1e999999999
         q = Decimal("Infinity")
     except ValueError as exc:

@@ -67,7 +67,13 @@ CYCLE_BUDGET_ERROR: Final = "not evaluated: the Workload's CEL budget for this c
 Dep = tuple[str, str | None]
 """What an expression reads of ``node``: a field, and for a map field maybe one key."""
 
-_ENV = celpy.Environment()
+
+@functools.cache
+def _environment() -> celpy.Environment:
+    """cel-python's Environment, built on first use: building it builds the CEL grammar's
+    parser (~0.3 s), which a process that never compiles an expression should not pay, and
+    which ``controller.celcache`` can install from a cache before the first compile."""
+    return celpy.Environment()
 
 
 class CelCompileError(ValueError):
@@ -122,7 +128,7 @@ def compile_expression(source: str) -> CompiledExpression:
         raise CelCompileError(str(exc)) from None
     return CompiledExpression(
         source=source,
-        program=_ENV.program(tree, functions=_LOGIC),
+        program=_environment().program(tree, functions=_LOGIC),
         deps=_dependencies(tree),
         cost=cost,
     )
@@ -130,7 +136,7 @@ def compile_expression(source: str) -> CompiledExpression:
 
 def _parse(source: str) -> lark.Tree[Any]:
     try:
-        tree: lark.Tree[Any] = _ENV.compile(source)
+        tree: lark.Tree[Any] = _environment().compile(source)
     except CELParseError as exc:
         raise celcheck.CelCheckError(celcheck.syntax_message(exc.__context__, source)) from None
     except RecursionError:  # unreachable after check_nesting, kept as a backstop
