@@ -72,6 +72,10 @@ class ManifestFile:
     path: Path
     objects: tuple[tuple[str, Mapping[str, Any]], ...]  # (where, object), List kinds flattened
 
+    def priority_classes(self) -> ManifestFile:
+        """Only the PriorityClasses: what is worth keeping once the rest has been read."""
+        return ManifestFile(self.path, tuple(o for o in self.objects if is_priority_class(o[1])))
+
 
 def read_manifests(path: Path) -> ManifestFile:
     """Every object in the file (through the bounded loader); ``ManifestError`` otherwise."""

@@ -233,10 +233,12 @@ def _plan_from_files(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanRe
     """Nodes, Workloads and PriorityClasses from the files, each file read once."""
     nodes_file = read_manifests(Path(args.nodes))
     nodes = load_nodes(nodes_file)
+    nodes_file = nodes_file.priority_classes()  # the Node objects' memory is free to go
     timer.phase("nodes")
     workloads_file = read_manifests(Path(args.workloads))
     classes = load_priority_classes(nodes_file, workloads_file)
     workloads = load_workloads(workloads_file)
+    del workloads_file
     timer.phase("workloads")
     first = functools.partial(timer.point, "first decision")
     return plan(nodes, workloads, classes=classes, on_first_decision=first)

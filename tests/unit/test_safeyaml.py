@@ -6,6 +6,8 @@ import random
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller import safeyaml
 from controller.safeyaml import YAMLLimitError, load_all
@@ -102,3 +104,42 @@ def test_size_is_checked_before_anything_is_parsed(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(safeyaml, "MAX_FILE_BYTES", 1 << 20)
     with pytest.raises(YAMLLimitError, match="larger than 1 MiB"):
         load_all(b"[" * ((1 << 20) + 1))  # a YAML error, were it parsed
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+    | st.sampled_from(["<<", "yes", "~", "0o17", "1_000", ".5", "true", "null", "-", "!", "&a"])
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(docs=st.lists(_JSON, min_size=1, max_size=3), flow=st.sampled_from([None, True, False]))
+def test_documents_load_as_pyyaml_loads_them(docs: list[object], flow: bool | None) -> None:
+    """The inline fast path of the builder (plain scalars seen before) and the spelled-out one
+    build what PyYAML's own safe loader builds, in any style the dumper writes."""
+    text = yaml.safe_dump_all(docs, default_flow_style=flow, allow_unicode=True)
+    assert safeyaml.load_all(text.encode()) == list(yaml.safe_load_all(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "base: &b {x: 1, y: 2}\nuse: {<<: *b, y: 3}\nagain: [*b, *b]\n",
+        "- &s text\n- *s\n- {<<: [{a: 1}, {a: 2, b: 2}], c: *s}\n",
+        "a: !!str 12\nb: ! 12\nc: '12'\nd: 12\ne: [12, '12', !!str 12]\n",
+        "k: &k key\n*k : value\n<<: {m: 1}\n",
+    ],
+)
+def test_anchors_merges_and_tags_load_as_pyyaml_loads_them(text: str) -> None:
+    assert safeyaml.load_all(text.encode()) == list(yaml.safe_load_all(text))
