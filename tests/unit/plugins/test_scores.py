@@ -1,9 +1,13 @@
-"""Score plugins: CEL affinity and Workload-name affinity (capacity: test_scheduler)."""
+"""Score plugins: CEL affinity, Workload-name affinity, capacity (also in test_scheduler)."""
 
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from controller.api.models import Strategy
+from controller.core.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
 from controller.core.plugins.cel_affinity import CelAffinity
 from controller.core.plugins.name_affinity import NameAffinity
 from controller.core.scheduler import Scheduler
@@ -47,3 +51,54 @@ def test_name_affinity_adds_weight_per_replica_of_the_target() -> None:
     part = NameAffinity().score(cycle, np.arange(3))
     assert part is not None and part.tolist() == expected
     assert sorted(expected) == [0, 25, 50]
+
+
+_QUANTITY = st.integers(min_value=-(2**53), max_value=2**53)
+_ALLOCATABLE = st.integers(min_value=0, max_value=2**53)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    strategy=st.sampled_from(list(Strategy)),
+    nodes=st.lists(st.tuples(_ALLOCATABLE, _ALLOCATABLE, _QUANTITY, _QUANTITY), min_size=1),
+)
+def test_one_node_scores_as_the_vector_formula_scores_it(
+    strategy: Strategy, nodes: list[tuple[int, int, int, int]]
+) -> None:
+    """CapacityScore recomputes the node or two that changed in Python floats: the integer
+    must be the vectorised formula's, over-commit, zero allocatable and 2^53 included."""
+    cpu, memory, free_cpu, free_memory = (
+        np.array(c, dtype=np.int64) for c in zip(*nodes, strict=True)
+    )
+    cpu_divisor = np.where(cpu > 0, cpu, np.inf)
+    memory_divisor = np.where(memory > 0, memory, np.inf)
+    vector = capacity_score(strategy, cpu_divisor, memory_divisor, free_cpu, free_memory)
+    one = [
+        capacity_score_of(strategy, float(cd), float(md), int(fc), int(fm))
+        for cd, md, fc, fm in zip(cpu_divisor, memory_divisor, free_cpu, free_memory, strict=True)
+    ]
+    assert vector.tolist() == one
+
+
+def test_kept_scores_follow_the_free_capacity_of_every_cycle() -> None:
+    """Scores kept between cycles are recomputed where free capacity moved, by one node or by
+    many, and equal the formula over the candidates each time."""
+    ledger = ledger_for(*(node(f"n{i}", cpu="4", memory="8Gi") for i in range(40)))
+    plugin = CapacityScore()
+    rng = np.random.default_rng(3)
+    for strategy in ("Spread", "BinPack", "Spread"):
+        cycle = cycle_for(workload(kind="Job", strategy=strategy), ledger)
+        table = cycle.table
+        for moved in (0, 1, 2, 20, 40, 1):
+            nodes = rng.choice(len(table), size=moved, replace=False)
+            cycle.free_cpu[nodes] -= rng.integers(0, 5000, size=moved)
+            cycle.free_memory[nodes] -= rng.integers(0, 2**33, size=moved)
+            candidates = np.flatnonzero(rng.random(len(table)) < 0.7)
+            expected = capacity_score(
+                cycle.spec.strategy,
+                table.cpu_divisor[candidates],
+                table.memory_divisor[candidates],
+                cycle.free_cpu[candidates] - cycle.cpu,
+                cycle.free_memory[candidates] - cycle.memory,
+            )
+            assert plugin.score(cycle, candidates).tolist() == expected.tolist()
