@@ -1,7 +1,8 @@
 """Benchmark ``orca plan`` end to end, through the real CLI in a child process, as a user runs it.
 
 Writes a ``kubectl get nodes -o yaml``-shaped file of Nodes (``bench_manifests``' kubelet-shaped
-Nodes, ~3 KB each) and a multi-document file of Workloads in the benchmarks' mix
+Nodes, ~3 KB each; ``--lean-nodes``: only the fields orca reads, ~0.4 KB each) and a
+multi-document file of Workloads in the benchmarks' mix
 (``bench_scheduler``: Jobs and Services of 1-5 replicas, two CEL constraints each), runs
 ``orca plan --nodes F --workloads F -o json --timings`` and prints, per Workload count:
 
@@ -36,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from bench.bench_manifests import write_nodes
+from bench.bench_manifests import node_object, write_nodes
 from bench.bench_scheduler import random_spec
 
 ORCA = Path(sys.executable).with_name("orca")
@@ -57,6 +58,33 @@ def write_workloads(path: Path, count: int, seed: int) -> None:
     ]
     dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     path.write_text(yaml.dump_all(docs, Dumper=dumper, sort_keys=False))
+
+
+def write_lean_nodes(path: Path, count: int) -> int:
+    """The same Nodes with only what orca reads (name, labels, allocatable, the Ready
+    condition): ~0.4 KB each, as a generated or trimmed inventory would be."""
+    rng = random.Random(7)
+    items = []
+    for i in range(count):
+        full = node_object(i, rng)
+        items.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": full["metadata"]["name"],
+                    "labels": full["metadata"]["labels"],
+                },
+                "status": {
+                    "allocatable": full["status"]["allocatable"],
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        )
+    dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    text = yaml.dump({"apiVersion": "v1", "kind": "List", "items": items}, Dumper=dumper)
+    path.write_text(text)
+    return len(text.encode())
 
 
 @dataclass(frozen=True)
@@ -126,6 +154,11 @@ def compare(ours: Path, theirs: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument(
+        "--lean-nodes",
+        action="store_true",
+        help="Nodes with only the fields orca reads (~0.4 KB each) instead of kubelet-shaped",
+    )
     parser.add_argument("--workloads", type=int, nargs="+", default=[5000, 20000])
     parser.add_argument("--runs", type=int, default=1, help="best of N (by wall time)")
     parser.add_argument("--seed", type=int, default=7)
@@ -137,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         nodes = Path(tmp) / "nodes.yaml"
-        size = write_nodes(nodes, args.nodes)
-        print(f"{args.nodes} kubelet-shaped Nodes, {size / 1e6:.1f} MB of YAML")
+        size = (write_lean_nodes if args.lean_nodes else write_nodes)(nodes, args.nodes)
+        shape = "lean" if args.lean_nodes else "kubelet-shaped"
+        print(f"{args.nodes} {shape} Nodes, {size / 1e6:.1f} MB of YAML")
         for count in args.workloads:
             workloads = Path(tmp) / f"workloads-{count}.yaml"
             write_workloads(workloads, count, args.seed)
