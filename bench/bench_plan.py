@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -170,12 +171,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         nodes = Path(tmp) / "nodes.yaml"
-        size = (write_lean_nodes if args.lean_nodes else write_nodes)(nodes, args.nodes)
+        counts = tuple(args.workloads)
+        # In a process of its own: a child's peak RSS (ru_maxrss) counts the memory of the
+        # parent it was forked from, so this process stays small.
+        writer = multiprocessing.get_context("spawn").Process(
+            target=write_inputs, args=(Path(tmp), args.nodes, args.lean_nodes, counts, args.seed)
+        )
+        writer.start()
+        writer.join()
+        if writer.exitcode != 0:
+            raise SystemExit(f"writing the inputs failed ({writer.exitcode})")
         shape = "lean" if args.lean_nodes else "kubelet-shaped"
-        print(f"{args.nodes} {shape} Nodes, {size / 1e6:.1f} MB of YAML")
+        print(f"{args.nodes} {shape} Nodes, {nodes.stat().st_size / 1e6:.1f} MB of YAML")
         for count in args.workloads:
             workloads = Path(tmp) / f"workloads-{count}.yaml"
-            write_workloads(workloads, count, args.seed)
             out = Path(tmp) / f"plan-{count}.json"
             runs = [run_cli(nodes, workloads, out, not args.no_timings) for _ in range(args.runs)]
             best = min(runs, key=_wall)
@@ -195,6 +204,15 @@ def main(argv: list[str] | None = None) -> int:
             if args.compare:
                 print("       " + compare(out, args.compare / out.name))
     return 0
+
+
+def write_inputs(
+    directory: Path, nodes: int, lean: bool, workloads: tuple[int, ...], seed: int
+) -> None:
+    """``nodes.yaml`` and ``workloads-<count>.yaml`` for each count, in ``directory``."""
+    (write_lean_nodes if lean else write_nodes)(directory / "nodes.yaml", nodes)
+    for count in workloads:
+        write_workloads(directory / f"workloads-{count}.yaml", count, seed)
 
 
 def _wall(run: Run) -> float:
