@@ -146,3 +146,32 @@ def test_ledger_from_objects_books_what_the_models_refuse() -> None:
     ledger = ledger_from_objects([node("a", cpu="4")], [refused])
     assert int(ledger.used_cpu[0]) == 3000
     assert [b.alloc_id for b in ledger.bookings("ns/w")] == ["ns/w-0"]
+
+
+def test_a_status_built_without_validation_equals_the_validated_one() -> None:
+    """``status_from_decision`` skips pydantic's validation: what it builds must equal, and
+    serialise as, the same status validated from its JSON, for every phase and field."""
+    from controller.core.scheduler import Scheduler
+    from tests.factories import ledger_for, workload
+
+    ledger = ledger_for(node("a", cpu="4"), node("b", cpu="1", runtimes=("wasmtime",)))
+    cases = [
+        workload(kind="Service", count=2, resources={"cpu": "1", "memory": "1Gi"}),
+        workload(kind="Service", count=9, resources={"cpu": "1"}),
+        workload(kind="Job", runtime={"oneOf": ["process"]}),
+        workload(kind="Job", constraints=["node.("]),
+        workload(kind="DaemonSet", schedule={"mode": "mandatory"}, resources={"cpu": "2"}),
+    ]
+    previous = None
+    for w in cases:
+        decision = Scheduler().schedule(w, ledger)
+        built = status_from_decision(decision, 3, previous, "2026-01-01T00:00:00Z")
+        wire = built.model_dump(by_alias=True, mode="json", exclude_none=True)
+        assert WorkloadStatus.model_validate(wire) == built
+        assert (
+            WorkloadStatus.model_validate(wire).model_dump(
+                by_alias=True, mode="json", exclude_none=True
+            )
+            == wire
+        )
+        previous = built
