@@ -85,6 +85,86 @@ def read_manifests(path: Path) -> ManifestFile:
 Source = Path | ManifestFile
 """A file to read, or one already read."""
 
+BACKGROUND_MIN_BYTES = 1 << 20
+"""Files this large are worth a process of their own (``read_in_background``)."""
+
+
+class PendingRead:
+    """``read_manifests(path)`` running in a forked child process while this one does
+    something else (``orca plan`` reads the Workloads while it reads the Nodes: on two cores
+    the shorter read costs no wall time). The child sends back the objects or the error's one
+    line; ``result`` returns or raises exactly what ``read_manifests`` would have, when it is
+    called, so errors come in the same order as reading one file after the other. A child that
+    dies (killed, out of memory) is not an error: the file is then read here."""
+
+    def __init__(self, path: Path, min_bytes: int = BACKGROUND_MIN_BYTES) -> None:
+        self.path = path
+        self._child: Any = None
+        self._receiver: Any = None
+        try:
+            large = path.is_file() and path.stat().st_size >= min_bytes
+        except OSError:
+            large = False
+        if large:
+            self._start()
+
+    def _start(self) -> None:
+        import multiprocessing  # only when a file is large: ~20 ms of imports
+
+        if "fork" not in multiprocessing.get_all_start_methods():
+            return  # pragma: no cover - Linux and macOS have fork
+        context = multiprocessing.get_context("fork")
+        receiver, sender = context.Pipe(duplex=False)
+        child = context.Process(target=_read_and_send, args=(self.path, sender), daemon=True)
+        try:
+            child.start()
+        except OSError:  # pragma: no cover - no process to spare: read it here, later
+            receiver.close()
+            return
+        finally:
+            sender.close()
+        self._child, self._receiver = child, receiver
+
+    @property
+    def in_background(self) -> bool:
+        return self._child is not None
+
+    def result(self) -> ManifestFile:
+        if self._child is None:
+            return read_manifests(self.path)
+        try:
+            status, payload = self._receiver.recv()
+        except (EOFError, OSError):
+            status, payload = "lost", None
+        finally:
+            self.cancel()
+        if status == "ok":
+            return ManifestFile(self.path, payload)
+        if status == "error":
+            raise ManifestError(payload)
+        return read_manifests(self.path)
+
+    def cancel(self) -> None:
+        """Stop the child (if still reading) and release it; idempotent."""
+        if self._child is not None:
+            self._receiver.close()
+            if self._child.is_alive():
+                self._child.terminate()
+            self._child.join()
+            self._child = self._receiver = None
+
+
+def _read_and_send(path: Path, sender: Any) -> None:
+    """The child's side of ``PendingRead``."""
+    try:
+        message: tuple[str, Any] = ("ok", read_manifests(path).objects)
+    except ManifestError as exc:
+        message = ("error", str(exc))
+    except Exception:  # a bug, not bad input: the parent reads the file and reports it
+        message = ("lost", None)
+    sender.send(message)
+    sender.close()
+
 
 def _documents(source: Source) -> Iterator[tuple[str, Mapping[str, Any]]]:
     if isinstance(source, ManifestFile):

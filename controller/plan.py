@@ -31,6 +31,7 @@ from controller.core.scheduler import Scheduler
 from controller.core.status import rfc3339_now, status_from_decision
 from controller.manifests import (
     ManifestError,
+    PendingRead,
     load_nodes,
     load_priority_classes,
     load_workloads,
@@ -230,12 +231,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plan_from_files(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanResult]:
-    """Nodes, Workloads and PriorityClasses from the files, each file read once."""
-    nodes_file = read_manifests(Path(args.nodes))
-    nodes = load_nodes(nodes_file)
-    nodes_file = nodes_file.priority_classes()  # the Node objects' memory is free to go
-    timer.phase("nodes")
-    workloads_file = read_manifests(Path(args.workloads))
+    """Nodes, Workloads and PriorityClasses from the files, each file read once (a large
+    Workloads file in a child process, while the Nodes are read)."""
+    pending = PendingRead(Path(args.workloads))
+    try:
+        nodes_file = read_manifests(Path(args.nodes))
+        nodes = load_nodes(nodes_file)
+        nodes_file = nodes_file.priority_classes()  # the Node objects' memory is free to go
+        timer.phase("nodes")
+        workloads_file = pending.result()
+    finally:
+        pending.cancel()
     classes = load_priority_classes(nodes_file, workloads_file)
     workloads = load_workloads(workloads_file)
     del workloads_file
