@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from controller.timings import PhaseTimer
 EXIT_PLACED, EXIT_SHORT, EXIT_BAD_INPUT = 0, 1, 2
 MAX_NODES_SHOWN = 6
 MAX_ERROR_CHARS = 1000
+GC_THRESHOLDS = (100_000, 50, 100)
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,11 @@ def run(args: argparse.Namespace) -> int:
     if bool(args.nodes) == bool(args.from_cluster):
         print("error: give exactly one of --nodes FILE and --from-cluster", file=sys.stderr)
         return EXIT_BAD_INPUT
+    # A batch run builds a large heap that lives to the end (the Nodes, the Workloads, the
+    # results) and makes little cyclic garbage: the collector's default pace (a young
+    # collection every 700 allocations, full ones as the heap grows) spent 0.6 s of 0.9 s
+    # validating 20,000 Workloads after 5,000 Nodes. Collect less often, not never.
+    gc.set_threshold(*GC_THRESHOLDS)
     install_cel_parser(cache_path())
     timer.phase("start-up")  # the interpreter, the imports and the CEL parser
     try:
