@@ -35,12 +35,7 @@ class Decision:
 
 
 def placement_of(booking: Booking) -> Placement:
-    """The booking as the status shows it. Built without validation (``model_construct``):
-    the values are the scheduler's own, not a user's, and validating them again was a tenth of
-    ``orca plan``'s planning time."""
-    return Placement.model_construct(
-        node=booking.node, alloc_id=booking.alloc_id, score=booking.score
-    )
+    return Placement(node=booking.node, alloc_id=booking.alloc_id, score=booking.score)
 
 
 def decide(

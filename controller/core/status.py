@@ -49,18 +49,14 @@ def status_from_decision(
     previous: WorkloadStatus | None,
     now: str,
 ) -> WorkloadStatus:
-    """The full status for ``decision``; ``now`` is an RFC 3339 timestamp.
-
-    Built without validation (``model_construct``, as ``decision.placement_of``): every value
-    is the scheduler's own or from a status already validated; the result equals (and
-    serialises as) the validated model, which the status tests compare."""
+    """The full status for ``decision``; ``now`` is an RFC 3339 timestamp."""
     state = condition_status(decision.phase)
     last_transition = now
     if previous is not None:
         for old in previous.conditions:
             if old.type == CONDITION_SCHEDULED and old.status == state:
                 last_transition = old.last_transition_time
-    condition = Condition.model_construct(
+    condition = Condition(
         type=CONDITION_SCHEDULED,
         status=state,
         reason=decision.reason,
@@ -69,7 +65,7 @@ def status_from_decision(
         observed_generation=generation,
     )
     others = [c for c in (previous.conditions if previous else []) if c.type != CONDITION_SCHEDULED]
-    return WorkloadStatus.model_construct(
+    return WorkloadStatus(
         observed_generation=generation,
         phase=decision.phase,
         desired=decision.desired,

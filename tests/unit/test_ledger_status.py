@@ -148,9 +148,9 @@ def test_ledger_from_objects_books_what_the_models_refuse() -> None:
     assert [b.alloc_id for b in ledger.bookings("ns/w")] == ["ns/w-0"]
 
 
-def test_a_status_built_without_validation_equals_the_validated_one() -> None:
-    """``status_from_decision`` skips pydantic's validation: what it builds must equal, and
-    serialise as, the same status validated from its JSON, for every phase and field."""
+def test_a_status_validates_back_from_its_json_unchanged() -> None:
+    """What ``status_from_decision`` builds, written as JSON and read back (as the operator's
+    status round-trips through the API server), is the same status, for every phase."""
     from controller.core.scheduler import Scheduler
     from tests.factories import ledger_for, workload
 
