@@ -110,3 +110,16 @@ def test_timings_are_one_line_on_stderr(tmp_path: Path, capsys: pytest.CaptureFi
         "output",
         "total",
     ]
+
+
+def test_the_collector_pace_is_given_back(tmp_path: Path) -> None:
+    """``orca plan`` collects less often while it runs, not after (for a caller in-process)."""
+    import gc
+
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(yaml.safe_dump(node_object("a")))
+    workloads = tmp_path / "workloads.yaml"
+    workloads.write_text("kind: Nonsense\n")
+    before = gc.get_threshold()
+    assert main(["plan", "--nodes", str(nodes), "--workloads", str(workloads)]) == 2
+    assert gc.get_threshold() == before
