@@ -29,14 +29,24 @@ CACHE_DIR_ENV = "XDG_CACHE_HOME"
 
 
 def cache_path() -> Path | None:
-    """The cache file's path (its directory created, private), or None if it cannot be."""
-    base = os.environ.get(CACHE_DIR_ENV) or str(Path.home() / ".cache")
-    directory = Path(base) / "orca"
+    """The cache file's path (its directory created, private), or None if there is no safe
+    one: Lark unpickles the file, so it is used only where no one else could have written it
+    (directory and file owned by this user, not writable by group or others)."""
     try:
+        base = os.environ.get(CACHE_DIR_ENV) or str(Path.home() / ".cache")
+        directory = Path(base) / "orca"
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:
+        path = directory / f"cel-parser-lark-{lark.__version__}.cache"
+        if not all(_private(p) for p in (directory, path) if p.exists()):
+            return None
+    except (OSError, RuntimeError):  # RuntimeError: no home directory to be found
         return None
-    return directory / f"cel-parser-lark-{lark.__version__}.cache"
+    return path
+
+
+def _private(path: Path) -> bool:
+    info = path.stat()
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
 def install_cel_parser(path: Path | None) -> None:

@@ -14,7 +14,7 @@ import yaml
 from celpy import celparser
 
 from controller.api.quantity import parse_quantity
-from controller.celcache import build_cel_parser
+from controller.celcache import build_cel_parser, cache_path
 from controller.cli import main
 from tests.factories import node_object
 
@@ -123,3 +123,19 @@ def test_the_collector_pace_is_given_back(tmp_path: Path) -> None:
     before = gc.get_threshold()
     assert main(["plan", "--nodes", str(nodes), "--workloads", str(workloads)]) == 2
     assert gc.get_threshold() == before
+
+
+def test_the_cache_is_used_only_where_no_one_else_can_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = cache_path()
+    assert path is not None and path.parent == tmp_path / "orca"
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    path.write_bytes(b"")
+    path.chmod(0o666)  # anyone could have put a pickle there
+    assert cache_path() is None
+    path.chmod(0o600)
+    assert cache_path() == path
+    path.parent.chmod(0o777)
+    assert cache_path() is None
