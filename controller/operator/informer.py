@@ -37,7 +37,7 @@ from controller.operator.reconciler import Reconciler
 
 logger = logging.getLogger("orca.informer")
 
-#: Seconds the API server keeps one watch open (it adds up to the same again at random).
+#: Seconds each watch asks the API server to stay open (``timeoutSeconds``), then it starts again.
 WATCH_TIMEOUT = 300
 #: Back-off between failed attempts (seconds): doubling from the first to the last.
 BACKOFF = (0.5, 30.0)
