@@ -139,17 +139,7 @@ class Informer:
             self.version = version  # BOOKMARK events carry only this
 
     async def list_again(self) -> None:
-        """LIST until it succeeds, then look at every Workload again: what the expired watch
-        would have said (deletions included) is in the merge, and nothing says what changed.
-        (A LIST of everything, as the periodic resync makes: a 410 is rare.)"""
-        delay = BACKOFF[0]
-        while True:
-            try:
-                await self.reconciler.relist()
-                break
-            except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
-                logger.warning("listing Workloads failed (%s); again in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BACKOFF[1])
+        """What the expired watch would have said (deletions included) is in a new LIST of
+        everything (as the periodic resync makes: a 410 is rare); then watch on from it."""
+        await self.reconciler.list_until_done(f"listing again after the {self.resource} watch")
         self.version = self.reconciler.list_versions.get(self.path)
-        self.reconciler.queue.add_all(self.reconciler.state.records)

@@ -192,7 +192,14 @@ class Reconciler:
         return [f"{base}/namespaces/{ns}/{PLURAL}" for ns in self.namespaces]
 
     async def start(self) -> None:
-        """The initial view: LIST both kinds (retrying until the API answers), then ready."""
+        """The initial view: LIST everything (retrying until the API answers), then ready."""
+        await self.list_until_done("initial listing")
+        self.ready.set()
+
+    async def list_until_done(self, what: str) -> None:
+        """``relist``, retrying with back-off (0.5 s doubling to 30 s) until the API answers,
+        then queue every Workload: nothing says which ones changed. At start-up, and after a
+        watch expired (``informer``)."""
         delay = 0.5
         while True:
             try:
@@ -202,10 +209,9 @@ class Reconciler:
                 reason = str(exc).strip()
                 if isinstance(exc, ApiError) and exc.not_found:
                     reason = f"the Workload CRD is not installed (kubectl apply -k crds/): {exc}"
-                logger.warning("initial listing failed: %s; retrying in %.1fs", reason, delay)
+                logger.warning("%s failed: %s; retrying in %.1fs", what, reason, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
-        self.ready.set()
         self.queue.add_all(self.state.records)
 
     async def run(self) -> None:
