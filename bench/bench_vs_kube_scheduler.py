@@ -22,6 +22,13 @@ window (burst mode: the creates included, the same on both sides); the scheduler
 cpu, memory or pods), which fails the run (exit 1) if anything is wrong. Then the ratios.
 Progress is followed with one watch per side (no polling LISTs stealing the measured CPU).
 
+Both schedulers post a ``Scheduled`` Event per placement. kube-scheduler posts each as it
+binds; orca holds its Events back while Workloads wait for a decision (status writes first),
+so most of them come after its last placement. Each side's CPU is therefore printed twice:
+over the placements' window, and over the window extended until every placement's Event was
+posted (``--events-timeout``), which is the whole cost of the run. A watch on the Events of
+the namespace (one per side) follows them.
+
 The API server's ``TaintNodesByCondition`` admission puts ``node.kubernetes.io/not-ready`` on
 new Nodes; the dev control plane disables it, and the bench removes the taint if it is there
 anyway (no node controller runs to lift it, and kube-scheduler would place nothing).
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -64,6 +72,7 @@ CPU, MEMORY = "100m", "128Mi"
 NAMESPACE, PROBE_NAMESPACE = "bench", "bench-probe"
 KUBE, ORCA = "kube-scheduler", "orca"
 WORKLOADS = "/apis/orca.cloudinit.dev/v1alpha1"
+EVENTS = "/api/v1/namespaces/{ns}/events"
 
 
 # -- the objects ------------------------------------------------------------------------------
@@ -260,16 +269,42 @@ def _taints(node: dict[str, Any]) -> list[dict[str, Any]]:
 async def wait_decided(
     api: KubeApi, side: Side, namespace: str, count: int, timeout: float
 ) -> float:
-    """Follow the objects of ``namespace`` (a LIST, then a watch from its version, again after
-    the watch ends) until ``count`` are decided; returns ``time.perf_counter()`` then."""
-    path = side.collection(namespace)
+    """Follow the objects of ``namespace`` until ``count`` are decided; returns
+    ``time.perf_counter()`` then."""
+
+    def decided(obj: dict[str, Any]) -> str | None:
+        return str(obj["metadata"]["name"]) if side.decided(obj) else None
+
+    await follow(api, side.collection(namespace), decided, count, timeout, "decided")
+    return time.perf_counter()
+
+
+def scheduled_event(event: dict[str, Any]) -> str | None:
+    """The object a ``Scheduled`` Event is about (both schedulers post one per placement)."""
+    if event.get("reason") != "Scheduled":
+        return None
+    return str((event.get("involvedObject") or {}).get("name") or "") or None
+
+
+async def follow(
+    api: KubeApi,
+    path: str,
+    key: Callable[[dict[str, Any]], str | None],
+    count: int,
+    timeout: float,
+    what: str,
+    seen: set[str] | None = None,
+) -> set[str]:
+    """LIST ``path``, then watch from the list's version (again after the watch ends), until
+    ``count`` distinct keys were seen (``key``: an object's key, or None to skip it). ``seen``
+    is filled as they come (a caller may read it before this returns)."""
     deadline = time.perf_counter() + timeout
-    decided: set[str] = set()
+    seen = set() if seen is None else seen
     while True:
         listed = await api.request("GET", path)
-        decided = {o["metadata"]["name"] for o in listed["items"] if side.decided(o)}
-        if len(decided) >= count:
-            return time.perf_counter()
+        seen.update(k for o in listed["items"] if (k := key(o)) is not None)
+        if len(seen) >= count:
+            return seen
         version = listed["metadata"]["resourceVersion"]
         session = await api.session()
         headers = {"Accept": "application/json"}
@@ -286,15 +321,29 @@ async def wait_decided(
                 for line in lines:
                     event = json.loads(line)
                     obj = event.get("object") or {}
-                    if event.get("type") in ("ADDED", "MODIFIED") and side.decided(obj):
-                        decided.add(obj["metadata"]["name"])
-                if len(decided) >= count:
-                    return time.perf_counter()
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        k = key(obj)
+                        if k is not None:
+                            seen.add(k)
+                if len(seen) >= count:
+                    return seen
                 if time.perf_counter() > deadline:
-                    raise TimeoutError(f"{len(decided)}/{count} decided after {timeout:.0f}s")
+                    raise TimeoutError(f"{len(seen)}/{count} {what} after {timeout:.0f}s")
 
 
 # -- one side ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Events:
+    """The same window extended until every placement's ``Scheduled`` Event was posted: both
+    schedulers post one per placement, and orca holds its Events back while its queue has work
+    (status first), so the placements' window alone leaves most of orca's Events out."""
+
+    seen: int  # placements with their Event posted at the end of the window
+    after: float  # seconds from the last placement to the end of the window
+    scheduler_cpu: float
+    server_cpu: float
 
 
 @dataclass
@@ -307,6 +356,7 @@ class Result:
     server_cpu: float
     rss_mb: float
     untainted: int
+    events: Events
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -352,6 +402,10 @@ async def _run_side(
         objects = [(path, side.make(f"o{i:05d}", NAMESPACE)) for i in range(args.objects)]
         servers = plane.pids
         lag = None
+        posted: set[str] = set()  # the objects with a Scheduled Event
+        events = asyncio.create_task(
+            follow(api, EVENTS.format(ns=NAMESPACE), scheduled_event, args.objects, 1e9, "", posted)
+        )
         if args.mode == "backlog":
             await create_all(api, objects, args.concurrency)
             print(f"  [{side.name}] {args.objects} objects stored", flush=True)
@@ -359,6 +413,7 @@ async def _run_side(
             clock = time.perf_counter()
             scheduler = start(side, plane, workdir)
             done = await wait_decided(api, side, NAMESPACE, args.objects, args.timeout)
+            cpu_before = 0.0
             scheduler_cpu = cpu_seconds(scheduler.process.pid)
         else:
             scheduler = start(side, plane, workdir)
@@ -377,6 +432,15 @@ async def _run_side(
             lag = done - last_create
             scheduler_cpu = cpu_seconds(scheduler.process.pid) - cpu_before
         server_cpu = sum(cpu_seconds(p) for p in servers.values()) - server_before
+        with contextlib.suppress(TimeoutError):  # then say how many were posted
+            await asyncio.wait_for(asyncio.shield(events), args.events_timeout)
+        with_events = Events(
+            len(posted),
+            time.perf_counter() - done,
+            cpu_seconds(scheduler.process.pid) - cpu_before,
+            sum(cpu_seconds(p) for p in servers.values()) - server_before,
+        )
+        events.cancel()
         rss = peak_rss_mb(scheduler.process.pid)
         scheduler.stop()
         problems = await validate(api, side, args.objects)
@@ -384,7 +448,7 @@ async def _run_side(
         await api.close()
     return Result(
         side.name, args.objects, done - clock, lag, scheduler_cpu, server_cpu, rss, untainted,
-        problems,
+        with_events, problems,
     )  # fmt: skip
 
 
@@ -444,6 +508,14 @@ def report(result: Result) -> None:
         f"scheduler peak RSS {result.rss_mb:.0f} MB; placements {valid}",
         flush=True,
     )
+    events = result.events
+    print(
+        f"{'':>14}  with their Events ({events.seen}/{result.objects} posted "
+        f"{events.after:.1f}s after the last placement): scheduler CPU "
+        f"{events.scheduler_cpu / result.objects * 1000:.2f} ms/placement, API server + etcd CPU "
+        f"{events.server_cpu / result.objects * 1000:.2f} ms/placement",
+        flush=True,
+    )
     for problem in result.problems[:10]:
         print(f"      {problem}")
 
@@ -454,6 +526,14 @@ def ratios(kube: Result, orca: Result) -> None:
         f"placement {orca.scheduler_cpu / kube.scheduler_cpu * kube.objects / orca.objects:.2f}, "
         f"API server + etcd CPU per placement {orca.server_cpu / kube.server_cpu:.2f}, "
         f"peak RSS {orca.rss_mb / kube.rss_mb:.2f}",
+        flush=True,
+    )
+    kube_events, orca_events = kube.events, orca.events
+    print(
+        f"{'':>14}  with their Events: scheduler CPU per placement "
+        f"{orca_events.scheduler_cpu / kube_events.scheduler_cpu * kube.objects / orca.objects:.2f}"
+        f", API server + etcd CPU per placement "
+        f"{orca_events.server_cpu / kube_events.server_cpu * kube.objects / orca.objects:.2f}",
         flush=True,
     )
 
@@ -468,6 +548,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per side")
     parser.add_argument("--logs", type=Path, help="keep each scheduler's log in this directory")
+    parser.add_argument(
+        "--events-timeout",
+        type=float,
+        default=300,
+        help="seconds to wait, after the last placement, for every Scheduled Event",
+    )
     args = parser.parse_args(argv)
     if args.nodes < 1 or args.objects < 1 or args.concurrency < 1:
         parser.error("--nodes, --objects and --concurrency must be at least 1")
