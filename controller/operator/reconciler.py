@@ -52,6 +52,9 @@ from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState, WorkloadRecord, is_newer
 from controller.operator.workqueue import WorkQueue
 
+#: Events posted at a time when the scheduling queue is idle (``Reconciler.post_events``).
+EVENT_POSTERS = 8
+
 logger = logging.getLogger("orca.scheduler")
 
 COMPONENT = "orca-controller"
@@ -448,14 +451,22 @@ class Reconciler:
         )
         self._events.put_nowait(event)
 
-    async def post_events(self, busy_interval: float = 0.05) -> None:
-        """Post queued Events one at a time. While the scheduling queue has work, at most one
-        per ``busy_interval`` (20/s), so a burst's status writes get the API server first;
-        Events are informational, status is the record. When idle, as fast as they go."""
+    async def post_events(self, busy_interval: float = 0.05, posters: int = EVENT_POSTERS) -> None:
+        """Post queued Events. While the scheduling queue has work, one per ``busy_interval``
+        in all (20/s), so a burst's status writes get the API server first; Events are
+        informational, status is the record. When idle, ``posters`` at a time: posted one by
+        one, a 10,000-Workload backlog's Events took 31 s after its last placement and cost
+        the API server + etcd ~3 ms each, with no two etcd writes to batch
+        (``bench_vs_kube_scheduler``, Events included)."""
+        await asyncio.gather(*(self._post_events(busy_interval * posters) for _ in range(posters)))
+
+    async def _post_events(self, busy_interval: float) -> None:
+        """One poster: paced while the scheduling queue has work (checked before taking an
+        Event, so none is held back unposted while it waits)."""
         while True:
-            event = await self._events.get()
             if len(self.queue):
                 await asyncio.sleep(busy_interval)
+            event = await self._events.get()
             try:
                 await self.api.create_event(event.namespace, event.body())
             except (ApiError, Fenced, aiohttp.ClientError, TimeoutError, OSError) as exc:

@@ -1,0 +1,79 @@
+"""The Event poster: Events wait while Workloads wait for decisions, then go out several at a
+time (one at a time, a 10,000-Workload backlog's Events took half a minute after its last
+placement and cost the API server more per Event)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from controller.operator.reconciler import EVENT_POSTERS, PendingEvent, Reconciler
+from controller.operator.state import ClusterState
+from controller.operator.workqueue import WorkQueue
+
+
+class GatedApi:
+    """``create_event`` answers once ``gate`` is set; counts how many are in flight at once."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.posted: list[str] = []
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await self.gate.wait()
+        self.in_flight -= 1
+        self.posted.append(event["involvedObject"]["name"])
+        return {}
+
+
+def queued(reconciler: Reconciler, count: int) -> list[str]:
+    names = [f"w{i}" for i in range(count)]
+    for name in names:
+        event = PendingEvent(name, "ns", None, "1", "Scheduled", "placed", False, "", "me")
+        reconciler._events.put_nowait(event)
+    return names
+
+
+async def settle() -> None:
+    for _ in range(50):  # enough loop turns for every poster to take what it can
+        await asyncio.sleep(0)
+
+
+def test_when_idle_events_go_out_several_at_a_time_and_all_are_posted() -> None:
+    async def scenario() -> None:
+        api = GatedApi()
+        reconciler = Reconciler(ClusterState(), WorkQueue(), api)  # type: ignore[arg-type]
+        names = queued(reconciler, 3 * EVENT_POSTERS + 1)
+        poster = asyncio.create_task(reconciler.post_events())
+        await settle()
+        assert api.in_flight == EVENT_POSTERS  # not one by one, and no more than the limit
+        api.gate.set()
+        while len(api.posted) < len(names):
+            await asyncio.sleep(0)
+        poster.cancel()
+        assert sorted(api.posted) == sorted(names)
+        assert api.most_in_flight == EVENT_POSTERS
+
+    asyncio.run(scenario())
+
+
+def test_events_wait_while_workloads_wait_for_a_decision() -> None:
+    async def scenario() -> None:
+        api = GatedApi()
+        api.gate.set()
+        queue = WorkQueue()
+        queue.add("ns/undecided")
+        reconciler = Reconciler(ClusterState(), queue, api)  # type: ignore[arg-type]
+        names = queued(reconciler, 5)
+        poster = asyncio.create_task(reconciler.post_events(busy_interval=3600))
+        await settle()
+        assert api.posted == []  # status writes get the API server first
+        assert reconciler._events.qsize() == len(names)  # held in the queue, none taken
+        poster.cancel()
+
+    asyncio.run(scenario())
