@@ -1,12 +1,21 @@
-"""What the API server + etcd spend to store one object: a Pod, a Workload (the CRD as shipped)
-and a Workload under the same CRD without its CEL validation rules, with nothing watching.
+"""What the API server + etcd spend on each request a placement makes, kube-scheduler's and
+orca's side by side, with nothing watching but the server's own cache.
 
-The burst mode of ``bench_vs_kube_scheduler.py`` counts the creates in each side's server CPU;
-this separates what a custom resource costs the server to create from what orca's writes and
-watch cost it. Each kind in its own namespace, ``--rounds`` times in turn (the machine is
-shared: compare within a round).
+Per object kind, in a namespace of its own, ``--objects`` at a time, 32 requests in flight:
 
-    python bench/bench_create_cost.py --objects 2000 --rounds 2
+- Pod: its create, kube-scheduler's placement write (the ``binding`` subresource), an Event;
+- Workload (the CRD as shipped): its create, orca's placement write (a merge PATCH of
+  ``/status``, preconditioned on the resourceVersion, with the status orca's own scheduler
+  decides for it), an Event (the body orca posts);
+- Workload under the same CRD without its CEL validation rules: create and status write.
+
+``bench_vs_kube_scheduler.py`` measures the whole run; this splits the server's part of it by
+request, to show which costs orca can change and which belong to the API server (a custom
+resource is JSON end to end, where a Pod and kube-scheduler's Events are protobuf). The Events
+here are JSON, as orca posts them. ``--rounds`` times in turn (the machine is shared: compare
+within a round).
+
+    python bench/bench_server_cost.py --objects 2000 --rounds 2
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import asyncio
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +33,23 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_vs_kube_scheduler import cpu_seconds, create_all, pod_object, workload_object
+from bench.bench_vs_kube_scheduler import (
+    cpu_seconds,
+    node_objects,
+    pod_object,
+    workload_object,
+)
+from controller.core.nodes import node_info_from_node
 from controller.devcluster.controlplane import ControlPlane
+from controller.manifests import parse_workload
 from controller.operator.kube import KubeApi, load_configuration
+from controller.operator.reconciler import PendingEvent
+from controller.plan import plan
 
 CRD = Path(__file__).resolve().parents[1] / "crds" / "workloads.orca.cloudinit.dev.yaml"
-KINDS = {"Pod": "pods", "Workload": "workloads", "Workload, no CEL rules": "bare-workloads"}
+POD, WORKLOAD, BARE = "Pod", "Workload", "Workload, no CEL rules"
 WORKLOADS = "/apis/orca.cloudinit.dev/v1alpha1/namespaces/{ns}/workloads"
+WIDTH = 32  # requests in flight
 
 
 def without_rules(node: Any) -> Any:
@@ -50,22 +69,80 @@ def install(plane: ControlPlane, document: dict[str, Any], workdir: Path) -> Non
     plane.kubectl("wait", established, "crd/workloads.orca.cloudinit.dev", check=True)
 
 
-async def cost(
-    plane: ControlPlane,
-    api: KubeApi,
-    path: str,
-    make: Callable[[str, str], dict[str, Any]],
-    namespace: str,
-    count: int,
+def orca_status(namespace: str) -> dict[str, Any]:
+    """The status orca's scheduler decides for the bench's Workload, as the operator sends it."""
+    nodes = [node_info_from_node(n) for n in node_objects(50, seed=7)]
+    workload = parse_workload(workload_object("w", namespace), "bench")
+    (result,) = plan(nodes, [workload])
+    return result.status.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def event_body(name: str, namespace: str, uid: str, version: str) -> dict[str, Any]:
+    """The ``Scheduled`` Event orca posts for a placement."""
+    event = PendingEvent(
+        name, namespace, uid, version, "Scheduled", "Placed 1/1 replicas on node-00001", False,
+        "2026-11-30T00:00:00Z", "bench",
+    )  # fmt: skip
+    return event.body()
+
+
+async def each(
+    plane: ControlPlane, items: Iterable[Any], call: Callable[[Any], Awaitable[None]]
 ) -> tuple[float, float]:
-    """(objects/s, API server + etcd CPU ms per object) for ``count`` creates, 32 at a time."""
-    objects = [(path, make(f"o{i:05d}", namespace)) for i in range(count)]
+    """(requests/s, API server + etcd CPU ms per request) for ``call`` on every item."""
+    pending = list(items)
+    queue = iter(pending)
+
+    async def worker() -> None:
+        for item in queue:
+            await call(item)
+
     before = sum(cpu_seconds(p) for p in plane.pids.values())
     started = time.perf_counter()
-    await create_all(api, objects, 32)
+    await asyncio.gather(*(worker() for _ in range(WIDTH)))
     seconds = time.perf_counter() - started
     cpu = sum(cpu_seconds(p) for p in plane.pids.values()) - before
-    return count / seconds, cpu / count * 1000
+    return len(pending) / seconds, cpu / len(pending) * 1000
+
+
+async def one_kind(
+    plane: ControlPlane, api: KubeApi, kind: str, namespace: str, count: int
+) -> dict[str, tuple[float, float]]:
+    """Create ``count`` objects of ``kind``, write each one's placement, post an Event on each."""
+    names = [f"o{i:05d}" for i in range(count)]
+    path = f"/api/v1/namespaces/{namespace}/pods" if kind == POD else WORKLOADS.format(ns=namespace)
+    make = pod_object if kind == POD else workload_object
+    created: dict[str, dict[str, Any]] = {}
+
+    async def create(name: str) -> None:
+        created[name] = await api.request("POST", path, make(name, namespace))
+
+    costs = {"create": await each(plane, names, create)}
+    if kind == POD:
+
+        async def bind(name: str) -> None:
+            target = {"apiVersion": "v1", "kind": "Node", "name": "node-00001"}
+            binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}}
+            await api.request("POST", f"{path}/{name}/binding", {**binding, "target": target})
+
+        costs["placement write"] = await each(plane, names, bind)
+    else:
+        status = orca_status(namespace)
+
+        async def write(name: str) -> None:
+            version = created[name]["metadata"]["resourceVersion"]
+            await api.patch_workload_status(namespace, name, status, version)
+
+        costs["placement write"] = await each(plane, names, write)
+    if kind != BARE:
+
+        async def post(name: str) -> None:
+            meta = created[name]["metadata"]
+            body = event_body(name, namespace, meta["uid"], meta["resourceVersion"])
+            await api.create_event(namespace, body)
+
+        costs["Event"] = await each(plane, names, post)
+    return costs
 
 
 async def run(plane: ControlPlane, workdir: Path, count: int, rounds: int) -> None:
@@ -73,25 +150,27 @@ async def run(plane: ControlPlane, workdir: Path, count: int, rounds: int) -> No
     api = KubeApi(load_configuration(str(plane.kubeconfig_path)), max_connections=64)
     try:
         for round_ in range(rounds):
-            for kind in ("Pod", "Workload", "Workload, no CEL rules"):
+            totals: dict[str, float] = {}
+            for kind in (POD, WORKLOAD, BARE):
                 namespace = (
-                    f"r{round_}-{kind.split(',')[0].lower()}{'-bare' if ',' in kind else ''}"
+                    f"r{round_}-{kind.split(',')[0].lower()}{'-bare' if kind == BARE else ''}"
                 )
                 plane.kubectl("create", "namespace", namespace, check=True)
-                if kind == "Pod":
-                    path, make = f"/api/v1/namespaces/{namespace}/pods", pod_object
-                else:
-                    install(
-                        plane, shipped if kind == "Workload" else without_rules(shipped), workdir
-                    )
+                if kind != POD:
+                    install(plane, shipped if kind == WORKLOAD else without_rules(shipped), workdir)
                     await asyncio.sleep(3)  # the new schema served by every handler
-                    path, make = WORKLOADS.format(ns=namespace), workload_object
-                rate, ms = await cost(plane, api, path, make, namespace, count)
-                print(
-                    f"round {round_}  {kind:24s} {rate:6.0f}/s  "
-                    f"API server + etcd {ms:.2f} ms per create",
-                    flush=True,
+                costs = await one_kind(plane, api, kind, namespace, count)
+                cells = "   ".join(
+                    f"{what} {ms:.2f} ms ({rate:.0f}/s)" for what, (rate, ms) in costs.items()
                 )
+                print(f"round {round_}  {kind:22s} {cells}", flush=True)
+                totals[kind] = costs["placement write"][1] + costs.get("Event", (0, 0.0))[1]
+            print(
+                f"round {round_}  per placement, API server + etcd: kube-scheduler (binding + "
+                f"Event) {totals[POD]:.2f} ms, orca (status write + Event) "
+                f"{totals[WORKLOAD]:.2f} ms -> {totals[WORKLOAD] / totals[POD]:.2f}x",
+                flush=True,
+            )
     finally:
         await api.close()
 
@@ -101,8 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--objects", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
+    if args.objects < 1 or args.rounds < 1:
+        parser.error("--objects and --rounds must be at least 1")
     with (
-        tempfile.TemporaryDirectory(prefix="orca-create-cost-") as tmp,
+        tempfile.TemporaryDirectory(prefix="orca-server-cost-") as tmp,
         ControlPlane(Path(tmp) / "cp") as plane,
     ):
         asyncio.run(run(plane, Path(tmp), args.objects, args.rounds))
