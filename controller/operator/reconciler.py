@@ -45,6 +45,7 @@ from controller.core.vocabulary import (
 from controller.manifests import API_VERSION
 from controller.operator import metrics
 from controller.operator.gauges import GaugeExporter
+from controller.operator.heap import building_the_view
 from controller.operator.kube import ApiError, Fenced, KubeApi
 from controller.operator.preemption import PendingPreemption, Preemption
 from controller.operator.priorities import LIST_PATH as PRIORITY_CLASSES_PATH
@@ -195,8 +196,10 @@ class Reconciler:
         return [f"{base}/namespaces/{ns}/{PLURAL}" for ns in self.namespaces]
 
     async def start(self) -> None:
-        """The initial view: LIST everything (retrying until the API answers), then ready."""
-        await self.list_until_done("initial listing")
+        """The initial view: LIST everything (retrying until the API answers), then ready.
+        The collector waits while the view is built (``heap``)."""
+        with building_the_view():
+            await self.list_until_done("initial listing")
         self.ready.set()
 
     async def list_until_done(self, what: str) -> None:

@@ -1,0 +1,38 @@
+"""The collector's pace around the operator's initial LIST.
+
+The operator's heap is mostly its view of the cluster (Nodes, Workloads, the ledger), built
+once by the initial LIST and long-lived after. At the collector's default pace that build is
+what it spends most on: the heap grows so fast that full collections, each over the whole heap
+built so far, run again and again (5,000 Nodes and 10,000 Workloads: 8 full collections, 1.15 s
+of CPU, 6% of the operator's CPU for the whole backlog). Little of what it builds is cyclic
+garbage. So: no collections while the view is built, then one full collection, then
+``gc.freeze``: what survives is the view, and later collections skip it. Objects of the frozen
+view that become garbage later are still freed by reference counting; only cyclic garbage
+among them stays (a restart's worth at most; the view itself is not cyclic).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+YOUNG_THRESHOLD = 10_000
+"""Allocations between young collections once the view is built (Python's default: 700)."""
+
+
+@contextmanager
+def building_the_view() -> Iterator[None]:
+    """No collections inside; on the way out, one full collection and ``gc.freeze``."""
+    enabled = gc.isenabled()
+    gc.freeze()  # the imports' objects: long-lived, no collection needs to look at them again
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.collect()
+        gc.freeze()
+        _, older, oldest = gc.get_threshold()
+        gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
+        if enabled:
+            gc.enable()

@@ -1,0 +1,57 @@
+"""The collector around the initial LIST (``controller.operator.heap``): paused while the view
+is built, running again after, whatever happened inside, and the view left out of later
+collections."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from controller.operator.heap import YOUNG_THRESHOLD, building_the_view
+
+
+@pytest.fixture(autouse=True)
+def collector() -> Iterator[None]:
+    """Put the collector back as it was (these tests change process-wide settings)."""
+    threshold, enabled = gc.get_threshold(), gc.isenabled()
+    yield
+    gc.set_threshold(*threshold)
+    gc.unfreeze()
+    if enabled:
+        gc.enable()
+
+
+def test_no_collection_runs_while_the_view_is_built() -> None:
+    collections = []
+
+    def seen(phase: str, _: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(phase)
+
+    gc.callbacks.append(seen)
+    try:
+        with building_the_view():
+            view = [[i] for i in range(5 * gc.get_threshold()[0])]  # would trigger some
+            inside = len(collections)
+    finally:
+        gc.callbacks.remove(seen)
+    assert inside == 0
+    assert len(collections) == 1  # the one full collection on the way out
+    assert len(view) > 0
+
+
+def test_the_view_is_frozen_and_the_collector_runs_again_after() -> None:
+    before = gc.get_freeze_count()
+    with building_the_view():
+        view = [{"i": i} for i in range(10_000)]
+    assert gc.isenabled()
+    assert gc.get_freeze_count() >= before + len(view)
+    assert gc.get_threshold()[0] == YOUNG_THRESHOLD
+
+
+def test_the_collector_runs_again_when_the_listing_failed() -> None:
+    with pytest.raises(ConnectionError), building_the_view():
+        raise ConnectionError("the API server went away")
+    assert gc.isenabled()
