@@ -267,9 +267,9 @@ class KubeApi:
             ) as response:
                 text = await response.read()
         except BaseException:  # no answer (refused, timed out, cancelled): still a request made
-            metrics.API_REQUESTS.labels(verb=method, resource=resource, code="error").inc()
+            metrics.api_requests(method, resource, "error").inc()
             raise
-        metrics.API_REQUESTS.labels(verb=method, resource=resource, code=str(response.status)).inc()
+        metrics.api_requests(method, resource, str(response.status)).inc()
         if response.status >= 300:
             raise api_error(response.status, response.reason, text)
         result: dict[str, Any] = orjson.loads(text) if text else {}
@@ -317,9 +317,7 @@ class KubeApi:
             aiohttp.ClientSession(connector=connector) as session,
             session.get(url, params=params, headers=headers, timeout=limits) as response,
         ):
-            metrics.API_REQUESTS.labels(
-                verb="WATCH", resource=resource, code=str(response.status)
-            ).inc()
+            metrics.api_requests("WATCH", resource, str(response.status)).inc()
             if response.status >= 300:
                 raise api_error(response.status, response.reason, await response.read())
             pending = bytearray()

@@ -14,6 +14,7 @@ rules and the dashboard speak one vocabulary; the README's metrics table lists e
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -234,6 +235,16 @@ API_REQUESTS = Counter(
     "and HTTP status code ('error' when no answer came).",
     ["verb", "resource", "code"],
 )
+
+
+@functools.cache
+def api_requests(verb: str, resource: str, code: str) -> Counter:
+    """``API_REQUESTS``' series for these labels, looked up once per label set: every API
+    call counts itself, and ``labels()`` validates its arguments and takes a lock each time
+    (a bounded set: a few verbs, the resources of ``kube.api_resource`` and HTTP codes)."""
+    return API_REQUESTS.labels(verb=verb, resource=resource, code=code)
+
+
 RELISTS = Counter(
     "orca_relists_total",
     "Full LISTs of Nodes and Workloads (start-up and periodic resync), by outcome: 'listed' "
