@@ -9,7 +9,9 @@ Per object kind, in a namespace of its own, ``--objects`` at a time, 32 requests
   decides for it), an Event (the body orca posts);
 - Workload under the same CRD without its CEL validation rules: create and status write.
 
-``bench_vs_kube_scheduler.py`` measures the whole run; this splits the server's part of it by
+For orca's status writes and Events it also prints this process's CPU per request: the
+client is orca's own (``KubeApi``: aiohttp, TLS, orjson), so that is what each request costs
+the operator. ``bench_vs_kube_scheduler.py`` measures the whole run; this splits it by
 request, to show which costs orca can change and which belong to the API server (a custom
 resource is JSON end to end, where a Pod and kube-scheduler's Events are protobuf). The Events
 here are JSON, as orca posts them. ``--rounds`` times in turn (the machine is shared: compare
@@ -26,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -86,10 +89,17 @@ def event_body(name: str, namespace: str, uid: str, version: str) -> dict[str, A
     return event.body()
 
 
+@dataclass(frozen=True)
+class Cost:
+    rate: float  # requests/s
+    server_ms: float  # API server + etcd CPU per request
+    client_ms: float  # this process's CPU per request: orca's own client, ``KubeApi``
+
+
 async def each(
     plane: ControlPlane, items: Iterable[Any], call: Callable[[Any], Awaitable[None]]
-) -> tuple[float, float]:
-    """(requests/s, API server + etcd CPU ms per request) for ``call`` on every item."""
+) -> Cost:
+    """What ``call`` on every item costs, ``WIDTH`` in flight."""
     pending = list(items)
     queue = iter(pending)
 
@@ -98,16 +108,18 @@ async def each(
             await call(item)
 
     before = sum(cpu_seconds(p) for p in plane.pids.values())
+    client_before = time.process_time()
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(WIDTH)))
     seconds = time.perf_counter() - started
+    client = time.process_time() - client_before
     cpu = sum(cpu_seconds(p) for p in plane.pids.values()) - before
-    return len(pending) / seconds, cpu / len(pending) * 1000
+    return Cost(len(pending) / seconds, cpu / len(pending) * 1000, client / len(pending) * 1000)
 
 
 async def one_kind(
     plane: ControlPlane, api: KubeApi, kind: str, namespace: str, count: int
-) -> dict[str, tuple[float, float]]:
+) -> dict[str, Cost]:
     """Create ``count`` objects of ``kind``, write each one's placement, post an Event on each."""
     names = [f"o{i:05d}" for i in range(count)]
     path = f"/api/v1/namespaces/{namespace}/pods" if kind == POD else WORKLOADS.format(ns=namespace)
@@ -161,10 +173,18 @@ async def run(plane: ControlPlane, workdir: Path, count: int, rounds: int) -> No
                     await asyncio.sleep(3)  # the new schema served by every handler
                 costs = await one_kind(plane, api, kind, namespace, count)
                 cells = "   ".join(
-                    f"{what} {ms:.2f} ms ({rate:.0f}/s)" for what, (rate, ms) in costs.items()
+                    f"{what} {c.server_ms:.2f} ms ({c.rate:.0f}/s)" for what, c in costs.items()
                 )
                 print(f"round {round_}  {kind:22s} {cells}", flush=True)
-                totals[kind] = costs["placement write"][1] + costs.get("Event", (0, 0.0))[1]
+                writes = [costs["placement write"], *([costs["Event"]] if "Event" in costs else [])]
+                totals[kind] = sum(c.server_ms for c in writes)
+                if kind == WORKLOAD:
+                    client = " + ".join(f"{c.client_ms:.2f}" for c in writes)
+                    print(
+                        f"round {round_}  {'':22s} orca's client (KubeApi, this process) CPU per "
+                        f"status write + Event: {client} ms",
+                        flush=True,
+                    )
             print(
                 f"round {round_}  per placement, API server + etcd: kube-scheduler (binding + "
                 f"Event) {totals[POD]:.2f} ms, orca (status write + Event) "
