@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from controller.operator.heap import YOUNG_THRESHOLD, building_the_view
+from controller.operator.state import ClusterState
+from tests.factories import node_object, stored_workload
 
 
 @pytest.fixture(autouse=True)
@@ -55,3 +57,29 @@ def test_the_collector_runs_again_when_the_listing_failed() -> None:
     with pytest.raises(ConnectionError), building_the_view():
         raise ConnectionError("the API server went away")
     assert gc.isenabled()
+
+
+def test_a_dropped_view_leaves_nothing_for_the_collector() -> None:
+    """What ``building_the_view`` freezes is the operator's view; a record replaced later is
+    freed by reference counting only if the view holds no reference cycles (a frozen cycle
+    would never be collected)."""
+    status = {
+        "phase": "Scheduled",
+        "placements": [{"node": "a", "allocId": "ns/w0-0", "score": 50}],
+        "resources": {"cpu": "100m", "memory": "64Mi"},
+    }
+    spec = {
+        "kind": "Job",
+        "resources": {"cpu": "100m", "memory": "64Mi"},
+        "constraints": ['node.labels["zone"] == "a"'],
+    }
+    gc.collect()
+    gc.disable()
+    state = ClusterState()
+    state.merge_listed_node(node_object("a", cpu="4", memory="8Gi"))
+    for i in range(50):
+        state.merge_listed_workload(stored_workload(f"w{i}", "1", spec, status))
+    state.merge_listed_workload(stored_workload("w0", "2", spec, None))  # one record replaced
+    assert len(state.records) == 50
+    del state
+    assert gc.collect() == 0
