@@ -404,7 +404,15 @@ async def _run_side(
         lag = None
         posted: set[str] = set()  # the objects with a Scheduled Event
         events = asyncio.create_task(
-            follow(api, EVENTS.format(ns=NAMESPACE), scheduled_event, args.objects, 1e9, "", posted)
+            follow(
+                api,
+                EVENTS.format(ns=NAMESPACE),
+                scheduled_event,
+                args.objects,
+                1e9,
+                "Events",
+                posted,
+            )
         )
         if args.mode == "backlog":
             await create_all(api, objects, args.concurrency)
