@@ -25,8 +25,11 @@ YOUNG_THRESHOLD = 10_000
 
 @contextmanager
 def building_the_view() -> Iterator[None]:
-    """No collections inside; on the way out, one full collection and ``gc.freeze``."""
+    """No collections inside; on the way out, one full collection and ``gc.freeze``. On the
+    way in, one collection and ``gc.freeze`` too (of the imports, mostly), so the one on the
+    way out looks at the view alone."""
     enabled = gc.isenabled()
+    gc.collect()  # what is garbage now is collected, not frozen with the rest
     gc.freeze()  # the imports' objects: long-lived, no collection needs to look at them again
     gc.disable()
     try:

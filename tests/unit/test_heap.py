@@ -5,6 +5,7 @@ collections."""
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -35,12 +36,13 @@ def test_no_collection_runs_while_the_view_is_built() -> None:
     gc.callbacks.append(seen)
     try:
         with building_the_view():
+            at_entry = len(collections)
             view = [[i] for i in range(5 * gc.get_threshold()[0])]  # would trigger some
-            inside = len(collections)
+            inside = len(collections) - at_entry
     finally:
         gc.callbacks.remove(seen)
     assert inside == 0
-    assert len(collections) == 1  # the one full collection on the way out
+    assert len(collections) == 2  # one on the way in (before freezing), one on the way out
     assert len(view) > 0
 
 
@@ -83,3 +85,19 @@ def test_a_dropped_view_leaves_nothing_for_the_collector() -> None:
     assert len(state.records) == 50
     del state
     assert gc.collect() == 0
+
+
+class _Cyclic:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_garbage_from_before_the_view_is_collected_not_frozen() -> None:
+    garbage = _Cyclic()
+    ref = weakref.ref(garbage)
+    gc.disable()
+    del garbage  # a cycle: only the collector frees it
+    assert ref() is not None
+    with building_the_view():
+        pass
+    assert ref() is None
