@@ -5,12 +5,13 @@ once by the initial LIST and long-lived after. At the collector's default pace t
 what it spends most on: the heap grows so fast that full collections, each over the whole heap
 built so far, run again and again (5,000 Nodes and 10,000 Workloads: 8 full collections, 1.15 s
 of CPU, 6% of the operator's CPU for the whole backlog). Little of what it builds is cyclic
-garbage. So: no collections while the view is built, then one full collection, then
-``gc.freeze``: what survives is the view, and later collections skip it. Frozen objects that
-become garbage later are still freed by reference counting; only cyclic garbage among them is
-never collected. The view holds no cycles (``tests/unit/test_heap.py`` drops one and finds
-nothing left for the collector), so what stays is what start-up itself left in cycles (the
-imports' objects, which live on anyway, and start-up's own tasks).
+garbage. So: a collection and ``gc.freeze`` before the view is built (the imports' objects,
+mostly), no collections while it is built, then one full collection and ``gc.freeze`` again:
+what survives is the view, and later collections skip it. Frozen objects that become garbage
+later are still freed by reference counting; only cyclic garbage among them is never
+collected. The view holds no cycles (``tests/unit/test_heap.py`` drops one and finds nothing
+left for the collector), and nothing that was garbage already is frozen, so what can stay is
+what was alive at start-up and dropped in a cycle later (its own tasks, at most).
 """
 
 from __future__ import annotations
