@@ -34,6 +34,7 @@ import aiohttp
 from controller.operator import metrics
 from controller.operator.kube import ApiError
 from controller.operator.reconciler import Reconciler
+from controller.operator.state import workload_key
 
 logger = logging.getLogger("orca.informer")
 
@@ -52,9 +53,7 @@ def apply_workload_event(reconciler: Reconciler, kind: str, obj: dict[str, Any])
     own status write); one deleted frees its capacity for whoever waits for some."""
     state, queue = reconciler.state, reconciler.queue
     if kind == "DELETED":
-        metadata = obj.get("metadata") or {}
-        key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
-        if state.delete_workload(key):
+        if state.delete_workload(workload_key(obj)):
             queue.add_all(state.keys_waiting_for_capacity())
     elif kind in ("ADDED", "MODIFIED"):
         record = state.upsert_workload(obj)

@@ -32,6 +32,19 @@ from controller.operator import metrics
 logger = logging.getLogger("orca.nodes")
 
 
+def workload_identity(body: Mapping[str, Any]) -> tuple[str, str]:
+    """A Workload object's (namespace, name): its key is ``namespace/name``, and an object
+    without a namespace is in ``default`` (what every event, LIST and delete is keyed by)."""
+    metadata = body.get("metadata") or {}
+    return str(metadata.get("namespace") or "default"), str(metadata.get("name"))
+
+
+def workload_key(body: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a Workload object (``workload_identity``)."""
+    namespace, name = workload_identity(body)
+    return f"{namespace}/{name}"
+
+
 def is_newer(candidate: str | None, known: str | None) -> bool:
     """Whether ``candidate`` is not older than ``known``. resourceVersions are opaque by
     contract; etcd-backed servers issue increasing integers, which is all this relies on
@@ -153,8 +166,7 @@ class ClusterState:
         """Record a Workload from an event; returns the record if it may need a decision
         (None for a stale event or the echo of our own status write)."""
         metadata = body.get("metadata") or {}
-        namespace = str(metadata.get("namespace") or "default")
-        name = str(metadata.get("name"))
+        namespace, name = workload_identity(body)
         key = f"{namespace}/{name}"
         version = metadata.get("resourceVersion")
         record = self.records.get(key)
@@ -225,8 +237,7 @@ class ClusterState:
     def merge_listed_workload(self, obj: Mapping[str, Any]) -> str:
         """One Workload of a LIST, merged; returns its key (``drop_unlisted_workloads``)."""
         self.upsert_workload(obj)
-        metadata = obj.get("metadata") or {}
-        return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+        return workload_key(obj)
 
     def drop_unlisted_nodes(self, listed: set[str | None], version: str | None) -> None:
         """After a LIST: forget the Nodes it lacks, unless a watch event newer than the LIST
