@@ -1,9 +1,10 @@
-"""The API calls the scheduling loop makes itself, over one pooled aiohttp session.
+"""The API calls the operator makes itself: requests over one pooled aiohttp session, each
+watch over a session of its own.
 
-kopf owns the watches of Nodes and PriorityClasses; the Workload watch (``informer``), status
-writes, Events and the leader Lease go through this small client. JSON is read and written by
-orjson: decoding watch events and PATCH answers was the largest single cost of the operator's
-CPU in a backlog (7%, py-spy) with the standard library's decoder.
+kopf owns the PriorityClass watch; the Node and Workload watches (``informer``), the LISTs,
+status writes, Events and the leader Lease go through this small client. JSON is read and
+written by orjson: decoding watch events and PATCH answers was the largest single cost of the
+operator's CPU in a backlog (7%, py-spy) with the standard library's decoder.
 
 Credentials come from the kubernetes client's own loaders (kubeconfig, in-cluster
 service account, exec plugins), and the bearer token is re-read per request through the
@@ -207,6 +208,14 @@ class KubeApi:
 
         asyncio.get_running_loop().call_later(RETIRED_SESSION_GRACE, close_old)
 
+    def _headers(self, extra: dict[str, str]) -> dict[str, str]:
+        """JSON, with the bearer token read now (rotated tokens) when there is one."""
+        headers = {"Accept": "application/json", **extra}
+        token = authorization(self.configuration)
+        if token:
+            headers["Authorization"] = token
+        return headers
+
     async def request(
         self,
         method: str,
@@ -247,10 +256,7 @@ class KubeApi:
         content_type: str,
         params: Mapping[str, str] | None,
     ) -> dict[str, Any]:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        token = authorization(self.configuration)
-        if token:
-            headers["Authorization"] = token
+        headers = self._headers({"Content-Type": content_type})
         session = await self.session()
         data = None if body is None else orjson.dumps(body)
         resource = api_resource(path)
@@ -299,10 +305,7 @@ class KubeApi:
     async def _watch(
         self, path: str, params: Mapping[str, str], timeout: int
     ) -> AsyncIterator[dict[str, Any]]:
-        headers = {"Accept": "application/json"}
-        token = authorization(self.configuration)
-        if token:
-            headers["Authorization"] = token
+        headers = self._headers({})
         resource = api_resource(path)
         # No total timeout: the server ends the watch; a silent connection is cut after a
         # minute past that (a half-open TCP connection never errors by itself).
