@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import random
 import shutil
@@ -60,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.api.models import quantity_to_int
 from controller.devcluster.controlplane import ControlPlane
-from controller.operator.kube import KubeApi, authorization, load_configuration
+from controller.operator.kube import KubeApi, load_configuration
 from tests.integration.harness import REPO_ROOT, OperatorProcess
 
 ZONES = ["eu-1a", "eu-1b", "eu-1c", "us-2a"]
@@ -306,29 +305,15 @@ async def follow(
         if len(seen) >= count:
             return seen
         version = listed["metadata"]["resourceVersion"]
-        session = await api.session()
-        headers = {"Accept": "application/json"}
-        token = authorization(api.configuration)
-        if token:
-            headers["Authorization"] = token
-        params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": "300"}
-        url = api.configuration.host + path
-        async with session.get(url, params=params, headers=headers, timeout=None) as response:
-            buffer = b""
-            async for chunk in response.content.iter_any():
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    event = json.loads(line)
-                    obj = event.get("object") or {}
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        k = key(obj)
-                        if k is not None:
-                            seen.add(k)
-                if len(seen) >= count:
-                    return seen
-                if time.perf_counter() > deadline:
-                    raise TimeoutError(f"{len(seen)}/{count} {what} after {timeout:.0f}s")
+        async for event in api.watch(path, version, 300):  # until the server ends it
+            if event.get("type") in ("ADDED", "MODIFIED"):
+                k = key(event.get("object") or {})
+                if k is not None:
+                    seen.add(k)
+                    if len(seen) >= count:
+                        return seen
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"{len(seen)}/{count} {what} after {timeout:.0f}s")
 
 
 # -- one side ------------------------------------------------------------------------------------
