@@ -8,6 +8,7 @@ import subprocess
 import sys
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -64,14 +65,28 @@ def test_quantities_parse_as_the_kubernetes_client_parses_them(text: str) -> Non
     assert isinstance(parse_quantity(text), Decimal)
 
 
-def test_orca_plan_never_imports_the_kubernetes_client(tmp_path: Path) -> None:
+def plan_files(
+    tmp_path: Path, workloads_yaml: str, node: dict[str, Any] | None = None
+) -> tuple[Path, Path]:
+    """A Nodes file of one Node (4 cpus, 8Gi unless given) and a Workloads file."""
     nodes = tmp_path / "nodes.yaml"
-    nodes.write_text(yaml.safe_dump(node_object("a", cpu="4", memory="8Gi")))
+    nodes.write_text(yaml.safe_dump(node or node_object("a", cpu="4", memory="8Gi")))
     workloads = tmp_path / "workloads.yaml"
-    workloads.write_text(
-        "apiVersion: orca.cloudinit.dev/v1alpha1\nkind: Workload\n"
-        "metadata: {name: web, namespace: shop}\n"
-        "spec: {kind: Job, resources: {cpu: 500m, memory: 1Gi}, constraints: ['node.cpu > 0']}\n"
+    workloads.write_text(workloads_yaml)
+    return nodes, workloads
+
+
+WEB = (
+    "apiVersion: orca.cloudinit.dev/v1alpha1\nkind: Workload\n"
+    "metadata: {name: web, namespace: shop}\n"
+)  # a Workload's head: its spec follows
+
+
+def test_orca_plan_never_imports_the_kubernetes_client(tmp_path: Path) -> None:
+    nodes, workloads = plan_files(
+        tmp_path,
+        WEB
+        + "spec: {kind: Job, resources: {cpu: 500m, memory: 1Gi}, constraints: ['node.cpu > 0']}\n",
     )
     code = (
         "import sys; from controller.cli import main; "
@@ -86,13 +101,7 @@ def test_orca_plan_never_imports_the_kubernetes_client(tmp_path: Path) -> None:
 
 
 def test_timings_are_one_line_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    nodes = tmp_path / "nodes.yaml"
-    nodes.write_text(yaml.safe_dump(node_object("a", cpu="4", memory="8Gi")))
-    workloads = tmp_path / "workloads.yaml"
-    workloads.write_text(
-        "apiVersion: orca.cloudinit.dev/v1alpha1\nkind: Workload\n"
-        "metadata: {name: web, namespace: shop}\nspec: {kind: Job}\n"
-    )
+    nodes, workloads = plan_files(tmp_path, WEB + "spec: {kind: Job}\n")
     assert main(["plan", "--nodes", str(nodes), "--workloads", str(workloads), "--timings"]) == 0
     out, err = capsys.readouterr()
     assert "shop/web" in out and "timings" not in out
@@ -116,10 +125,7 @@ def test_the_collector_pace_is_given_back(tmp_path: Path) -> None:
     """``orca plan`` collects less often while it runs, not after (for a caller in-process)."""
     import gc
 
-    nodes = tmp_path / "nodes.yaml"
-    nodes.write_text(yaml.safe_dump(node_object("a")))
-    workloads = tmp_path / "workloads.yaml"
-    workloads.write_text("kind: Nonsense\n")
+    nodes, workloads = plan_files(tmp_path, "kind: Nonsense\n", node_object("a"))
     before = gc.get_threshold()
     assert main(["plan", "--nodes", str(nodes), "--workloads", str(workloads)]) == 2
     assert gc.get_threshold() == before
