@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections import defaultdict
@@ -49,10 +51,33 @@ def wait_serving(
     raise AssertionError(f"{what} not serving {url} after {timeout}s:\n{log()}")
 
 
+#: Ports the kernel never hands out on its own (below Linux's default ephemeral range,
+#: 32768-60999): no outgoing connection and no ``bind(0)`` of another process can take one
+#: between ``free_port`` and the operator's own bind.
+_OWN_PORTS: Sequence[int] = range(20000, 32768)
+_handed_out: set[int] = set()
+_handing_out = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port to give a child process to listen on, not given out before in this run.
+
+    ``bind(0)`` then close is racy: under a dozen operators in parallel, one of their
+    outgoing connections took a port between the test's close and the operator's bind
+    ("metrics port ...: Address already in use"). Ports from below the ephemeral range are
+    only taken by an explicit bind, and this run hands each one out once."""
+    with _handing_out:
+        for port in random.sample(_OWN_PORTS, len(_OWN_PORTS)):
+            if port in _handed_out:
+                continue
+            _handed_out.add(port)
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:  # someone else's listener
+                    continue
+            return port
+    raise AssertionError(f"no free port in {_OWN_PORTS}")
 
 
 class OperatorProcess:
