@@ -61,7 +61,9 @@ NO_DENIAL = "logs no permission denial"
 # (not through kopf's first LIST, which would pick it up without the watch right).
 STEPS = (LIVE, LEASE_TAKEN, LEASE_RENEWED, PLACED, RESCHEDULED, EVENT, WATCHED, RELEASED, NO_DENIAL)
 
-DENIAL = re.compile(r"403|forbidden|not enough permissions", re.IGNORECASE)
+DENIAL = re.compile(r"\b403\b|forbidden|not enough permissions", re.IGNORECASE)
+# A log line's own timestamp, "[2026-11-30 08:43:56,403] ", whose milliseconds can read 403.
+TIMESTAMP = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,.]+\] ")
 # What `orca run -n NS` needs on top of the shipped ClusterRole (the trials run that way).
 NAMESPACED_MODE = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
 
@@ -287,7 +289,7 @@ class Trial:
         denials = [
             line
             for line in self.log_path.read_text(errors="replace").splitlines()
-            if DENIAL.search(line)
+            if DENIAL.search(TIMESTAMP.sub("", line))
         ]
         if denials:
             self.failed, self.detail = NO_DENIAL, denials[0][:300]
