@@ -40,9 +40,9 @@ class Image:
     def build_pip(self) -> Path:
         return self.root / "opt" / "build" / "bin" / "pip"
 
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
         """A command as the image's entrypoint environment would run it (the venv on PATH)."""
-        env = {"PATH": f"{self.venv / 'bin'}:/usr/bin:/bin", "HOME": str(self.root)}
+        env = {"PATH": f"{self.venv / 'bin'}:/usr/bin:/bin", "HOME": str(home or self.root)}
         return subprocess.run(
             args, capture_output=True, text=True, env=env, cwd=self.root, timeout=120, check=False
         )
@@ -158,6 +158,29 @@ def test_orca_run_starts_and_reports_a_missing_cluster_in_one_line(image: Image)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+# Run by the image's Python: where its CEL parser comes from, and whether the file was rewritten.
+CEL_PARSER_PROBE = """
+from celpy import Environment, celparser
+from controller.celcache import cache_path, install_cel_parser, shipped_cache_path
+path = cache_path()
+assert path == shipped_cache_path(), path
+written = path.stat().st_mtime_ns
+install_cel_parser(path)
+Environment().compile('"gpu" in node.tags && node.kind == "vm"')
+print(oct(path.stat().st_mode & 0o777), oct(path.parent.stat().st_mode & 0o777))
+print("rewritten" if path.stat().st_mtime_ns != written else "loaded")
+"""
+
+
+def test_the_image_ships_cel_pythons_parser_analysed(image: Image) -> None:
+    """The pod's user has no home (the Dockerfile's /nonexistent) to cache the parser in: the
+    build put it beside the venv, readable by all, and it loads as it is (were its hash stale,
+    Lark would rebuild it and, as its owner here, rewrite it)."""
+    result = image.run("python", "-c", CEL_PARSER_PROBE, home=image.root / "nonexistent")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0o644", "0o755", "loaded"]
 
 
 def test_dev_cluster_without_the_dev_extra_says_so_in_one_line(image: Image) -> None:

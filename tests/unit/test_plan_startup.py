@@ -15,7 +15,7 @@ import yaml
 from celpy import celparser
 
 from controller.api.quantity import parse_quantity
-from controller.celcache import build_cel_parser, cache_path
+from controller.celcache import build_cel_parser, cache_path, ship
 from controller.cli import main
 from tests.factories import node_object
 
@@ -134,6 +134,7 @@ def test_the_collector_pace_is_given_back(tmp_path: Path) -> None:
 def test_the_cache_is_used_only_where_no_one_else_can_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))  # an installation without one
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     path = cache_path()
     assert path is not None and path.parent == tmp_path / "orca"
@@ -145,3 +146,24 @@ def test_the_cache_is_used_only_where_no_one_else_can_write(
     assert cache_path() == path
     path.parent.chmod(0o777)
     assert cache_path() is None
+
+
+def test_an_installations_cache_comes_first_and_only_when_no_one_else_can_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))
+    shipped = ship()
+    assert shipped == tmp_path / "venv" / "share" / "orca" / shipped.name
+    assert (shipped.stat().st_mode & 0o777, shipped.parent.stat().st_mode & 0o777) == (
+        0o644,
+        0o755,
+    )
+    assert cache_path() == shipped
+    tree = build_cel_parser(shipped).parse('"a" in node.tags')
+    assert tree == build_cel_parser(None).parse('"a" in node.tags')
+    shipped.parent.chmod(0o775)  # a group could have swapped the pickle
+    assert cache_path() == tmp_path / "home-cache" / "orca" / shipped.name
+    shipped.parent.chmod(0o755)
+    shipped.chmod(0o664)
+    assert cache_path() == tmp_path / "home-cache" / "orca" / shipped.name
