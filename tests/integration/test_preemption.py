@@ -210,10 +210,14 @@ def test_sigkill_between_the_victims_writes_and_the_preemptors(
     low = cluster.wait_for(
         namespace, "low", lambda w: len(placements(w)) == 1, what="the victim's write"
     )
+
+    def held() -> bool:  # the whole log: its tail (first.log()) could have scrolled past it
+        return "failpoint preempt-after-victims" in first.log_path.read_text(errors="replace")
+
     deadline = time.monotonic() + 20
-    while "failpoint preempt-after-victims" not in first.log() and time.monotonic() < deadline:
+    while not held() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert "failpoint preempt-after-victims" in first.log()
+    assert held(), first.log()
     first.kill()
     # Between the two writes: the room is free in the statuses, booked by no one.
     assert placements(cluster.workload(namespace, "high")) == []
