@@ -55,6 +55,8 @@ from controller.operator.workqueue import WorkQueue
 
 #: Events posted at a time when the scheduling queue is idle (``Reconciler.post_events``).
 EVENT_POSTERS = 8
+#: How long a graceful stop goes on posting queued Events (``Reconciler.flush_events``).
+EVENT_FLUSH_SECONDS = 3.0
 
 logger = logging.getLogger("orca.scheduler")
 
@@ -475,14 +477,33 @@ class Reconciler:
             except (ApiError, Fenced, aiohttp.ClientError, TimeoutError, OSError) as exc:
                 logger.info("could not post event %s: %s", event.reason, exc)
 
-    async def flush_events(self) -> None:
-        """Post what is queued now (shutdown): best effort, no waiting for idle moments."""
-        while not self._events.empty():
-            event = self._events.get_nowait()
-            try:
-                await self.api.create_event(event.namespace, event.body())
-            except (ApiError, Fenced, aiohttp.ClientError, TimeoutError, OSError):
-                return
+    async def flush_events(
+        self, within: float = EVENT_FLUSH_SECONDS, posters: int = EVENT_POSTERS
+    ) -> int:
+        """Post what is queued now (a graceful stop), ``posters`` at a time, for at most
+        ``within`` seconds; return how many were left unposted or cut short. Bounded because
+        the Lease is handed back only after this, and the standby decides only then: one at a
+        time and unbounded, a stop right after a 10,000-Workload backlog held the Lease for
+        10 s (5 s after 5,000), deciding nothing, for Events that only inform (the statuses are
+        the record; client-go's recorder drops Events too, when its queue is full)."""
+
+        async def poster() -> None:
+            while not self._events.empty():
+                event = self._events.get_nowait()
+                try:
+                    await self.api.create_event(event.namespace, event.body())
+                except (ApiError, Fenced, aiohttp.ClientError, TimeoutError, OSError):
+                    return  # fenced or the server gone: the rest would fail the same way
+
+        tasks = [asyncio.create_task(poster()) for _ in range(posters)]
+        _, cut_short = await asyncio.wait(tasks, timeout=within)
+        for task in cut_short:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        left = self._events.qsize() + len(cut_short)
+        if left:
+            logger.warning("stopping: %d queued Events not posted within %gs", left, within)
+        return left
 
 
 @dataclass(frozen=True, slots=True)

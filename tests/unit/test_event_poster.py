@@ -8,6 +8,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
+from controller.operator.kube import Fenced
 from controller.operator.reconciler import EVENT_POSTERS, PendingEvent, Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
@@ -77,3 +80,54 @@ def test_events_wait_while_workloads_wait_for_a_decision() -> None:
         poster.cancel()
 
     asyncio.run(scenario())
+
+
+def test_a_stop_posts_the_queued_events_several_at_a_time() -> None:
+    async def scenario() -> None:
+        api = GatedApi()
+        reconciler = Reconciler(ClusterState(), WorkQueue(), api)  # type: ignore[arg-type]
+        names = queued(reconciler, 3 * EVENT_POSTERS + 1)
+        flush = asyncio.create_task(reconciler.flush_events())
+        await settle()
+        assert api.in_flight == EVENT_POSTERS
+        api.gate.set()
+        assert await flush == 0
+        assert sorted(api.posted) == sorted(names)
+
+    asyncio.run(scenario())
+
+
+def test_a_stop_does_not_wait_on_events_past_its_bound(caplog: pytest.LogCaptureFixture) -> None:
+    """The Lease is handed back only after the flush: an API server that does not answer must
+    not hold it (the gate is never opened here)."""
+
+    async def scenario() -> int:
+        api = GatedApi()
+        reconciler = Reconciler(ClusterState(), WorkQueue(), api)  # type: ignore[arg-type]
+        queued(reconciler, 3 * EVENT_POSTERS + 1)
+        return await reconciler.flush_events(within=0.05)
+
+    assert asyncio.run(scenario()) == 3 * EVENT_POSTERS + 1  # 8 cut short, 17 never taken
+    assert "25 queued Events not posted within 0.05s" in caplog.text
+
+
+class FencedApi:
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        self.attempts += 1
+        raise Fenced()
+
+
+def test_a_stop_gives_up_on_events_once_the_lease_is_lost() -> None:
+    async def scenario() -> tuple[int, int]:
+        api = FencedApi()
+        reconciler = Reconciler(ClusterState(), WorkQueue(), api)  # type: ignore[arg-type]
+        queued(reconciler, 100)
+        left = await reconciler.flush_events(within=60)
+        return left, api.attempts
+
+    left, attempts = asyncio.run(scenario())
+    assert attempts == EVENT_POSTERS  # one refusal per poster, not one per queued Event
+    assert left == 100 - EVENT_POSTERS
