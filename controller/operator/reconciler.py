@@ -492,7 +492,9 @@ class Reconciler:
                 event = self._events.get_nowait()
                 try:
                     await self.api.create_event(event.namespace, event.body())
-                except (ApiError, Fenced, aiohttp.ClientError, TimeoutError, OSError):
+                except ApiError:  # this one refused (its namespace terminating, say)
+                    continue
+                except (Fenced, aiohttp.ClientError, TimeoutError, OSError):
                     return  # fenced or the server gone: the rest would fail the same way
 
         tasks = [asyncio.create_task(poster()) for _ in range(posters)]

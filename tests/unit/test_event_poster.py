@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from controller.operator.kube import Fenced
+from controller.operator.kube import ApiError, Fenced
 from controller.operator.reconciler import EVENT_POSTERS, PendingEvent, Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
@@ -131,3 +131,31 @@ def test_a_stop_gives_up_on_events_once_the_lease_is_lost() -> None:
     left, attempts = asyncio.run(scenario())
     assert attempts == EVENT_POSTERS  # one refusal per poster, not one per queued Event
     assert left == 100 - EVENT_POSTERS
+
+
+class RefusingApi:
+    """Refuses the Events on ``refused`` (403, as for a terminating namespace), takes the rest."""
+
+    def __init__(self, refused: set[str]) -> None:
+        self.refused = refused
+        self.posted: list[str] = []
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        name = event["involvedObject"]["name"]
+        if name in self.refused:
+            raise ApiError(403, "Forbidden", "namespace is being terminated")
+        self.posted.append(name)
+        return {}
+
+
+def test_a_stop_goes_on_past_an_event_the_server_refuses() -> None:
+    async def scenario() -> tuple[int, list[str], list[str]]:
+        names = [f"w{i}" for i in range(3 * EVENT_POSTERS)]
+        api = RefusingApi(set(names[: 2 * EVENT_POSTERS : 2]))
+        reconciler = Reconciler(ClusterState(), WorkQueue(), api)  # type: ignore[arg-type]
+        queued(reconciler, len(names))
+        left = await reconciler.flush_events(within=60)
+        return left, api.posted, [n for n in names if n not in api.refused]
+
+    left, posted, accepted = asyncio.run(scenario())
+    assert sorted(posted) == sorted(accepted) and left == 0
