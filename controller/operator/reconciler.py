@@ -471,11 +471,18 @@ class Reconciler:
         while True:
             if len(self.queue):
                 await asyncio.sleep(busy_interval)
-            event = await self._events.get()
-            try:
-                await self.api.create_event(event.namespace, event.body())
-            except (ApiError, Fenced, aiohttp.ClientError, TimeoutError, OSError) as exc:
-                logger.info("could not post event %s: %s", event.reason, exc)
+            await self._post(await self._events.get())  # on in any case: the server may be back
+
+    async def _post(self, event: PendingEvent) -> bool:
+        """Post one Event; False when this replica is fenced or the server is out of reach
+        (the next Event would fail the same way), True when it was posted or only it was
+        refused (its namespace terminating, say)."""
+        try:
+            await self.api.create_event(event.namespace, event.body())
+        except (ApiError, Fenced, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            logger.info("could not post event %s: %s", event.reason, exc)
+            return isinstance(exc, ApiError)
+        return True
 
     async def flush_events(
         self, within: float = EVENT_FLUSH_SECONDS, posters: int = EVENT_POSTERS
@@ -489,12 +496,7 @@ class Reconciler:
 
         async def poster() -> None:
             while not self._events.empty():
-                event = self._events.get_nowait()
-                try:
-                    await self.api.create_event(event.namespace, event.body())
-                except ApiError:  # this one refused (its namespace terminating, say)
-                    continue
-                except (Fenced, aiohttp.ClientError, TimeoutError, OSError):
+                if not await self._post(self._events.get_nowait()):
                     return  # fenced or the server gone: the rest would fail the same way
 
         tasks = [asyncio.create_task(poster()) for _ in range(posters)]
