@@ -29,10 +29,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
-
 from controller.operator import metrics
-from controller.operator.kube import ApiError
+from controller.operator.kube import ApiError, TransportError
 from controller.operator.reconciler import Reconciler
 from controller.operator.state import workload_key
 
@@ -117,9 +115,9 @@ class Informer:
                 logger.warning(
                     "the %s watch was refused (%s); again in %.1fs", self.resource, exc, delay
                 )
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            except TransportError as exc:
                 metrics.WATCH_RESTARTS.labels(resource=self.resource, reason="broken").inc()
-                logger.info("the %s watch broke (%r); again in %.1fs", self.resource, exc, delay)
+                logger.info("the %s watch broke (%s); again in %.1fs", self.resource, exc, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, BACKOFF[1])
 

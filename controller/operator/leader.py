@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.operator import metrics
-from controller.operator.kube import ApiError, KubeApi
+from controller.operator.kube import ApiError, KubeApi, TransportError
 
 logger = logging.getLogger("orca.leader")
 
@@ -101,7 +101,7 @@ class LeaderElector:
                 sent = self.clock()
                 try:
                     won = await self._try_once(sent)
-                except (ApiError, OSError, TimeoutError) as exc:
+                except (ApiError, TransportError) as exc:  # retried; the deadline decides
                     logger.warning("leader election: %s", exc)
                     won = False
                 if won:
@@ -185,7 +185,7 @@ class LeaderElector:
             lease["spec"]["leaseDurationSeconds"] = 1
             await self.api.request("PUT", f"{self.path}/{self.name}", lease)
             logger.info("released the leader Lease")
-        except (ApiError, OSError, TimeoutError) as exc:
+        except (ApiError, TransportError) as exc:
             logger.warning("could not release the Lease: %s", exc)
         finally:
             self._set(False)

@@ -29,8 +29,6 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
 from controller.api.models import GROUP, KIND, PLURAL, VERSION, Phase, WorkloadStatus
 from controller.core.decision import Decision
 from controller.core.framework import Code
@@ -46,7 +44,7 @@ from controller.manifests import API_VERSION
 from controller.operator import metrics
 from controller.operator.gauges import GaugeExporter
 from controller.operator.heap import building_the_view
-from controller.operator.kube import ApiError, Fenced, KubeApi
+from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
 from controller.operator.preemption import PendingPreemption, Preemption
 from controller.operator.priorities import LIST_PATH as PRIORITY_CLASSES_PATH
 from controller.operator.priorities import PriorityIndex
@@ -213,7 +211,7 @@ class Reconciler:
             try:
                 await self.relist()
                 break
-            except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            except (ApiError, TransportError) as exc:
                 reason = str(exc).strip()
                 if isinstance(exc, ApiError) and exc.not_found:
                     reason = f"the Workload CRD is not installed (kubectl apply -k crds/): {exc}"
@@ -380,9 +378,9 @@ class Reconciler:
             metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FENCED).inc()
             self._settle(key)
             logger.info("status write for %s not sent: the leader Lease lapsed", key)
-        except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (ApiError, TransportError) as exc:
             self.state.ledger.forget(assumption)
-            code = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
+            code = str(exc.status) if isinstance(exc, ApiError) else exc.kind
             metrics.STATUS_WRITES.labels(outcome=write_outcome(exc)).inc()
             metrics.STATUS_WRITE_FAILURES.labels(code=code).inc()
             self._settle(key)
@@ -479,7 +477,7 @@ class Reconciler:
         refused (its namespace terminating, say)."""
         try:
             await self.api.create_event(event.namespace, event.body())
-        except (ApiError, Fenced, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (ApiError, Fenced, TransportError) as exc:
             logger.info("could not post event %s: %s", event.reason, exc)
             return isinstance(exc, ApiError)
         return True
