@@ -21,12 +21,15 @@ takeover (including of a released Lease) sets ``acquireTime`` to now and adds on
 ``leaseTransitions``; a release empties ``holderIdentity``, sets ``leaseDurationSeconds`` to 1
 and both times to now, and keeps ``leaseTransitions``.
 
-A replica that sees another holder on a Lease still valid, or whose renew gets 409 Conflict
-(someone wrote the Lease since it read it), stops counting as leader at once: the Lease is
-no longer the one it renewed (client-go's ``IsLeader`` turns false as soon as the record it
-observes names another holder). A request that got no answer (``TransportError``: a
-connection closed mid-renew, the API server down) changes nothing: the leader keeps
-renewing, and steps down only when ``renew_deadline`` has passed.
+A renew refused with 409 Conflict (the Lease changed since this replica read it) is a round
+not won, as in client-go: the next round reads the Lease again. A replica that reads another
+holder on a Lease still valid stops counting as leader at once, without waiting for its
+deadline (client-go's ``IsLeader`` turns false as soon as the record it observes names
+another holder). A 409 alone proves nothing more: aiohttp sends an idempotent request (a PUT)
+once more when its connection closed before the answer, and the first one may have been
+applied, so the second meets this replica's own write. A request that got no answer
+(``TransportError``: a connection closed mid-renew, the API server down) changes nothing:
+the leader keeps renewing, and steps down only when ``renew_deadline`` has passed.
 
 Standbys keep watching (their in-memory state stays warm) but decide and write nothing; on
 election the loop resyncs every Workload. A graceful stop releases the Lease at once.
@@ -173,8 +176,8 @@ class LeaderElector:
         try:
             result = await self.api.request("PUT", f"{self.path}/{self.name}", updated)
         except ApiError as exc:
-            if exc.conflict:  # written by someone else since the GET
-                self._lost("409 Conflict on renew: written by another replica meanwhile")
+            if exc.conflict:  # changed since the GET: the next round reads who holds it
+                logger.info("leader election: the Lease changed meanwhile (%s)", exc)
                 return False
             raise
         self._observed = (result["metadata"].get("resourceVersion"), now)
