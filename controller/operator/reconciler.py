@@ -62,6 +62,8 @@ COMPONENT = "orca-controller"
 #: Objects per page of the operator's own LISTs (kopf's listing uses the same size).
 LIST_PAGE = 500
 NODES_PATH = "/api/v1/nodes"
+#: Back-off between failed attempts of ``list_until_done`` (seconds): doubling, first to last.
+LIST_BACKOFF = (0.5, 30.0)
 
 
 class Reconciler:
@@ -206,7 +208,7 @@ class Reconciler:
         """``relist``, retrying with back-off (0.5 s doubling to 30 s) until the API answers,
         then queue every Workload: nothing says which ones changed. At start-up, and after a
         watch expired (``informer``)."""
-        delay = 0.5
+        delay = LIST_BACKOFF[0]
         while True:
             try:
                 await self.relist()
@@ -217,7 +219,7 @@ class Reconciler:
                     reason = f"the Workload CRD is not installed (kubectl apply -k crds/): {exc}"
                 logger.warning("%s failed: %s; retrying in %.1fs", what, reason, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
+                delay = min(delay * 2, LIST_BACKOFF[1])
         self.queue.add_all(self.state.records)
 
     async def run(self) -> None:
