@@ -482,6 +482,8 @@ class Reconciler:
         except (ApiError, Fenced, TransportError) as exc:
             logger.info("could not post event %s: %s", event.reason, exc)
             return isinstance(exc, ApiError)
+        except Exception:  # a bug: this Event is dropped, the posters (and the operator) go on
+            logger.exception("posting event %s on %s failed", event.reason, event.name)
         return True
 
     async def flush_events(
