@@ -19,8 +19,9 @@ source named where it is:
 - with ``tokens`` set, a request whose bearer token is not one of them gets 401.
 
 And the faults a network and an API server make: a connection closed before the answer
-(before or after the request was applied), an answer cut mid-body, a refusal with any status,
-a request held until the test lets it go, every live watch cut or ended at once.
+(before or after the request was applied), an answer cut mid-body, a 200 that is not JSON, a
+refusal with any status, a request held until the test lets it go, every live watch cut or
+ended at once.
 
 Mind that aiohttp sends an idempotent request (GET, PUT) once more, at once, when its
 connection was closed before an answer (aiohttp/client.py, ``retry_persistent_connection``):
@@ -73,7 +74,7 @@ class Fault:
 
     method: str
     path: str
-    action: str  # drop | drop-after | cut | status | hold | before
+    action: str  # drop | drop-after | cut | garbage | status | hold | before
     times: int | None = 1
     status: int = 500
     reason: str = "InternalError"
@@ -131,7 +132,8 @@ class FakeApiServer:
     async def __aenter__(self) -> FakeApiServer:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False)
+        # A handler still running at the end (a test that failed mid-way) is cut, not awaited.
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
         self.host = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
@@ -280,6 +282,9 @@ class FakeApiServer:
                 return self._drop(request, seen)
             if fault.action == "cut":
                 return await self._cut(request, seen)
+            if fault.action == "garbage":  # a proxy's page where JSON was expected
+                seen.outcome = "garbage"
+                return web.Response(text="<html>502 Bad Gateway</html>\n", status=200)
             if fault.action == "status":
                 message = f"injected {fault.status}"
                 return self._answer(seen, status(fault.status, fault.reason, message), fault.status)
