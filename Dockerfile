@@ -1,5 +1,5 @@
 # The operator image: `orca run` and nothing for development (no `orca dev-cluster`, no
-# cryptography, no compilers, no pip in the runtime environment).
+# cryptography, no compilers, and no pip, setuptools or wheel anywhere in the runtime image).
 #
 #   docker build -t orca-controller:0.1.0 .
 #
@@ -35,6 +35,13 @@ RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels 
 
 # -- runtime: the interpreter, the venv, an unprivileged user ------------------------------
 FROM python:3.11.14-slim-bookworm
+# The base image installs pip (ensurepip), setuptools and wheel into /usr/local for building;
+# nothing here builds or installs at run time. pip removes the three by their own records of
+# their files (itself last: its scripts and the image's pip -> pip3 link go too), and the
+# wheels ensurepip would reinstall pip from go with them.
+RUN python -m pip uninstall --yes --no-input --disable-pip-version-check \
+        --root-user-action=ignore setuptools wheel pip \
+    && rm -rf /usr/local/lib/python3.*/ensurepip/_bundled
 LABEL org.opencontainers.image.title="orca-controller" \
       org.opencontainers.image.description="Runtime-aware workload placement controller for Kubernetes" \
       org.opencontainers.image.licenses="Apache-2.0"

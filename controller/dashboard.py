@@ -207,7 +207,12 @@ def _placements(ids: _Ids) -> list[Panel]:
             ids,
             "Workloads by phase",
             "Every Workload the operator knows of, by status.phase.",
-            [_query(f"max by (phase) (orca_workloads{{{JOB}}})", "{{phase}}")],
+            [
+                _query(
+                    f"sum by (phase) (max by (namespace, phase) (orca_workloads{{{JOB}}}))",
+                    "{{phase}}",
+                )
+            ],
             stacked=True,
         ),
     ]
@@ -304,7 +309,7 @@ def _unschedulable(ids: _Ids) -> list[Panel]:
             ids,
             "Top reasons Workloads are short of replicas",
             "Workloads not fully placed, by the filter that rejected Nodes for them (a "
-            "Workload counts under each). kubectl describe workload shows the full reasons.",
+            "Workload counts under each). kubectl describe orcawl shows the full reasons.",
             _query(
                 f"topk(10, max by (plugin) (orca_unschedulable_workloads{{{JOB}}}) > 0)",
                 "{{plugin}}",
@@ -313,13 +318,15 @@ def _unschedulable(ids: _Ids) -> list[Panel]:
         ),
         _timeseries(
             ids,
-            "Workloads not fully placed",
-            "Unschedulable and PartiallyScheduled Workloads over time.",
+            "Workloads not fully placed, by namespace",
+            "Unschedulable and PartiallyScheduled Workloads over time, per namespace (what "
+            "OrcaWorkloadsNotPlaced alerts on): kubectl get orcawl -n NAMESPACE "
+            "--field-selector status.phase=PHASE lists them.",
             [
                 _query(
-                    "max by (phase) "
-                    f'(orca_workloads{{{JOB}, phase=~"Unschedulable|PartiallyScheduled"}})',
-                    "{{phase}}",
+                    "max by (namespace, phase) "
+                    f'(orca_workloads{{{JOB}, phase=~"Unschedulable|PartiallyScheduled"}}) > 0',
+                    "{{namespace}} {{phase}}",
                 )
             ],
             width=8,

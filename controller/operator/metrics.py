@@ -6,7 +6,8 @@ values (``pkg/scheduler/metrics/metrics.go``): ``orca_schedule_attempts_total{re
 ``scheduler_pending_pods``, ``orca_unschedulable_workloads{plugin}`` is
 ``scheduler_unschedulable_pods``. Conventions: base units in the name (seconds, bytes, cores),
 ``_total`` on counters, bounded labels only. A Workload's name is never a label; a Node's name
-is a label only on the ``orca_node_*`` gauges, whose series are removed when the Node goes.
+is a label only on the ``orca_node_*`` gauges, whose series are removed when the Node goes, and
+a namespace's only on ``orca_workloads``, whose series go with the namespace's last Workload.
 
 The label *values* are constants here too, so the code that counts, the README, the alert
 rules and the dashboard speak one vocabulary; the README's metrics table lists every metric.
@@ -105,7 +106,19 @@ PENDING_WORKLOADS = Gauge(
     "node change).",
     ["queue"],
 )
-WORKLOADS = Gauge("orca_workloads", "Workloads known to the operator, by phase.", ["phase"])
+WORKLOADS = Gauge(
+    "orca_workloads",
+    "Workloads known to the operator, by namespace and status.phase ('Pending': not decided "
+    "yet). Every phase of a namespace that holds Workloads has a series (zeros included); a "
+    "namespace without Workloads has none.",
+    ["namespace", "phase"],
+)
+"""Per namespace, so an alert can say where Workloads wait (``OrcaWorkloadsNotPlaced``) and
+``kubectl get orcawl -n NS --field-selector status.phase=...`` names them: bounded by the
+namespaces in use, never a Workload's name. The label is ``namespace`` on purpose, the label
+kube-prometheus-stack's Alertmanager groups and routes by; the ServiceMonitor scrapes with
+``honorLabels`` so the Workload's namespace is kept rather than renamed ``exported_namespace``
+next to the target's own (the operator's) namespace."""
 UNSCHEDULABLE_WORKLOADS = Gauge(
     "orca_unschedulable_workloads",
     "Workloads with replicas short, by the filter plugin that rejected nodes for them; a "

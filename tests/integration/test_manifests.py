@@ -95,7 +95,8 @@ def test_pod_security_restricted_would_flag_a_weaker_pod(
     )
 
 
-def test_the_monitoring_overlay_fits_the_base(kubectl: KubectlRunner) -> None:
+@pytest.mark.parametrize("overlay", ["with-monitoring", "kube-prometheus-stack"])
+def test_the_monitoring_overlay_fits_the_base(kubectl: KubectlRunner, overlay: str) -> None:
     kubectl("apply", "-f", str(PROMETHEUS_CRDS), check=True)
     kubectl(
         "wait",
@@ -104,8 +105,8 @@ def test_the_monitoring_overlay_fits_the_base(kubectl: KubectlRunner) -> None:
         "crd/prometheusrules.monitoring.coreos.com",
         check=True,
     )
-    overlay = MANIFESTS / "with-monitoring"
-    objects = render(kubectl, overlay)
+    path = MANIFESTS / overlay
+    objects = render(kubectl, path)
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for o in objects:
         by_kind.setdefault(o["kind"], []).append(o)
@@ -118,4 +119,4 @@ def test_the_monitoring_overlay_fits_the_base(kubectl: KubectlRunner) -> None:
     assert selector.items() <= service["metadata"]["labels"].items()
     ports = {p["name"] for p in service["spec"]["ports"]}
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
-    dry_run(kubectl, objects, overlay)
+    dry_run(kubectl, objects, path)

@@ -88,7 +88,7 @@ def test_job_service_and_daemonset_are_placed(
     while True:
         samples = operator.metrics()
         gauges = (
-            samples.get('orca_workloads{phase="Scheduled"}'),
+            samples.get(f'orca_workloads{{namespace="{namespace}",phase="Scheduled"}}'),
             samples.get('orca_nodes{eligible="true"}'),
         )
         if gauges == (3.0, 3.0) or time.monotonic() > deadline:

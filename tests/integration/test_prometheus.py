@@ -1,10 +1,12 @@
 """The operator's metrics, alert rules and dashboard against a real Prometheus (issue 8).
 
 ``orca run`` runs on the real control plane; a real ``prometheus`` (Debian's package: .ci/run
-installs it) is started here on a loopback port, scraping the operator every second and loading
-the shipped alert rules. Workloads are applied (some cannot be placed) and every figure is read
-back through Prometheus' HTTP API, as a dashboard would. Then every PromQL expression in the
-dashboard and the rules runs against that Prometheus and must not fail.
+installs it) is started here on a loopback port, scraping the operator every second the way the
+shipped ServiceMonitor asks (its relabelings and honorLabels, under a job name the rules do not
+know, as a kustomize namePrefix would make it) and loading the shipped alert rules. Workloads
+are applied (some cannot be placed) and every figure is read back through Prometheus' HTTP
+API, as a dashboard would. Then every PromQL expression in the dashboard and the rules runs
+against that Prometheus and must not fail.
 """
 
 from __future__ import annotations
@@ -37,19 +39,25 @@ from tests.integration.harness import (
     workload_obj,
 )
 from tests.monitoring import (
-    JOB,
     MONITORING,
     alert_rules,
     binary,
     dashboard_expressions,
     exported_names,
+    fixed_target_labels,
     rule_groups,
     runnable,
+    scrape_config,
 )
 
 pytestmark = pytest.mark.controlplane
 
 Vector = list[dict[str, Any]]
+
+# Not the shipped Service's name: the rules must find the operator without knowing its job.
+JOB = "acme-orca-controller"
+# What every scraped series carries (the ServiceMonitor's relabeling), as a PromQL matcher.
+ORCA = ", ".join(f'{k}="{v}"' for k, v in fixed_target_labels().items())
 
 
 class Prometheus:
@@ -61,7 +69,7 @@ class Prometheus:
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": ["rules.yaml"],
-            "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": targets}]}],
+            "scrape_configs": [scrape_config(JOB, targets)],
         }
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.url = f"http://127.0.0.1:{free_port()}"
@@ -194,14 +202,14 @@ def scraped(
         operator.stop()
 
 
-def test_prometheus_sees_what_the_operator_did(scraped: Prometheus) -> None:
+def test_prometheus_sees_what_the_operator_did(scraped: Prometheus, namespace: str) -> None:
     prom = scraped
     prom.wait_for(
         "the final phases",
-        lambda: prom.by("phase", f'orca_workloads{{job="{JOB}"}}').get("Unschedulable") == 2.0,
+        lambda: prom.by("phase", f"orca_workloads{{{ORCA}}}").get("Unschedulable") == 2.0,
     )
-    assert prom.value(f'up{{job="{JOB}"}}') == 1.0
-    phases = prom.by("phase", f'orca_workloads{{job="{JOB}"}}')
+    assert prom.value(f'up{{{ORCA}, job="{JOB}"}}') == 1.0
+    phases = prom.by("phase", f'orca_workloads{{{ORCA}, namespace="{namespace}"}}')
     assert phases == {
         "Pending": 0.0,
         "Scheduled": 1.0,
@@ -252,7 +260,10 @@ def test_prometheus_sees_what_the_operator_did(scraped: Prometheus) -> None:
     assert prom.query("orca_build_info")[0]["metric"]["version"]
 
 
-def test_alert_rules_load_and_evaluate_on_real_data(scraped: Prometheus) -> None:
+def test_alert_rules_load_and_evaluate_on_real_data(scraped: Prometheus, namespace: str) -> None:
+    """Under a job name they do not know, the rules see the operator: OrcaWorkloadsNotPlaced is
+    pending for the test's namespace (its own label, kept by honor_labels) and nothing else
+    is raised (OrcaOperatorDown would be, were they looking for job="orca-controller")."""
     rules = scraped.api("rules")["data"]["groups"]
     loaded = {r["name"]: r for g in rules for r in g["rules"]}
     assert set(loaded) == {rule["alert"] for rule in alert_rules()}
@@ -263,17 +274,22 @@ def test_alert_rules_load_and_evaluate_on_real_data(scraped: Prometheus) -> None
         lambda: len(scraped.query('ALERTS{alertname="OrcaWorkloadsNotPlaced"}')) == 2,
     )
     states = {
-        s["metric"]["phase"]: s["metric"]["alertstate"]
+        (s["metric"]["namespace"], s["metric"]["job"], s["metric"]["phase"]): s["metric"][
+            "alertstate"
+        ]
         for s in scraped.query('ALERTS{alertname="OrcaWorkloadsNotPlaced"}')
     }
-    assert states == {"Unschedulable": "pending", "PartiallyScheduled": "pending"}
+    assert states == {
+        (namespace, JOB, "Unschedulable"): "pending",
+        (namespace, JOB, "PartiallyScheduled"): "pending",
+    }
     others = scraped.query('ALERTS{alertname!="OrcaWorkloadsNotPlaced"}')
     assert others == [], "a healthy operator raises no other alert"
 
 
 @pytest.mark.parametrize(
     "expr",
-    [runnable(e) for e in dashboard_expressions()] + [r["expr"] for r in alert_rules()],
+    [runnable(e, job=JOB) for e in dashboard_expressions()] + [r["expr"] for r in alert_rules()],
 )
 def test_every_shipped_expression_runs_on_real_prometheus(scraped: Prometheus, expr: str) -> None:
     answer = scraped.api("query", query=expr)

@@ -151,7 +151,14 @@ def shipped(kubectl: KubectlRunner) -> Shipped:
     rendered = list(yaml.safe_load_all(kubectl("kustomize", str(INSTALL), check=True).stdout))
     kubectl("apply", "-k", str(INSTALL), check=True)
     kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
-    (cluster_role,) = [o for o in rendered if o["kind"] == "ClusterRole"]
+    # The operator's ClusterRole; the others only aggregate into the built-in user roles
+    # (test_tenant_roles.py) and are bound to nobody.
+    (cluster_role,) = [
+        o
+        for o in rendered
+        if o["kind"] == "ClusterRole"
+        and not any("aggregate-to-" in k for k in o["metadata"].get("labels", {}))
+    ]
     (role,) = [o for o in rendered if o["kind"] == "Role"]
     bindings = [o for o in rendered if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
     # The bindings give exactly these two roles to exactly the operator's ServiceAccount.

@@ -22,9 +22,11 @@ import controller.operator.metrics  # noqa: F401  (declares the metrics in the r
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MONITORING = REPO_ROOT / "manifests" / "monitoring"
 PROMETHEUS_RULE = MONITORING / "prometheusrule.yaml"
+SERVICE_MONITOR = MONITORING / "servicemonitor.yaml"
 DASHBOARD = MONITORING / "grafana-dashboard.json"
+RUNBOOKS = REPO_ROOT / "docs" / "runbooks"
 PROMTOOL_TESTS = Path(__file__).resolve().parent / "alerts_test.yaml"
-JOB = "orca-controller"  # the Service's name, so Prometheus' job label (service.yaml)
+JOB = "orca-controller"  # the shipped Service's name, so the job label a ServiceMonitor gives
 
 INSTALL_HINT = (
     "install Prometheus: `apt-get install -y prometheus` (Debian; .ci/run does it) or put "
@@ -49,6 +51,42 @@ def rule_groups() -> dict[str, Any]:
 
 def alert_rules() -> list[dict[str, Any]]:
     return [rule for group in rule_groups()["groups"] for rule in group["rules"]]
+
+
+def service_monitor_endpoint() -> dict[str, Any]:
+    """The ServiceMonitor's one endpoint (port, path, honorLabels, relabelings)."""
+    (endpoint,) = yaml.safe_load(SERVICE_MONITOR.read_text())["spec"]["endpoints"]
+    result: dict[str, Any] = endpoint
+    return result
+
+
+def fixed_target_labels() -> dict[str, str]:
+    """The labels the ServiceMonitor's relabelings set to a fixed value on every target (a
+    ``replace`` without source labels), whatever the job, namespace or Service is called."""
+    labels = {}
+    for rule in service_monitor_endpoint().get("relabelings", []):
+        if rule.get("action", "replace") == "replace" and not rule.get("sourceLabels"):
+            labels[rule["targetLabel"]] = rule["replacement"]
+    return labels
+
+
+def scrape_config(job: str, targets: list[str]) -> dict[str, Any]:
+    """A plain Prometheus scrape config doing what the ServiceMonitor's endpoint asks of the
+    Prometheus Operator (path, honor_labels, relabel_configs: the same fields in snake_case),
+    for a Prometheus without the operator, as the integration test runs one."""
+    endpoint = service_monitor_endpoint()
+    keys = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
+    relabel = [
+        {keys.get(key, key): value for key, value in rule.items()}
+        for rule in endpoint.get("relabelings", [])
+    ]
+    return {
+        "job_name": job,
+        "metrics_path": endpoint["path"],
+        "honor_labels": bool(endpoint.get("honorLabels", False)),
+        "relabel_configs": relabel,
+        "static_configs": [{"targets": targets}],
+    }
 
 
 def dashboard() -> dict[str, Any]:
@@ -105,3 +143,16 @@ def metric_names(expr: str) -> set[str]:
         for name in _IDENT.findall(bare)
         if name.lower() not in _KEYWORDS and not name.startswith("$")
     }
+
+
+_SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}")
+_MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
+
+
+def selectors(expr: str) -> list[tuple[str, dict[str, tuple[str, str]]]]:
+    """Every ``metric{matchers}`` of a PromQL expression: the metric name and its matchers as
+    ``{label: (operator, value)}``."""
+    return [
+        (name, {label: (op, value) for label, op, value in _MATCHER.findall(body)})
+        for name, body in _SELECTOR.findall(expr)
+    ]

@@ -1,25 +1,40 @@
-"""The image's build stage, replayed without a container engine (there is none here).
+"""The image's build, replayed without a container engine (there is none here).
 
-The build stage's ``RUN`` lines run as written, with ``/opt`` and ``/wheels`` moved under a
-temporary directory and this machine's Python 3.11 for the base image's, on exactly the files
-the Dockerfile ``COPY``s (as ``.dockerignore`` lets them through). The one liberty: pip may use
-its cache (the Dockerfile sets ``PIP_NO_CACHE_DIR`` to keep the image small). Then the
-resulting runtime virtualenv is checked as the image would run it: ``orca run`` starts as far
-as its configuration without cryptography or pip, and ``orca dev-cluster`` says in one line
-that it needs the development extra.
+First the base image's Python, as ``python:3.11.X-slim`` lays it out in ``/usr/local``
+(docker-library/python's Dockerfile: CPython ``make install`` with ``--with-ensurepip``, which
+installs pip and, for 3.11, setuptools; then ``pip3 install ... 'wheel<0.46'``; then the
+``pip -> pip3`` and ``python -> python3`` links): this machine's CPython 3.11 interpreter and
+standard library copied to a temporary ``usr/local``, then its own ensurepip, the same
+``pip3 install`` and the same links. The one difference: setuptools stays at the version
+ensurepip bundles (the image upgrades it; which version is there does not change how it is
+removed).
 
-This needs PyPI (or pip's cache); it takes a minute or so.
+Then the build stage's ``RUN`` lines run as written, with ``/opt``, ``/wheels`` and
+``/usr/local`` moved under the temporary directory, on exactly the files the Dockerfile
+``COPY``s (as ``.dockerignore`` lets them through), and the runtime stage's, except the one
+creating the image's user (it would change this machine's accounts; its UID is checked in
+test_dockerfile.py). The one liberty: pip may use its cache (the Dockerfile sets
+``PIP_NO_CACHE_DIR`` to keep the image small). Then the result is checked as the image would
+run it: no pip, setuptools or wheel anywhere (the base had all three before the runtime stage
+ran), ``orca run`` starts as far as its configuration without cryptography or pip, and
+``orca dev-cluster`` says in one line that it needs the development extra.
+
+This needs PyPI (or pip's cache) and a CPython installed from source under its own prefix (as
+the image's is: pyenv's or python.org's; a Debian ``python3`` keeps packages outside its
+prefix and cannot stand in for it); it takes a minute or so.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -31,14 +46,37 @@ from tests.packaging.test_lock import pins
 # pays for it): more than the default per-test timeout allows on a slow machine.
 pytestmark = pytest.mark.timeout(1800)
 
+#: What the base image installs for building and the runtime stage removes.
+PACKAGING_TOOLS = {"pip", "setuptools", "wheel"}
+VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
+
 
 @dataclass
 class Image:
     root: Path  # stands for the image's /
+    base_distributions: set[str] = field(
+        default_factory=set
+    )  # in /usr/local, before the runtime stage
 
     @property
     def venv(self) -> Path:
         return self.root / "opt" / "orca"
+
+    @property
+    def prefix(self) -> Path:
+        """The base image's Python, ``/usr/local``."""
+        return self.root / "usr" / "local"
+
+    def distributions(self, python: Path) -> set[str]:
+        """The distributions ``python`` sees (names as their metadata spells them)."""
+        probe = (
+            "import importlib.metadata as m, json; "
+            "print(json.dumps(sorted({d.metadata['Name'].lower() for d in m.distributions()})))"
+        )
+        result = subprocess.run(
+            [str(python), "-I", "-c", probe], capture_output=True, text=True, check=True, env={}
+        )
+        return set(json.loads(result.stdout))
 
     @property
     def build_pip(self) -> Path:
@@ -52,21 +90,83 @@ class Image:
         )
 
 
-def _replay(root: Path) -> None:
-    build = stages()[0]
+def _run(
+    command: list[str], env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a step of the replay; it must succeed."""
+    result = subprocess.run(
+        command, capture_output=True, text=True, env=env, cwd=cwd, timeout=600, check=False
+    )
+    assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def _base_image(prefix: Path, env: dict[str, str]) -> None:
+    """``/usr/local`` of ``python:3.11.X-slim``, from this machine's CPython (module docstring)."""
+    executable = Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    (prefix / "bin").mkdir(parents=True)
+    shutil.copy2(executable, prefix / "bin" / f"python{VERSION}")
+    (prefix / "bin" / "python3").symlink_to(f"python{VERSION}")
+    shutil.copytree(
+        stdlib,
+        prefix / "lib" / f"python{VERSION}",
+        symlinks=True,
+        ignore=shutil.ignore_patterns(
+            "site-packages",
+            "dist-packages",
+            "test",
+            "tests",
+            "idle_test",
+            "__pycache__",
+            "config-*",
+        ),
+    )
+    (prefix / "lib" / f"python{VERSION}" / "site-packages").mkdir()
+    python = prefix / "bin" / "python3"
+    where = json.loads(
+        _run(
+            [
+                str(python),
+                "-c",
+                "import json, sys, sysconfig; "
+                "print(json.dumps([sys.prefix, *sys.path[1:], *sysconfig.get_paths().values()]))",
+            ],
+            env={},
+        ).stdout
+    )
+    outside = [p for p in where if not Path(p).is_relative_to(prefix)]
+    if outside:  # pip would read or write this machine's own packages
+        pytest.fail(
+            f"{executable} cannot stand in for the image's Python: copied to {prefix} it still "
+            f"uses {outside} (a CPython installed from source under its own prefix can)",
+            pytrace=False,
+        )
+    _run([str(python), "-m", "ensurepip", "--upgrade"], env=env)
+    _run([str(prefix / "bin" / "pip3"), "install", "--no-compile", "wheel<0.46"], env=env)
+    for source in ("idle3", "pip3", "pydoc3", "python3", "python3-config"):
+        if (prefix / "bin" / source).exists():
+            (prefix / "bin" / source.replace("3", "")).symlink_to(source)
+
+
+def _replay(root: Path) -> set[str]:
+    """Replay the Dockerfile into ``root``; the distributions of the base image's Python
+    before the runtime stage ran."""
+    build, runtime = stages()
     (workdir,) = build.values("WORKDIR")
     src = root / workdir.lstrip("/")
     src.mkdir(parents=True)
     context = build_context()
-    python = root / "bin" / "python"
-    python.parent.mkdir()
-    python.symlink_to(sys.executable)  # `python -m venv` then uses this interpreter's base
+    prefix = root / "usr" / "local"
     env = {
-        "PATH": f"{python.parent}:{os.environ['PATH']}",
+        "PATH": f"{prefix / 'bin'}:{os.environ['PATH']}",
         "HOME": os.environ.get("HOME", str(root)),
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "PIP_NO_INPUT": "1",
+        "PIP_ROOT_USER_ACTION": "ignore",
     }
+    _base_image(prefix, env)
+    base = Image(root).distributions(prefix / "bin" / "python3")
     for instruction, value in build.instructions:
         if instruction == "COPY":
             *sources, _dest = value.split()
@@ -80,24 +180,26 @@ def _replay(root: Path) -> None:
                 else:
                     shutil.copy2(REPO_ROOT / source, target)
         elif instruction == "RUN":
-            command = value.replace("/opt/", f"{root}/opt/").replace("/wheels", f"{root}/wheels")
-            result = subprocess.run(
-                ["bash", "-c", command],
-                cwd=src,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
-            )
-            assert result.returncode == 0, f"RUN {command}\n{result.stdout}\n{result.stderr}"
+            _run(["bash", "-c", _moved(value, root)], cwd=src, env=env)
+    for command in runtime.values("RUN"):
+        if command.startswith("groupadd "):
+            continue  # the image's user (this machine's accounts are not to be touched)
+        _run(["bash", "-c", _moved(command, root)], cwd=root, env=env)
+    return base
+
+
+def _moved(command: str, root: Path) -> str:
+    """A RUN line with the image's absolute paths moved under ``root``."""
+    for path in ("/opt/", "/wheels", "/usr/local/"):
+        command = command.replace(path, f"{root}{path}")
+    return command
 
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
     root = tmp_path_factory.mktemp("image")
-    _replay(root)
-    yield Image(root)
+    base = _replay(root)
+    yield Image(root, base)
 
 
 def test_the_runtime_venv_holds_exactly_the_lock_and_orca(image: Image) -> None:
@@ -136,6 +238,33 @@ def test_no_pip_and_no_cryptography_in_the_runtime(image: Image) -> None:
     assert not (image.venv / "bin" / "pip").exists()
     probe = image.run("python", "-c", "import cryptography")
     assert probe.returncode != 0 and "No module named 'cryptography'" in probe.stderr
+
+
+def test_no_pip_setuptools_or_wheel_anywhere_in_the_runtime_image(image: Image) -> None:
+    """The base image's Python had all three (ensurepip's pip and setuptools, and wheel); the
+    runtime stage leaves none of them, their scripts, or the wheels ensurepip would reinstall
+    pip from. The operator's venv never had them."""
+    assert image.base_distributions >= PACKAGING_TOOLS, image.base_distributions
+    python = image.prefix / "bin" / "python3"
+    assert not PACKAGING_TOOLS & image.distributions(python)
+    assert not PACKAGING_TOOLS & image.distributions(image.venv / "bin" / "python")
+    left = {p.name for p in (image.prefix / "bin").iterdir()}
+    assert not {n for n in left if n.startswith(("pip", "wheel", "easy_install"))}, left
+    site = image.prefix / "lib" / f"python{VERSION}" / "site-packages"
+    assert sorted(p.name for p in site.iterdir()) == []
+    assert not (image.prefix / "lib" / f"python{VERSION}" / "ensurepip" / "_bundled").exists()
+    pip = subprocess.run([str(python), "-m", "pip"], capture_output=True, text=True, env={})
+    assert pip.returncode != 0 and "No module named pip" in pip.stderr, pip.stderr
+    # ensurepip has nothing left to install pip from (into a scratch root, should it work).
+    scratch = image.root / "scratch"
+    again = subprocess.run(
+        [str(python), "-m", "ensurepip", "--root", str(scratch)],
+        capture_output=True,
+        text=True,
+        env={},
+    )
+    assert again.returncode != 0, again.stdout
+    assert not scratch.exists() or not any(scratch.rglob("pip*")), again.stdout
 
 
 def test_orca_reports_its_version(image: Image) -> None:

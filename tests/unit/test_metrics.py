@@ -236,8 +236,8 @@ def test_gauges_follow_the_ledger_per_node_and_drop_deleted_nodes() -> None:
     assert sorted(free.values()) == [0.5, 2.5]  # one web replica on each
     assert sample("orca_node_placements", node="a") == 1.0
     assert sample("orca_node_free_memory_bytes", node="a") == 7 * 2**30
-    assert sample("orca_workloads", phase="Scheduled") == 1.0
-    assert sample("orca_workloads", phase="Unschedulable") == 2.0
+    assert sample("orca_workloads", namespace="ns", phase="Scheduled") == 1.0
+    assert sample("orca_workloads", namespace="ns", phase="Unschedulable") == 2.0
     assert sample("orca_pending_workloads", queue="unschedulable") == 2.0
     assert sample("orca_unschedulable_workloads", plugin="ResourcesFit") == 1.0
     assert sample("orca_unschedulable_workloads", plugin="Runtime") == 1.0
@@ -248,6 +248,40 @@ def test_gauges_follow_the_ledger_per_node_and_drop_deleted_nodes() -> None:
     assert REGISTRY.get_sample_value("orca_node_free_cpu_cores", {"node": "b"}) is None
     assert REGISTRY.get_sample_value("orca_node_placements", {"node": "b"}) is None
     assert sample("orca_node_allocatable_cpu_cores", node="a") == 4.0
+
+
+def test_workloads_by_namespace_and_phase_and_a_namespace_without_workloads_has_no_series() -> None:
+    """One series per phase for every namespace that holds Workloads (so an alert can name the
+    namespace); none for a namespace whose last Workload went (bounded by the namespaces in
+    use, not by every namespace ever seen)."""
+    placed, short, gone = (
+        wl("web", resources={"cpu": "1"}),
+        wl("big", resources={"cpu": "16"}),
+        wl("lone", resources={"cpu": "16"}),
+    )
+    placed["metadata"]["namespace"] = short["metadata"]["namespace"] = "team-a"
+    gone["metadata"]["namespace"] = "team-b"
+    reconciler, _ = reconciler_for([placed, short, gone])
+    for key in sorted(reconciler.state.records):
+        asyncio.run(decide(reconciler, key))
+    reconciler.export_gauges()
+
+    def by_phase(namespace: str) -> dict[str, float | None]:
+        return {
+            phase: REGISTRY.get_sample_value(
+                "orca_workloads", {"namespace": namespace, "phase": phase}
+            )
+            for phase in ("Pending", "Scheduled", "PartiallyScheduled", "Unschedulable", "Invalid")
+        }
+
+    zero = dict.fromkeys(("Pending", "PartiallyScheduled", "Invalid"), 0.0)
+    assert by_phase("team-a") == {**zero, "Scheduled": 1.0, "Unschedulable": 1.0}
+    assert by_phase("team-b") == {**zero, "Scheduled": 0.0, "Unschedulable": 1.0}
+
+    reconciler.state.delete_workload("team-b/lone")
+    reconciler.export_gauges()
+    assert by_phase("team-b") == dict.fromkeys(by_phase("team-b"))  # every value None
+    assert by_phase("team-a") == {**zero, "Scheduled": 1.0, "Unschedulable": 1.0}
 
 
 @pytest.mark.parametrize(
