@@ -16,8 +16,9 @@ import argparse
 import functools
 import gc
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -76,13 +77,17 @@ def plan(
     classes: PriorityClasses = NO_CLASSES,
     known_priorities: dict[str, int] | None = None,
     on_first_decision: Callable[[], None] | None = None,
+    known_started: Mapping[str, datetime] | None = None,
 ) -> list[PlanResult]:
     """Plan ``workloads`` onto ``nodes`` (or onto ``ledger``'s table if given), highest
     priority first, ties in the order given; results in planning order.
 
     Preemption may remove replicas of the given Workloads planned later (lower priority) and
     of the Workloads in ``known_priorities`` (others in the ledger, e.g. the cluster's, by
-    the priority their status records); the ledger holds anything else out of reach."""
+    the priority their status records); the ledger holds anything else out of reach. Between
+    equal candidate nodes it prefers the victims started last: a Workload's
+    ``metadata.creationTimestamp`` (from the files, or ``known_started`` for the others); a
+    Workload without one counts as started now."""
     if ledger is None:
         ledger = ledger_from_statuses(nodes, workloads)
     scheduler = scheduler or Scheduler()
@@ -90,6 +95,10 @@ def plan(
     resolved = {w.key: classes.resolve(w.spec.priority_class_name) for w in workloads}
     priorities = dict(known_priorities or {})
     priorities.update({key: p.value for key, p in resolved.items() if p.error is None})
+    started = dict(known_started or {})
+    started.update(
+        {w.key: w.metadata.creation_timestamp for w in workloads if w.metadata.creation_timestamp}
+    )
     order = sorted(workloads, key=lambda w: -resolved[w.key].value)  # stable: file order
     floor = min([classes.lowest, *priorities.values()])  # nothing to preempt at or below it
     preempted: dict[str, list[Preempted]] = {}
@@ -107,6 +116,7 @@ def plan(
                 decision,
                 priority.value,
                 {k: v for k, v in priorities.items() if k != key and ledger.bookings(k)},
+                started,
             )
             while chosen is not None:  # as the operator does (controller.operator.preemption)
                 before = {k: ledger.bookings(k) for k in chosen.victim_keys()}
@@ -289,6 +299,11 @@ def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[Plan
         for key, w in cluster.parsed.items()
         if w.status is not None and w.status.priority is not None
     }
+    started = {
+        key: w.metadata.creation_timestamp
+        for key, w in cluster.parsed.items()
+        if w.metadata.creation_timestamp is not None
+    }
     return plan(
         cluster.nodes,
         workloads,
@@ -296,6 +311,7 @@ def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[Plan
         classes=classes,
         known_priorities=known,
         on_first_decision=functools.partial(timer.point, "first decision"),
+        known_started=started,
     )
 
 

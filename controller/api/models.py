@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from datetime import UTC, datetime
 from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
 from typing import Annotated, Any
@@ -534,6 +535,14 @@ def _check_namespace(value: str) -> str:
     return value
 
 
+def _as_utc(value: datetime | None) -> datetime | None:
+    """A time without a zone is UTC (the API server writes ``Z``; a hand-written file may not),
+    so times always compare."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
 class ObjectMeta(BaseModel):
     """The parts of ``metadata`` orca reads; the rest is the API server's business."""
 
@@ -544,6 +553,11 @@ class ObjectMeta(BaseModel):
     generation: int | None = None
     resource_version: str | None = Field(default=None, alias="resourceVersion")
     uid: str | None = None
+    creation_timestamp: Annotated[datetime | None, AfterValidator(_as_utc)] = Field(
+        default=None, alias="creationTimestamp"
+    )
+    """When the API server created the object: preemption's stand-in for the start time of
+    the Workload's replicas (``controller.core.preemption``)."""
 
 
 class Workload(BaseModel):
