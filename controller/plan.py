@@ -7,7 +7,10 @@ workloads -o yaml``) are booked first, so they are kept where still valid, as th
 would. A Workload short of room preempts lower-priority replicas as the operator would
 (``controller.core.preemption``): the results say who was preempted by whom. Exit codes: 0
 when every Workload is fully placed, 1 when some are not, 2 for bad input (one line, no
-traceback).
+traceback), which includes a spec the operator would mark ``Invalid`` whatever the cluster
+(CEL that does not compile or is ill-typed, an unknown runtime alias:
+``Scheduler.spec_errors``); a Workload ``Invalid`` for the cluster's sake (a PriorityClass
+that does not exist) is planned as such, exit 1.
 """
 
 from __future__ import annotations
@@ -270,11 +273,12 @@ def _plan_from_files(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanRe
     finally:
         pending.cancel()
     classes = load_priority_classes(nodes_file, workloads_file)
-    workloads = load_workloads(workloads_file)
+    scheduler = Scheduler()
+    workloads = load_workloads(workloads_file, check=scheduler.spec_errors)
     del workloads_file
     timer.phase("workloads")
     first = functools.partial(timer.point, "first decision")
-    return plan(nodes, workloads, classes=classes, on_first_decision=first)
+    return plan(nodes, workloads, scheduler=scheduler, classes=classes, on_first_decision=first)
 
 
 def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanResult]:
@@ -283,7 +287,8 @@ def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[Plan
     from controller.fromcluster import ClusterError, read_cluster
 
     workloads_file = read_manifests(Path(args.workloads))
-    workloads = load_workloads(workloads_file)
+    scheduler = Scheduler()
+    workloads = load_workloads(workloads_file, check=scheduler.spec_errors)
     given = load_priority_classes(workloads_file)
     timer.phase("workloads")
     try:
@@ -308,6 +313,7 @@ def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[Plan
         cluster.nodes,
         workloads,
         ledger=cluster.ledger(),
+        scheduler=scheduler,
         classes=classes,
         known_priorities=known,
         on_first_decision=functools.partial(timer.point, "first decision"),

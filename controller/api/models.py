@@ -221,17 +221,49 @@ class Resources(_Model):
         return 0 if self.memory is None else quantity_to_int(self.memory)
 
 
-class AffinityRule(_Model):
+# Whitespace as RE2's [[:space:]] and Python's str.strip(chars) both mean it.
+_SPACE = " \t\n\r\f\v"
+_PADDED_LABEL_RULE = (
+    "!self.target.matches('^[[:space:]]*[a-z0-9]([-a-z0-9]*[a-z0-9])?[[:space:]]*$')"
+    f" || self.target.matches({DNS1123_LABEL_PATTERN!r})"
+)
+
+
+class AffinityRule(
+    _Model,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            {
+                "rule": _PADDED_LABEL_RULE,
+                "message": "target: a Workload name must not have whitespace or a newline "
+                "around it",
+                "fieldPath": ".target",
+            }
+        ]
+    },
+):
     target: Expression = Field(
         description="A Workload name in the same namespace (a DNS-1123 label), "
         "otherwise a CEL expression over node."
     )
     weight: int = Field(ge=MIN_WEIGHT, le=MAX_WEIGHT, description="-100..100; negative avoids.")
 
+    @model_validator(mode="after")
+    def _no_padded_name(self) -> AffinityRule:
+        """``"web\n"`` is refused, never trimmed into the name ``web`` nor read as CEL."""
+        stripped = self.target.strip(_SPACE)
+        if stripped != self.target and DNS1123_LABEL.fullmatch(stripped):
+            raise ValueError(
+                f"target {self.target!r}: a Workload name must not have whitespace or a "
+                f"newline around it (write {stripped!r})"
+            )
+        return self
+
     @property
     def is_workload_name(self) -> bool:
-        """The deterministic rule of DESIGN.md 2: a DNS-1123 label names a Workload."""
-        return DNS1123_LABEL.match(self.target) is not None
+        """The deterministic rule of DESIGN.md 2: a DNS-1123 label, the whole string,
+        names a Workload."""
+        return DNS1123_LABEL.fullmatch(self.target) is not None
 
 
 class Toleration(
