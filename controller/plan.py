@@ -30,6 +30,11 @@ import orjson
 from controller.api.models import NodeInfo, Phase, Workload, WorkloadStatus
 from controller.celcache import cache_path, install_cel_parser
 from controller.core.ledger import Ledger, ledger_from_statuses
+from controller.core.plugins.topology_spread import (
+    ConstraintVerdict,
+    explain_spread,
+    spread_lines,
+)
 from controller.core.preemption import Victim, gained_nodes, may_preempt, select_victims
 from controller.core.priority import NO_CLASSES, PriorityClasses
 from controller.core.scheduler import Scheduler
@@ -65,6 +70,7 @@ class PlanResult:
     status: WorkloadStatus
     victims: tuple[Preempted, ...] = ()  # what this Workload preempted
     preempted: list[Preempted] = field(default_factory=list)  # its replicas preempted
+    spread: tuple[ConstraintVerdict, ...] = ()  # its topologySpread, after its decision
 
     @property
     def fully_placed(self) -> bool:
@@ -140,17 +146,32 @@ def plan(
         status = status_from_decision(
             decision, workload.metadata.generation, workload.status, timestamp
         )
-        results.append(PlanResult(workload, status, victims, preempted.setdefault(key, [])))
+        spread = _spread(scheduler, workload, ledger) if workload.spec.topology_spread else ()
+        results.append(PlanResult(workload, status, victims, preempted.setdefault(key, []), spread))
         if on_first_decision is not None and len(results) == 1:
             on_first_decision()
     return results
+
+
+def _spread(
+    scheduler: Scheduler, workload: Workload, ledger: Ledger
+) -> tuple[ConstraintVerdict, ...]:
+    """The Workload's topology spread constraints (defaults filled in) and domains with the
+    replicas it now holds, as its next cycle would count them (later preemptions of its
+    replicas are not reflected)."""
+    prepared = scheduler.prepare(workload, ledger)
+    if prepared.filtered is None:
+        return ()
+    return explain_spread(prepared.cycle)
 
 
 def to_json(results: Sequence[PlanResult]) -> dict[str, Any]:
     """``{"results": [{"workload": "<ns>/<name>", <status fields>, "priority": N}]}`` in
     planning order; a preemptor's result lists its ``victims``, a victim's its
     ``preemptedBy`` (each ``{workload, allocId, node, priority}`` / ``{allocId, node, by,
-    priority}``), present only when there are some."""
+    priority}``), present only when there are some; a Workload with ``topologySpread`` its
+    constraints with every field (defaults filled in: ``minDomains``, ``nodeAffinityPolicy``,
+    ``nodeTaintsPolicy``) and the domains counted after its placement."""
     out = []
     for r in results:
         item: dict[str, Any] = {
@@ -167,6 +188,8 @@ def to_json(results: Sequence[PlanResult]) -> dict[str, Any]:
                 }
                 for p in r.victims
             ]
+        if r.spread:
+            item["topologySpread"] = [c.to_json() for c in r.spread]
         if r.preempted:
             item["preemptedBy"] = [
                 {
@@ -204,6 +227,12 @@ def render_table(results: Sequence[PlanResult], out: TextIO) -> None:
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         out.write(("   ".join([*cells, row[-1]])).rstrip() + "\n")
+    spreads = [r for r in results if r.spread]
+    if spreads:
+        out.write("\nTOPOLOGY SPREAD\n")
+        for r in spreads:
+            out.write(f"{r.workload.key}\n")
+            out.writelines(spread_lines(r.spread, indent="  "))
     preemptions = [p for r in results for p in r.victims]
     if preemptions:
         out.write("\nPREEMPTED\n")

@@ -46,6 +46,7 @@ MAX_TOLERATIONS = 32
 MAX_TAINTS = 64
 MAX_TOPOLOGY_SPREAD = 4
 MAX_SKEW = 1000
+MAX_MIN_DOMAINS = 1000
 MIN_WEIGHT, MAX_WEIGHT = -100, 100
 
 # Names as the API server validates them (apimachinery's validation package): a namespace is
@@ -185,6 +186,14 @@ class WhenUnsatisfiable(StrEnum):
 
     DO_NOT_SCHEDULE = "DoNotSchedule"  # a filter
     SCHEDULE_ANYWAY = "ScheduleAnyway"  # a score that prefers the least-loaded domain
+
+
+class NodeInclusionPolicy(StrEnum):
+    """Whether a topology spread constraint counts only the nodes that pass a filter of the
+    Workload (core/v1 ``NodeInclusionPolicy``)."""
+
+    HONOR = "Honor"  # only nodes that pass it count
+    IGNORE = "Ignore"  # every node counts
 
 
 class RebalancePolicy(StrEnum):
@@ -355,12 +364,23 @@ LabelKey = Annotated[
 """A Kubernetes label key (a qualified name), as the API server validates it."""
 
 
-class TopologySpreadConstraint(_Model):
-    """How one Workload's replicas spread over the values of a node label (DESIGN.md 4).
-
-    kube-scheduler's topologySpreadConstraints for a Workload's own replicas: the skew is
-    max - min replicas per domain, a domain being a value of the key on the nodes that pass
-    the Workload's other filters.
+class TopologySpreadConstraint(
+    _Model,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            {
+                "rule": "self.whenUnsatisfiable == 'DoNotSchedule' || !has(self.minDomains)",
+                "message": "minDomains is only allowed when whenUnsatisfiable is DoNotSchedule",
+                "fieldPath": ".minDomains",
+            }
+        ]
+    },
+):
+    """How this Workload's replicas spread over the values of a node label, as
+    kube-scheduler's topologySpreadConstraints do for a Pod: the skew is max - min replicas
+    per domain, a domain being a value of topologyKey on the nodes that carry every
+    topologyKey of the constraints with the same whenUnsatisfiable and that the node
+    inclusion policies count.
     """
 
     topology_key: LabelKey = Field(
@@ -374,6 +394,39 @@ class TopologySpreadConstraint(_Model):
         default=WhenUnsatisfiable.DO_NOT_SCHEDULE,
         description="DoNotSchedule filters nodes; ScheduleAnyway only scores.",
     )
+    min_domains: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_MIN_DOMAINS,
+        description="DoNotSchedule only: when fewer domains than this count, the smallest "
+        "domain's count is taken as 0, so each domain takes at most maxSkew replicas until "
+        "enough domains exist (kube-scheduler's minDomains). Absent: 1.",
+    )
+    node_affinity_policy: NodeInclusionPolicy = Field(
+        default=NodeInclusionPolicy.HONOR,
+        description="Honor (default): only nodes that pass the Workload's runtime and "
+        "constraints (its node affinity) count towards the domains and the skew; Ignore: "
+        "every node with the key counts.",
+    )
+    node_taints_policy: NodeInclusionPolicy = Field(
+        default=NodeInclusionPolicy.IGNORE,
+        description="Ignore (default): nodes count whatever their taints; Honor: nodes with "
+        "a NoSchedule or NoExecute taint the Workload does not tolerate (cordoned and "
+        "NotReady nodes included, as Kubernetes taints them) do not count.",
+    )
+
+    @model_validator(mode="after")
+    def _min_domains_only_with_do_not_schedule(self) -> TopologySpreadConstraint:
+        if self.min_domains is not None and self.when_unsatisfiable is not (
+            WhenUnsatisfiable.DO_NOT_SCHEDULE
+        ):
+            raise ValueError("minDomains is only allowed when whenUnsatisfiable is DoNotSchedule")
+        return self
+
+    @property
+    def domains_needed(self) -> int:
+        """``minDomains``, 1 when absent (kube's ``ptr.Deref(c.MinDomains, 1)``)."""
+        return self.min_domains if self.min_domains is not None else 1
 
 
 class DaemonSchedule(_Model):
