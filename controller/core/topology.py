@@ -78,6 +78,7 @@ class SpreadDomains:
     included: BoolArray
     counted: IntArray
     eligible: BoolArray
+    eligible_count: int
 
     @property
     def key(self) -> str:
@@ -95,10 +96,9 @@ class SpreadDomains:
         """kube's ``minMatchNum``: the smallest count over the eligible domains, 0 when fewer
         domains are eligible than ``minDomains`` asks; None when none is and none is asked
         (kube's ``MaxInt32``: every node passes)."""
-        eligible = int(self.eligible.sum())
-        if eligible < self.constraint.domains_needed:
+        if self.eligible_count < self.constraint.domains_needed:
             return 0
-        if not eligible:
+        if not self.eligible_count:
             return None
         return int(per_domain[self.eligible].min())
 
@@ -112,6 +112,8 @@ def spread_domains(
     """``constraints`` (all of one ``whenUnsatisfiable``) over ``table``; ``affinity`` marks
     the nodes that pass the Workload's node affinity, ``taints`` those whose taints it
     tolerates (``NoSchedule``/``NoExecute``)."""
+    if not constraints:
+        return ()
     found = [domains(table, c.topology_key) for c in constraints]
     has_all = np.ones(len(table), dtype=np.bool_)
     for codes, _ in found:
@@ -125,7 +127,18 @@ def spread_domains(
             included &= taints
         counted = np.where(included, codes, NO_DOMAIN)
         eligible = np.bincount(counted[included], minlength=len(values)) > 0
-        out.append(SpreadDomains(constraint, codes, values, has_all, included, counted, eligible))
+        out.append(
+            SpreadDomains(
+                constraint,
+                codes,
+                values,
+                has_all,
+                included,
+                counted,
+                eligible,
+                int(np.count_nonzero(eligible)),
+            )
+        )
     return tuple(out)
 
 

@@ -47,6 +47,7 @@ A Workload without ``topologySpread`` costs one attribute test per replica.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -62,7 +63,7 @@ from controller.api.models import (
     WhenUnsatisfiable,
 )
 from controller.core.framework import Code, CycleState, IndexArray, Rejection, Verdict
-from controller.core.nodes import BoolArray, IntArray
+from controller.core.nodes import BoolArray, FloatArray, IntArray
 from controller.core.plugins.constraints import CelConstraints
 from controller.core.plugins.runtime import Runtime
 from controller.core.plugins.taints import TaintToleration, untolerated
@@ -179,8 +180,11 @@ def prepared_domains(cycle: CycleState, when: WhenUnsatisfiable) -> tuple[Spread
         if cycle.passes is None:
             raise RuntimeError("TopologySpread runs after Framework.filter")
         constraints = [c for c in cycle.spec.topology_spread if c.when_unsatisfiable is when]
-        affinity, taints = inclusion(cycle)
-        prepared = spread_domains(cycle.table, constraints, affinity, taints)
+        if constraints:
+            affinity, taints = inclusion(cycle)
+            prepared = spread_domains(cycle.table, constraints, affinity, taints)
+        else:
+            prepared = ()
         cycle.data[key] = prepared
     return prepared
 
@@ -202,27 +206,41 @@ def spread_score(
     soft: tuple[SpreadDomains, ...], own: IntArray, candidates: IndexArray
 ) -> IntArray:
     """ScheduleAnyway's part per candidate, -100..0: kube's ``Score`` and ``NormalizeScore``
-    (scoring.go) over ``candidates``, shifted down by 100."""
-    part = np.full(candidates.size, -MAX_SCORE, dtype=np.int64)
+    (scoring.go) over ``candidates``, shifted down by 100. The float operations are kube's,
+    in its order (``score += cnt * weight + (maxSkew - 1)`` per constraint), so the rounding
+    is the same."""
     keyed = soft[0].has_all_keys[candidates]  # IgnoredNodes: those without every key
-    scored = candidates[keyed]
+    every = bool(keyed.all())
+    scored = candidates if every else candidates[keyed]
     if scored.size == 0:
-        return part
-    raw = np.zeros(scored.size, dtype=np.float64)
+        return np.full(candidates.size, -MAX_SCORE, dtype=np.int64)
+    raw: FloatArray | None = None
     for d in soft:
         codes = d.codes[scored]
         present = int(np.count_nonzero(np.bincount(codes, minlength=d.size)))
-        weight = math.log(present + 2)  # topologyNormalizingWeight
-        raw += d.replicas(own)[codes] * weight + float(d.constraint.max_skew - 1)
+        term: FloatArray = np.multiply(d.replicas(own)[codes], _weight(present), dtype=np.float64)
+        term += float(d.constraint.max_skew - 1)
+        raw = term if raw is None else raw + term
+    assert raw is not None
     rounded = np.floor(raw)
     rounded += raw - rounded >= 0.5  # Go's math.Round: half away from zero (raw >= 0)
     score = rounded.astype(np.int64)
     low, high = int(score.min()), int(score.max())
     if high == 0:
-        part[keyed] = 0  # kube: MaxNodeScore for every node
+        normalised = np.zeros(scored.size, dtype=np.int64)  # kube: MaxNodeScore for all
     else:
-        part[keyed] = MAX_SCORE * (high + low - score) // high - MAX_SCORE
+        normalised = (high + low - score) * MAX_SCORE // high - MAX_SCORE
+    if every:
+        return normalised
+    part = np.full(candidates.size, -MAX_SCORE, dtype=np.int64)
+    part[keyed] = normalised
     return part
+
+
+@functools.lru_cache(maxsize=1024)
+def _weight(domains: int) -> float:
+    """kube's ``topologyNormalizingWeight``: ``ln(domains + 2)``."""
+    return math.log(domains + 2)
 
 
 # -- orca explain ------------------------------------------------------------------------------
@@ -307,7 +325,7 @@ def explain_spread(cycle: CycleState) -> tuple[ConstraintVerdict, ...]:
         verdicts = tuple(
             _domain_verdict(d, code, shown, affinity, taints) for code in range(d.size)
         )
-        eligible = int(d.eligible.sum())
+        eligible = d.eligible_count
         minimum = d.minimum(per_domain)
         note = ""
         if eligible < constraint.domains_needed and constraint.min_domains is not None:

@@ -23,10 +23,14 @@ orca's -100..0).
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.api.models import NodeInfo, Phase
 from controller.core.explain import explain
@@ -283,3 +287,187 @@ def test_a_partially_placed_service_reports_the_spread() -> None:
     )
     assert decision.phase is Phase.PARTIALLY_SCHEDULED
     assert SKEW in decision.message
+
+
+# -- properties: the plugin against kube's Filter and Score, transcribed ----------------------
+
+
+@dataclass(frozen=True)
+class KubeNode:
+    """A node as the transcription sees it: labels, whether it matches the Pod's required
+    node affinity, whether it has an untolerated NoSchedule/NoExecute taint."""
+
+    name: str
+    labels: dict[str, str]
+    affinity: bool
+    tainted: bool
+    pods: int  # matching Pods (this Workload's replicas) on it
+
+
+def kube_domains(nodes: list[KubeNode], constraints: list[dict[str, Any]]) -> list[dict[str, int]]:
+    """calPreFilterState / PreScore's counting: per constraint {value: matching Pods}."""
+    out: list[dict[str, int]] = [{} for _ in constraints]
+    for n in nodes:
+        if not all(c["topologyKey"] in n.labels for c in constraints):
+            continue  # nodeLabelsMatchSpreadConstraints
+        for i, c in enumerate(constraints):
+            if c.get("nodeAffinityPolicy", "Honor") == "Honor" and not n.affinity:
+                continue
+            if c.get("nodeTaintsPolicy", "Ignore") == "Honor" and n.tainted:
+                continue
+            value = n.labels[c["topologyKey"]]
+            out[i][value] = out[i].get(value, 0) + n.pods
+    return out
+
+
+def kube_filter(nodes: list[KubeNode], constraints: list[dict[str, Any]]) -> set[str]:
+    """Filter: the nodes refused for skew (nodes without a key are refused as unresolvable,
+    a separate reason)."""
+    counts = kube_domains(nodes, constraints)
+    skewed = set()
+    for n in nodes:
+        for i, c in enumerate(constraints):
+            value = n.labels.get(c["topologyKey"])
+            if value is None:
+                break
+            min_match = min(counts[i].values(), default=2**31 - 1)
+            if len(counts[i]) < c.get("minDomains", 1):
+                min_match = 0
+            if counts[i].get(value, 0) + 1 - min_match > c["maxSkew"]:
+                skewed.add(n.name)
+                break
+    return skewed
+
+
+def kube_score(
+    nodes: list[KubeNode], filtered: list[KubeNode], constraints: list[dict[str, Any]]
+) -> dict[str, int]:
+    """PreScore + Score + NormalizeScore, the hostname special case left out (no key here
+    is kubernetes.io/hostname)."""
+    ignored = {
+        n.name for n in filtered if not all(c["topologyKey"] in n.labels for c in constraints)
+    }
+    values = [
+        {n.labels[c["topologyKey"]] for n in filtered if n.name not in ignored} for c in constraints
+    ]
+    counts = kube_domains(nodes, constraints)
+    raw: dict[str, int] = {}
+    for n in filtered:
+        if n.name in ignored:
+            continue
+        score = 0.0
+        for i, c in enumerate(constraints):
+            cnt = counts[i].get(n.labels[c["topologyKey"]], 0)
+            score += float(cnt) * math.log(len(values[i]) + 2) + float(c["maxSkew"] - 1)
+        raw[n.name] = math.floor(score + 0.5)  # math.Round, score >= 0
+    low = min(raw.values(), default=2**63 - 1)
+    high = max(raw.values(), default=0)
+    out = {}
+    for n in filtered:
+        if n.name in ignored:
+            out[n.name] = 0
+        elif high == 0:
+            out[n.name] = 100
+        else:
+            out[n.name] = 100 * (high + low - raw[n.name]) // high
+    return out
+
+
+_NODE = st.tuples(
+    st.sampled_from(["a", "b", "c", None]),  # zone
+    st.sampled_from(["r1", "r2", None]),  # rack
+    st.booleans(),  # passes the node affinity (tag "ok")
+    st.sampled_from(["none", "taint", "cordon"]),  # why it is tainted, if it is
+    st.integers(0, 3),  # replicas on it
+)
+_CONSTRAINT = st.fixed_dictionaries(
+    {"topologyKey": st.sampled_from([ZONE, "rack"]), "maxSkew": st.integers(1, 3)},
+    optional={
+        "nodeAffinityPolicy": st.sampled_from(["Honor", "Ignore"]),
+        "nodeTaintsPolicy": st.sampled_from(["Honor", "Ignore"]),
+        "minDomains": st.integers(1, 4),
+    },
+)
+
+
+def _cluster(
+    shapes: list[tuple[str | None, str | None, bool, str, int]],
+) -> tuple[Ledger, list[KubeNode], list[int]]:
+    infos, kube, own = [], [], []
+    for i, (zone, rack, ok, taint, pods) in enumerate(shapes):
+        labels = {**({ZONE: zone} if zone else {}), **({"rack": rack} if rack else {})}
+        name = f"n{i:02d}"
+        infos.append(
+            node(
+                name,
+                labels=labels,
+                tags=("ok",) if ok else (),
+                taints=TAINT if taint == "taint" else None,
+                cordoned=taint == "cordon",
+            )
+        )
+        kube.append(KubeNode(name, labels, ok, taint != "none", pods))
+        own.append(pods)
+    return ledger_for(*infos), kube, own
+
+
+def _unique_keys(constraints: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for c in constraints:
+        seen.setdefault(c["topologyKey"], c)
+    return list(seen.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shapes=st.lists(_NODE, min_size=1, max_size=10),
+    constraints=st.lists(_CONSTRAINT, min_size=1, max_size=2),
+)
+def test_do_not_schedule_is_kubes_filter(
+    shapes: list[tuple[str | None, str | None, bool, str, int]],
+    constraints: list[dict[str, Any]],
+) -> None:
+    hard = _unique_keys(constraints)
+    ledger, kube, own = _cluster(shapes)
+    cycle = cycle_of(ledger, own, topologySpread=hard, constraints=['"ok" in node.tags'])
+    verdict = TopologySpread().filter(cycle)
+    skewed = {
+        ledger.table.hostnames[i]
+        for r in verdict.rejections
+        if "missing required label" not in r.reason
+        for i in np.flatnonzero(~r.passed).tolist()
+    }
+    missing = {n.name for n in kube if not all(c["topologyKey"] in n.labels for c in hard)}
+    # A node kube refuses for a missing key never reaches the skew test; orca reports the
+    # missing key as its own reason and may also flag the skew: compare the rest.
+    assert skewed - missing == kube_filter(kube, hard) - missing
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shapes=st.lists(_NODE, min_size=1, max_size=10),
+    constraints=st.lists(_CONSTRAINT, min_size=1, max_size=2),
+    picked=st.lists(st.booleans(), min_size=10, max_size=10),
+)
+def test_schedule_anyway_is_kubes_score(
+    shapes: list[tuple[str | None, str | None, bool, str, int]],
+    constraints: list[dict[str, Any]],
+    picked: list[bool],
+) -> None:
+    soft = [
+        {**{k: v for k, v in c.items() if k != "minDomains"}, "whenUnsatisfiable": "ScheduleAnyway"}
+        for c in _unique_keys(constraints)
+    ]
+    ledger, kube, own = _cluster(shapes)
+    cycle = cycle_of(ledger, own, topologySpread=soft, constraints=['"ok" in node.tags'])
+    candidates = np.array(
+        [i for i in range(len(kube)) if picked[i]], dtype=np.intp
+    )  # any subset: the nodes orca scores
+    score = TopologySpread().score(cycle, candidates)
+    filtered = [kube[i] for i in candidates.tolist()]
+    expected = kube_score(kube, filtered, soft)
+    if candidates.size == 0:
+        assert score is None
+        return
+    assert score is not None
+    assert dict(zip([n.name for n in filtered], (score + 100).tolist(), strict=True)) == expected
