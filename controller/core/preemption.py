@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
 
@@ -72,11 +72,11 @@ class Victim:
     booking: Booking
     priority: int
     started: datetime | None = None  # its Workload's creationTimestamp; None: "now" (latest)
+    start_key: int = field(init=False, compare=False, repr=False)
+    """``started`` as microseconds since the epoch, ``LATEST`` when unknown."""
 
-    @property
-    def start_key(self) -> int:
-        """``started`` as microseconds since the epoch, ``LATEST`` when unknown."""
-        return start_key(self.started)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "start_key", start_key(self.started))
 
 
 @dataclass(frozen=True)
@@ -328,15 +328,18 @@ class _Pools:
         index = ledger.table.index
         entries: list[tuple[str, Booking, int, datetime | None]] = []
         nodes: list[int] = []
+        starts: list[int] = []
         for key, value in preemptible.items():
             if value >= priority or key == preemptor:
                 continue
             start = started.get(key)
+            start_int = start_key(start)  # once per Workload, not per replica
             for b in ledger.bookings(key):
                 i = index.get(b.node)
                 if i is not None:
                     entries.append((key, b, value, start))
                     nodes.append(i)
+                    starts.append(start_int)
         node_array = np.array(nodes, dtype=np.int64)
         keep = passes[node_array] if nodes else np.zeros(0, dtype=np.bool_)
         if not keep.any():
@@ -348,7 +351,7 @@ class _Pools:
             entries,
             node_array[picked],
             np.array([e[2] for e in entries], dtype=np.int64),
-            np.array([start_key(e[3]) for e in entries], dtype=np.int64),
+            np.array(starts, dtype=np.int64)[picked],
             np.array([e[1].cpu for e in entries], dtype=np.int64),
             np.array([e[1].memory for e in entries], dtype=np.int64),
         )
