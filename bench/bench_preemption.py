@@ -5,6 +5,9 @@ lower-priority Workloads (priorities 0-9, a few replicas each, as a busy cluster
 times what the operator does for a high-priority Workload that finds no room: the decision
 (UNSCHEDULABLE), the victim selection (``select_victims``) and the decision again with the
 victims' replicas removed. Prints milliseconds per step (median of the repeats) and the victims.
+Each Workload has a creationTimestamp (one second apart; preemption's start-time stand-in) unless
+``--no-start-times``, which leaves them all unknown (the tie-break on start times then costs
+nothing to bound).
 
     python bench/bench_preemption.py                  # 5,000 nodes
     python bench/bench_preemption.py --nodes 20000 --repeat 5
@@ -17,6 +20,7 @@ import random
 import statistics
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +55,16 @@ def full_ledger(nodes_count: int, seed: int) -> tuple[Ledger, dict[str, int]]:
     return ledger, priorities
 
 
-def run(nodes_count: int, count: int, constrained: bool, repeat: int, seed: int) -> None:
+def run(
+    nodes_count: int, count: int, constrained: bool, repeat: int, seed: int, start_times: bool
+) -> None:
     ledger, priorities = full_ledger(nodes_count, seed)
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    started = (
+        {key: base + timedelta(seconds=int(key.rsplit("w", 1)[1])) for key in priorities}
+        if start_times
+        else {}
+    )
     spec: dict[str, Any] = {"kind": "Service", "count": count, "resources": {"cpu": "3"}}
     if constrained:
         spec["constraints"] = ['"ssd" in node.tags']
@@ -65,7 +77,7 @@ def run(nodes_count: int, count: int, constrained: bool, repeat: int, seed: int)
         t0 = time.perf_counter()
         decision = scheduler.schedule(boss, ledger)
         t1 = time.perf_counter()
-        plan = select_victims(scheduler, boss, ledger, decision, 100, priorities)
+        plan = select_victims(scheduler, boss, ledger, decision, 100, priorities, started)
         t2 = time.perf_counter()
         assert plan is not None
         before = {key: ledger.bookings(key) for key in plan.victim_keys()}
@@ -95,11 +107,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, action="append", help="node counts (repeatable)")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--no-start-times", action="store_true", help="no creationTimestamp on any Workload"
+    )
     args = parser.parse_args(argv)
     for nodes_count in args.nodes or [5000]:
         for count in (1, 5):
             for constrained in (False, True):
-                run(nodes_count, count, constrained, args.repeat, args.seed)
+                run(
+                    nodes_count,
+                    count,
+                    constrained,
+                    args.repeat,
+                    args.seed,
+                    not args.no_start_times,
+                )
     return 0
 
 

@@ -3,9 +3,10 @@
 Reads the live cluster (Nodes and every Workload's placements, as ``orca plan --from-cluster``
 does), runs the scheduler's cycle for the one Workload (``controller.core.explain``) and prints
 each replica (kept, or why it moves) and each node: the filter that rejects it, with the
-reason text the status uses, or its score parts and total, best first. Preemption, from the
-``Preempted`` conditions the operator writes on victims: who preempted this Workload's
-replicas, and whose replicas it preempted. Writes nothing.
+reason text the status uses, or its score parts and total, best first; each topology spread
+constraint's domains, with the node inclusion policy that counted or ignored each. Preemption,
+from the ``Preempted`` conditions the operator writes on victims: who preempted this
+Workload's replicas, and whose replicas it preempted. Writes nothing.
 Exit 0; 1 when the Workload does not exist; 2 when the cluster cannot be read.
 """
 
@@ -20,6 +21,7 @@ from typing import Any, TextIO
 
 from controller.api.models import Workload
 from controller.core.explain import Explanation, explain
+from controller.core.plugins.topology_spread import spread_lines
 from controller.core.scheduler import Scheduler
 from controller.core.vocabulary import CONDITION_PREEMPTED
 
@@ -70,6 +72,7 @@ def to_json(e: Explanation, p: Preemptions | None = None) -> dict[str, Any]:
             {"allocId": r.alloc_id, "node": r.node, "score": r.score, "kept": r.kept, "why": r.why}
             for r in e.replicas
         ],
+        "topologySpread": [c.to_json() for c in e.spread],
         "nodes": [
             {
                 "node": n.node,
@@ -101,6 +104,9 @@ def render(e: Explanation, out: TextIO, p: Preemptions | None = None) -> None:
             [("ALLOC ID", "NODE", "SCORE", "WHY")],
             [(r.alloc_id, r.node, str(r.score), r.why) for r in e.replicas],
         )
+    if e.spread:
+        out.write("\nTOPOLOGY SPREAD (domains as the next replica sees them)\n")
+        out.writelines(spread_lines(e.spread))
     if e.nodes:
         names = sorted({name for n in e.nodes for name in n.scores})
         out.write("\nNODES (as the next replica sees them, best first)\n")

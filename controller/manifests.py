@@ -10,7 +10,7 @@ expansion (see its docstring for the budgets).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -248,14 +248,20 @@ def parse_workload(obj: Mapping[str, Any], where: str) -> Workload:
         raise ManifestError(f"{where}: {_describe(obj)}: {validation_message(exc)}") from None
 
 
-def load_workloads(source: Source) -> list[Workload]:
-    """Every Workload in the file, in file order; a name given twice is an error."""
+def load_workloads(
+    source: Source, check: Callable[[Workload], Sequence[str]] | None = None
+) -> list[Workload]:
+    """Every Workload in the file, in file order; a name given twice is an error, and so is
+    the first of ``check``'s errors (``orca plan`` passes ``Scheduler.spec_errors``: CEL the
+    operator would mark ``Invalid`` is bad input offline)."""
     workloads: list[Workload] = []
     seen: set[str] = set()
     for where, obj in _documents(source):
         if is_priority_class(obj):
             continue
         workload = parse_workload(obj, where)
+        if check is not None and (errors := check(workload)):
+            raise ManifestError(f"{where}: Workload {workload.key}: {errors[0]}")
         if workload.key in seen:
             raise ManifestError(f"{where}: Workload {workload.key} appears twice")
         seen.add(workload.key)

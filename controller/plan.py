@@ -7,7 +7,10 @@ workloads -o yaml``) are booked first, so they are kept where still valid, as th
 would. A Workload short of room preempts lower-priority replicas as the operator would
 (``controller.core.preemption``): the results say who was preempted by whom. Exit codes: 0
 when every Workload is fully placed, 1 when some are not, 2 for bad input (one line, no
-traceback).
+traceback), which includes a spec the operator would mark ``Invalid`` whatever the cluster
+(CEL that does not compile or is ill-typed, an unknown runtime alias:
+``Scheduler.spec_errors``); a Workload ``Invalid`` for the cluster's sake (a PriorityClass
+that does not exist) is planned as such, exit 1.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import argparse
 import functools
 import gc
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,6 +30,11 @@ import orjson
 from controller.api.models import NodeInfo, Phase, Workload, WorkloadStatus
 from controller.celcache import cache_path, install_cel_parser
 from controller.core.ledger import Ledger, ledger_from_statuses
+from controller.core.plugins.topology_spread import (
+    ConstraintVerdict,
+    explain_spread,
+    spread_lines,
+)
 from controller.core.preemption import Victim, gained_nodes, may_preempt, select_victims
 from controller.core.priority import NO_CLASSES, PriorityClasses
 from controller.core.scheduler import Scheduler
@@ -61,6 +70,7 @@ class PlanResult:
     status: WorkloadStatus
     victims: tuple[Preempted, ...] = ()  # what this Workload preempted
     preempted: list[Preempted] = field(default_factory=list)  # its replicas preempted
+    spread: tuple[ConstraintVerdict, ...] = ()  # its topologySpread, after its decision
 
     @property
     def fully_placed(self) -> bool:
@@ -76,13 +86,17 @@ def plan(
     classes: PriorityClasses = NO_CLASSES,
     known_priorities: dict[str, int] | None = None,
     on_first_decision: Callable[[], None] | None = None,
+    known_started: Mapping[str, datetime] | None = None,
 ) -> list[PlanResult]:
     """Plan ``workloads`` onto ``nodes`` (or onto ``ledger``'s table if given), highest
     priority first, ties in the order given; results in planning order.
 
     Preemption may remove replicas of the given Workloads planned later (lower priority) and
     of the Workloads in ``known_priorities`` (others in the ledger, e.g. the cluster's, by
-    the priority their status records); the ledger holds anything else out of reach."""
+    the priority their status records); the ledger holds anything else out of reach. Between
+    equal candidate nodes it prefers the victims started last: a Workload's
+    ``metadata.creationTimestamp`` (from the files, or ``known_started`` for the others); a
+    Workload without one counts as started now."""
     if ledger is None:
         ledger = ledger_from_statuses(nodes, workloads)
     scheduler = scheduler or Scheduler()
@@ -90,6 +104,10 @@ def plan(
     resolved = {w.key: classes.resolve(w.spec.priority_class_name) for w in workloads}
     priorities = dict(known_priorities or {})
     priorities.update({key: p.value for key, p in resolved.items() if p.error is None})
+    started = dict(known_started or {})
+    started.update(
+        {w.key: w.metadata.creation_timestamp for w in workloads if w.metadata.creation_timestamp}
+    )
     order = sorted(workloads, key=lambda w: -resolved[w.key].value)  # stable: file order
     floor = min([classes.lowest, *priorities.values()])  # nothing to preempt at or below it
     preempted: dict[str, list[Preempted]] = {}
@@ -107,6 +125,7 @@ def plan(
                 decision,
                 priority.value,
                 {k: v for k, v in priorities.items() if k != key and ledger.bookings(k)},
+                started,
             )
             while chosen is not None:  # as the operator does (controller.operator.preemption)
                 before = {k: ledger.bookings(k) for k in chosen.victim_keys()}
@@ -127,17 +146,32 @@ def plan(
         status = status_from_decision(
             decision, workload.metadata.generation, workload.status, timestamp
         )
-        results.append(PlanResult(workload, status, victims, preempted.setdefault(key, [])))
+        spread = _spread(scheduler, workload, ledger) if workload.spec.topology_spread else ()
+        results.append(PlanResult(workload, status, victims, preempted.setdefault(key, []), spread))
         if on_first_decision is not None and len(results) == 1:
             on_first_decision()
     return results
+
+
+def _spread(
+    scheduler: Scheduler, workload: Workload, ledger: Ledger
+) -> tuple[ConstraintVerdict, ...]:
+    """The Workload's topology spread constraints (defaults filled in) and domains with the
+    replicas it now holds, as its next cycle would count them (later preemptions of its
+    replicas are not reflected)."""
+    prepared = scheduler.prepare(workload, ledger)
+    if prepared.filtered is None:
+        return ()
+    return explain_spread(prepared.cycle)
 
 
 def to_json(results: Sequence[PlanResult]) -> dict[str, Any]:
     """``{"results": [{"workload": "<ns>/<name>", <status fields>, "priority": N}]}`` in
     planning order; a preemptor's result lists its ``victims``, a victim's its
     ``preemptedBy`` (each ``{workload, allocId, node, priority}`` / ``{allocId, node, by,
-    priority}``), present only when there are some."""
+    priority}``), present only when there are some; a Workload with ``topologySpread`` its
+    constraints with every field (defaults filled in: ``minDomains``, ``nodeAffinityPolicy``,
+    ``nodeTaintsPolicy``) and the domains counted after its placement."""
     out = []
     for r in results:
         item: dict[str, Any] = {
@@ -154,6 +188,8 @@ def to_json(results: Sequence[PlanResult]) -> dict[str, Any]:
                 }
                 for p in r.victims
             ]
+        if r.spread:
+            item["topologySpread"] = [c.to_json() for c in r.spread]
         if r.preempted:
             item["preemptedBy"] = [
                 {
@@ -191,6 +227,12 @@ def render_table(results: Sequence[PlanResult], out: TextIO) -> None:
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         out.write(("   ".join([*cells, row[-1]])).rstrip() + "\n")
+    spreads = [r for r in results if r.spread]
+    if spreads:
+        out.write("\nTOPOLOGY SPREAD\n")
+        for r in spreads:
+            out.write(f"{r.workload.key}\n")
+            out.writelines(spread_lines(r.spread, indent="  "))
     preemptions = [p for r in results for p in r.victims]
     if preemptions:
         out.write("\nPREEMPTED\n")
@@ -260,11 +302,12 @@ def _plan_from_files(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanRe
     finally:
         pending.cancel()
     classes = load_priority_classes(nodes_file, workloads_file)
-    workloads = load_workloads(workloads_file)
+    scheduler = Scheduler()
+    workloads = load_workloads(workloads_file, check=scheduler.spec_errors)
     del workloads_file
     timer.phase("workloads")
     first = functools.partial(timer.point, "first decision")
-    return plan(nodes, workloads, classes=classes, on_first_decision=first)
+    return plan(nodes, workloads, scheduler=scheduler, classes=classes, on_first_decision=first)
 
 
 def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanResult]:
@@ -273,7 +316,8 @@ def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[Plan
     from controller.fromcluster import ClusterError, read_cluster
 
     workloads_file = read_manifests(Path(args.workloads))
-    workloads = load_workloads(workloads_file)
+    scheduler = Scheduler()
+    workloads = load_workloads(workloads_file, check=scheduler.spec_errors)
     given = load_priority_classes(workloads_file)
     timer.phase("workloads")
     try:
@@ -289,13 +333,20 @@ def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[Plan
         for key, w in cluster.parsed.items()
         if w.status is not None and w.status.priority is not None
     }
+    started = {
+        key: w.metadata.creation_timestamp
+        for key, w in cluster.parsed.items()
+        if w.metadata.creation_timestamp is not None
+    }
     return plan(
         cluster.nodes,
         workloads,
         ledger=cluster.ledger(),
+        scheduler=scheduler,
         classes=classes,
         known_priorities=known,
         on_first_decision=functools.partial(timer.point, "first decision"),
+        known_started=started,
     )
 
 

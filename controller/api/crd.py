@@ -9,6 +9,7 @@ in, and a test fails when the two drift.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import yaml
@@ -69,8 +70,8 @@ def structural(schema: dict[str, Any]) -> dict[str, Any]:
                 out[key] = {name: convert(sub) for name, sub in value.items()}
             elif key == "items":
                 out[key] = convert(value)
-            else:
-                out[key] = value
+            else:  # a copy: an enum used twice must not come out as a YAML anchor and alias
+                out[key] = copy.deepcopy(value)
         if "properties" in out:
             out.setdefault("type", "object")
         return out

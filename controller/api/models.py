@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from datetime import UTC, datetime
 from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
 from typing import Annotated, Any
@@ -45,6 +46,7 @@ MAX_TOLERATIONS = 32
 MAX_TAINTS = 64
 MAX_TOPOLOGY_SPREAD = 4
 MAX_SKEW = 1000
+MAX_MIN_DOMAINS = 1000
 MIN_WEIGHT, MAX_WEIGHT = -100, 100
 
 # Names as the API server validates them (apimachinery's validation package): a namespace is
@@ -186,6 +188,14 @@ class WhenUnsatisfiable(StrEnum):
     SCHEDULE_ANYWAY = "ScheduleAnyway"  # a score that prefers the least-loaded domain
 
 
+class NodeInclusionPolicy(StrEnum):
+    """Whether a topology spread constraint counts only the nodes that pass a filter of the
+    Workload (core/v1 ``NodeInclusionPolicy``)."""
+
+    HONOR = "Honor"  # only nodes that pass it count
+    IGNORE = "Ignore"  # every node counts
+
+
 class RebalancePolicy(StrEnum):
     NEVER = "Never"
     ALLOWED = "Allowed"
@@ -220,17 +230,49 @@ class Resources(_Model):
         return 0 if self.memory is None else quantity_to_int(self.memory)
 
 
-class AffinityRule(_Model):
+# Whitespace as RE2's [[:space:]] and Python's str.strip(chars) both mean it.
+_SPACE = " \t\n\r\f\v"
+_PADDED_LABEL_RULE = (
+    "!self.target.matches('^[[:space:]]*[a-z0-9]([-a-z0-9]*[a-z0-9])?[[:space:]]*$')"
+    f" || self.target.matches({DNS1123_LABEL_PATTERN!r})"
+)
+
+
+class AffinityRule(
+    _Model,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            {
+                "rule": _PADDED_LABEL_RULE,
+                "message": "target: a Workload name must not have whitespace or a newline "
+                "around it",
+                "fieldPath": ".target",
+            }
+        ]
+    },
+):
     target: Expression = Field(
         description="A Workload name in the same namespace (a DNS-1123 label), "
         "otherwise a CEL expression over node."
     )
     weight: int = Field(ge=MIN_WEIGHT, le=MAX_WEIGHT, description="-100..100; negative avoids.")
 
+    @model_validator(mode="after")
+    def _no_padded_name(self) -> AffinityRule:
+        """``"web\n"`` is refused, never trimmed into the name ``web`` nor read as CEL."""
+        stripped = self.target.strip(_SPACE)
+        if stripped != self.target and DNS1123_LABEL.fullmatch(stripped):
+            raise ValueError(
+                f"target {self.target!r}: a Workload name must not have whitespace or a "
+                f"newline around it (write {stripped!r})"
+            )
+        return self
+
     @property
     def is_workload_name(self) -> bool:
-        """The deterministic rule of DESIGN.md 2: a DNS-1123 label names a Workload."""
-        return DNS1123_LABEL.match(self.target) is not None
+        """The deterministic rule of DESIGN.md 2: a DNS-1123 label, the whole string,
+        names a Workload."""
+        return DNS1123_LABEL.fullmatch(self.target) is not None
 
 
 class Toleration(
@@ -322,12 +364,23 @@ LabelKey = Annotated[
 """A Kubernetes label key (a qualified name), as the API server validates it."""
 
 
-class TopologySpreadConstraint(_Model):
-    """How one Workload's replicas spread over the values of a node label (DESIGN.md 4).
-
-    kube-scheduler's topologySpreadConstraints for a Workload's own replicas: the skew is
-    max - min replicas per domain, a domain being a value of the key on the nodes that pass
-    the Workload's other filters.
+class TopologySpreadConstraint(
+    _Model,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            {
+                "rule": "self.whenUnsatisfiable == 'DoNotSchedule' || !has(self.minDomains)",
+                "message": "minDomains is only allowed when whenUnsatisfiable is DoNotSchedule",
+                "fieldPath": ".minDomains",
+            }
+        ]
+    },
+):
+    """How this Workload's replicas spread over the values of a node label, as
+    kube-scheduler's topologySpreadConstraints do for a Pod: the skew is max - min replicas
+    per domain, a domain being a value of topologyKey on the nodes that carry every
+    topologyKey of the constraints with the same whenUnsatisfiable and that the node
+    inclusion policies count.
     """
 
     topology_key: LabelKey = Field(
@@ -341,6 +394,39 @@ class TopologySpreadConstraint(_Model):
         default=WhenUnsatisfiable.DO_NOT_SCHEDULE,
         description="DoNotSchedule filters nodes; ScheduleAnyway only scores.",
     )
+    min_domains: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_MIN_DOMAINS,
+        description="DoNotSchedule only: when fewer domains than this count, the smallest "
+        "domain's count is taken as 0, so each domain takes at most maxSkew replicas until "
+        "enough domains exist (kube-scheduler's minDomains). Absent: 1.",
+    )
+    node_affinity_policy: NodeInclusionPolicy = Field(
+        default=NodeInclusionPolicy.HONOR,
+        description="Honor (default): only nodes that pass the Workload's runtime and "
+        "constraints (its node affinity) count towards the domains and the skew; Ignore: "
+        "every node with the key counts.",
+    )
+    node_taints_policy: NodeInclusionPolicy = Field(
+        default=NodeInclusionPolicy.IGNORE,
+        description="Ignore (default): nodes count whatever their taints; Honor: nodes with "
+        "a NoSchedule or NoExecute taint the Workload does not tolerate (cordoned and "
+        "NotReady nodes included, as Kubernetes taints them) do not count.",
+    )
+
+    @model_validator(mode="after")
+    def _min_domains_only_with_do_not_schedule(self) -> TopologySpreadConstraint:
+        if self.min_domains is not None and self.when_unsatisfiable is not (
+            WhenUnsatisfiable.DO_NOT_SCHEDULE
+        ):
+            raise ValueError("minDomains is only allowed when whenUnsatisfiable is DoNotSchedule")
+        return self
+
+    @property
+    def domains_needed(self) -> int:
+        """``minDomains``, 1 when absent (kube's ``ptr.Deref(c.MinDomains, 1)``)."""
+        return self.min_domains if self.min_domains is not None else 1
 
 
 class DaemonSchedule(_Model):
@@ -534,6 +620,14 @@ def _check_namespace(value: str) -> str:
     return value
 
 
+def _as_utc(value: datetime | None) -> datetime | None:
+    """A time without a zone is UTC (the API server writes ``Z``; a hand-written file may not),
+    so times always compare."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
 class ObjectMeta(BaseModel):
     """The parts of ``metadata`` orca reads; the rest is the API server's business."""
 
@@ -544,6 +638,11 @@ class ObjectMeta(BaseModel):
     generation: int | None = None
     resource_version: str | None = Field(default=None, alias="resourceVersion")
     uid: str | None = None
+    creation_timestamp: Annotated[datetime | None, AfterValidator(_as_utc)] = Field(
+        default=None, alias="creationTimestamp"
+    )
+    """When the API server created the object: preemption's stand-in for the start time of
+    the Workload's replicas (``controller.core.preemption``)."""
 
 
 class Workload(BaseModel):

@@ -10,10 +10,30 @@ fails one is ``Invalid`` with the message raised here:
 2. ``syntax_message``: a parse error as one line that says what and where.
 3. ``check``: a walk of the parse tree that (a) type-checks identifiers and fields: the only
    variable is ``node`` with the fields of ``NODE_TYPE``, comprehension variables are in scope
-   inside their macro, functions must exist; (b) refuses syntax trees taller than the
-   interpreter can evaluate; (c) estimates the worst-case cost of one evaluation over the
+   inside their macro, functions must exist; (b) type-checks operators and the standard
+   functions against CEL's overloads, as cel-go's checker does (``TYPE RULES`` below), and
+   requires the whole expression to be a ``bool``; (c) refuses syntax trees taller than the
+   interpreter can evaluate; (d) estimates the worst-case cost of one evaluation over the
    declared maximum sizes of ``node``'s fields (``MAX_*`` below), nested comprehensions
    multiplying, and refuses an estimate over ``STATIC_COST_BUDGET``.
+
+TYPE RULES (CEL's language definition, cel-spec ``doc/langdef.md``, "Gradual Type Checking" and
+"List of Standard Definitions"; the messages are cel-go's, ``checker/errors.go``): ``_==_`` and
+``_!=_`` are ``(A, A) -> bool``; ``_<_``, ``_<=_``, ``_>_``, ``_>=_`` take two values of one of
+``bool``, ``int``, ``uint``, ``double``, ``string``, ``bytes``; ``@in`` is ``(A, list(A))`` or
+``(A, map(A, B))``; ``_&&_``, ``_||_`` and ``!_`` take ``bool``; ``-_`` takes ``int`` or
+``double``; ``_+_`` is one of ``int``, ``uint``, ``double``, ``string``, ``bytes``,
+``list(A)`` twice, ``_-_``, ``_*_``, ``_/_`` one numeric type twice, ``_%_`` ``int`` or
+``uint`` twice; ``_?_:_`` is ``(bool, A, A) -> A``; ``_[_]`` is ``(list(A), int) -> A`` or
+``(map(A, B), A) -> B``; ``size`` takes a string, bytes, list or map; ``contains``,
+``startsWith``, ``endsWith`` and ``matches`` a string and a string; a comprehension's condition
+is a ``bool``. ``dyn`` (an unknown type, e.g. ``dyn(x)`` or a heterogeneous list's element)
+matches anything, as in CEL's gradual typing. Mixed numeric comparisons (``node.cpu > 1.5``)
+are refused: cel-go accepts them only with its ``CrossTypeNumericComparisons`` option (the
+Kubernetes API server sets it), and cel-python, which evaluates orca's expressions, fails on
+them at run time; write ``node.cpu > 1500`` or ``double(node.cpu) > 1.5``. An expression whose
+type is not ``bool`` is refused as the API server refuses a CRD validation rule
+(``cel expression must evaluate to a bool``).
 
 Cost units are those the runtime meter (``controller.core.celexpr``) counts, so the estimate is
 an upper bound of the measured cost for any node within the declared sizes: one unit per
@@ -28,7 +48,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import lark
 from celpy.evaluation import base_functions
@@ -96,10 +116,13 @@ class CelType:
     fields: dict[str, CelType] | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
-        if self.kind == "list" and self.elem is not None:
-            return f"list<{self.elem}>"
-        if self.kind == "map" and self.elem is not None and self.value is not None:
-            return f"map<{self.elem}, {self.value}>"
+        """cel-go's notation (``checker/format.go``): ``list(string)``, ``map(string, int)``."""
+        if self.kind == "list":
+            return f"list({self.elem or DYN})"
+        if self.kind == "map":
+            return f"map({self.elem or DYN}, {self.value or DYN})"
+        if self.kind == "null_type":
+            return "null"
         return self.kind
 
 
@@ -139,6 +162,106 @@ def _join(a: CelType, b: CelType) -> CelType:
 
 def _size_cost(t: CelType) -> int:
     return t.size // SIZE_UNIT if t.kind in _SIZED else 0
+
+
+# -- type rules (see TYPE RULES in the module docstring) ------------------------------------------
+
+_ORDERED: Final = frozenset({"bool", "int", "uint", "double", "string", "bytes"})
+_NUMERIC: Final = frozenset({"int", "uint", "double"})
+_ADDABLE: Final = frozenset({"int", "uint", "double", "string", "bytes", "list"})
+_ARITHMETIC: Final = {
+    "addition_add": ("_+_", _ADDABLE),
+    "addition_sub": ("_-_", _NUMERIC),
+    "multiplication_mul": ("_*_", _NUMERIC),
+    "multiplication_div": ("_/_", _NUMERIC),
+    "multiplication_mod": ("_%_", frozenset({"int", "uint"})),
+}
+_RELATIONS: Final = {
+    "relation_eq": "_==_",
+    "relation_ne": "_!=_",
+    "relation_lt": "_<_",
+    "relation_le": "_<=_",
+    "relation_gt": "_>_",
+    "relation_ge": "_>=_",
+    "relation_in": "@in",
+}
+_STRING_METHODS: Final = frozenset({"contains", "startsWith", "endsWith", "matches"})
+_SIZE_ARGS: Final = frozenset({"string", "bytes", "list", "map"})
+
+
+def assignable(a: CelType | None, b: CelType | None) -> bool:
+    """Whether values of types ``a`` and ``b`` unify (CEL's type parameter ``A`` can be both):
+    the same kind, containers with assignable element types, ``dyn`` (or unknown) anywhere."""
+    if a is None or b is None or a.kind == "dyn" or b.kind == "dyn":
+        return True
+    if a.kind != b.kind:
+        return False
+    return assignable(a.elem, b.elem) and assignable(a.value, b.value)
+
+
+def _no_overload(name: str, args: list[CelType], where: Any, receiver: bool = False) -> NoReturn:
+    """cel-go's ``noMatchingOverload`` message, with the column of the expression."""
+    shown = ", ".join(str(t) for t in (args[1:] if receiver else args))
+    signature = f"{args[0]}.({shown})" if receiver else f"({shown})"
+    column = _column(where)  # 0: unknown (cel-python keeps no position for some literals)
+    raise CelCheckError(
+        f"found no matching overload for '{name}' applied to '{signature}'"
+        + (f" at column {column}" if column else "")
+    )
+
+
+def _is(t: CelType, kinds: frozenset[str]) -> bool:
+    return t.kind == "dyn" or t.kind in kinds
+
+
+def _relation(op: str, left: CelType, right: CelType, where: Any) -> None:
+    """Refuse ``left <op> right`` when no overload of ``op`` takes those types."""
+    name = _RELATIONS[op]
+    if op in ("relation_eq", "relation_ne"):
+        ok = assignable(left, right)
+    elif op == "relation_in":
+        # a list's elements, a map's keys
+        ok = assignable(left, right.elem) if right.kind in ("list", "map") else right.kind == "dyn"
+    else:
+        ok = (
+            _is(left, _ORDERED)
+            and _is(right, _ORDERED)
+            and (left.kind == right.kind or "dyn" in (left.kind, right.kind))
+        )
+    if not ok:
+        _no_overload(name, [left, right], where)
+
+
+def _arithmetic(op: str, left: CelType, right: CelType, where: Any) -> CelType:
+    """The type of ``left <op> right``; refuse it when no overload takes those types."""
+    name, kinds = _ARITHMETIC[op]
+    if left.kind == "dyn" or right.kind == "dyn":
+        if not (_is(left, kinds) and _is(right, kinds)):
+            _no_overload(name, [left, right], where)
+        return CelType("dyn", left.size + right.size)
+    if left.kind != right.kind or left.kind not in kinds:
+        _no_overload(name, [left, right], where)
+    if left.kind == "list":
+        if not assignable(left.elem, right.elem):
+            _no_overload(name, [left, right], where)
+        elem = (
+            _join(left.elem, right.elem)
+            if left.elem is not None and right.elem is not None
+            else None
+        )
+        return CelType("list", left.size + right.size, elem=elem)
+    if left.kind in ("string", "bytes"):
+        return CelType(left.kind, left.size + right.size)
+    return left
+
+
+def require_bool(t: CelType) -> None:
+    """The whole expression must be a ``bool`` (or ``dyn``, decided when it runs)."""
+    if t.kind not in ("bool", "dyn"):
+        raise CelCheckError(
+            f"expression must evaluate to a bool, not {t} (a constraint or an affinity target "
+            "is a condition, e.g. node.cpu >= 2000)"
+        )
 
 
 # -- 1. nesting, before parsing -----------------------------------------------------------------
@@ -225,7 +348,8 @@ def syntax_message(error: BaseException | None, source: str) -> str:
 
 
 def check(tree: lark.Tree[Any]) -> int:
-    """Type-check ``tree`` and return its estimated worst-case cost; raise ``CelCheckError``."""
+    """Type-check ``tree`` (a bool expression over ``node``) and return its estimated
+    worst-case cost; raise ``CelCheckError``."""
     height = _height(tree)
     if height > MAX_TREE_HEIGHT:
         raise CelCheckError(
@@ -233,7 +357,8 @@ def check(tree: lark.Tree[Any]) -> int:
             f"{MAX_TREE_HEIGHT} (split long chains such as 'a + b + c + ...' "
             "or use 'x in [...]')"
         )
-    _, tree_cost = _Checker().visit(tree, {})
+    result, tree_cost = _Checker().visit(tree, {})
+    require_bool(result)
     cost = ITERATION_COST + tree_cost  # the evaluation's own activation, then its tree
     if cost > STATIC_COST_BUDGET:
         raise CelCheckError(
@@ -283,22 +408,41 @@ class _Checker:
         return [self.visit(c, scope) for c in tree.children if isinstance(c, lark.Tree)]
 
     def _operator(self, tree: lark.Tree[Any], scope: Scope) -> Result:
-        """Single-child wrappers pass their child's type; binary operators combine them."""
+        """Single-child wrappers pass their child's type; operators are type-checked."""
         parts = self._subtrees(tree, scope)
         cost = 1 + sum(c for _, c in parts)
         if len(parts) == 1:
             return parts[0][0], cost
         data = tree.data
-        if data in ("conditionalor", "conditionaland", "relation") or data.startswith("relation_"):
+        if data in ("conditionalor", "conditionaland") and len(parts) == 2:
+            (left, _), (right, _) = parts
+            if not (_is(left, _BOOLEAN) and _is(right, _BOOLEAN)):
+                _no_overload("_||_" if data == "conditionalor" else "_&&_", [left, right], tree)
             return BOOL, cost
-        if data == "unary":
-            return parts[-1][0], cost
+        if data == "relation" and len(parts) == 2:
+            (left, _), (right, _) = parts
+            _relation(_operator_name(tree), left, right, tree)
+            return BOOL, cost
+        if data == "multiplication" and len(parts) == 2:
+            (left, _), (right, _) = parts
+            return _arithmetic(_operator_name(tree), left, right, tree), cost
+        if data == "unary" and len(parts) == 2:
+            operand = parts[1][0]
+            if _operator_name(tree) == "unary_not":
+                if not _is(operand, _BOOLEAN):
+                    _no_overload("!_", [operand], tree)
+                return BOOL, cost
+            if not _is(operand, frozenset({"int", "double"})):
+                _no_overload("-_", [operand], tree)
+            return operand, cost
         return DYN if not parts else parts[-1][0], cost
 
     def _expr(self, tree: lark.Tree[Any], scope: Scope) -> Result:
         parts = self._subtrees(tree, scope)
         if len(parts) == 3:  # cond ? a : b: one branch runs
-            (_, c0), (t1, c1), (t2, c2) = parts
+            (t0, c0), (t1, c1), (t2, c2) = parts
+            if not _is(t0, _BOOLEAN) or not assignable(t1, t2):
+                _no_overload("_?_:_", [t0, t1, t2], tree)
             return _join(t1, t2), 1 + c0 + max(c1, c2)
         return parts[0][0], 1 + parts[0][1]
 
@@ -307,17 +451,7 @@ class _Checker:
         if len(parts) == 1:
             return parts[0][0], 1 + parts[0][1]
         (left, c0), (right, c1) = parts
-        if left.kind in ("string", "bytes", "list") and left.kind == right.kind:
-            elem = (
-                _join(left.elem, right.elem)
-                if left.elem is not None and right.elem is not None
-                else None
-            )
-            out = CelType(left.kind, left.size + right.size, elem=elem)
-        elif left.kind == "dyn" or right.kind == "dyn":
-            out = CelType("dyn", left.size + right.size)
-        else:
-            out = left
+        out = _arithmetic(_operator_name(tree), left, right, tree)
         return out, 1 + c0 + c1 + _size_cost(out)
 
     def _member_dot(self, tree: lark.Tree[Any], scope: Scope) -> Result:
@@ -343,14 +477,18 @@ class _Checker:
         )
 
     def _member_index(self, tree: lark.Tree[Any], scope: Scope) -> Result:
-        (target, c0), (_, c1) = self._subtrees(tree, scope)
+        (target, c0), (index, c1) = self._subtrees(tree, scope)
         cost = 1 + c0 + c1
         if target.kind == "node":
             literal = _string_literal(tree.children[1])
             return (self._select(target, literal, tree.children[1]) if literal else DYN), cost
         if target.kind == "list":
+            if not _is(index, frozenset({"int"})):
+                _no_overload("_[_]", [target, index], tree)
             return target.elem or DYN, cost
         if target.kind == "map":
+            if not assignable(target.elem, index):
+                _no_overload("_[_]", [target, index], tree)
             return target.value or DYN, cost
         if target.kind == "dyn":
             return DYN, cost
@@ -370,7 +508,9 @@ class _Checker:
         target, cost = self.visit(tree.children[0], scope)
         arg_results = [self.visit(a, scope) for a in args]
         cost += 2 + sum(c for _, c in arg_results) + _size_cost(target)
-        out = _result_type(name, [target, *(t for t, _ in arg_results)])
+        types = [target, *(t for t, _ in arg_results)]
+        _check_call(name, types, tree, receiver=True)
+        out = _result_type(name, types)
         return out, cost + _size_cost(out)
 
     def _macro(self, tree: lark.Tree[Any], name: str, args: list[Any], scope: Scope) -> Result:
@@ -391,6 +531,10 @@ class _Checker:
                 f"(column {_column(tree)})"
             )
         body, body_cost = self.visit(args[1], {**scope, variable: element})
+        if name != "map" and not _is(body, _BOOLEAN):
+            raise CelCheckError(
+                f"{name}() needs a condition of type bool, not {body} (column {_column(tree)})"
+            )
         steps = target.size
         cost = 1 + range_cost + steps * (ITERATION_COST + body_cost)
         if name == "map":
@@ -475,8 +619,31 @@ class _Checker:
             self._function_exists(name, tree)
         results = [self.visit(a, scope) for a in args]
         types = [t for t, _ in results]
-        out = types[0] if name == "dyn" and len(types) == 1 else _result_type(name, types)
+        if name == "dyn" and len(types) == 1:
+            return CelType("dyn", types[0].size), 3 + results[0][1] + _size_cost(types[0])
+        _check_call(name, types, tree, receiver=False)
+        out = _result_type(name, types)
         return out, 3 + sum(c for _, c in results) + sum(_size_cost(t) for t in types)
+
+
+_BOOLEAN: Final = frozenset({"bool"})
+
+
+def _operator_name(tree: lark.Tree[Any]) -> str:
+    """The operator of a binary or unary node: its first child's rule (``relation_eq``...)."""
+    first = tree.children[0]
+    return str(first.data) if isinstance(first, lark.Tree) else ""
+
+
+def _check_call(name: str, types: list[CelType], where: Any, receiver: bool) -> None:
+    """The standard functions whose argument types the checker knows (TYPE RULES)."""
+    string = frozenset({"string"})
+    if (name == "size" and len(types) == 1 and not _is(types[0], _SIZE_ARGS)) or (
+        name in _STRING_METHODS
+        and len(types) == 2
+        and not (_is(types[0], string) and _is(types[1], string))
+    ):
+        _no_overload(name, types, where, receiver)
 
 
 def _join_all(types: list[CelType]) -> CelType:
@@ -565,8 +732,16 @@ def _string_literal(tree: Any) -> str | None:
 
 
 def _column(where: Any) -> int:
-    """The 1-based column of a token or a tree (the tree's first token)."""
+    """The 1-based column of a token or a tree (its first token: a tree without positions,
+    such as the conditional's, is searched down its first children)."""
     if isinstance(where, lark.Token):
         return int(where.column or 0)
     meta = getattr(where, "meta", None)
-    return int(getattr(meta, "column", 0) or 0) if meta is not None else 0
+    column = int(getattr(meta, "column", 0) or 0) if meta is not None else 0
+    node = where
+    while not column and isinstance(node, lark.Tree) and node.children:
+        node = node.children[0]
+        if isinstance(node, lark.Token):
+            return int(node.column or 0)
+        column = int(getattr(node.meta, "column", 0) or 0)
+    return column

@@ -8,6 +8,9 @@ and reports, instead of only the decision:
 - each node, as the next replica would see it: the first filter that rejects it (with the
   reason text the status uses), or, for nodes that pass, every score part and the total,
   with how many replicas of this Workload it holds (fewer wins before score). Best first.
+- each topology spread constraint, with its defaults filled in: per domain the replicas the
+  skew counts and the node inclusion policy that counted or ignored the domain, the minimum
+  the skew is measured from, and whether ``minDomains`` made it 0.
 
 Pure, like the scheduler: the ledger is read, nothing is written.
 """
@@ -24,6 +27,7 @@ from controller.core.decision import Decision
 from controller.core.framework import FilterResult
 from controller.core.ledger import Ledger
 from controller.core.placement import alloc_index
+from controller.core.plugins.topology_spread import ConstraintVerdict, explain_spread
 from controller.core.priority import NO_CLASSES, PriorityClasses
 from controller.core.scheduler import Scheduler
 
@@ -59,6 +63,7 @@ class Explanation:
     replicas: tuple[ReplicaVerdict, ...]
     nodes: tuple[NodeVerdict, ...]
     errors: tuple[str, ...] = ()
+    spread: tuple[ConstraintVerdict, ...] = ()  # per topologySpread constraint, its domains
 
 
 def explain(
@@ -122,6 +127,7 @@ def explain(
         decision,
         tuple(replicas),
         (*best, *rejected),
+        spread=explain_spread(cycle) if workload.spec.topology_spread else (),
     )
 
 

@@ -98,8 +98,9 @@ class CycleState:
     The ledger is read, never written; ``free_cpu``/``free_memory``/``own`` are this cycle's
     own copies, updated as the cycle places replicas. ``data`` holds what plugins prepared
     for later extension points, under their own name (kube-scheduler's CycleState.Write).
-    ``passes`` is set by ``Framework.filter``: the nodes that pass every static filter, which
-    per-replica filters may read (topology spread counts its domains over them).
+    ``passes`` is set by ``Framework.filter``: the nodes that pass every static filter, and
+    ``results`` each static filter's verdict, which per-replica filters may read (topology
+    spread counts its domains over the nodes that pass some of them).
     """
 
     key: str
@@ -114,6 +115,7 @@ class CycleState:
     memory: int  # bytes
     data: dict[str, Any] = field(default_factory=dict)
     passes: BoolArray | None = None
+    results: tuple[FilterResult, ...] = ()
 
     @property
     def table(self) -> NodeTable:
@@ -241,9 +243,11 @@ class Framework:
 
     def filter(self, cycle: CycleState) -> Filtered:
         """The static filters over the whole table, memoised per table and signature; their
-        conjunction is also left in ``cycle.passes`` for the per-replica filters."""
+        verdicts and conjunction are also left in ``cycle.results`` and ``cycle.passes`` for the
+        per-replica filters."""
         folded = self._filter(cycle)
         cycle.passes = folded.passes
+        cycle.results = folded.results
         return folded
 
     def _filter(self, cycle: CycleState) -> Filtered:

@@ -9,13 +9,28 @@ room) and whose class does not say ``preemptionPolicy: Never`` looks, per missin
                 until the replica fits; none left and still no room: not a candidate.
                 Then reprieve: walk the removed ones highest priority first and give back
                 each one the replica does not need. What is left are the node's victims.
-    select      the node whose highest victim priority is lowest, then the fewest victims,
-                then the lowest hostname (the table is hostname-sorted)
+    select      the node as kube's ``pickOneNodeForPreemption`` (framework/preemption/
+                preemption.go) orders candidates, after its PDB rule (orca has no PDBs):
+                1. the lowest priority of the highest-priority victim;
+                2. the smallest sum of victim priorities, each shifted by 2^31 first (kube
+                   adds ``MaxInt32 + 1`` so every term is >= 0: with negative priorities a
+                   node with more victims still sums higher, never lower);
+                3. the fewest victims;
+                4. the latest start of the highest-priority victims: per node the earliest
+                   start among its victims of the highest priority (``GetEarliestPodStartTime``),
+                   and the node where that is latest wins. orca's replicas have no start
+                   time; the stand-in is the victim Workload's ``metadata.creationTimestamp``
+                   (``started``), and a Workload without one counts as started now, i.e. the
+                   latest (kube's ``GetPodStartTime`` for a Pod without ``status.startTime``);
+                5. the lowest hostname (kube takes the first of the remaining candidates, in
+                   map order, which is not deterministic; the table is hostname-sorted).
     repeat      for the next missing replica, on what the choices so far left
 
 Equal or higher priorities are never touched, so a victim requeued later can never preempt
-its preemptor back (no cascades upward). Ties between victims of one priority go by AllocID,
-so the choice is a function of the cluster, not of the order nodes or Workloads were listed.
+its preemptor back (no cascades upward). On a node, replicas are removed least important first
+and reprieved most important first, importance being kube's ``MoreImportantPod`` (higher
+priority, then the earlier start), then the lower AllocID, so the choice is a function of the
+cluster, not of the order nodes or Workloads were listed.
 
 Pure: the ledger is read, never written. The caller removes the victims' replicas (the
 operator assumes their shortened bookings, ``orca plan`` loads them) and schedules the
@@ -32,7 +47,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Final
 
 import numpy as np
 
@@ -54,6 +71,12 @@ class Victim:
     key: str  # the victim Workload, ``<namespace>/<name>``
     booking: Booking
     priority: int
+    started: datetime | None = None  # its Workload's creationTimestamp; None: "now" (latest)
+    start_key: int = field(init=False, compare=False, repr=False)
+    """``started`` as microseconds since the epoch, ``LATEST`` when unknown."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "start_key", start_key(self.started))
 
 
 @dataclass(frozen=True)
@@ -99,6 +122,38 @@ class PreemptionPlan:
 
 
 _NO_PRIORITY = np.iinfo(np.int64).max  # ``lowest`` of a node without preemptible replicas
+PRIORITY_SHIFT: Final = 2**31
+"""kube's ``math.MaxInt32 + 1``, added to each victim priority before summing."""
+LATEST: Final = 2**62
+"""The start key of a replica whose start is unknown: after any real time (``time.Now()``)."""
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND: Final = datetime.resolution
+
+
+def start_key(started: datetime | None) -> int:
+    """A start time as an integer that orders as the times do (microseconds since the epoch;
+    a naive time is taken as UTC), ``LATEST`` for None."""
+    if started is None:
+        return LATEST
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=UTC)
+    return (started - _EPOCH) // _MICROSECOND
+
+
+def node_rank(victims: Sequence[Victim], hostname: str) -> tuple[int, int, int, int, str]:
+    """The key kube's ``pickOneNodeForPreemption`` orders candidate nodes by, smallest best:
+    (highest victim priority, sum of shifted priorities, victims, -earliest start of the
+    highest-priority victims, hostname). ``victims`` is not empty."""
+    highest = max(v.priority for v in victims)
+    earliest = min(v.start_key for v in victims if v.priority == highest)
+    total = sum(v.priority + PRIORITY_SHIFT for v in victims)
+    return (highest, total, len(victims), -earliest, hostname)
+
+
+def importance(victim: Victim) -> tuple[int, int, str]:
+    """Sorts the most important first: kube's ``MoreImportantPod`` (the higher priority, then
+    the earlier start, is more important), then the lower AllocID, for a total order."""
+    return (-victim.priority, victim.start_key, victim.booking.alloc_id)
 
 
 def gained_nodes(before: Decision, after: Decision) -> set[str]:
@@ -128,18 +183,21 @@ def select_victims(
     decision: Decision,
     priority: int,
     preemptible: Mapping[str, int],
+    started: Mapping[str, datetime] | None = None,
 ) -> PreemptionPlan | None:
     """The victims ``workload`` (at ``priority``, short as ``decision`` says) would need.
 
     ``preemptible`` maps the Workloads whose replicas may be removed now to their priority
     (the caller leaves out those it cannot touch, e.g. with a status write in flight); only
-    those strictly below ``priority`` are considered. None when no missing replica can be
-    placed by preempting.
+    those strictly below ``priority`` are considered. ``started`` maps Workloads to their
+    start stand-in (``metadata.creationTimestamp``); one absent counts as started now. None
+    when no missing replica can be placed by preempting.
 
-    Exact, and cheap on big clusters: each node's rank is bounded below by (its lowest
-    victim priority, the fewest victims that could cover its shortfall given its largest
-    victim, its hostname), computed with numpy for every node at once; nodes are evaluated
-    in that order and the search stops when the next bound cannot beat the best rank found.
+    Exact, and cheap on big clusters: each node's rank (``node_rank``) is bounded below by
+    (its lowest victim priority, that times the fewest victims that could cover its
+    shortfall given its largest victim, those fewest, minus the latest start on the node,
+    its hostname), computed with numpy for every node at once; nodes are evaluated in that
+    order and the search stops when the next bound cannot beat the best rank found.
     """
     prepared = scheduler.prepare(workload, ledger)
     if prepared.filtered is None:
@@ -155,7 +213,9 @@ def select_victims(
         if i is not None and b.alloc_id not in kept:
             free_cpu[i] -= b.cpu
             free_memory[i] -= b.memory
-    pools = _Pools.of(ledger, preemptible, priority, workload.key, prepared.filtered.passes)
+    pools = _Pools.of(
+        ledger, preemptible, started or {}, priority, workload.key, prepared.filtered.passes
+    )
     if pools is None:
         return None
     cpu, memory = cycle.cpu, cycle.memory
@@ -231,9 +291,10 @@ class _Pools:
     def __init__(
         self,
         size: int,
-        entries: list[tuple[str, Booking, int]],
+        entries: list[tuple[str, Booking, int, datetime | None]],
         nodes: IntArray,
         priorities: IntArray,
+        starts: IntArray,
         cpus: IntArray,
         memories: IntArray,
     ) -> None:
@@ -249,6 +310,8 @@ class _Pools:
         np.maximum.at(self.largest_memory, nodes, memories)
         self.lowest = np.full(size, _NO_PRIORITY, dtype=np.int64)
         np.minimum.at(self.lowest, nodes, priorities)
+        self.latest = np.full(size, -LATEST, dtype=np.int64)  # the latest start on the node
+        np.maximum.at(self.latest, nodes, starts)
         self.has = np.bincount(nodes, minlength=size) > 0
 
     @classmethod
@@ -256,22 +319,27 @@ class _Pools:
         cls,
         ledger: Ledger,
         preemptible: Mapping[str, int],
+        started: Mapping[str, datetime],
         priority: int,
         preemptor: str,
         passes: BoolArray,
     ) -> _Pools | None:
         """Replicas of Workloads strictly below ``priority`` on nodes that pass the filters."""
         index = ledger.table.index
-        entries: list[tuple[str, Booking, int]] = []
+        entries: list[tuple[str, Booking, int, datetime | None]] = []
         nodes: list[int] = []
+        starts: list[int] = []
         for key, value in preemptible.items():
             if value >= priority or key == preemptor:
                 continue
+            start = started.get(key)
+            start_int = start_key(start)  # once per Workload, not per replica
             for b in ledger.bookings(key):
                 i = index.get(b.node)
                 if i is not None:
-                    entries.append((key, b, value))
+                    entries.append((key, b, value, start))
                     nodes.append(i)
+                    starts.append(start_int)
         node_array = np.array(nodes, dtype=np.int64)
         keep = passes[node_array] if nodes else np.zeros(0, dtype=np.bool_)
         if not keep.any():
@@ -283,6 +351,7 @@ class _Pools:
             entries,
             node_array[picked],
             np.array([e[2] for e in entries], dtype=np.int64),
+            np.array(starts, dtype=np.int64)[picked],
             np.array([e[1].cpu for e in entries], dtype=np.int64),
             np.array([e[1].memory for e in entries], dtype=np.int64),
         )
@@ -305,6 +374,7 @@ class _Pools:
         self.largest_cpu[i] = max((v.booking.cpu for v in pool), default=0)
         self.largest_memory[i] = max((v.booking.memory for v in pool), default=0)
         self.lowest[i] = min((v.priority for v in pool), default=_NO_PRIORITY)
+        self.latest[i] = max((v.start_key for v in pool), default=-LATEST)
 
     def best(
         self,
@@ -314,8 +384,8 @@ class _Pools:
         memory: int,
         hostnames: tuple[str, ...],
     ) -> tuple[int, tuple[Victim, ...]] | None:
-        """The node of lowest rank (highest victim priority, victims, hostname) and its
-        victims, among nodes whose removable replicas could make room."""
+        """The node of lowest ``node_rank`` and its victims, among nodes whose removable
+        replicas could make room."""
         could = self.has.copy()
         fewest = np.ones(len(could), dtype=np.int64)
         for free, total, largest, request in (
@@ -331,18 +401,22 @@ class _Pools:
         nodes = np.flatnonzero(could)
         if nodes.size == 0:
             return None
-        order = nodes[np.lexsort((nodes, fewest[nodes], self.lowest[nodes]))]
-        best: tuple[tuple[int, int, str], int, tuple[Victim, ...]] | None = None
+        # Bounds in the order of the rank's components: at fixed ``lowest`` the sum's bound
+        # fewest * (lowest + 2^31) grows with ``fewest``, so sorting by (lowest, fewest,
+        # -latest, index) sorts the bound tuples (index order is hostname order).
+        order = nodes[np.lexsort((nodes, -self.latest[nodes], fewest[nodes], self.lowest[nodes]))]
+        best: tuple[tuple[int, int, int, int, str], int, tuple[Victim, ...]] | None = None
         for i in order.tolist():
-            bound = (int(self.lowest[i]), int(fewest[i]), hostnames[i])
-            if best is not None and bound >= best[0]:
+            lowest, least = int(self.lowest[i]), int(fewest[i])
+            bound = (lowest, least * (lowest + PRIORITY_SHIFT), least, -int(self.latest[i]))
+            if best is not None and (*bound, hostnames[i]) >= best[0]:
                 break  # every node from here on ranks at least as high as the best
             victims = victims_on_node(
                 int(free_cpu[i]), int(free_memory[i]), cpu, memory, self.pool(i)
             )
             if not victims:  # cannot make room (None), or room without victims: not a candidate
                 continue
-            rank = (max(v.priority for v in victims), len(victims), hostnames[i])
+            rank = node_rank(victims, hostnames[i])
             if best is None or rank < best[0]:
                 best = (rank, i, victims)
         return None if best is None else (best[1], best[2])
@@ -351,15 +425,21 @@ class _Pools:
 def victims_on_node(
     free_cpu: int, free_memory: int, cpu: int, memory: int, pool: list[Victim]
 ) -> tuple[Victim, ...] | None:
-    """The fewest of ``pool`` (replicas on one node) whose removal makes room for one replica
-    of (``cpu``, ``memory``): remove lowest priority first until it fits, then give back,
-    highest priority first, each one not needed. None if removing them all is not enough.
-    A request of zero fits anywhere (as ``ResourcesFit`` says)."""
+    """The victims on one node (``pool``: its preemptible replicas) that make room for one
+    replica of (``cpu``, ``memory``): remove the least important first until it fits, then
+    give back, most important first, each one not needed (``importance``). None if removing
+    them all is not enough. A request of zero fits anywhere (as ``ResourcesFit`` says).
+
+    The same victims as kube's ``SelectVictimsOnNode`` (defaultpreemption/
+    default_preemption.go), which removes every lower-priority Pod and then reprieves them
+    most important first: the ones this never removes are the most important ones, which
+    fit together, so kube reprieves them too; the rest is the same reprieve in the same
+    order."""
 
     def fits(c: int, m: int) -> bool:
         return _fits(c, m, cpu, memory)
 
-    order = sorted(pool, key=lambda v: (v.priority, v.booking.alloc_id))
+    order = sorted(pool, key=importance, reverse=True)  # least important first
     removed: list[Victim] = []
     for victim in order:
         if fits(free_cpu, free_memory):
@@ -370,7 +450,7 @@ def victims_on_node(
     if not fits(free_cpu, free_memory):
         return None
     victims: list[Victim] = []
-    for victim in reversed(removed):  # highest priority (then AllocID) first
+    for victim in reversed(removed):  # most important first
         c, m = free_cpu - victim.booking.cpu, free_memory - victim.booking.memory
         if fits(c, m):
             free_cpu, free_memory = c, m  # reprieved

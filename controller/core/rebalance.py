@@ -11,8 +11,9 @@ The objective of a move is the moving Workload's strategy's, compared in order (
 better; a move must improve it by at least ``min_gain`` so a plan never oscillates):
 
     Spread   (topology skew, utilisation dispersion)  skew = the sum over the Workload's
-             topologySpread constraints of max - min replicas per live domain
-             (``controller.core.topology``); dispersion = n x the variance of node
+             topologySpread constraints of max - min replicas per eligible domain,
+             counted as the scheduler counts them (``controller.core.topology``, kube's
+             node inclusion policies); dispersion = n x the variance of node
              utilisation (mean of the cpu and memory shares booked) over the eligible nodes,
              which orders plans as the standard deviation does (reported) while a move's
              gain does not shrink with the cluster's size
@@ -50,12 +51,19 @@ from typing import Final
 
 import numpy as np
 
-from controller.api.models import RebalancePolicy, Strategy, Workload, WorkloadKind
+from controller.api.models import (
+    RebalancePolicy,
+    Strategy,
+    WhenUnsatisfiable,
+    Workload,
+    WorkloadKind,
+)
 from controller.core.framework import CycleState, Filtered
 from controller.core.ledger import Booking, Ledger
 from controller.core.nodes import BoolArray, FloatArray, IntArray, NodeTable
+from controller.core.plugins.topology_spread import prepared_domains
 from controller.core.scheduler import PreparedCycle, Scheduler
-from controller.core.topology import NO_DOMAIN, counts, domains, live_domains, skew
+from controller.core.topology import NO_DOMAIN, skew
 
 DEFAULT_MAX_MOVES: Final = 10
 MAX_MOVES: Final = 10_000
@@ -66,10 +74,6 @@ in utilisation² units (utilisation is 0..1): moving a replica that holds a shar
 equal nodes from ``u_s`` to ``u_t`` lowers the dispersion by ``2a(u_s - u_t - a)``, so a
 replica of 10% moves only for a gap of 15 points. Smaller changes are noise, and moving for
 them would oscillate."""
-
-#: Filter plugins whose rejections do not make a domain "not live": the spread filter itself
-#: (a domain is live when a node there passes the Workload's *other* filters).
-SPREAD_PLUGINS: Final = frozenset({"TopologySpread", "PodTopologySpread"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -520,23 +524,30 @@ class _Spread:
 
 
 def _spreads(prepared: PreparedCycle) -> list[_Spread]:
-    """The Workload's topologySpread constraints over its current replicas."""
+    """The Workload's topologySpread constraints over its current replicas, the domains and
+    the replicas counted as the scheduler counts them (``prepared_domains``: kube's node
+    inclusion policies); ``codes`` are the counted ones, so a replica on a node that does
+    not count neither adds to a domain nor leaves one."""
     cycle, filtered = prepared.cycle, prepared.filtered
     constraints = cycle.spec.topology_spread
     if not constraints or filtered is None:
         return []
-    candidates = np.ones(len(cycle.table), dtype=np.bool_)
-    for result in filtered.results:
-        if result.plugin not in SPREAD_PLUGINS:
-            candidates &= result.passes
+    by_constraint = {
+        d.constraint: d for when in WhenUnsatisfiable for d in prepared_domains(cycle, when)
+    }
     out = []
     for constraint in constraints:
-        codes, values = domains(cycle.table, constraint.topology_key)
-        size = len(values)
-        live = live_domains(codes, candidates, size)
-        per_domain = counts(codes, cycle.own, size)
+        d = by_constraint[constraint]
+        per_domain = d.replicas(cycle.own)
         out.append(
-            _Spread(codes, size, live, per_domain, constraint.max_skew, skew(per_domain, live))
+            _Spread(
+                d.counted,
+                d.size,
+                d.eligible,
+                per_domain,
+                constraint.max_skew,
+                skew(per_domain, d.eligible),
+            )
         )
     return out
 

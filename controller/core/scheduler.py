@@ -32,6 +32,8 @@ from controller.core.placement import keep, place_daemonset, place_replicas, rel
 from controller.core.plugins import default_profile
 from controller.core.priority import NO_CLASSES, PriorityClasses
 
+_NO_NODES = Ledger()  # the pre-filters read the spec only
+
 
 @dataclass(frozen=True)
 class PreparedCycle:
@@ -83,6 +85,12 @@ class Scheduler:
         filtered = self.framework.filter(cycle)
         kept = keep(cycle, existing, filtered.keeps)
         return PreparedCycle(cycle, existing, (), filtered, kept)
+
+    def spec_errors(self, workload: Workload) -> tuple[str, ...]:
+        """What the pre-filters refuse in the spec alone (CEL that does not compile or is
+        ill-typed, an unknown runtime alias), each naming the field: the Workload is
+        ``Invalid`` whatever the cluster. ``orca plan`` refuses such input outright."""
+        return tuple(self.framework.pre_filter(self.snapshot(workload, _NO_NODES)))
 
     @staticmethod
     def snapshot(workload: Workload, ledger: Ledger) -> CycleState:

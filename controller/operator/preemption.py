@@ -31,6 +31,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Final
 
 from controller.api.models import Workload, WorkloadStatus
@@ -121,6 +122,7 @@ class Preemption:
             return decision, None  # nothing can be below it: no search (no attempt)
         metrics.PREEMPTION_ATTEMPTS.inc()
         preemptible: dict[str, int] = {}
+        started: dict[str, datetime] = {}  # the start-time stand-in (core.preemption)
         records, classes = self.state.records, self.priorities.classes
         for key in self.ledger.workload_keys():  # those holding replicas
             other = records.get(key)
@@ -135,8 +137,10 @@ class Preemption:
             value = classes.resolve(other.workload.spec.priority_class_name).value
             if value < priority.value:
                 preemptible[key] = value
+                if (created := other.workload.metadata.creation_timestamp) is not None:
+                    started[key] = created
         plan = select_victims(
-            self.scheduler, workload, self.ledger, decision, priority.value, preemptible
+            self.scheduler, workload, self.ledger, decision, priority.value, preemptible, started
         )
         if plan is None:
             return decision, None

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from controller.devcluster.controlplane import ControlPlane
+from controller.devcluster.controlplane import ControlPlane, KubectlRunner
 from tests.factories import node_object
 from tests.integration.harness import Cluster, OperatorProcess, phase, placements, workload_obj
 from tests.integration.test_operator import placed
@@ -95,3 +95,36 @@ def test_explain_a_missing_workload_is_one_line_and_exit_1(control_plane: Contro
     assert out.returncode == 1
     assert out.stderr == "error: workload nowhere/nope not found\n"
     assert out.stdout == ""
+
+
+def test_ill_typed_cel_is_invalid_in_the_operator_and_explain_says_why(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, control_plane: ControlPlane
+) -> None:
+    """The API server cannot type-check CEL over ``node``: it accepts the Workload, the
+    operator marks it Invalid at once with the type checker's message, explain prints it."""
+    cluster.apply(node_object("a"))
+    cluster.apply(
+        workload_obj(
+            "typo",
+            namespace,
+            kind="Job",
+            affinity=[{"target": 'node.cpu == "x"', "weight": 10}],
+        )
+    )
+    typo = cluster.wait_for(namespace, "typo", lambda w: phase(w) == "Invalid", what="Invalid")
+    message = "found no matching overload for '_==_' applied to '(int, string)' at column 1"
+    assert message in typo["status"]["message"]
+    out = orca_explain(control_plane, "typo", "-n", namespace, "-o", "json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["phase"] == "Invalid"
+    assert any(message in e for e in result["errors"])
+
+
+def test_the_api_server_refuses_a_padded_workload_name_as_affinity_target(
+    kubectl: KubectlRunner, cluster: Cluster, namespace: str
+) -> None:
+    obj = workload_obj("pad", namespace, kind="Job", affinity=[{"target": "web\n", "weight": 1}])
+    result = kubectl("apply", "-f", "-", input=json.dumps(obj))
+    assert result.returncode != 0, result.stdout
+    assert "a Workload name must not have whitespace or a newline around it" in result.stderr

@@ -148,6 +148,24 @@ BAD_SPREAD: list[tuple[str, dict[str, Any], list[str]]] = [
         {"kind": "Service", "topologySpread": [{**DO_NOT_SCHEDULE, "whenUnsatisfiable": "Never"}]},
         ["spec.topologySpread[0].whenUnsatisfiable", '"DoNotSchedule", "ScheduleAnyway"'],
     ),
+    (
+        "min-domains-schedule-anyway",
+        {
+            "kind": "Service",
+            "topologySpread": [
+                {**DO_NOT_SCHEDULE, "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 2}
+            ],
+        },
+        [
+            "spec.topologySpread[0].minDomains",
+            "minDomains is only allowed when whenUnsatisfiable is DoNotSchedule",
+        ],
+    ),
+    (
+        "taints-policy-unknown",
+        {"kind": "Service", "topologySpread": [{**DO_NOT_SCHEDULE, "nodeTaintsPolicy": "Always"}]},
+        ["spec.topologySpread[0].nodeTaintsPolicy", '"Honor", "Ignore"'],
+    ),
 ]
 
 
@@ -171,3 +189,50 @@ def test_the_api_server_refuses_invalid_topology_spread(
         assert part in result.stderr, result.stderr
     missing = kubectl("get", "workloads", name, "-n", namespace)
     assert "NotFound" in missing.stderr
+
+
+def test_a_tainted_zone_counts_by_default_as_in_kube_and_explain_says_which_policy(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, control_plane: ControlPlane
+) -> None:
+    """kube's defaults (nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore): zone eu-1c's only
+    node has a NoSchedule taint the Workload does not tolerate, yet eu-1c counts with 0
+    replicas, so a third replica cannot go to eu-1a or eu-1b (skew 2 - 0 > 1). The API server
+    fills in the defaults; with nodeTaintsPolicy Honor the third replica is placed."""
+    taint = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+    cluster.apply(
+        zoned("a1", "eu-1a"),
+        zoned("b1", "eu-1b"),
+        {**zoned("c1", "eu-1c"), "spec": {"taints": taint}},
+    )
+    cluster.apply(
+        workload_obj(
+            "web",
+            namespace,
+            kind="Service",
+            count=3,
+            topologySpread=[{"topologyKey": ZONE, "maxSkew": 1}],
+        )
+    )
+    web = placed(cluster, namespace, "web", 2)
+    assert phase(web) == "PartiallyScheduled"
+    (stored,) = web["spec"]["topologySpread"]
+    assert stored == {
+        "topologyKey": ZONE,
+        "maxSkew": 1,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "nodeAffinityPolicy": "Honor",
+        "nodeTaintsPolicy": "Ignore",
+    }
+    explained = orca_explain(control_plane, "web", "-n", namespace, "-o", "json")
+    assert explained.returncode == 0, explained.stderr
+    (constraint,) = json.loads(explained.stdout)["topologySpread"]
+    why = {d["domain"]: d["why"] for d in constraint["domains"]}
+    assert why["eu-1a"] == "counted"
+    assert why["eu-1c"].startswith("counted by nodeTaintsPolicy: Ignore")
+    table = orca_explain(control_plane, "web", "-n", namespace)
+    assert "TOPOLOGY SPREAD" in table.stdout and "nodeTaintsPolicy=Ignore" in table.stdout
+
+    honour = {"topologyKey": ZONE, "maxSkew": 1, "nodeTaintsPolicy": "Honor"}
+    cluster.apply(workload_obj("web", namespace, kind="Service", count=3, topologySpread=[honour]))
+    web = placed(cluster, namespace, "web", 3)
+    assert zones_of(cluster, web) == {"eu-1a": 2, "eu-1b": 1}

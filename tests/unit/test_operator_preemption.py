@@ -156,3 +156,33 @@ def test_only_the_victims_where_the_preemptor_lands_are_written() -> None:
 
 def used_on(state: ClusterState, name: str) -> int:
     return int(state.ledger.used_cpu[state.ledger.table.index[name]])
+
+
+def test_the_victim_created_last_is_chosen_between_equal_nodes() -> None:
+    """kube's latestStartTime rule with orca's stand-in, the victim Workload's
+    creationTimestamp, as the operator reads it from the object: nodes a and b each hold one
+    equal replica; the one created later (on b) is preempted, though a sorts first."""
+    state = ClusterState()
+    for name in ("a", "b"):
+        state.upsert_node(node_object(name, cpu="4"))
+    for name, at, created in (
+        ("old", "a", "2024-01-01T00:00:00Z"),
+        ("new", "b", "2025-06-01T00:00:00Z"),
+    ):
+        status = {
+            "phase": "Scheduled",
+            "desired": 1,
+            "placed": 1,
+            "placements": [{"node": at, "allocId": f"ns/{name}-0", "score": 0}],
+            "resources": {"cpu": "4"},
+            "priority": 0,
+        }
+        obj = stored_workload(name, "5", {"kind": "Job", "resources": {"cpu": "4"}}, status)
+        obj["metadata"]["creationTimestamp"] = created
+        state.upsert_workload(obj)
+    spec = {"kind": "Job", "resources": {"cpu": "2"}, "priorityClassName": "high"}
+    state.upsert_workload(stored_workload("high", "6", spec))
+    api = RecordingApi()
+    run(state, api)
+    assert [name for name, _ in api.patches] == ["new", "high"]
+    assert api.patches[1][1]["placements"][0]["node"] == "b"

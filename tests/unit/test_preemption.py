@@ -1,12 +1,16 @@
 """Preemption (``controller.core.preemption``): which lower-priority replicas a short Workload
 removes, on which node; and the victim's status afterwards.
 
-The property test re-states the rule of DESIGN.md 4 in plain Python (remove lower priorities,
-lowest first, until the replica fits; give back the highest not needed; choose the node by
-lowest highest-victim priority, then fewest victims, then hostname) and checks the module
-against it over random clusters, plus what the rule promises: never an equal or higher
-priority, never over capacity, the preemptor placed afterwards, the same answer whatever order
-the nodes are listed in.
+The property test re-states kube-scheduler's DefaultPreemption in plain Python, from
+``defaultpreemption/default_preemption.go`` (``SelectVictimsOnNode``: remove every lower
+priority, reprieve the most important first while it still fits; importance =
+``util.MoreImportantPod``: priority, then the earlier start) and ``preemption/preemption.go``
+(``pickOneNodeForPreemption``: lowest highest-victim priority, smallest sum of priorities each
+plus 2^31, fewest victims, latest earliest-start of the highest-priority victims; then orca's
+hostname), and checks the module against it over random clusters, plus what the rule promises:
+never an equal or higher priority, never over capacity, the preemptor placed afterwards, the
+same answer whatever order the nodes are listed in. Hand-computed cases:
+``test_preemption_kube.py``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -216,6 +221,16 @@ class Replica:
     cpu: int
     memory: int
     priority: int
+    started: int = 2**62  # seconds; the default: unknown, i.e. "now" (after any real time)
+
+
+SHIFT = 2**31  # kube's math.MaxInt32 + 1
+
+
+def more_important_first(r: Replica) -> tuple[int, int, str]:
+    """util.MoreImportantPod as a sort key (higher priority, then earlier start, first);
+    then the lower AllocID, orca's total order for what kube leaves to list order."""
+    return (-r.priority, r.started, r.alloc)
 
 
 def oracle(
@@ -225,9 +240,10 @@ def oracle(
     missing: int,
     priority: int,
 ) -> list[tuple[str, list[str]]]:
-    """DESIGN.md 4 in plain Python: per missing replica, per node, remove lower priorities
-    lowest first until it fits, give back highest first what is not needed; pick the node by
-    (highest victim priority, number of victims, hostname)."""
+    """kube's DefaultPreemption in plain Python: per missing replica, per node, the victims
+    of ``remove_then_reprieve``; pick the node by (highest victim priority, sum of priorities
+    + 2^31 each, number of victims, latest earliest-start of the highest-priority victims,
+    hostname)."""
     cpu, memory = request
 
     def fits(free: list[int]) -> bool:
@@ -247,8 +263,14 @@ def oracle(
             if found is None or (not found[0] and n not in freed):
                 continue
             needed, room = found
-            top = max((r.priority for r in needed), default=-(2**63))
-            options.append(((top, len(needed), n), n, needed, room))
+            if needed:
+                top = max(r.priority for r in needed)
+                total = sum(r.priority + SHIFT for r in needed)
+                earliest = min(r.started for r in needed if r.priority == top)
+                rank = (top, total, len(needed), -earliest, n)
+            else:
+                rank = (-(2**63), 0, 0, 0, n)  # room left by this plan: no victim needed
+            options.append((rank, n, needed, room))
         if not options:
             break
         _, n, needed, room = min(options, key=lambda o: o[0])
@@ -262,18 +284,14 @@ def oracle(
 def remove_then_reprieve(
     free: list[int], pool: list[Replica], fits: Callable[[list[int]], bool]
 ) -> tuple[list[Replica], list[int]] | None:
-    """One node: remove lowest priority (then AllocID) first until it fits, then give back the
-    highest first while it still fits. (victims, room left) or None if it never fits."""
-    room, taken = list(free), []
-    for r in sorted(pool, key=lambda r: (r.priority, r.alloc)):
-        if fits(room):
-            break
-        room = [room[0] + r.cpu, room[1] + r.memory]
-        taken.append(r)
+    """One node, as ``SelectVictimsOnNode``: remove every lower-priority replica; if the
+    replica does not fit then, None; else give back the most important first while it still
+    fits. (victims, room left)."""
+    room = [free[0] + sum(r.cpu for r in pool), free[1] + sum(r.memory for r in pool)]
     if not fits(room):
         return None
     needed = []
-    for r in reversed(taken):
+    for r in sorted(pool, key=more_important_first):
         after = [room[0] - r.cpu, room[1] - r.memory]
         if fits(after):
             room = after
@@ -324,6 +342,9 @@ cluster = st.tuples(
         max_size=40,
     ),
     st.lists(st.integers(-3, 3), min_size=5, max_size=5),  # priority per owner
+    # creationTimestamp per owner: None (unknown: "now") or one of a few seconds, so ties
+    # happen and the sum and start rules are exercised
+    st.lists(st.one_of(st.none(), st.integers(0, 3)), min_size=5, max_size=5),
 )
 
 
@@ -338,7 +359,9 @@ cluster = st.tuples(
     daemon=st.booleans(),
 )
 def test_preemption_follows_the_rule(
-    cluster: tuple[list[tuple[int, int]], list[tuple[int, int, int, int]], list[int]],
+    cluster: tuple[
+        list[tuple[int, int]], list[tuple[int, int, int, int]], list[int], list[int | None]
+    ],
     count: int,
     cores: int,
     gib: int,
@@ -346,7 +369,7 @@ def test_preemption_follows_the_rule(
     seed: int,
     daemon: bool,
 ) -> None:
-    shapes, placed, owner_priority = cluster
+    shapes, placed, owner_priority, owner_started = cluster
     names = [f"n{i}" for i in range(len(shapes))]
     capacity = {n: (c * CPU, g * GiB) for n, (c, g) in zip(names, shapes, strict=True)}
     infos = [node(n, cpu=str(c), memory=f"{g}Gi") for n, (c, g) in zip(names, shapes, strict=True)]
@@ -359,8 +382,24 @@ def test_preemption_follows_the_rule(
             room[n][0] -= c * CPU
             room[n][1] -= g * GiB
             key = f"ns/w{owner}"
-            replicas.append(Replica(key, f"{key}-{i}", n, c * CPU, g * GiB, owner_priority[owner]))
+            start = owner_started[owner]
+            replicas.append(
+                Replica(
+                    key,
+                    f"{key}-{i}",
+                    n,
+                    c * CPU,
+                    g * GiB,
+                    owner_priority[owner],
+                    2**62 if start is None else start,
+                )
+            )
     priorities = {f"ns/w{o}": p for o, p in enumerate(owner_priority)}
+    started = {
+        f"ns/w{o}": datetime.fromtimestamp(t, UTC)
+        for o, t in enumerate(owner_started)
+        if t is not None
+    }
 
     def ledger_of(order: list[NodeInfo]) -> Ledger:
         ledger = Ledger(NodeTable(order))
@@ -382,7 +421,7 @@ def test_preemption_follows_the_rule(
     if decision.code is not Code.UNSCHEDULABLE or (not daemon and decision.placed == count):
         event("fits, or not for lack of room")
         return
-    plan = select_victims(scheduler, boss, ledger, decision, priority, priorities)
+    plan = select_victims(scheduler, boss, ledger, decision, priority, priorities, started)
     request = (cores * CPU, gib * GiB)
     if daemon:
         expected = daemon_oracle(
@@ -413,7 +452,9 @@ def test_preemption_follows_the_rule(
     # Same plan whatever order the nodes are listed in.
     shuffled = list(infos)
     random.Random(seed).shuffle(shuffled)
-    again = select_victims(scheduler, boss, ledger_of(shuffled), decision, priority, priorities)
+    again = select_victims(
+        scheduler, boss, ledger_of(shuffled), decision, priority, priorities, started
+    )
     assert again == plan
     # Remove the victims: the preemptor now places one more replica per nomination, and no
     # node is over capacity.

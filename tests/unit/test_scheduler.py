@@ -380,18 +380,21 @@ def test_alloc_index(value: str, index: int | None) -> None:
 
 
 def test_capacity_score_formula() -> None:
-    cpu = np.array([4000.0, 4000.0, np.inf])
-    memory = np.array([8.0 * GiB, 8.0 * GiB, 8.0 * GiB])
+    """kube's LeastAllocated / MostAllocated (noderesources/least_allocated.go,
+    most_allocated.go); the third node has no cpu allocatable, so only memory is scored
+    (resource_allocation.go's calculateNodeAllocatableRequest skips it)."""
+    cpu = np.array([4000, 4000, 0])
+    memory = np.array([8 * GiB, 8 * GiB, 8 * GiB])
     free_cpu = np.array([2000, 4000, 0])
     free_memory = np.array([8 * GiB, 0, 4 * GiB])
     spread = capacity_score(Strategy.SPREAD, cpu, memory, free_cpu, free_memory)
     binpack = capacity_score(Strategy.BINPACK, cpu, memory, free_cpu, free_memory)
-    assert spread.tolist() == [75, 50, 25]
-    assert binpack.tolist() == [25, 50, 75]
+    assert spread.tolist() == [75, 50, 50]  # (50+100)/2, (100+0)/2, 50/1
+    assert binpack.tolist() == [25, 50, 50]  # (50+0)/2, (0+100)/2, 50/1
     over = capacity_score(
-        Strategy.SPREAD, cpu[:1], memory[:1], np.array([-500]), np.array([16 * GiB])
+        Strategy.SPREAD, cpu[:1], memory[:1], np.array([-500]), np.array([8 * GiB])
     )
-    assert over.tolist() == [50]  # each part clipped to 0..100
+    assert over.tolist() == [50]  # cpu over-requested scores 0, memory 100
 
 
 def test_nodeinfo_eligibility_is_what_filters_use() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from controller.api.models import NodeInfo
+from controller.api.models import NodeInfo, TopologySpreadConstraint
 from controller.core.nodes import NodeTable
-from controller.core.topology import NO_DOMAIN, counts, domains, live_domains, skew
+from controller.core.topology import NO_DOMAIN, counts, domains, skew, spread_domains
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -25,7 +25,7 @@ def test_domains_are_label_values_and_unlabelled_nodes_are_in_none() -> None:
     assert domains(table, ZONE)[0] is codes  # once per table and key
 
 
-def test_skew_counts_only_domains_with_a_candidate_node() -> None:
+def test_skew_counts_only_the_eligible_domains() -> None:
     table = _table()
     codes, values = domains(table, ZONE)
     replicas = np.array([2, 1, 0, 1, 5])  # a1 a2 b1 c1 none (hostname order)
@@ -34,9 +34,55 @@ def test_skew_counts_only_domains_with_a_candidate_node() -> None:
     per_node[order] = replicas
     per_domain = counts(codes, per_node, len(values))
     assert per_domain.tolist() == [3, 0, 1]  # the unlabelled node's replicas are in no domain
-    everywhere = np.ones(len(table), dtype=np.bool_)
-    assert skew(per_domain, live_domains(codes, everywhere, len(values))) == 3
-    not_b = np.array([h != "b1" for h in table.hostnames])
-    assert skew(per_domain, live_domains(codes, not_b, len(values))) == 2
-    nothing = np.zeros(len(table), dtype=np.bool_)
-    assert skew(per_domain, live_domains(codes, nothing, len(values))) == 0
+    assert skew(per_domain, np.array([True, True, True])) == 3
+    assert skew(per_domain, np.array([True, False, True])) == 2
+    assert skew(per_domain, np.array([False, False, False])) == 0
+
+
+def _constraint(key: str, **policies: str) -> TopologySpreadConstraint:
+    return TopologySpreadConstraint.model_validate({"topologyKey": key, "maxSkew": 1, **policies})
+
+
+def test_spread_domains_follow_the_inclusion_policies() -> None:
+    """podtopologyspread/common.go matchNodeInclusionPolicies: Honor drops the nodes that
+    fail the mask, Ignore keeps them; a domain is eligible when one of its nodes counts."""
+    table = _table()  # hostname order: a1 a2 b1 c1 none
+    affinity = np.array([True, True, False, True, True])  # b1 fails the node affinity
+    taints = np.array([False, True, True, False, True])  # a1, c1 have untolerated taints
+    cases = {
+        (): ([True, True, False, True, False], [True, False, True]),  # Honor, Ignore
+        (("nodeAffinityPolicy", "Ignore"),): ([True, True, True, True, False], [True] * 3),
+        (("nodeTaintsPolicy", "Honor"),): (
+            [False, True, False, False, False],
+            [True, False, False],
+        ),
+        (("nodeAffinityPolicy", "Ignore"), ("nodeTaintsPolicy", "Honor")): (
+            [False, True, True, False, False],
+            [True, True, False],
+        ),
+    }
+    for policies, (included, eligible) in cases.items():
+        (d,) = spread_domains(table, [_constraint(ZONE, **dict(policies))], affinity, taints)
+        assert d.included.tolist() == included, policies
+        assert d.eligible.tolist() == eligible, policies
+        assert d.counted.tolist() == [
+            c if i else NO_DOMAIN for c, i in zip(d.codes.tolist(), included, strict=True)
+        ]
+
+
+def test_a_node_counts_only_with_every_key_of_its_group() -> None:
+    """nodeLabelsMatchSpreadConstraints: ALL topology keys must be on the node."""
+    nodes = [
+        NodeInfo(hostname="a1", labels={ZONE: "a", "rack": "r1"}),
+        NodeInfo(hostname="b1", labels={ZONE: "b"}),  # no rack: counts for neither
+    ]
+    table = NodeTable(nodes)
+    everywhere = np.ones(2, dtype=np.bool_)
+    zone, rack = spread_domains(
+        table, [_constraint(ZONE), _constraint("rack")], everywhere, everywhere
+    )
+    assert zone.included.tolist() == [True, False]
+    assert zone.eligible.tolist() == [True, False]  # zone b: its only node lacks rack
+    (alone,) = spread_domains(table, [_constraint(ZONE)], everywhere, everywhere)
+    assert alone.eligible.tolist() == [True, True]
+    assert rack.values == ("r1",)

@@ -64,6 +64,30 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         " 'ScheduleAnyway'",
     ),
     (
+        "min-domains-0",
+        {"kind": "Service", "topologySpread": [{**GOOD, "minDomains": 0}]},
+        "spec.topologySpread[0].minDomains: Input should be greater than or equal to 1",
+    ),
+    (
+        "min-domains-schedule-anyway",  # kube's validation refuses it too
+        {
+            "kind": "Service",
+            "topologySpread": [{**GOOD, "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 2}],
+        },
+        "spec.topologySpread[0]: minDomains is only allowed when whenUnsatisfiable is "
+        "DoNotSchedule",
+    ),
+    (
+        "affinity-policy-unknown",
+        {"kind": "Service", "topologySpread": [{**GOOD, "nodeAffinityPolicy": "honor"}]},
+        "spec.topologySpread[0].nodeAffinityPolicy: Input should be 'Honor' or 'Ignore'",
+    ),
+    (
+        "taints-policy-unknown",
+        {"kind": "Service", "topologySpread": [{**GOOD, "nodeTaintsPolicy": "Always"}]},
+        "spec.topologySpread[0].nodeTaintsPolicy: Input should be 'Honor' or 'Ignore'",
+    ),
+    (
         "label-selector",  # kube-scheduler's field; orca spreads the Workload's own replicas
         {"kind": "Service", "topologySpread": [{**GOOD, "labelSelector": {}}]},
         "spec.topologySpread[0].labelSelector: Extra inputs are not permitted",
@@ -147,3 +171,47 @@ def test_orca_plan_refuses_a_bad_constraint_in_one_line(
     assert err.count("\n") == 1
     assert err.startswith(f"error: {workloads}")
     assert "spec: topologySpread is only allowed when kind is Service" in err
+
+
+def test_orca_plan_shows_every_field_of_the_constraint_and_its_domains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The JSON has each constraint with kube's defaults filled in, and per domain the
+    replicas counted and the policy that counted it; the table has the same in words."""
+    spec = {
+        "kind": "Service",
+        "count": 3,
+        "resources": {"cpu": "1"},
+        "topologySpread": [{"topologyKey": ZONE, "maxSkew": 1, "minDomains": 4}],
+    }
+    nodes, workloads = plan_files(tmp_path, spec)
+    args = ["plan", "--nodes", str(nodes), "--workloads", str(workloads)]
+    assert main([*args, "-o", "json"]) == 1
+    (status,) = json.loads(capsys.readouterr().out)["results"]
+    (constraint,) = status["topologySpread"]
+    assert constraint == {
+        "topologyKey": ZONE,
+        "maxSkew": 1,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "minDomains": 4,
+        "nodeAffinityPolicy": "Honor",
+        "nodeTaintsPolicy": "Ignore",
+        "eligibleDomains": 3,
+        "minimum": 0,
+        "note": "3 eligible domain(s) < minDomains 4: the global minimum is taken as 0",
+        "domains": [
+            {"domain": "eu-1a", "replicas": 1, "counted": True, "why": "counted"},
+            {"domain": "eu-1b", "replicas": 0, "counted": True, "why": "counted"},
+            {"domain": "eu-1c", "replicas": 0, "counted": True, "why": "counted"},
+        ],
+    }
+    assert main(args) == 1
+    table = capsys.readouterr().out
+    section = table.split("TOPOLOGY SPREAD\n")[1]
+    assert section.splitlines()[:4] == [
+        "shop/web",
+        f"  {ZONE} maxSkew=1 DoNotSchedule minDomains=4 nodeAffinityPolicy=Honor "
+        "nodeTaintsPolicy=Ignore: minimum 0",
+        "    3 eligible domain(s) < minDomains 4: the global minimum is taken as 0",
+        "    DOMAIN   REPLICAS   VERDICT",
+    ]

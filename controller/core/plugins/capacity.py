@@ -1,7 +1,21 @@
-"""CapacityScore: Spread (most free capacity after placing) or BinPack (least), 0..100.
+"""CapacityScore: Spread = kube-scheduler's LeastAllocated, BinPack = its MostAllocated, 0..100.
 
-Normalised per node, like kube-scheduler's LeastAllocated / MostAllocated, so heterogeneous
-nodes compare fairly (see ``capacity_score`` for the formula).
+kube-scheduler's NodeResourcesFit scoring strategies (``pkg/scheduler/framework/plugins/
+noderesources``: ``least_allocated.go``, ``most_allocated.go``, ``resource_allocation.go``),
+over cpu and memory with weight 1 each, exactly (integer arithmetic, the same rounding):
+
+- per resource, ``requested`` is what the node holds after placing one replica (its bookings
+  plus the request, i.e. allocatable - free after) and ``capacity`` its allocatable;
+- LeastAllocated (``leastRequestedScore``): ``(capacity - requested) * 100 / capacity``,
+  0 when ``requested > capacity``; MostAllocated (``mostRequestedScore``):
+  ``min(requested, capacity) * 100 / capacity``; both rounded down (Go integer division);
+- the node's score is the sum of the resources' scores divided (rounded down) by the number
+  of resources scored; a resource whose allocatable is 0 is left out of both
+  (``calculateNodeAllocatableRequest`` skips it), and a node with neither scores 0.
+
+One deliberate difference: kube scores a Pod without requests as if it asked for 100m cpu
+and 200Mi memory (``schedutil.DefaultMilliCPURequest`` / ``DefaultMemoryRequest``, the
+"non-zero" requests), orca scores the Workload's request as written (absent = 0).
 
 A node's score depends only on its allocatable, its free capacity and the request, and from
 one replica to the next (of one Workload, or of the next with the same request) the free
@@ -13,7 +27,6 @@ formula's, element for element; only the work differs.
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final
@@ -22,62 +35,70 @@ import numpy as np
 
 from controller.api.models import Strategy
 from controller.core.framework import CycleState, IndexArray
-from controller.core.nodes import FloatArray, IntArray
+from controller.core.nodes import IntArray
+
+MAX_NODE_SCORE: Final = 100  # fwk.MaxNodeScore
+
+
+def least_requested_score(requested: int, capacity: int) -> int:
+    """kube-scheduler's ``leastRequestedScore`` (least_allocated.go), in Python ints.
+    (``requested`` below 0, which kube never sees and orca's ledger never makes, counts as 0.)"""
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - max(requested, 0)) * MAX_NODE_SCORE // capacity
+
+
+def most_requested_score(requested: int, capacity: int) -> int:
+    """kube-scheduler's ``mostRequestedScore`` (most_allocated.go), in Python ints
+    (``requested`` above ``capacity`` counts as ``capacity``)."""
+    if capacity == 0:
+        return 0
+    return max(min(requested, capacity), 0) * MAX_NODE_SCORE // capacity
+
+
+def capacity_score_of(
+    strategy: Strategy, cpu: int, memory: int, free_cpu_after: int, free_memory_after: int
+) -> int:
+    """The score of one node (allocatable ``cpu``, ``memory``; free capacity after placing the
+    replica), as kube's ``leastResourceScorer`` / ``mostResourceScorer`` compute it with
+    weights cpu 1, memory 1: resources with allocatable 0 left out, 0 when none is left."""
+    score = least_requested_score if strategy is Strategy.SPREAD else most_requested_score
+    total = scored = 0
+    for capacity, free_after in ((cpu, free_cpu_after), (memory, free_memory_after)):
+        if capacity == 0:
+            continue
+        total += score(capacity - free_after, capacity)
+        scored += 1
+    return total // scored if scored else 0
 
 
 def capacity_score(
     strategy: Strategy,
-    cpu_divisor: FloatArray,
-    memory_divisor: FloatArray,
+    cpu: IntArray,
+    memory: IntArray,
     free_cpu_after: IntArray,
     free_memory_after: IntArray,
 ) -> IntArray:
-    """Capacity score 0..100 per node, normalised per node so unequal nodes compare fairly.
+    """``capacity_score_of`` of every node at once, in int64 (exact: every term is clipped to
+    ``0..allocatable`` before it is multiplied by 100, and allocatable is at most 2^53).
 
-    Spread:  mean over cpu, memory of ``floor(free_after * 100 / allocatable)``
-    BinPack: mean over cpu, memory of ``100 - that``, i.e. of the used share (MostAllocated)
-
-    The mean is rounded down. ``*_divisor`` is the allocatable as float, ``inf`` where a node
-    has none of the resource (``NodeTable.cpu_divisor``), so such a resource scores 0 (or 100
-    for BinPack, where a node that has none of it is as full as it gets). Each part is clipped
-    to 0..100, so an over-committed node never scores outside the range. float64 division of
-    integers below 2**46 (64 TiB) is exact enough that the floor equals integer floor division.
-    """
-    total = _percent_free(cpu_divisor, free_cpu_after)
-    total += _percent_free(memory_divisor, free_memory_after)
-    if strategy is Strategy.BINPACK:
-        np.subtract(200.0, total, out=total)
-    total //= 2
-    return total.astype(np.int64)
+    LeastAllocated's ``(capacity - requested)`` is the free capacity after placing, clipped
+    to ``0..capacity`` (0 when over-requested); MostAllocated's ``requested`` is the used
+    capacity after placing, clipped the same way (``capacity`` when over-requested). A
+    resource with allocatable 0 clips to 0 and is not counted in the divisor."""
+    total = _part(strategy, cpu, free_cpu_after)
+    total += _part(strategy, memory, free_memory_after)
+    scored = (cpu > 0).astype(np.int64) + (memory > 0)
+    total //= np.maximum(scored, 1)
+    return total
 
 
-def capacity_score_of(
-    strategy: Strategy,
-    cpu_divisor: float,
-    memory_divisor: float,
-    free_cpu_after: int,
-    free_memory_after: int,
-) -> int:
-    """``capacity_score`` of one node, in Python floats (IEEE float64, as numpy's): the same
-    operations in the same order, so the same integer (a unit test compares the two)."""
-    total = _one_percent_free(cpu_divisor, free_cpu_after)
-    total += _one_percent_free(memory_divisor, free_memory_after)
-    if strategy is Strategy.BINPACK:
-        total = 200 - total
-    return total // 2
-
-
-def _one_percent_free(divisor: float, free_after: int) -> int:
-    return min(max(math.floor(float(free_after) * 100.0 / divisor), 0), 100)
-
-
-def _percent_free(divisor: FloatArray, free_after: IntArray) -> FloatArray:
-    score: FloatArray = np.multiply(free_after, 100.0, dtype=np.float64)
-    score /= divisor
-    np.floor(score, out=score)
-    np.minimum(score, 100.0, out=score)
-    np.maximum(score, 0.0, out=score)
-    return score
+def _part(strategy: Strategy, capacity: IntArray, free_after: IntArray) -> IntArray:
+    amount = free_after if strategy is Strategy.SPREAD else capacity - free_after
+    part: IntArray = np.clip(amount, 0, capacity)
+    part *= MAX_NODE_SCORE
+    part //= np.maximum(capacity, 1)
+    return part
 
 
 FEW: Final = 8  # changed nodes recomputed one by one in Python below this, with numpy above
@@ -116,8 +137,8 @@ class CapacityScore:
         if kept is None:
             scores = capacity_score(
                 strategy,
-                table.cpu_divisor,
-                table.memory_divisor,
+                table.cpu,
+                table.memory,
                 cycle.free_cpu - cpu,
                 cycle.free_memory - memory,
             )
@@ -134,8 +155,8 @@ class CapacityScore:
             free_cpu, free_memory = cycle.free_cpu[changed], cycle.free_memory[changed]
             kept.scores[changed] = capacity_score(
                 strategy,
-                table.cpu_divisor[changed],
-                table.memory_divisor[changed],
+                table.cpu[changed],
+                table.memory[changed],
                 free_cpu - cpu,
                 free_memory - memory,
             )
@@ -146,8 +167,8 @@ class CapacityScore:
                 fc, fm = int(cycle.free_cpu[i]), int(cycle.free_memory[i])
                 kept.scores[i] = capacity_score_of(
                     strategy,
-                    float(table.cpu_divisor[i]),
-                    float(table.memory_divisor[i]),
+                    int(table.cpu[i]),
+                    int(table.memory[i]),
                     fc - cpu,
                     fm - memory,
                 )

@@ -65,17 +65,16 @@ _ALLOCATABLE = st.integers(min_value=0, max_value=2**53)
 def test_one_node_scores_as_the_vector_formula_scores_it(
     strategy: Strategy, nodes: list[tuple[int, int, int, int]]
 ) -> None:
-    """CapacityScore recomputes the node or two that changed in Python floats: the integer
-    must be the vectorised formula's, over-commit, zero allocatable and 2^53 included."""
+    """CapacityScore recomputes the node or two that changed one by one in Python: the
+    integer must be the vectorised formula's, over-commit, zero allocatable and 2^53 included
+    (kube's formula itself: tests/unit/plugins/test_capacity_kube.py)."""
     cpu, memory, free_cpu, free_memory = (
         np.array(c, dtype=np.int64) for c in zip(*nodes, strict=True)
     )
-    cpu_divisor = np.where(cpu > 0, cpu, np.inf)
-    memory_divisor = np.where(memory > 0, memory, np.inf)
-    vector = capacity_score(strategy, cpu_divisor, memory_divisor, free_cpu, free_memory)
+    vector = capacity_score(strategy, cpu, memory, free_cpu, free_memory)
     one = [
-        capacity_score_of(strategy, float(cd), float(md), int(fc), int(fm))
-        for cd, md, fc, fm in zip(cpu_divisor, memory_divisor, free_cpu, free_memory, strict=True)
+        capacity_score_of(strategy, int(c), int(m), int(fc), int(fm))
+        for c, m, fc, fm in zip(cpu, memory, free_cpu, free_memory, strict=True)
     ]
     assert vector.tolist() == one
 
@@ -96,8 +95,8 @@ def test_kept_scores_follow_the_free_capacity_of_every_cycle() -> None:
             candidates = np.flatnonzero(rng.random(len(table)) < 0.7)
             expected = capacity_score(
                 cycle.spec.strategy,
-                table.cpu_divisor[candidates],
-                table.memory_divisor[candidates],
+                table.cpu[candidates],
+                table.memory[candidates],
                 cycle.free_cpu[candidates] - cycle.cpu,
                 cycle.free_memory[candidates] - cycle.memory,
             )

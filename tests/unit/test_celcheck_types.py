@@ -1,0 +1,232 @@
+"""The CEL type check: constraints and affinity targets are refused when ill-typed (issue 23).
+
+Expected verdicts come from CEL's language definition (cel-spec ``doc/langdef.md``, "List of
+Standard Definitions": each operator's overloads) and cel-go's checker, whose messages orca
+uses (``checker/errors.go``: ``found no matching overload for '<fn>' applied to '<args>'``);
+the bool requirement is the Kubernetes API server's for CRD validation rules
+(``apiextensions-apiserver/pkg/apiserver/schema/cel/compilation.go``: "cel expression must
+evaluate to a bool"). ``node``'s field types are orca's declaration (DESIGN.md 3). Then: the
+same refusal through the scheduler (``Invalid``), the operator, ``orca plan`` (exit 2) and an
+affinity target that is a name with whitespace around it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from pydantic import ValidationError
+
+from controller.api.models import AffinityRule, Phase
+from controller.cli import main
+from controller.core.celexpr import CelCompileError, compile_expression
+from controller.core.scheduler import Scheduler
+from controller.operator.kube import KubeApi
+from controller.operator.reconciler import Reconciler
+from controller.operator.state import ClusterState
+from controller.operator.workqueue import WorkQueue
+from tests.factories import ledger_for, node, node_object, stored_workload, workload
+
+ILL_TYPED = [
+    # _==_ : (A, A) -> bool
+    ('node.cpu == "x"', "found no matching overload for '_==_' applied to '(int, string)'"),
+    ('node.labels["zone"] != 1', "'_!=_' applied to '(string, int)'"),
+    ("node.cpu == 1.0", "'_==_' applied to '(int, double)'"),
+    # _<_ etc.: (bool, bool) (int, int) (uint, uint) (double, double) (string, string) (bytes,
+    # bytes); no mixed numerics without cel-go's CrossTypeNumericComparisons
+    ("node.cpu > 1.5", "'_>_' applied to '(int, double)'"),
+    ("node.hostname < 3", "'_<_' applied to '(string, int)'"),
+    ("node.tags <= node.runtimes", "'_<=_' applied to '(list(string), list(string))'"),
+    # in : (A, list(A)) or (A, map(A, B))
+    ("1 in node.tags", "'@in' applied to '(int, list(string))'"),
+    ("1 in node.labels", "'@in' applied to '(int, map(string, string))'"),
+    ('"x" in node.hostname', "'@in' applied to '(string, string)'"),
+    # _&&_, _||_ : (bool, bool); !_ : (bool)
+    ("node.cpu > 1 && node.hostname", "'_&&_' applied to '(bool, string)'"),
+    ("node.cpu || true", "'_||_' applied to '(int, bool)'"),
+    ("!node.cpu", "'!_' applied to '(int)'"),
+    # -_ : (int) (double)
+    ('-node.kind == "x"', "'-_' applied to '(string)'"),
+    # _+_ : same numeric, string, bytes or list(A) twice; _-_ _*_ _/_ numeric; _%_ int, uint
+    ('node.cpu + "m" == "1m"', "'_+_' applied to '(int, string)'"),
+    ('node.hostname - "a" == ""', "'_-_' applied to '(string, string)'"),
+    ("node.cpu % 2.0 == 0.0", "'_%_' applied to '(int, double)'"),
+    # _?_:_ : (bool, A, A) -> A
+    ('(node.cpu > 1 ? 1 : "a") == 1', "'_?_:_' applied to '(bool, int, string)'"),
+    ("(node.cpu ? true : false)", "'_?_:_' applied to '(int, bool, bool)'"),
+    # _[_] : (list(A), int) -> A ; (map(A, B), A) -> B
+    ('node.tags["a"] == "b"', "'_[_]' applied to '(list(string), string)'"),
+    ('node.labels[1] == "b"', "'_[_]' applied to '(map(string, string), int)'"),
+    # size, contains, startsWith, endsWith, matches
+    ("size(node.cpu) > 1", "'size' applied to '(int)'"),
+    ("node.hostname.startsWith(1)", "'startsWith' applied to 'string.(int)'"),
+    ('node.cpu.contains("1")', "'contains' applied to 'int.(string)'"),
+    # a comprehension's condition is a bool
+    ("node.tags.exists(t, t)", "exists() needs a condition of type bool, not string"),
+    ("node.tags.all(t, size(t))", "all() needs a condition of type bool, not int"),
+    # the whole expression: a bool (the API server's "cel expression must evaluate to a bool")
+    ("node.cpu", "expression must evaluate to a bool, not int"),
+    ("node.kind", "expression must evaluate to a bool, not string"),
+    ('node.labels["zone"]', "expression must evaluate to a bool, not string"),
+    ("node.tags", "expression must evaluate to a bool, not list(string)"),
+    ("node.tags.map(t, t == 'a')", "expression must evaluate to a bool, not list(bool)"),
+]
+
+WELL_TYPED = [
+    '"ssd" in node.tags',
+    'node.labels["zone"] == "eu-1a"',
+    'has(node.labels.zone) && node.labels.zone != ""',
+    "node.cpu >= 2000 || node.memory > 1073741824",
+    "node.freeCpu * 2 > node.cpu",
+    "node.cpu % 2 == 0",
+    "double(node.cpu) > 1.5",  # an explicit conversion
+    "dyn(node.cpu) == 1.5",  # dyn opts out (gradual typing)
+    'node.tags.exists(t, t.startsWith("gpu"))',
+    "node.tags.map(t, size(t)).exists(n, n > 3)",
+    'node.labels.exists(k, k.startsWith("x") && node.labels[k] == "y")',
+    '[1, "a"].exists(x, x == 1)',  # a heterogeneous list is list(dyn)
+    'node.cpu > 1 ? node.kind == "linux" : false',
+    'node.hostname.matches("^gpu-") && size(node.tags) >= 2',
+    "type(node.cpu) == int",
+    'int(node.labels["slots"]) > 3',
+    'node.runtimes + node.tags == ["a"]',
+    "node.cpu in [1000, 2000]",
+]
+
+
+@pytest.mark.parametrize(("source", "message"), ILL_TYPED, ids=[s for s, _ in ILL_TYPED])
+def test_ill_typed_expressions_are_refused_with_the_checkers_message(
+    source: str, message: str
+) -> None:
+    with pytest.raises(CelCompileError, match=None) as refused:
+        compile_expression(source)
+    assert message in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("source", WELL_TYPED)
+def test_well_typed_conditions_compile(source: str) -> None:
+    compile_expression(source)
+
+
+# -- through the scheduler, the operator and orca plan ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"constraints": ['node.cpu == "x"']},
+            "spec.constraints[0] 'node.cpu == \"x\"': found no matching overload for '_==_' "
+            "applied to '(int, string)' at column 1",
+        ),
+        (
+            {"affinity": [{"target": "node.cpu", "weight": 10}]},
+            "spec.affinity[0].target 'node.cpu': expression must evaluate to a bool, not int",
+        ),
+        (
+            {"affinity": [{"target": 'node.cpu == "x"', "weight": 10}]},
+            "spec.affinity[0].target 'node.cpu == \"x\"': found no matching overload",
+        ),
+    ],
+    ids=["constraint", "affinity-not-bool", "affinity-mismatch"],
+)
+def test_the_scheduler_marks_ill_typed_cel_invalid(spec: dict[str, Any], message: str) -> None:
+    decision = Scheduler().schedule(workload(kind="Job", **spec), ledger_for(node("a")))
+    assert decision.phase is Phase.INVALID
+    assert message in decision.message
+
+
+def test_the_operator_writes_invalid_with_the_checkers_message() -> None:
+    state = ClusterState()
+    state.upsert_node(node_object("a", cpu="4"))
+    spec = {"kind": "Job", "affinity": [{"target": 'node.cpu == "x"', "weight": 10}]}
+    state.upsert_workload(stored_workload("typo", "3", spec))
+    patches: list[dict[str, Any]] = []
+
+    class Api:
+        async def patch_workload_status(self, *args: Any) -> dict[str, Any]:
+            patches.append(args[2])
+            return {"metadata": {"resourceVersion": "4"}}
+
+        async def create_event(self, *_: Any) -> dict[str, Any]:
+            return {}
+
+    reconciler = Reconciler(
+        state, WorkQueue(), cast(KubeApi, Api()), now=lambda: "2026-01-01T00:00:00Z"
+    )
+
+    async def decide() -> None:
+        assert await reconciler.reconcile("ns/typo")
+        await reconciler.drain()
+
+    asyncio.run(decide())
+    (written,) = patches
+    assert written["phase"] == "Invalid"
+    assert "found no matching overload for '_==_' applied to '(int, string)'" in written["message"]
+
+
+def _files(tmp_path: Path, spec: dict[str, Any]) -> tuple[str, str]:
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(json.dumps(node_object("a")))
+    workloads = tmp_path / "w.yaml"
+    obj = {
+        "apiVersion": "orca.cloudinit.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": "x", "namespace": "shop"},
+        "spec": {"kind": "Job", **spec},
+    }
+    workloads.write_text(json.dumps(obj))
+    return str(nodes), str(workloads)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"constraints": ["node.cpu"]},
+            "Workload shop/x: spec.constraints[0] 'node.cpu': expression must evaluate to a "
+            "bool, not int",
+        ),
+        (
+            {"affinity": [{"target": 'node.cpu == "x"', "weight": 1}]},
+            "Workload shop/x: spec.affinity[0].target 'node.cpu == \"x\"': found no matching "
+            "overload for '_==_' applied to '(int, string)'",
+        ),
+        (
+            {"constraints": ["node.tag == 1"]},
+            "Workload shop/x: spec.constraints[0] 'node.tag == 1': node has no field 'tag'",
+        ),
+        (
+            {"affinity": [{"target": "web\n", "weight": 1}]},
+            "a Workload name must not have whitespace or a newline around it (write 'web')",
+        ),
+    ],
+    ids=["constraint-not-bool", "affinity-mismatch", "unknown-field", "padded-name"],
+)
+def test_orca_plan_refuses_ill_typed_cel_as_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: dict[str, Any], message: str
+) -> None:
+    nodes, workloads = _files(tmp_path, spec)
+    code = main(["plan", "--nodes", nodes, "--workloads", workloads])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {workloads}: document 1: ") and err.count("\n") == 1
+    assert message in err
+
+
+@pytest.mark.parametrize("target", ["web\n", " web", "web ", "\tweb", "web\r\n"])
+def test_a_padded_workload_name_is_refused_not_trimmed(target: str) -> None:
+    with pytest.raises(ValidationError, match="must not have whitespace or a newline"):
+        AffinityRule(target=target, weight=1)
+
+
+@pytest.mark.parametrize(
+    ("target", "is_name"),
+    [("web", True), ("web-1", True), (" node.cpu > 1 ", False), ("node.kind == 'web'", False)],
+)
+def test_a_target_is_a_name_only_when_it_is_exactly_a_label(target: str, is_name: bool) -> None:
+    assert AffinityRule(target=target, weight=1).is_workload_name is is_name
