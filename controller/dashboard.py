@@ -304,7 +304,7 @@ def _unschedulable(ids: _Ids) -> list[Panel]:
             ids,
             "Top reasons Workloads are short of replicas",
             "Workloads not fully placed, by the filter that rejected Nodes for them (a "
-            "Workload counts under each). kubectl describe workload shows the full reasons.",
+            "Workload counts under each). kubectl describe orcawl shows the full reasons.",
             _query(
                 f"topk(10, max by (plugin) (orca_unschedulable_workloads{{{JOB}}}) > 0)",
                 "{{plugin}}",

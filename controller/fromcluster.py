@@ -82,7 +82,10 @@ def read_cluster(kubeconfig: str | None) -> ClusterView:
                 "naming one are Invalid in this plan"
             )
     except k8s_client.ApiException as exc:
-        raise ClusterError(f"{exc.status} {exc.reason}: {_message(exc)}") from None
+        hint = ""
+        if exc.status == 404:
+            hint = f" (is the Workload CRD, {PLURAL}.{GROUP}, installed? kubectl apply -k crds/)"
+        raise ClusterError(f"{exc.status} {exc.reason}: {_message(exc)}{hint}") from None
     except OSError as exc:
         raise ClusterError(f"cannot reach the API server: {exc}") from None
     finally:
