@@ -603,8 +603,12 @@ class Condition(_Model):
         description="The situation in one CamelCase word: AllPlaced, PartiallyPlaced, "
         "Unschedulable, WaitingForCapacity, Unresolvable, InvalidSpec, Preempted or PlacedAgain."
     )
-    message: str = Field(
-        default="",
+    # None when empty: every status write costs the API server by its fields (the body, and
+    # managedFields), and the conditions that are False say nothing more than their reason.
+    # An empty message read back (older statuses, other writers) is None too, so the status
+    # orca decides compares equal to the one it wrote.
+    message: Annotated[str | None, BeforeValidator(lambda v: v or None)] = Field(
+        default=None,
         description="For people. The diagnosis is in whichever of Reconciling and Stalled is "
         "True; Ready and Scheduled summarise and point there.",
     )

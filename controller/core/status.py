@@ -9,7 +9,7 @@ Every status write costs the API server (and etcd) in proportion to its size, so
 (the diagnosis: ``0/5 nodes are available: ...``) lives in ``status.message`` and in the one
 condition that is True and says what is wrong (Reconciling or Stalled: what kstatus, Flux and
 Argo CD show); Ready and Scheduled get a short summary that points there, and the conditions
-that are False carry no message.
+that are False carry no message (not even an empty one).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def own_conditions(
 ) -> list[Condition]:
     """Ready, Reconciling, Stalled and Scheduled for situation ``s``."""
 
-    def condition(kind: str, true: bool, reason: str, message: str) -> Condition:
+    def condition(kind: str, true: bool, reason: str, message: str | None) -> Condition:
         state = "True" if true else "False"
         return Condition(
             type=kind,
@@ -136,8 +136,8 @@ def own_conditions(
 
     return [
         condition(CONDITION_READY, s.ready, s.reason, s.summary),
-        condition(CONDITION_RECONCILING, s.reconciling, s.why, s.detail if s.reconciling else ""),
-        condition(CONDITION_STALLED, s.stalled, s.why, s.detail if s.stalled else ""),
+        condition(CONDITION_RECONCILING, s.reconciling, s.why, s.detail if s.reconciling else None),
+        condition(CONDITION_STALLED, s.stalled, s.why, s.detail if s.stalled else None),
         condition(CONDITION_SCHEDULED, s.ready, s.reason, s.summary),
     ]
 
