@@ -82,6 +82,7 @@ lint: $(STAMP) $(TOOLS_STAMP) lock-check
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@out="$$(gofmt -l hack/gitops)"; test -z "$$out" || { echo "gofmt -w $$out" >&2; exit 1; }
 	$(TOOLS_VENV)/bin/hadolint Dockerfile
 	$(TOOLS_VENV)/bin/checkov --quiet --compact --skip-download --framework dockerfile -f Dockerfile
 	$(TOOLS_VENV)/bin/checkov --quiet --compact --skip-download --framework kubernetes \

@@ -407,7 +407,7 @@ def preempted_status(
         reason=REASON_PREEMPTED,
         why=REASON_PREEMPTED,
         summary=f"{len(placements)}/{desired} replicas placed; see {CONDITION_PREEMPTED}",
-        detail=f"to be placed again after a preemption; see {CONDITION_PREEMPTED}",
+        detail=f"waiting to be placed again after a preemption; see {CONDITION_PREEMPTED}",
     )
     generation = previous.observed_generation
     conditions = own_conditions(waiting, generation, previous.conditions, now)

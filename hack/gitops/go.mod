@@ -11,6 +11,7 @@ require (
 	k8s.io/apimachinery v0.30.1
 	layeh.com/gopher-json v0.0.0-20190114024228-97fed8db8427
 	sigs.k8s.io/cli-utils v0.37.2
+	sigs.k8s.io/yaml v1.4.0
 )
 
 require (
@@ -29,5 +30,4 @@ require (
 	k8s.io/utils v0.0.0-20240502163921-fe8a2dddb1d0 // indirect
 	sigs.k8s.io/json v0.0.0-20221116044647-bc3834ca7abd // indirect
 	sigs.k8s.io/structured-merge-diff/v4 v4.4.1 // indirect
-	sigs.k8s.io/yaml v1.4.0 // indirect
 )

@@ -16,6 +16,7 @@ Run with ``-s`` to see the table of results per state.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -275,3 +276,18 @@ def test_a_script_error_fails_the_argo_cd_client(clients: Clients, tmp_path: Pat
     args = [str(clients.bin_dir / "argohealth"), "-script", str(broken)]
     out = subprocess.run(args, input=json.dumps(_object(None)), capture_output=True, text=True)
     assert out.returncode == 1 and "argohealth: shop/w:" in out.stderr
+
+
+def test_argo_cd_test_file_of_the_health_check(clients: Clients, tmp_path: Path) -> None:
+    """``health_test.yaml`` beside the script (Argo CD's layout for its built-in checks, so the
+    check can be proposed upstream as it is) passes; a wrong expectation in it fails."""
+    tests = HEALTH_LUA.parent / "health_test.yaml"
+    args = [str(clients.bin_dir / "argohealth"), "-tests"]
+    out = subprocess.run([*args, str(tests)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert len(out.stdout.splitlines()) == 7 and "FAIL" not in out.stdout
+    shutil.copytree(HEALTH_LUA.parent, tmp_path / "Workload")
+    wrong = tmp_path / "Workload" / "health_test.yaml"
+    wrong.write_text(wrong.read_text().replace("status: Degraded", "status: Healthy", 1))
+    out = subprocess.run([*args, str(wrong)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "FAIL testdata/degraded_unresolvable.yaml" in out.stdout

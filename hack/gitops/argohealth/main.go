@@ -12,6 +12,11 @@
 // Usage: argohealth -script health.lua < objects.json
 // Output: one JSON object per input object: {"namespace", "name", "status", "message"}.
 // Exit 0 when the script ran on every object; 1 with one line on stderr otherwise.
+//
+// Usage: argohealth -tests health_test.yaml
+// Runs Argo CD's test file of a resource customization (beside its health.lua: each test's
+// inputPath and the healthStatus expected, status and message), as Argo CD's own test of its
+// built-in checks does; one line per failure, exit 1 if any.
 package main
 
 import (
@@ -20,11 +25,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	luajson "layeh.com/gopher-json"
+	"sigs.k8s.io/yaml"
 
 	"orca.local/hack/gitops/internal/objects"
 )
@@ -122,11 +129,77 @@ func run(script string, u *unstructured.Unstructured) (*health, error) {
 	return h, nil
 }
 
+// testFile is Argo CD's health_test.yaml.
+type testFile struct {
+	Tests []struct {
+		HealthStatus health `json:"healthStatus"`
+		InputPath    string `json:"inputPath"`
+	} `json:"tests"`
+}
+
+// runTests checks every test of a health_test.yaml against the health.lua beside it.
+func runTests(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "argohealth: %v\n", err)
+		return 1
+	}
+	var tests testFile
+	if err := yaml.UnmarshalStrict(data, &tests); err != nil {
+		fmt.Fprintf(os.Stderr, "argohealth: %s: %v\n", path, err)
+		return 1
+	}
+	dir := filepath.Dir(path)
+	script, err := os.ReadFile(filepath.Join(dir, "health.lua"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "argohealth: %v\n", err)
+		return 1
+	}
+	if len(tests.Tests) == 0 {
+		fmt.Fprintf(os.Stderr, "argohealth: %s: no tests\n", path)
+		return 1
+	}
+	failed := 0
+	for _, test := range tests.Tests {
+		input, err := os.Open(filepath.Join(dir, test.InputPath))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "argohealth: %v\n", err)
+			return 1
+		}
+		objs, err := objects.Read(input)
+		input.Close()
+		if err != nil || len(objs) != 1 {
+			fmt.Fprintf(os.Stderr, "argohealth: %s: want one object (%v)\n", test.InputPath, err)
+			return 1
+		}
+		got, err := run(string(script), objs[0])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "argohealth: %s: %v\n", test.InputPath, err)
+			return 1
+		}
+		if *got != test.HealthStatus {
+			failed++
+			fmt.Printf("FAIL %s: got %s %q, want %s %q\n", test.InputPath, got.Status, got.Message,
+				test.HealthStatus.Status, test.HealthStatus.Message)
+		} else {
+			fmt.Printf("ok   %s: %s\n", test.InputPath, got.Status)
+		}
+	}
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
 func main() {
-	scriptPath := flag.String("script", "", "the health.lua to run")
+	scriptPath := flag.String("script", "", "the health.lua to run on the objects on stdin")
+	testsPath := flag.String("tests", "", "an Argo CD health_test.yaml to run instead")
 	flag.Parse()
-	if *scriptPath == "" || flag.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "usage: argohealth -script health.lua < objects.json")
+	if *testsPath != "" && *scriptPath == "" && flag.NArg() == 0 {
+		os.Exit(runTests(*testsPath))
+	}
+	if *scriptPath == "" || *testsPath != "" || flag.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, "usage: argohealth -script health.lua < objects.json | argohealth -tests health_test.yaml")
 		os.Exit(2)
 	}
 	script, err := os.ReadFile(*scriptPath)
