@@ -24,8 +24,8 @@ COMPILE = $(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.11 
 BUILD_REQUIRES = $(PYTHON) -c 'import tomllib; \
 	print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
 
-.PHONY: demo demo-stop test lint lock-check unit integration controlplane prometheus dashboard \
-	bench chaos clean
+.PHONY: demo demo-stop test lint lock-check unit integration controlplane gitops prometheus \
+	dashboard bench chaos clean
 
 # The dev environment starts from the locked runtime versions, so tests run what the image runs.
 $(STAMP): pyproject.toml
@@ -57,6 +57,11 @@ lock-check: $(STAMP)
 controlplane:
 	bash hack/testcp/build.sh >/dev/null
 
+# The GitOps clients the health tests ask (kstatus as Flux computes it, Argo CD's Lua), built
+# once from the Go module proxy into ~/.cache/orca-gitops (about a minute cold).
+gitops:
+	bash hack/gitops/build.sh >/dev/null
+
 # prometheus + promtool for the monitoring tests: installed (Debian package) when missing and
 # root, else a one-line error; the tests fail, never skip, without them.
 prometheus:
@@ -77,6 +82,7 @@ lint: $(STAMP) $(TOOLS_STAMP) lock-check
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@out="$$(gofmt -l hack/gitops)"; test -z "$$out" || { echo "gofmt -w $$out" >&2; exit 1; }
 	$(TOOLS_VENV)/bin/hadolint Dockerfile
 	$(TOOLS_VENV)/bin/checkov --quiet --compact --skip-download --framework dockerfile -f Dockerfile
 	$(TOOLS_VENV)/bin/checkov --quiet --compact --skip-download --framework kubernetes \
@@ -85,10 +91,10 @@ lint: $(STAMP) $(TOOLS_STAMP) lock-check
 unit: $(STAMP) prometheus
 	$(BIN)/pytest tests/unit
 
-integration: $(STAMP) controlplane prometheus
+integration: $(STAMP) controlplane gitops prometheus
 	$(BIN)/pytest tests/integration
 
-test: lint controlplane prometheus
+test: lint controlplane gitops prometheus
 	$(BIN)/pytest
 
 bench: $(STAMP) controlplane

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from controller.devcluster.cli import add_parser as add_devcluster
 from controller.explain import add_parser as add_explain
@@ -19,10 +20,12 @@ from controller.rebalance import add_parser as add_rebalance
 from controller.version import version_line
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``orca`` argument parser."""
+def build_parser(prog: str = "orca") -> argparse.ArgumentParser:
+    """The full ``orca`` argument parser (``prog``: how the user called it, for usage lines)."""
     parser = argparse.ArgumentParser(
-        prog="orca", description="orca-controller: workload placement for Kubernetes"
+        prog=prog,
+        description="orca-controller: workload placement for Kubernetes. Workloads are "
+        "workloads.orca.cloudinit.dev (short name orcawl): kubectl get orcawl -A.",
     )
     parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -72,7 +75,9 @@ def _print_dashboard(_args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``orca`` command; returns the process exit code."""
-    parser = build_parser()
+    # Installed as kubectl-orca too: `kubectl orca ...` then says so in its usage lines.
+    called = Path(sys.argv[0]).name
+    parser = build_parser("kubectl orca" if called == "kubectl-orca" else "orca")
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)

@@ -143,7 +143,11 @@ def run(args: argparse.Namespace) -> int:
     key = f"{args.namespace}/{args.name}"
     workload = cluster.parsed.get(key)
     if workload is None:
-        print(f"error: workload {key} not found", file=sys.stderr)
+        print(
+            f"error: Workload {key} not found (kubectl get orcawl -n {args.namespace} lists "
+            "the Workloads there)",
+            file=sys.stderr,
+        )
         return EXIT_NOT_FOUND
     explanation = explain(Scheduler(), workload, cluster.ledger(), cluster.classes)
     who = preemptions(key, cluster.parsed)
@@ -161,7 +165,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "explain",
         help="why a Workload is where it is, or why it is not placed (live cluster, read-only)",
         description="Per replica: kept or why it moves. Per node: the filter that rejects it, "
-        "or its score parts and total, best first. Writes nothing.",
+        "or its score parts and total, best first. Writes nothing. NAME is a Workload "
+        "(workloads.orca.cloudinit.dev, short name orcawl: kubectl get orcawl -n NS lists them).",
     )
     p.add_argument("name", help="the Workload's name")
     p.add_argument("-n", "--namespace", default="default")

@@ -83,7 +83,10 @@ def read_cluster(kubeconfig: str | None) -> ClusterView:
                 "naming one are Invalid in this plan"
             )
     except k8s_client.ApiException as exc:
-        raise ClusterError(f"{exc.status} {exc.reason}: {_message(exc)}") from None
+        hint = ""
+        if exc.status == 404:
+            hint = f" (is the Workload CRD, {PLURAL}.{GROUP}, installed? kubectl apply -k crds/)"
+        raise ClusterError(f"{exc.status} {exc.reason}: {_message(exc)}{hint}") from None
     except (OSError, Urllib3Error) as exc:  # urllib3's MaxRetryError: refused, TLS, timed out
         reason = getattr(exc, "reason", None) or exc
         raise ClusterError(f"cannot reach the API server: {reason}") from None

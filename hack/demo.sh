@@ -36,16 +36,19 @@ start() {
   fi
   echo "==> applying examples/workloads.yaml"
   "${KUBECTL[@]}" apply -f examples/workloads.yaml
-  "${KUBECTL[@]}" wait workloads --all -A --for=jsonpath='{.status.phase}' --timeout=60s >/dev/null
+  "${KUBECTL[@]}" wait orcawl --all -A --for=jsonpath='{.status.phase}' --timeout=60s >/dev/null
   echo
-  "${KUBECTL[@]}" get workloads -A -o wide
+  "${KUBECTL[@]}" get orcawl -A -o wide
   cat <<MSG
 
 orca is running. Try:
   export KUBECONFIG=$DIR/kubeconfig PATH=$BIN_DIR:\$PATH
-  kubectl describe wl -n ml trainer                 # why it is Unschedulable
-  kubectl patch wl -n shop web --type=merge -p '{"spec":{"count":8}}' && kubectl get wl -A
-  kubectl cordon node-b && kubectl get wl -n shop web -o yaml
+  kubectl describe orcawl -n ml trainer             # why it is Unschedulable
+  kubectl get orcawl -A --field-selector status.phase=Unschedulable
+  kubectl wait --for=condition=Ready orcawl -n shop web   # every replica placed
+  kubectl explain orcawl.spec                       # the API, field by field
+  kubectl patch orcawl -n shop web --type=merge -p '{"spec":{"count":8}}' && kubectl get orcawl -A
+  kubectl cordon node-b && kubectl get orcawl -n shop web -o yaml
   .venv/bin/orca plan --from-cluster --workloads examples/workloads.yaml
   .venv/bin/orca explain -n ml trainer               # each node: the filter that rejects it
   .venv/bin/orca rebalance --from-cluster            # moves that would even out shop/web (dry run)

@@ -5,6 +5,10 @@ titles); Kubernetes wants a *structural* OpenAPI v3 schema (everything inline, o
 node, no nulls). ``structural`` converts one into the other; ``workload_crd`` wraps it with
 the names, printer columns and subresources. ``orca crd`` prints it; ``crds/`` holds it checked
 in, and a test fails when the two drift.
+
+Descriptions are what ``kubectl explain`` shows, so they come from the fields' ``description``
+only, written for users; the models' class docstrings (written for developers, with RST markup
+and references to files of this repository) are dropped where pydantic would copy them in.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 import yaml
 
 from controller.api.models import (
+    CATEGORIES,
     GROUP,
     KIND,
     PLURAL,
@@ -33,11 +38,30 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Kind", "type": "string", "jsonPath": ".spec.kind"},
     {"name": "Desired", "type": "integer", "jsonPath": ".status.desired"},
     {"name": "Placed", "type": "integer", "jsonPath": ".status.placed"},
+    {
+        "name": "Ready",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+    },
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Nodes", "type": "string", "jsonPath": ".status.nodes", "priority": 1},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
 ]
+
+
+# The standard texts of every Kubernetes object's first fields (as controller-gen writes them).
+_CONVENTIONS = "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
+_API_VERSION = (
+    "APIVersion defines the versioned schema of this representation of an object. Servers "
+    "should convert recognized schemas to the latest internal value, and may reject "
+    f"unrecognized values. More info: {_CONVENTIONS}#resources"
+)
+_KIND = (
+    "Kind is a string value representing the REST resource this object represents. Servers "
+    "may infer this from the endpoint the client submits requests to. Cannot be updated. In "
+    f"CamelCase. More info: {_CONVENTIONS}#types-kinds"
+)
 
 
 def structural(schema: dict[str, Any]) -> dict[str, Any]:
@@ -53,6 +77,7 @@ def structural(schema: dict[str, Any]) -> dict[str, Any]:
         ref = node.pop("$ref", None)
         if ref is not None:
             target = convert(defs[ref.rsplit("/", 1)[-1]])
+            target.pop("description", None)  # a class docstring: for developers
             node = {**target, **node}
         any_of = None if "x-kubernetes-int-or-string" in node else node.pop("anyOf", None)
         if any_of is not None:
@@ -86,6 +111,13 @@ def workload_crd() -> dict[str, Any]:
     status = structural(WorkloadStatus.model_json_schema(by_alias=True, mode="serialization"))
     spec["description"] = "What to place, and where it may go."
     status["description"] = "Where orca placed it, and why not when it could not."
+    # Before orca's first decision the status reads generation 0, behind metadata.generation,
+    # so kstatus (Flux, cli-utils) and Argo CD see a Workload nobody has decided yet as in
+    # progress: kstatus reads a Workload without status (or without observedGeneration) as
+    # Current. The API server fills the default in on every read (structural defaulting); the
+    # status sent with a create is dropped, not this default. Nothing else: consumers that wait
+    # for ``status.phase`` to appear keep working.
+    status["default"] = {"observedGeneration": 0}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -98,7 +130,7 @@ def workload_crd() -> dict[str, Any]:
                 "plural": PLURAL,
                 "singular": SINGULAR,
                 "shortNames": list(SHORT_NAMES),
-                "categories": ["orca"],
+                "categories": list(CATEGORIES),
             },
             "scope": "Namespaced",
             "versions": [
@@ -108,14 +140,18 @@ def workload_crd() -> dict[str, Any]:
                     "storage": True,
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": PRINTER_COLUMNS,
+                    # kubectl get orcawl -A --field-selector status.phase=Unschedulable
+                    "selectableFields": [{"jsonPath": ".status.phase"}],
                     "schema": {
                         "openAPIV3Schema": {
                             "type": "object",
                             "description": "A workload for orca to place onto nodes.",
                             "required": ["spec"],
                             "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
+                                "apiVersion": {"type": "string", "description": _API_VERSION},
+                                "kind": {"type": "string", "description": _KIND},
+                                # Nothing but the type: the API server refuses more here
+                                # (even a description); kubectl explain shows ObjectMeta's.
                                 "metadata": {"type": "object"},
                                 "spec": spec,
                                 "status": status,

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     WithJsonSchema,
@@ -32,7 +33,11 @@ VERSION = "v1alpha1"
 KIND = "Workload"
 PLURAL = "workloads"
 SINGULAR = "workload"
-SHORT_NAMES = ("wl",)
+# ``orcawl``: Kubernetes has its own ``scheduling.k8s.io`` Workload (and Kueue used ``wl``, now
+# ``kwl``), so a bare ``workloads`` or ``wl`` may name another API's resource; ``orca`` is the
+# category (``kubectl get orca``).
+SHORT_NAMES = ("orcawl",)
+CATEGORIES = ("orca",)
 
 # Bounds that keep a user's expressions cheap to compile and evaluate; the CRD carries them too
 # so the API server refuses an oversized spec at ``kubectl apply`` time.
@@ -158,9 +163,53 @@ class WorkloadKind(StrEnum):
 
 
 class ScheduleMode(StrEnum):
-    EVERY_NODE = "every-node"
-    MATCHING = "matching"
-    MANDATORY = "mandatory"
+    """Which nodes a DaemonSet is placed on (CamelCase, as every enum of the API)."""
+
+    EVERY_NODE = "EveryNode"  # every eligible node; constraints ignored
+    MATCHING = "Matching"  # the nodes that pass the constraints
+    MANDATORY = "Mandatory"  # Matching, and a matching node that cannot take it is missing
+
+
+#: The spellings of the first releases (the seed's), refused with the new one named.
+RENAMED_MODES = {"every-node": "EveryNode", "matching": "Matching", "mandatory": "Mandatory"}
+MAX_MODE_LENGTH = 32
+
+
+def _renamed_mode(old: str) -> str:
+    return f"'{old}' is now spelled '{RENAMED_MODES[old]}'"
+
+
+def _check_mode(value: object) -> object:
+    """The old kebab-case spellings: one line naming the new one (the API server says the same,
+    from the CRD's rule)."""
+    if isinstance(value, str) and value in RENAMED_MODES:
+        raise ValueError(_renamed_mode(value))
+    return value
+
+
+_MODES_CEL = "[" + ", ".join(f"'{m.value}'" for m in ScheduleMode) + "]"
+_RENAMED_CEL = "{" + ", ".join(f"'{o}': '{n}'" for o, n in RENAMED_MODES.items()) + "}"
+ModeField = Annotated[
+    ScheduleMode,
+    BeforeValidator(_check_mode),
+    # No ``enum``: the API server checks an enum before the CRD's rules and then skips them
+    # (apiextensions-apiserver, customresource/strategy.go, ``hasBlockingErr``), so the rule
+    # below, with its message naming the new spelling, would never be reached.
+    WithJsonSchema(
+        {
+            "type": "string",
+            "maxLength": MAX_MODE_LENGTH,
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"self in {_MODES_CEL}",
+                    "messageExpression": f'self in {_RENAMED_CEL} ? "\'" + self + '
+                    f'"\' is now spelled \'" + {_RENAMED_CEL}[self] + "\'" : '
+                    f'"must be one of {", ".join(m.value for m in ScheduleMode)}"',
+                }
+            ],
+        }
+    ),
+]
 
 
 class Strategy(StrEnum):
@@ -213,13 +262,19 @@ class RuntimeSpec(_Model):
     one_of: list[RuntimeName] = Field(
         default_factory=list,
         max_length=MAX_RUNTIMES,
-        description="Acceptable runtimes; empty means any runtime.",
+        description="Acceptable runtimes, any one of them; empty means any runtime. Matched "
+        "without regard to case: wasm and wasmtime are one runtime, and pve-vm, pve-ct and "
+        "proxmox match the nodes of kind proxmox.",
     )
 
 
 class Resources(_Model):
-    cpu: CpuQuantity | None = Field(default=None, description="CPU request, e.g. 500m.")
-    memory: MemoryQuantity | None = Field(default=None, description="Memory request, e.g. 256Mi.")
+    cpu: CpuQuantity | None = Field(
+        default=None, description="CPU per replica, a Kubernetes quantity such as 500m or 2."
+    )
+    memory: MemoryQuantity | None = Field(
+        default=None, description="Memory per replica, a Kubernetes quantity such as 256Mi."
+    )
 
     @property
     def cpu_millis(self) -> int:
@@ -252,10 +307,16 @@ class AffinityRule(
     },
 ):
     target: Expression = Field(
-        description="A Workload name in the same namespace (a DNS-1123 label), "
-        "otherwise a CEL expression over node."
+        description="What to prefer. A Workload name in the same namespace (anything that is "
+        "a DNS-1123 label, e.g. redis): weight points per replica of it already on the node. "
+        'Otherwise a CEL expression over node (e.g. node.kind == "linux"): weight points '
+        "where it is true."
     )
-    weight: int = Field(ge=MIN_WEIGHT, le=MAX_WEIGHT, description="-100..100; negative avoids.")
+    weight: int = Field(
+        ge=MIN_WEIGHT,
+        le=MAX_WEIGHT,
+        description="Points added to the node's score, from -100 to 100; negative avoids.",
+    )
 
     @model_validator(mode="after")
     def _no_padded_name(self) -> AffinityRule:
@@ -296,11 +357,31 @@ class Toleration(
     but a placement is a decision, not a process: nothing is evicted on a timer.
     """
 
-    key: str | None = Field(default=None, max_length=316)
-    operator: TolerationOperator = Field(default=TolerationOperator.EQUAL)
-    value: str | None = Field(default=None, max_length=63)
-    effect: TaintEffect | None = Field(default=None, description="Empty matches every effect.")
-    toleration_seconds: int | None = None
+    key: str | None = Field(
+        default=None,
+        max_length=316,
+        description="The taint key it tolerates; empty (with operator Exists) tolerates every "
+        "taint.",
+    )
+    operator: TolerationOperator = Field(
+        default=TolerationOperator.EQUAL,
+        description="Equal (default): the taint's value must be value. Exists: any value.",
+    )
+    value: str | None = Field(
+        default=None,
+        max_length=63,
+        description="The taint value it tolerates, with operator Equal; empty with Exists.",
+    )
+    effect: TaintEffect | None = Field(
+        default=None,
+        description="The taint effect it tolerates: NoSchedule, PreferNoSchedule or NoExecute; "
+        "empty tolerates every effect.",
+    )
+    toleration_seconds: int | None = Field(
+        default=None,
+        description="Accepted so that tolerations copied from a Pod apply unchanged, and "
+        "ignored: a replica on a node whose NoExecute taint it tolerates stays there.",
+    )
 
     @model_validator(mode="after")
     def _operator_rules(self) -> Toleration:
@@ -430,7 +511,13 @@ class TopologySpreadConstraint(
 
 
 class DaemonSchedule(_Model):
-    mode: ScheduleMode = Field(default=ScheduleMode.EVERY_NODE)
+    mode: ModeField = Field(
+        default=ScheduleMode.EVERY_NODE,
+        description="Which nodes get a replica. EveryNode (default): every eligible node, the "
+        "constraints ignored. Matching: the nodes that pass the constraints. Mandatory: as "
+        "Matching, and a matching node that cannot take it (runtime, capacity) leaves the "
+        "Workload PartiallyScheduled, with those nodes named in the message.",
+    )
 
 
 class WorkloadSpec(
@@ -456,24 +543,55 @@ class WorkloadSpec(
         ]
     },
 ):
-    kind: WorkloadKind = Field(description="Job, Service or DaemonSet.")
-    count: int | None = Field(
-        default=None, ge=1, le=MAX_COUNT, description="Replicas; Service only (default 1)."
+    kind: WorkloadKind = Field(
+        description="What to place. Job: one replica. Service: count replicas, on distinct "
+        "nodes while there are enough. DaemonSet: one replica on each node it wants (see "
+        "schedule)."
     )
-    runtime: RuntimeSpec | None = None
-    resources: Resources | None = None
+    count: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_COUNT,
+        description="Service only: how many replicas, 1 to 1000 (default 1). Scaling down "
+        "removes the highest replica indexes.",
+    )
+    runtime: RuntimeSpec | None = Field(
+        default=None,
+        description="The runtimes it can run on; a node offers a runtime with the label "
+        'runtime.orca.cloudinit.dev/<name>: "true". Absent: any node.',
+    )
+    resources: Resources | None = Field(
+        default=None,
+        description="What each replica takes from its node's allocatable cpu and memory; a "
+        "node without that much free is not used. Absent: nothing.",
+    )
     constraints: list[Expression] = Field(
         default_factory=list,
         max_length=MAX_CONSTRAINTS,
-        description="CEL expressions over node; all must be true.",
+        description="Hard filters: CEL expressions over node, all of which must be true on a "
+        "node for it to take a replica, e.g. '\"ssd\" in node.tags'. node has hostname, labels, "
+        "tags, runtimes, kind, cpu, memory, freeCpu and freeMemory (millicores, bytes).",
     )
-    affinity: list[AffinityRule] = Field(default_factory=list, max_length=MAX_AFFINITY_RULES)
-    schedule: DaemonSchedule | None = None
-    strategy: Strategy = Field(default=Strategy.SPREAD)
+    affinity: list[AffinityRule] = Field(
+        default_factory=list,
+        max_length=MAX_AFFINITY_RULES,
+        description="Soft preferences: points added to (or, negative, taken from) the score of "
+        "the nodes they match; the best score wins among the nodes that pass every filter.",
+    )
+    schedule: DaemonSchedule | None = Field(
+        default=None, description="DaemonSet only: which nodes get a replica."
+    )
+    strategy: Strategy = Field(
+        default=Strategy.SPREAD,
+        description="How nodes are scored. Spread (default): the most capacity left free wins. "
+        "BinPack: the least, so replicas fill nodes before they use others.",
+    )
     tolerations: list[Toleration] = Field(
         default_factory=list,
         max_length=MAX_TOLERATIONS,
-        description="Node taints this Workload accepts (Kubernetes Toleration semantics).",
+        description="The node taints it tolerates, as a Pod's tolerations: a NoSchedule or "
+        "NoExecute taint none of them tolerates keeps its replicas off the node (and moves "
+        "them off, for NoExecute); an untolerated PreferNoSchedule taint lowers the score.",
     )
     topology_spread: list[TopologySpreadConstraint] = Field(
         default_factory=list,
@@ -546,42 +664,103 @@ class WorkloadSpec(
 class Placement(_Model):
     """One replica's decision: where it runs, its stable id and the score that won the node."""
 
-    node: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
-    alloc_id: str = Field(min_length=1, max_length=MAX_ALLOC_ID_LENGTH)
-    score: int = Field(ge=-(2**31), le=2**31 - 1)
+    node: str = Field(
+        min_length=1, max_length=MAX_NAME_LENGTH, description="The node the replica is on."
+    )
+    alloc_id: str = Field(
+        min_length=1,
+        max_length=MAX_ALLOC_ID_LENGTH,
+        description="The replica's id, <namespace>/<name>-<index>, stable for its life.",
+    )
+    score: int = Field(ge=-(2**31), le=2**31 - 1, description="The score that won the node for it.")
 
 
 class Condition(_Model):
     """A condition as the Kubernetes API conventions define it."""
 
-    type: str
-    status: str = Field(json_schema_extra={"enum": ["True", "False", "Unknown"]})
-    reason: str
-    message: str = ""
-    last_transition_time: str = Field(json_schema_extra={"format": "date-time"})
-    observed_generation: int | None = None
+    type: str = Field(
+        description="Ready, Reconciling, Stalled, Scheduled or Preempted (see conditions)."
+    )
+    status: str = Field(
+        json_schema_extra={"enum": ["True", "False", "Unknown"]},
+        description="True, False or Unknown.",
+    )
+    reason: str = Field(
+        description="The situation in one CamelCase word: AllPlaced, PartiallyPlaced, "
+        "Unschedulable, WaitingForCapacity, Unresolvable, InvalidSpec, Preempted or PlacedAgain."
+    )
+    # None when empty: every status write costs the API server by its fields (the body, and
+    # managedFields), and the conditions that are False say nothing more than their reason.
+    # An empty message read back (older statuses, other writers) is None too, so the status
+    # orca decides compares equal to the one it wrote.
+    message: Annotated[str | None, BeforeValidator(lambda v: v or None)] = Field(
+        default=None,
+        description="For people. The diagnosis is in whichever of Reconciling and Stalled is "
+        "True; Ready and Scheduled summarise and point there.",
+    )
+    last_transition_time: str = Field(
+        json_schema_extra={"format": "date-time"},
+        description="When the condition's status last changed.",
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation the condition was set for."
+    )
 
 
 class RejectionReason(_Model):
     """Why nodes were rejected: a reason, how many nodes, and a few of their names."""
 
-    reason: str
-    count: int
-    nodes: list[str] = Field(default_factory=list)
+    reason: str = Field(description="The reason, in the words of the filter that rejected.")
+    count: int = Field(description="How many nodes were rejected for it.")
+    nodes: list[str] = Field(default_factory=list, description="A few of those nodes.")
 
 
 class WorkloadStatus(_Model):
-    observed_generation: int | None = None
-    phase: Phase | None = None
-    desired: int | None = None
-    placed: int | None = None
-    placements: list[Placement] = Field(default_factory=list)
+    observed_generation: int | None = Field(
+        default=None,
+        description="The metadata.generation the status was decided for. Behind "
+        "metadata.generation (0 before the first decision), orca has not decided the spec as "
+        "it is now: kstatus, Flux and Argo CD then report the Workload as progressing.",
+    )
+    phase: Phase | None = Field(
+        default=None,
+        description="Absent until orca first decides (counted as Pending in its metrics). "
+        "Scheduled (every replica placed), "
+        "PartiallyScheduled (some), Unschedulable (none; message says why) or Invalid (the "
+        "spec cannot run; message names the field). Selectable: kubectl get orcawl -A "
+        "--field-selector status.phase=Unschedulable.",
+    )
+    desired: int | None = Field(
+        default=None,
+        description="How many replicas the decision wants (a DaemonSet: one per node it wants).",
+    )
+    placed: int | None = Field(default=None, description="How many replicas are placed.")
+    placements: list[Placement] = Field(
+        default_factory=list,
+        description="Where each replica is placed: the record orca's capacity accounting is "
+        "rebuilt from after a restart.",
+    )
     conditions: list[Condition] = Field(
         default_factory=list,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+        description="Ready: every replica placed for the current generation (kubectl wait "
+        "--for=condition=Ready). Reconciling: waiting for capacity, or to be placed again "
+        "after a preemption. Stalled: nothing changes until the spec or the nodes do (an "
+        "invalid spec, or only reasons freed capacity cannot cure). Scheduled: as Ready, kept "
+        "for older clients. Preempted: the last preemption, who and where. kstatus (Flux, "
+        "cli-utils) and Argo CD read Ready, Reconciling and Stalled.",
     )
-    message: str | None = None
-    unschedulable: list[RejectionReason] = Field(default_factory=list)
+    message: str | None = Field(
+        default=None,
+        description="How many replicas are placed or, when some are missing, why, in "
+        "kube-scheduler's words: 0/5 nodes are available: 3 runtime wasm not offered, 2 "
+        "Insufficient cpu.",
+    )
+    unschedulable: list[RejectionReason] = Field(
+        default_factory=list,
+        description="Why nodes were rejected when replicas are missing: one entry per reason "
+        "(the first filter each node failed), with the count and a few node names.",
+    )
     nodes: str | None = Field(
         default=None,
         description="The placements' nodes, for kubectl's wide output (a summary; "
@@ -593,7 +772,8 @@ class WorkloadStatus(_Model):
         "of the decision), so a resize is told apart from a capacity change.",
     )
     priority: int | None = Field(
-        default=None, description="The resolved priority the decision used."
+        default=None,
+        description="The priority the decision used, resolved from spec.priorityClassName.",
     )
 
 

@@ -127,7 +127,7 @@ class CycleState:
 
     @property
     def uses_constraints(self) -> bool:
-        """``every-node`` DaemonSets ignore constraints (DESIGN.md 4)."""
+        """``EveryNode`` DaemonSets ignore constraints (DESIGN.md 4)."""
         return not (self.daemon and self.spec.mode is ScheduleMode.EVERY_NODE)
 
 
@@ -149,7 +149,7 @@ class FilterPlugin(Protocol):
 
     - ``code``: ``UNSCHEDULABLE`` if freed capacity could cure it, else ``UNRESOLVABLE``;
     - ``evicts``: whether failing it moves an existing replica (when ``keeps`` is None);
-    - ``selects``: whether failing it means "not a node this Workload wants" (a mandatory
+    - ``selects``: whether failing it means "not a node this Workload wants" (a Mandatory
       DaemonSet counts the other rejections, runtime and capacity, as missing nodes);
     - ``per_replica``: re-run before each replica (it reads what the cycle's placements
       change: free capacity, ``own``); it runs after the static filters and may read

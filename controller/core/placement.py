@@ -5,7 +5,7 @@
   the best score, then the lowest hostname (the table is hostname-sorted and argmax takes the
   first maximum).
 - **DaemonSet** (``place_daemonset``): one replica on every node that passes the filters;
-  ``mandatory`` also counts the wanted nodes that cannot take it (runtime, capacity).
+  ``Mandatory`` also counts the wanted nodes that cannot take it (runtime, capacity).
 
 Both use the same framework calls (``fits``, ``score``, ``diagnose``); nothing here knows
 which plugins exist.
@@ -131,8 +131,8 @@ def place_daemonset(
 ) -> Decision:
     """DaemonSet: one placement per node that passes the filters.
 
-    ``every-node`` ignores constraints (the constraints plugin reads ``uses_constraints``),
-    ``matching`` uses them, ``mandatory`` also counts the wanted nodes (those that pass the
+    ``EveryNode`` ignores constraints (the constraints plugin reads ``uses_constraints``),
+    ``Matching`` uses them, ``Mandatory`` also counts the wanted nodes (those that pass the
     plugins that ``select``) that cannot take it (runtime, capacity) as missing.
     """
     table = cycle.table

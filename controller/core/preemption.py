@@ -60,8 +60,8 @@ from controller.core.ledger import Booking, Ledger
 from controller.core.nodes import BoolArray, IntArray, NodeTable
 from controller.core.priority import Priority
 from controller.core.scheduler import Scheduler
-from controller.core.status import nodes_summary
-from controller.core.vocabulary import CONDITION_PREEMPTED, CONDITION_SCHEDULED, REASON_PREEMPTED
+from controller.core.status import OWN_CONDITIONS, Situation, nodes_summary, own_conditions
+from controller.core.vocabulary import CONDITION_PREEMPTED, REASON_PREEMPTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,27 +472,30 @@ def preemption_message(removed: Sequence[Victim], preemptor: str, priority: int)
 def preempted_status(
     previous: WorkloadStatus, removed: Sequence[Victim], preemptor: str, priority: int, now: str
 ) -> WorkloadStatus:
-    """A victim's status with the preempted replicas removed: phase recomputed, the
-    ``Scheduled`` condition False with reason ``Preempted``, and a ``Preempted`` condition
-    that stays (later decisions keep other conditions) so ``orca explain`` can say who."""
+    """A victim's status with the preempted replicas removed: phase recomputed; Ready and
+    ``Scheduled`` False with reason ``Preempted``; Reconciling True (it is queued to be placed
+    again, which needs nobody's change); and a ``Preempted`` condition naming the preemptor,
+    which stays (False once placed again) so ``orca explain`` can say who."""
     gone = {v.booking.alloc_id for v in removed}
     placements = [p for p in previous.placements if p.alloc_id not in gone]
     desired = previous.desired if previous.desired is not None else len(previous.placements)
     message = preemption_message(removed, preemptor, priority)
-    conditions: list[Condition] = []
-    for old in previous.conditions:
-        if old.type == CONDITION_SCHEDULED:
-            since = old.last_transition_time if old.status == "False" else now
-            old = Condition(
-                type=CONDITION_SCHEDULED,
-                status="False",
-                reason=REASON_PREEMPTED,
-                message=message,
-                last_transition_time=since,
-                observed_generation=old.observed_generation,
-            )
-        if old.type != CONDITION_PREEMPTED:
-            conditions.append(old)
+    waiting = Situation(
+        ready=False,
+        reconciling=True,
+        stalled=False,
+        reason=REASON_PREEMPTED,
+        why=REASON_PREEMPTED,
+        summary=f"{len(placements)}/{desired} replicas placed; see {CONDITION_PREEMPTED}",
+        detail=f"waiting to be placed again after a preemption; see {CONDITION_PREEMPTED}",
+    )
+    generation = previous.observed_generation
+    conditions = own_conditions(waiting, generation, previous.conditions, now)
+    conditions += [
+        c
+        for c in previous.conditions
+        if c.type not in OWN_CONDITIONS and c.type != CONDITION_PREEMPTED
+    ]
     conditions.append(
         Condition(
             type=CONDITION_PREEMPTED,
@@ -500,7 +503,7 @@ def preempted_status(
             reason=REASON_PREEMPTED,
             message=message,
             last_transition_time=now,
-            observed_generation=previous.observed_generation,
+            observed_generation=generation,
         )
     )
     return previous.model_copy(

@@ -7,7 +7,7 @@ only the Node-to-NodeInfo mapping and quantity parsing with it):
 * capacity    no node holds more than its allocatable, summing every placement in status
 * filters     every placement is on a node that exists, is eligible (Ready, not cordoned),
               has no NoExecute taint the Workload does not tolerate, offers the runtime and
-              passes the constraints (DaemonSet every-node: no constraints); constraints that
+              passes the constraints (DaemonSet EveryNode: no constraints); constraints that
               read free capacity are not re-checked
 * allocIds    unique cluster-wide
 * kept        a placement recorded before a fault, whose Workload spec was already decided
@@ -84,11 +84,11 @@ def _key(w: Mapping[str, Any]) -> str:
 
 
 def _uses_constraints(spec: Mapping[str, Any]) -> bool:
-    """A DaemonSet in ``every-node`` mode (its default) ignores its constraints."""
+    """A DaemonSet in ``EveryNode`` mode (its default) ignores its constraints."""
     if spec.get("kind") != "DaemonSet":
         return True
-    mode = (spec.get("schedule") or {}).get("mode", "every-node")
-    return bool(mode != "every-node")
+    mode = (spec.get("schedule") or {}).get("mode", "EveryNode")
+    return bool(mode != "EveryNode")
 
 
 def _runtime_ok(node: NodeInfo, wanted: Sequence[str]) -> bool:

@@ -146,7 +146,7 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:8]}"
     cluster.run("create", "namespace", name)
     yield name
-    cluster.run("delete", "workloads", "--all", "-n", name, "--wait=false")
+    cluster.run("delete", "workloads.orca.cloudinit.dev", "--all", "-n", name, "--wait=false")
 
 
 @pytest.fixture

@@ -193,12 +193,12 @@ class Cluster:
         )
 
     def workload(self, namespace: str, name: str) -> dict[str, Any]:
-        out = self.run("get", "workload", "-n", namespace, name, "-o", "json")
+        out = self.run("get", "workloads.orca.cloudinit.dev", "-n", namespace, name, "-o", "json")
         result: dict[str, Any] = json.loads(out)
         return result
 
     def workloads(self, namespace: str) -> list[dict[str, Any]]:
-        out = self.run("get", "workloads", "-n", namespace, "-o", "json")
+        out = self.run("get", "workloads.orca.cloudinit.dev", "-n", namespace, "-o", "json")
         items: list[dict[str, Any]] = json.loads(out)["items"]
         return items
 

@@ -93,7 +93,10 @@ def test_explain_names_each_nodes_filter_and_the_winning_scores(
 def test_explain_a_missing_workload_is_one_line_and_exit_1(control_plane: ControlPlane) -> None:
     out = orca_explain(control_plane, "nope", "-n", "nowhere")
     assert out.returncode == 1
-    assert out.stderr == "error: workload nowhere/nope not found\n"
+    assert out.stderr == (
+        "error: Workload nowhere/nope not found (kubectl get orcawl -n nowhere lists the "
+        "Workloads there)\n"
+    )
     assert out.stdout == ""
 
 

@@ -76,12 +76,9 @@ def test_job_service_and_daemonset_are_placed(
     svc = placed(cluster, namespace, "svc", 5)
     assert sorted(Counter(n for _, n in placements(svc)).values()) == [1, 2, 2]
     assert phase(svc) == "Scheduled"
-    condition = svc["status"]["conditions"][0]
-    assert (condition["type"], condition["status"], condition["reason"]) == (
-        "Scheduled",
-        "True",
-        "AllPlaced",
-    )
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in svc["status"]["conditions"]}
+    assert conditions["Ready"] == conditions["Scheduled"] == ("True", "AllPlaced")
+    assert conditions["Reconciling"][0] == conditions["Stalled"][0] == "False"
     ds = placed(cluster, namespace, "ds", 3)
     assert sorted(n for _, n in placements(ds)) == ["a", "b", "c"]
     deadline = time.monotonic() + 30  # the gauges refresh every 5 s
@@ -96,9 +93,10 @@ def test_job_service_and_daemonset_are_placed(
         time.sleep(0.2)
     assert gauges == (3.0, 3.0)
     # kubectl shows it: printer columns from the CRD.
-    table = cluster.run("get", "wl", "-n", namespace, "svc")
-    assert table.split("\n")[0].split() == ["NAME", "KIND", "DESIRED", "PLACED", "PHASE", "AGE"]
-    assert table.split("\n")[1].split()[:5] == ["svc", "Service", "5", "5", "Scheduled"]
+    table = cluster.run("get", "orcawl", "-n", namespace, "svc")
+    header, row = table.split("\n")[:2]
+    assert header.split() == ["NAME", "KIND", "DESIRED", "PLACED", "READY", "PHASE", "AGE"]
+    assert row.split()[:6] == ["svc", "Service", "5", "5", "True", "Scheduled"]
 
 
 def test_count_up_and_down_keeps_existing_replicas(
@@ -331,8 +329,12 @@ def test_invalid_cel_is_reported_as_invalid(
     assert operator.metrics()["orca_cel_evaluation_errors_total"] >= 1.0
     message = bad["status"]["message"]
     assert "spec.constraints[0]" in message and "node.tags.(" in message
-    condition = bad["status"]["conditions"][0]
-    assert (condition["status"], condition["reason"]) == ("False", "InvalidSpec")
+    conditions = {c["type"]: c for c in bad["status"]["conditions"]}
+    assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == (
+        "False",
+        "InvalidSpec",
+    )
+    assert (conditions["Stalled"]["status"], conditions["Stalled"]["message"]) == ("True", message)
     deadline = time.monotonic() + 30  # Events are posted after the status, asynchronously
     while "FailedScheduling" not in reasons(cluster, namespace, "bad"):
         assert time.monotonic() < deadline, cluster.events(namespace)

@@ -116,11 +116,15 @@ def test_a_high_priority_job_preempts_the_lowest_priority_replica_which_lands_el
         lambda w: sorted(n for _, n in placements(w)) == ["b", "c"],
         what="the preempted replica placed again on c",
     )
+    # Placed again: Preempted turns False, still naming who preempted it.
     conditions = {c["type"]: c for c in low["status"]["conditions"]}
-    assert (conditions["Preempted"]["reason"], conditions["Preempted"]["message"]) == (
-        "Preempted",
+    again = conditions["Preempted"]
+    assert (again["status"], again["reason"], again["message"]) == (
+        "False",
+        "PlacedAgain",
         message,
     )
+    assert conditions["Ready"]["status"] == "True"
     deadline = time.monotonic() + 20
     preempted: list[dict[str, Any]] = []
     while time.monotonic() < deadline and not preempted:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from pydantic import ValidationError
 
 from controller.api.crd import CRD_NAME, workload_crd, workload_crd_yaml
+from controller.api.messages import validation_message
+from controller.api.models import RENAMED_MODES, DaemonSchedule, ScheduleMode
 
 CHECKED_IN = Path(__file__).resolve().parents[2] / "crds" / f"{CRD_NAME}.yaml"
 
@@ -40,7 +45,10 @@ def test_api_surface() -> None:
     crd = workload_crd()
     spec = crd["spec"]
     assert (spec["group"], spec["scope"]) == ("orca.cloudinit.dev", "Namespaced")
-    assert spec["names"]["shortNames"] == ["wl"]
+    # Not ``wl`` (Kueue's old one) nor ``workload``'s plural alone: Kubernetes has its own
+    # scheduling.k8s.io Workload. ``orcawl`` is orca's own.
+    assert spec["names"]["shortNames"] == ["orcawl"]
+    assert spec["names"]["categories"] == ["orca"]
     version = spec["versions"][0]
     assert version["name"] == "v1alpha1"
     assert version["subresources"] == {"status": {}}
@@ -49,6 +57,7 @@ def test_api_surface() -> None:
         "Kind": 0,
         "Desired": 0,
         "Placed": 0,
+        "Ready": 0,
         "Phase": 0,
         "Age": 0,
         "Nodes": 1,
@@ -63,6 +72,91 @@ def test_api_surface() -> None:
     assert (weight["minimum"], weight["maximum"]) == (-100, 100)
     assert workload_spec["properties"]["constraints"]["maxItems"] == 16
     assert workload_spec["properties"]["constraints"]["items"]["maxLength"] == 1024
+    assert version["selectableFields"] == [{"jsonPath": ".status.phase"}]
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert status["default"] == {"observedGeneration": 0}
+
+
+# -- an API that explains itself (kubectl explain) ----------------------------------------------
+
+# RST/Sphinx markup: double backticks, roles (:ref:`x`, :class:`x`), directives, link targets.
+RST = re.compile(r"``|:[a-z]+:`|^\.\. |`_", re.MULTILINE)
+# A file of this repository: the CRD ships alone, so a description cannot send users to one.
+URL = re.compile(r"https?://\S+")  # a link is fine: it works wherever the CRD is read
+REPO_FILE = re.compile(r"\b[\w./-]+\.(?:md|py|go|rst|txt|lua|ya?ml|json|toml)\b|\bDESIGN\b|README")
+
+
+def _properties(schema: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every property of the schema (array items are walked into, not counted)."""
+    out = []
+    for name, sub in schema.get("properties", {}).items():
+        out.append((f"{path}.{name}", sub))
+        out += _properties(sub, f"{path}.{name}")
+    if "items" in schema:
+        out += _properties(schema["items"], f"{path}[]")
+    return out
+
+
+def _descriptions(node: Any) -> list[str]:
+    if isinstance(node, list):
+        return [d for item in node for d in _descriptions(item)]
+    if not isinstance(node, dict):
+        return []
+    own = [node["description"]] if isinstance(node.get("description"), str) else []
+    return own + [d for value in node.values() for d in _descriptions(value)]
+
+
+def test_every_property_has_a_description() -> None:
+    root = workload_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    properties = _properties(root)
+    # ``metadata`` may carry nothing but its type (the API server refuses even a description;
+    # kubectl explain shows ObjectMeta's own).
+    missing = [
+        path
+        for path, node in properties
+        if not node.get("description", "").strip() and path != ".metadata"
+    ]
+    assert len(properties) >= 56
+    assert missing == [], f"{len(missing)} of {len(properties)} properties lack a description"
+
+
+def test_descriptions_are_written_for_users() -> None:
+    """No RST markup (kubectl explain prints it raw), no file of the repository."""
+    texts = _descriptions(workload_crd())
+    assert texts
+    assert [t for t in texts if RST.search(t)] == []
+    assert [t for t in texts if REPO_FILE.search(URL.sub("", t))] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "caught"),
+    [
+        ("A Toleration; ``tolerationSeconds`` is ignored.", "rst"),
+        ("See :ref:`taints`.", "rst"),
+        ("As in DESIGN.md 4.", "file"),
+        ("See controller/core/status.py.", "file"),
+        ("The label runtime.orca.cloudinit.dev/<name>, e.g. topology.kubernetes.io/zone.", None),
+        ("More info: https://git.k8s.io/community/api-conventions.md#metadata", None),
+    ],
+)
+def test_the_description_checks_can_fail(text: str, caught: str | None) -> None:
+    """The two patterns above catch what they are for, and not a label key or a domain."""
+    found = "rst" if RST.search(text) else "file" if REPO_FILE.search(URL.sub("", text)) else None
+    assert found == caught
+
+
+def test_schedule_mode_is_camel_case_and_the_old_spelling_names_the_new() -> None:
+    version = workload_crd()["spec"]["versions"][0]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    mode = spec["properties"]["schedule"]["properties"]["mode"]
+    assert mode["default"] == "EveryNode"
+    # No enum: the API server would report it and skip the rule that names the new spelling.
+    assert "enum" not in mode
+    assert [m.value for m in ScheduleMode] == ["EveryNode", "Matching", "Mandatory"]
+    for old, new in RENAMED_MODES.items():
+        with pytest.raises(ValidationError) as caught:
+            DaemonSchedule.model_validate({"mode": old})
+        assert validation_message(caught.value) == f"mode: '{old}' is now spelled '{new}'"
 
 
 def test_yaml_round_trips() -> None:

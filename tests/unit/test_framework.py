@@ -127,7 +127,7 @@ def test_a_costly_constraint_is_cut_at_the_cycle_budget_and_others_are_unaffecte
     cel = CelEvaluator(cycle_budget=400)
     scheduler = Scheduler(cel=cel)
     ledger = ledger_for(*nodes)
-    daemon: dict[str, Any] = {"kind": "DaemonSet", "schedule": {"mode": "matching"}}
+    daemon: dict[str, Any] = {"kind": "DaemonSet", "schedule": {"mode": "Matching"}}
     first = scheduler.schedule(workload(name="costly", constraints=[costly], **daemon), ledger)
     assert cel.cycle_budget_hits == 1
     evaluated = cel.evaluations
@@ -159,7 +159,7 @@ def test_the_cut_short_filter_is_not_memoised_for_the_next_workload() -> None:
     ledger = ledger_for(*[node(f"n{i:03d}") for i in range(40)])
     spec: dict[str, Any] = {
         "kind": "DaemonSet",
-        "schedule": {"mode": "matching"},
+        "schedule": {"mode": "Matching"},
         "constraints": [costly],
     }
     short = scheduler.schedule(workload(name="a", **spec), ledger)

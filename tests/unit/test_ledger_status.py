@@ -160,7 +160,7 @@ def test_a_status_validates_back_from_its_json_unchanged() -> None:
         workload(kind="Service", count=9, resources={"cpu": "1"}),
         workload(kind="Job", runtime={"oneOf": ["process"]}),
         workload(kind="Job", constraints=["node.("]),
-        workload(kind="DaemonSet", schedule={"mode": "mandatory"}, resources={"cpu": "2"}),
+        workload(kind="DaemonSet", schedule={"mode": "Mandatory"}, resources={"cpu": "2"}),
     ]
     previous = None
     for w in cases:

@@ -78,8 +78,8 @@ def test_json_output_has_the_status_fields(
     assert [p["node"] for p in result["placements"]] == ["a", "b"]
     assert [p["allocId"] for p in result["placements"]] == ["shop/web-0", "shop/web-1"]
     assert all(isinstance(p["score"], int) for p in result["placements"])
-    assert result["conditions"][0]["type"] == "Scheduled"
-    assert result["conditions"][0]["reason"] == "AllPlaced"
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in result["conditions"]}
+    assert conditions["Ready"] == conditions["Scheduled"] == ("True", "AllPlaced")
     assert result["nodes"] == "a,b"  # the summary kubectl -o wide shows
 
 

@@ -225,6 +225,19 @@ BAD_WORKLOADS: list[tuple[str, str | bytes, str]] = [
         workload_yaml(spec="{kind: Job, resources: {cpu: 1e999999999}}"),
         "spec.resources.cpu",
     ),
+    *(
+        (
+            f"mode-{old}",
+            workload_yaml(spec=f"{{kind: DaemonSet, schedule: {{mode: {old}}}}}"),
+            f"spec.schedule.mode: '{old}' is now spelled '{new}'",
+        )
+        for old, new in (
+            ("every-node", "EveryNode"),
+            ("matching", "Matching"),
+            ("mandatory", "Mandatory"),
+        )
+    ),
+    ("mode-unknown", workload_yaml(spec="{kind: DaemonSet, schedule: {mode: All}}"), "EveryNode"),
     ("name-upper", workload_yaml(name="Web"), "metadata.name"),
     ("name-list", workload_yaml(name="[a, b]"), "metadata.name"),
     ("name-bomb", billion_laughs(), "aliases expand"),

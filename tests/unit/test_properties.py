@@ -121,7 +121,7 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
         spec["count"] = draw(st.integers(1, 8))
         spec["topologySpread"] = draw(spread_constraints)
     if kind == "DaemonSet":
-        modes = ["every-node", "matching", "mandatory"]
+        modes = ["EveryNode", "Matching", "Mandatory"]
         spec["schedule"] = {"mode": draw(st.sampled_from(modes))}
     return spec
 
@@ -168,7 +168,7 @@ def passes_filters(n: NodeInfo, w: Workload) -> bool:
         offered = {normalize_runtime(r) for r in n.runtimes} - pve
         if not proxmox and not wants & offered:
             return False
-    if w.spec.kind == "DaemonSet" and w.spec.mode == "every-node":
+    if w.spec.kind == "DaemonSet" and w.spec.mode == "EveryNode":
         return True
     if not passes_constraints(n, w):
         return False

@@ -108,12 +108,12 @@ def test_daemonset_modes() -> None:
         "constraints": ['"edge" in node.tags'],
         "resources": {"cpu": "1"},
     }
-    every = schedule(workload(name="d", schedule={"mode": "every-node"}, **base), ledger)
+    every = schedule(workload(name="d", schedule={"mode": "EveryNode"}, **base), ledger)
     assert nodes_of(every) == ["a", "c"]  # constraints ignored, capacity is not
-    matching = schedule(workload(name="d", schedule={"mode": "matching"}, **base), ledger)
+    matching = schedule(workload(name="d", schedule={"mode": "Matching"}, **base), ledger)
     assert nodes_of(matching) == ["a"]
     assert matching.phase is Phase.SCHEDULED
-    mandatory = schedule(workload(name="d", schedule={"mode": "mandatory"}, **base), ledger)
+    mandatory = schedule(workload(name="d", schedule={"mode": "Mandatory"}, **base), ledger)
     assert nodes_of(mandatory) == ["a"]
     assert mandatory.phase is Phase.PARTIALLY_SCHEDULED
     assert (mandatory.desired, mandatory.placed) == (2, 1)

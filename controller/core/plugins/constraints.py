@@ -4,7 +4,7 @@ Each expression is one rejection reason, ``node(s) didn't match constraint <sour
 nodes where it fails to evaluate get their own, ``constraint <source> failed to evaluate``.
 Outcomes are memoised per distinct value of what an expression reads
 (``controller.core.celexpr``); expressions that read free capacity are evaluated per cycle.
-``every-node`` DaemonSets ignore constraints.
+``EveryNode`` DaemonSets ignore constraints.
 """
 
 from __future__ import annotations

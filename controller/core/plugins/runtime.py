@@ -52,7 +52,7 @@ class Runtime:
     name = "Runtime"
     code = Code.UNRESOLVABLE
     evicts = True
-    selects = False  # a mandatory DaemonSet's matching node without the runtime is missing
+    selects = False  # a Mandatory DaemonSet's matching node without the runtime is missing
     per_replica = False
 
     def pre_filter(self, cycle: CycleState) -> list[str]:

@@ -74,7 +74,7 @@ def test_constraints_signature_is_what_they_read() -> None:
     every = cycle_for(workload(kind="DaemonSet", constraints=["node.cpu > 1"]), ledger)
     assert plugin.signature(plain) == ("node.cpu > 1",)
     assert plugin.signature(free) is None  # free capacity changes per cycle: never memoised
-    assert plugin.signature(every) == ()  # every-node DaemonSets ignore constraints
+    assert plugin.signature(every) == ()  # EveryNode DaemonSets ignore constraints
     assert plugin.filter(every).rejections == ()
 
 

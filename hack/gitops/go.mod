@@ -1,0 +1,33 @@
+// Build-only module: the GitOps clients orca's tests ask (kstatus, as Flux and cli-utils
+// compute it; Argo CD's Lua health checks, in the interpreter Argo CD embeds). Built by
+// hack/gitops/build.sh; go.sum is committed so the build is reproducible (-mod=readonly).
+module orca.local/hack/gitops
+
+go 1.26
+
+require (
+	// Argo CD v3.6's go.mod pins gopher-lua v1.1.2 (v2.14: v1.1.1) and this gopher-json.
+	github.com/yuin/gopher-lua v1.1.2
+	k8s.io/apimachinery v0.30.1
+	layeh.com/gopher-json v0.0.0-20190114024228-97fed8db8427
+	sigs.k8s.io/cli-utils v0.37.2
+	sigs.k8s.io/yaml v1.4.0
+)
+
+require (
+	github.com/go-logr/logr v1.4.1 // indirect
+	github.com/gogo/protobuf v1.3.2 // indirect
+	github.com/google/gofuzz v1.2.0 // indirect
+	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
+	github.com/modern-go/reflect2 v1.0.2 // indirect
+	golang.org/x/net v0.25.0 // indirect
+	golang.org/x/text v0.15.0 // indirect
+	gopkg.in/inf.v0 v0.9.1 // indirect
+	gopkg.in/yaml.v2 v2.4.0 // indirect
+	k8s.io/api v0.30.1 // indirect
+	k8s.io/klog/v2 v2.120.1 // indirect
+	k8s.io/utils v0.0.0-20240502163921-fe8a2dddb1d0 // indirect
+	sigs.k8s.io/json v0.0.0-20221116044647-bc3834ca7abd // indirect
+	sigs.k8s.io/structured-merge-diff/v4 v4.4.1 // indirect
+)

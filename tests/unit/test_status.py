@@ -1,0 +1,225 @@
+"""The status builder's conditions: Ready, Reconciling, Stalled (kstatus), Scheduled, Preempted.
+
+Decisions come from the real scheduler on small clusters, so the mapping is checked against
+the codes the framework really gives (capacity vs runtime vs an invalid spec), not against
+codes chosen by hand. What kstatus and Argo CD make of these statuses is proven with the real
+clients in ``tests/integration/test_gitops_health.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.api.models import Condition, WorkloadStatus
+from controller.core.ledger import Booking
+from controller.core.preemption import Victim, preempted_status
+from controller.core.scheduler import Scheduler
+from controller.core.status import status_from_decision
+from tests.factories import ledger_for, node, workload
+
+T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
+
+
+def decide(nodes: list[dict[str, Any]], generation: int = 1, **spec: Any) -> Any:
+    ledger = ledger_for(*(node(**n) for n in nodes))
+    return Scheduler().schedule(workload(generation=generation, **spec), ledger)
+
+
+def by_type(status: WorkloadStatus) -> dict[str, Condition]:
+    return {c.type: c for c in status.conditions}
+
+
+def states(status: WorkloadStatus) -> dict[str, tuple[str, str]]:
+    return {c.type: (c.status, c.reason) for c in status.conditions}
+
+
+SMALL = [{"name": "a", "cpu": "1"}, {"name": "b", "cpu": "1"}]
+
+
+def test_fully_placed_is_ready() -> None:
+    status = status_from_decision(decide(SMALL, kind="Service", count=2), 3, None, T0)
+    assert states(status) == {
+        "Ready": ("True", "AllPlaced"),
+        "Reconciling": ("False", "AllPlaced"),
+        "Stalled": ("False", "AllPlaced"),
+        "Scheduled": ("True", "AllPlaced"),
+    }
+    assert [c.type for c in status.conditions] == ["Ready", "Reconciling", "Stalled", "Scheduled"]
+    assert {c.observed_generation for c in status.conditions} == {3}
+    assert status.observed_generation == 3
+    assert by_type(status)["Ready"].message == "2/2 replicas placed"
+
+
+def test_waiting_for_capacity_is_reconciling_with_the_diagnosis() -> None:
+    decision = decide(SMALL, kind="Service", count=2, resources={"cpu": "2"})
+    status = status_from_decision(decision, 1, None, T0)
+    assert states(status) == {
+        "Ready": ("False", "Unschedulable"),
+        "Reconciling": ("True", "WaitingForCapacity"),
+        "Stalled": ("False", "WaitingForCapacity"),
+        "Scheduled": ("False", "Unschedulable"),
+    }
+    conditions = by_type(status)
+    assert conditions["Reconciling"].message == "0/2 nodes are available: 2 Insufficient cpu."
+    assert conditions["Ready"].message == "0/2 replicas placed; see Reconciling"
+
+
+def test_some_nodes_short_of_capacity_is_enough_to_wait() -> None:
+    """One node lacks the runtime (unresolvable), the other lacks room (capacity can come):
+    freed capacity would place it, so it waits rather than stalls (kube-scheduler's rule)."""
+    nodes: list[dict[str, Any]] = [
+        {"name": "a", "runtimes": ("process",)},
+        {"name": "b", "cpu": "1"},
+    ]
+    decision = decide(nodes, kind="Job", runtime={"oneOf": ["docker"]}, resources={"cpu": "2"})
+    assert states(status_from_decision(decision, 1, None, T0))["Reconciling"][0] == "True"
+
+
+def test_only_unresolvable_reasons_stall() -> None:
+    decision = decide(SMALL, kind="Job", runtime={"oneOf": ["wasm"]})
+    status = status_from_decision(decision, 1, None, T0)
+    assert states(status) == {
+        "Ready": ("False", "Unschedulable"),
+        "Reconciling": ("False", "Unresolvable"),
+        "Stalled": ("True", "Unresolvable"),
+        "Scheduled": ("False", "Unschedulable"),
+    }
+    assert by_type(status)["Stalled"].message == (
+        "0/2 nodes are available: 2 runtime wasm not offered."
+    )
+
+
+def test_partially_placed_with_unresolvable_rest_stalls() -> None:
+    """A Mandatory DaemonSet wants b too, which lacks the runtime: nothing frees that."""
+    nodes: list[dict[str, Any]] = [{"name": "a"}, {"name": "b", "runtimes": ("process",)}]
+    decision = decide(
+        nodes, kind="DaemonSet", schedule={"mode": "Mandatory"}, runtime={"oneOf": ["docker"]}
+    )
+    status = status_from_decision(decision, 1, None, T0)
+    assert (decision.placed, decision.desired) == (1, 2)
+    assert states(status)["Ready"] == ("False", "PartiallyPlaced")
+    assert states(status)["Stalled"] == ("True", "Unresolvable")
+
+
+def test_an_invalid_spec_stalls() -> None:
+    decision = decide(SMALL, kind="Job", constraints=["node.tags.("])
+    status = status_from_decision(decision, 2, None, T0)
+    assert states(status) == {
+        "Ready": ("False", "InvalidSpec"),
+        "Reconciling": ("False", "InvalidSpec"),
+        "Stalled": ("True", "InvalidSpec"),
+        "Scheduled": ("False", "InvalidSpec"),
+    }
+    assert "spec.constraints[0]" in (by_type(status)["Stalled"].message or "")
+    assert by_type(status)["Ready"].message == "invalid spec; see Stalled"
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"kind": "Service", "count": 2, "resources": {"cpu": "2"}},
+        {"kind": "Job", "runtime": {"oneOf": ["wasm"]}},
+        {"kind": "Job", "constraints": ["node.tags.("]},
+    ],
+    ids=["capacity", "unresolvable", "invalid"],
+)
+def test_the_long_message_is_written_once_among_the_conditions(spec: dict[str, Any]) -> None:
+    """Each status write costs the API server by its size: the diagnosis is in
+    ``status.message`` and in the one condition that is True and abnormal, nowhere else."""
+    status = status_from_decision(decide(SMALL, **spec), 1, None, T0)
+    assert status.message
+    holders = [c.type for c in status.conditions if c.message == status.message]
+    assert len(holders) == 1 and holders[0] in ("Reconciling", "Stalled")
+    assert all(c.message is None for c in status.conditions if c.status == "False" and c.type in (
+        "Reconciling", "Stalled"))  # fmt: skip
+    dumped = status.model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert sum("message" in c for c in dumped["conditions"]) == 3  # Ready, Scheduled, the one
+
+
+def test_an_empty_message_read_back_is_the_one_written() -> None:
+    """The API server (or an older orca) may return ``message: ""``: it parses to None, so the
+    status decided again compares equal and nothing is written."""
+    first = status_from_decision(
+        decide(SMALL, kind="Job", runtime={"oneOf": ["wasm"]}), 1, None, T0
+    )
+    wire = first.model_dump(by_alias=True, mode="json", exclude_none=True)
+    for condition in wire["conditions"]:
+        condition.setdefault("message", "")
+    read_back = WorkloadStatus.model_validate(wire)
+    assert read_back == first
+    again = decide(SMALL, kind="Job", runtime={"oneOf": ["wasm"]})
+    assert status_from_decision(again, 1, read_back, T1) == read_back
+
+
+def test_last_transition_time_moves_per_condition_only_when_its_status_changes() -> None:
+    short = decide(SMALL, kind="Service", count=2, resources={"cpu": "2"})
+    stuck = decide(SMALL, kind="Service", count=2, runtime={"oneOf": ["wasm"]})
+    placed = decide(SMALL, kind="Service", count=2)
+    first = status_from_decision(short, 1, None, T0)
+    second = status_from_decision(stuck, 2, first, T1)
+    times = {c.type: c.last_transition_time for c in second.conditions}
+    # Ready/Scheduled stayed False; Reconciling turned False and Stalled True at T1.
+    assert times == {"Ready": T0, "Scheduled": T0, "Reconciling": T1, "Stalled": T1}
+    third = status_from_decision(placed, 3, second, T2)
+    times = {c.type: c.last_transition_time for c in third.conditions}
+    assert times == {"Ready": T2, "Scheduled": T2, "Reconciling": T1, "Stalled": T2}
+
+
+def test_the_same_decision_on_the_same_status_is_identical() -> None:
+    """How the operator knows it has nothing to write: equal statuses, whatever the clock."""
+    for spec in (
+        {"kind": "Service", "count": 2},
+        {"kind": "Service", "count": 2, "resources": {"cpu": "2"}},
+        {"kind": "Job", "runtime": {"oneOf": ["wasm"]}},
+        {"kind": "Job", "constraints": ["node.tags.("]},
+    ):
+        first = status_from_decision(decide(SMALL, **spec), 1, None, T0)
+        again = status_from_decision(decide(SMALL, **spec), 1, first, T2)
+        assert again == first, spec
+
+
+def _victim_status() -> WorkloadStatus:
+    placed = decide(SMALL, kind="Service", count=2)
+    before = status_from_decision(placed, 1, None, T0)
+    victim = Victim("shop/web", Booking("a", "shop/web-0", 0, 0), 0)
+    return preempted_status(before, [victim], "shop/boss", 1000, T1)
+
+
+def test_a_preempted_victim_is_reconciling_until_placed_again() -> None:
+    status = _victim_status()
+    assert states(status) == {
+        "Ready": ("False", "Preempted"),
+        "Reconciling": ("True", "Preempted"),
+        "Stalled": ("False", "Preempted"),
+        "Scheduled": ("False", "Preempted"),
+        "Preempted": ("True", "Preempted"),
+    }
+    message = "1 replica preempted by shop/boss (priority 1000) on a"
+    assert by_type(status)["Preempted"].message == status.message == message
+    assert [c.type for c in status.conditions if c.message == message] == ["Preempted"]
+
+
+def test_preempted_turns_false_once_placed_again_and_keeps_who() -> None:
+    victim = _victim_status()
+    # Still short (no room anywhere): Preempted stays True.
+    short = decide(SMALL, kind="Service", count=2, resources={"cpu": "2"})
+    waiting = status_from_decision(short, 1, victim, T2)
+    assert by_type(waiting)["Preempted"] == by_type(victim)["Preempted"]
+    # Placed again: Preempted False, the message kept for ``orca explain``.
+    again = status_from_decision(decide(SMALL, kind="Service", count=2), 1, waiting, T2)
+    preempted = by_type(again)["Preempted"]
+    assert (preempted.status, preempted.reason) == ("False", "PlacedAgain")
+    assert preempted.message == by_type(victim)["Preempted"].message
+    assert preempted.last_transition_time == T2
+    assert states(again)["Ready"] == ("True", "AllPlaced")
+    # And it stays as it is on the next identical decision.
+    assert status_from_decision(decide(SMALL, kind="Service", count=2), 1, again, T0) == again
+
+
+def test_conditions_of_others_are_kept() -> None:
+    foreign = Condition(type="Audited", status="True", reason="Ok", last_transition_time=T0)
+    previous = WorkloadStatus(conditions=[foreign])
+    status = status_from_decision(decide(SMALL, kind="Job"), 1, previous, T1)
+    assert status.conditions[-1] == foreign
