@@ -1,8 +1,8 @@
 # The two commands a newcomer needs:
-#   make demo   a local control plane with sample nodes and workloads, and the operator placing them
+#   make demo   a local living cluster (kwok nodes) with sample workloads, and the operator placing them
 #   make test   lint, type-check and every test (unit, property, and against the real control plane)
-# Both install what they need first (a virtualenv in .venv, the control plane binaries in
-# ~/.cache/orca-testcp, built from the Go module proxy on first use: allow 10-20 minutes).
+# Both install what they need first (a virtualenv in .venv, the living cluster's binaries in
+# ~/.cache/orca-testcp, built from the Go module proxy on first use: allow 15-30 minutes).
 
 PYTHON ?= python3
 VENV := .venv

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# `make demo`: a local kube-apiserver + etcd, seven sample Nodes, the operator, sample Workloads.
+# `make demo`: a local living cluster (etcd, kube-apiserver, kube-controller-manager, kwok), seven
+# sample Nodes that kwok keeps alive, the operator, sample Workloads.
 # `make demo-stop` (or `hack/demo.sh stop`) stops the operator and the control plane.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 DIR="${ORCA_DEMO_DIR:-$PWD/.dev-cluster}"
 ORCA=.venv/bin/orca
+PY=.venv/bin/python
 BIN_DIR="$(bash hack/testcp/build.sh --print-bin-dir)"
 KUBECTL=("$BIN_DIR/kubectl" "--kubeconfig=$DIR/kubeconfig")
 
@@ -19,13 +21,32 @@ stop() {
 
 start() {
   if ! "$ORCA" dev-cluster status --dir "$DIR" >/dev/null 2>&1; then
-    echo "==> starting kube-apiserver + etcd in $DIR"
+    echo "==> starting etcd, kube-apiserver, kube-controller-manager and kwok in $DIR"
     "$ORCA" dev-cluster start --dir "$DIR" --bin-dir "$BIN_DIR"
   fi
   echo "==> installing the Workload CRD, sample namespaces and Nodes"
   "${KUBECTL[@]}" apply -k crds/ >/dev/null
   "${KUBECTL[@]}" wait --for=condition=established crd/workloads.orca.cloudinit.dev >/dev/null
-  "${KUBECTL[@]}" apply -f examples/namespaces.yaml -f examples/nodes.yaml >/dev/null
+  "${KUBECTL[@]}" apply -f examples/namespaces.yaml >/dev/null
+  # The Nodes register as kubelets do, saying nothing of their readiness: kwok reports them
+  # Ready through its heartbeats and the controller manager lifts the not-ready taint that
+  # admission puts on every new Node. (examples/nodes.yaml shows them as a live cluster's
+  # API returns them, Ready, for `orca plan`; a Node that claims Ready, kwok never sets up.)
+  "$PY" -c '
+import sys, yaml
+nodes = yaml.safe_load(sys.stdin)
+for node in nodes["items"]:
+    status = node.setdefault("status", {})
+    status.pop("conditions", None)
+    status.setdefault("capacity", status.get("allocatable", {}))
+yaml.safe_dump(nodes, sys.stdout)' <examples/nodes.yaml | "${KUBECTL[@]}" apply -f - >/dev/null
+  "${KUBECTL[@]}" wait nodes --all --for=condition=Ready --timeout=120s >/dev/null
+  for _ in $(seq 120); do  # ... and the controller manager has lifted the not-ready taint
+    "${KUBECTL[@]}" get nodes -o jsonpath='{.items[*].spec.taints[*].key}' \
+      | grep -q node.kubernetes.io/not-ready || break
+    sleep 1
+  done
+  echo "==> $("${KUBECTL[@]}" get nodes --no-headers | grep -c ' Ready') Nodes Ready (kwok heartbeats)"
   if [[ -f "$DIR/operator.pid" ]] && kill -0 "$(cat "$DIR/operator.pid")" 2>/dev/null; then
     echo "==> the operator is already running (pid $(cat "$DIR/operator.pid"))"
   else
@@ -49,6 +70,9 @@ orca is running. Try:
   kubectl explain orcawl.spec                       # the API, field by field
   kubectl patch orcawl -n shop web --type=merge -p '{"spec":{"count":8}}' && kubectl get orcawl -A
   kubectl cordon node-b && kubectl get orcawl -n shop web -o yaml
+  kubectl get nodes; kubectl get leases -n kube-node-lease   # kwok's heartbeats
+  .venv/bin/orca dev-cluster silence --dir $DIR node-c  # Unknown + tainted after 50 s
+  .venv/bin/orca dev-cluster revive --dir $DIR node-c
   .venv/bin/orca plan --from-cluster --workloads examples/workloads.yaml
   .venv/bin/orca explain -n ml trainer               # each node: the filter that rejects it
   .venv/bin/orca rebalance --from-cluster            # moves that would even out shop/web (dry run)

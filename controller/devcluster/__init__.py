@@ -1,4 +1,5 @@
-"""A real kube-apiserver + etcd on loopback, for development and tests (envtest in Python).
+"""A living cluster on loopback (etcd, kube-apiserver, kube-controller-manager, kwok), for
+development and tests (envtest in Python, with heartbeating Nodes).
 
 Binaries come from ``hack/testcp/build.sh`` (built from the Go module proxy, cached outside
 the repository). ``ControlPlane`` is the library API used by the pytest fixtures;
@@ -22,10 +23,12 @@ if TYPE_CHECKING:
         find_bin_dir,
     )
     from controller.devcluster.controlplane import (
+        SILENT_LABEL,
         ControlPlane,
         ControlPlaneError,
         KubectlError,
         KubectlRunner,
+        NodeTiming,
         running_control_plane,
     )
 
@@ -39,17 +42,21 @@ _LAZY = {
     "ControlPlaneError": "controlplane",
     "KubectlError": "controlplane",
     "KubectlRunner": "controlplane",
+    "NodeTiming": "controlplane",
+    "SILENT_LABEL": "controlplane",
     "running_control_plane": "controlplane",
 }
 
 __all__ = [
     "ETCD_VERSION",
     "KUBE_VERSION",
+    "SILENT_LABEL",
     "BinariesNotFound",
     "ControlPlane",
     "ControlPlaneError",
     "KubectlError",
     "KubectlRunner",
+    "NodeTiming",
     "default_bin_dir",
     "find_bin_dir",
     "running_control_plane",

@@ -21,7 +21,9 @@ BIN_ENV = "ORCA_TESTCP_BIN"
 #: Environment variable overriding the cache root (same meaning as in build.sh).
 CACHE_ENV = "ORCA_TESTCP_CACHE"
 
-REQUIRED = ("etcd", "kube-apiserver", "kubectl")
+REQUIRED = ("etcd", "kube-apiserver", "kubectl", "kube-controller-manager", "kwok")
+#: Files (not executables) the control plane reads from the same directory.
+REQUIRED_FILES = ("kwok-stages.yaml",)
 BUILD_HINT = "build them with: hack/testcp/build.sh  (or set ORCA_TESTCP_BIN to their directory)"
 
 
@@ -36,7 +38,8 @@ def default_bin_dir() -> Path:
 
 
 def find_bin_dir(explicit: Path | str | None = None) -> Path:
-    """Return a directory holding etcd, kube-apiserver and kubectl, or raise with the reason.
+    """Return a directory holding the control plane's binaries (etcd, kube-apiserver, kubectl,
+    kube-controller-manager, kwok) and kwok's Stages, or raise with the reason.
 
     Precedence: ``explicit`` argument, then ``$ORCA_TESTCP_BIN``, then the build cache.
     """
@@ -47,6 +50,7 @@ def find_bin_dir(explicit: Path | str | None = None) -> Path:
     else:
         candidate, source = default_bin_dir(), "the default cache path"
     missing = [b for b in REQUIRED if not os.access(candidate / b, os.X_OK)]
+    missing += [f for f in REQUIRED_FILES if not (candidate / f).is_file()]
     if missing:
         raise BinariesNotFound(
             f"control-plane binaries missing in {candidate} (from {source}): "

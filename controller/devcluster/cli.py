@@ -1,7 +1,8 @@
-"""``orca dev-cluster start|stop|status|kubeconfig``: a local control plane for development.
+"""``orca dev-cluster start|stop|status|kubeconfig|silence|revive``: a local living cluster.
 
-``start`` leaves etcd and kube-apiserver running detached (own session, no parent-death
-signal) and exits; ``stop``/``status`` find them again through the pid files in ``--dir``.
+``start`` leaves etcd, kube-apiserver, kube-controller-manager and kwok running detached (own
+session, no parent-death signal) and exits; the others find them again through the pid files
+in ``--dir``. ``silence``/``revive`` stop and resume one Node's heartbeats.
 Heavy imports (cryptography, the control-plane module) happen inside the handlers so that
 ``orca --help`` stays fast, and so that an install without the ``dev`` extra (the operator
 image) still runs every other command: there ``orca dev-cluster`` says in one line what is
@@ -23,6 +24,15 @@ if TYPE_CHECKING:
 #: Modules only the development control plane needs; they come with ``orca-controller[dev]``.
 DEV_ONLY_MODULES = frozenset({"cryptography"})
 
+#: A real cluster's node timing (``controlplane.NodeTiming``'s defaults, kept here so that
+#: ``orca --help`` does not import the control plane module; a unit test checks they agree).
+NODE_TIMING_DEFAULTS: dict[str, float] = {
+    "lease_seconds": 40,
+    "monitor_period": 5.0,
+    "grace_period": 50.0,
+    "startup_grace_period": 60.0,
+}
+
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -32,15 +42,31 @@ def _print_err(msg: str) -> None:
 
 def _start(args: argparse.Namespace) -> int:
     from controller.devcluster.binaries import BinariesNotFound
-    from controller.devcluster.controlplane import ControlPlane, ControlPlaneError
+    from controller.devcluster.controlplane import ControlPlane, ControlPlaneError, NodeTiming
 
-    plane = ControlPlane(args.dir, args.bin_dir, detach=True, startup_timeout=args.timeout)
+    try:
+        timing = NodeTiming(
+            lease_seconds=args.node_lease_seconds,
+            monitor_period=args.node_monitor_period,
+            grace_period=args.node_monitor_grace_period,
+            startup_grace_period=args.node_startup_grace_period,
+        )
+    except ValueError as e:
+        _print_err(f"orca dev-cluster: {e}")
+        return 2
+    plane = ControlPlane(
+        args.dir, args.bin_dir, detach=True, startup_timeout=args.timeout, node_timing=timing
+    )
     try:
         bin_dir = plane.bin_dir
     except BinariesNotFound as e:
         _print_err(f"orca dev-cluster: {e}")
         return 1
-    print(f"starting etcd + kube-apiserver from {bin_dir} in {plane.directory} ...", flush=True)
+    print(
+        f"starting etcd, kube-apiserver, kube-controller-manager and kwok from {bin_dir} "
+        f"in {plane.directory} ...",
+        flush=True,
+    )
     try:
         plane.start()
     except ControlPlaneError as e:
@@ -91,6 +117,36 @@ def _status(args: argparse.Namespace) -> int:
     return 0 if ready else 1
 
 
+def _silence(args: argparse.Namespace) -> int:
+    return _heartbeats(args, silent=True)
+
+
+def _revive(args: argparse.Namespace) -> int:
+    return _heartbeats(args, silent=False)
+
+
+def _heartbeats(args: argparse.Namespace, *, silent: bool) -> int:
+    from controller.devcluster.controlplane import ControlPlane, ControlPlaneError
+
+    try:
+        plane = ControlPlane.attach(args.dir)
+        for node in args.node:
+            (plane.silence_node if silent else plane.revive_node)(node)
+    except ControlPlaneError as e:
+        _print_err(f"orca dev-cluster: {e}")
+        return 1
+    timing = plane.node_timing
+    for node in args.node:
+        if silent:
+            print(
+                f"{node}: silent; Unknown and tainted node.kubernetes.io/unreachable after "
+                f"{timing.grace_period:g}s without heartbeats"
+            )
+        else:
+            print(f"{node}: heartbeats resume; Ready again within {timing.lease_seconds / 4:g}s")
+    return 0
+
+
 def _kubeconfig(args: argparse.Namespace) -> int:
     from controller.devcluster.controlplane import ControlPlane, ControlPlaneError
 
@@ -128,16 +184,23 @@ def _describe(plane: ControlPlane) -> None:
     print(f"  kubeconfig: {plane.kubeconfig_path}")
     print(f"  etcd:       {plane.etcd_url}")
     print("  pids:       " + ", ".join(f"{n}={p}" for n, p in plane.pids.items()))
-    print(f"  logs:       {plane.etcd_log}, {plane.apiserver_log}")
+    print(f"  logs:       {plane.directory}/{{{','.join(plane.pids)}}}.log")
+    t = plane.node_timing
+    print(
+        f"  nodes:      kwok heartbeats every {t.lease_seconds / 4:g}s (Lease {t.lease_seconds}s); "
+        f"Unknown after {t.grace_period:g}s of silence"
+    )
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``dev-cluster`` on the ``orca`` command line."""
     p = subparsers.add_parser(
         "dev-cluster",
-        help="run a local kube-apiserver + etcd",
-        description="A real kube-apiserver + etcd on loopback (no kubelet, no scheduler), "
-        "built by hack/testcp/build.sh.",
+        help="run a local living cluster (API server, controller manager, kwok nodes)",
+        description="A real etcd, kube-apiserver and kube-controller-manager on loopback, and "
+        "kwok playing the kubelets of the Nodes (Lease heartbeats, Ready conditions; no "
+        "containers, no scheduler), built by hack/testcp/build.sh. kwok manages every Node "
+        "that has a label and not kwok.orca.cloudinit.dev/silent.",
     )
     sub = p.add_subparsers(dest="dev_cluster_command", required=True, metavar="ACTION")
 
@@ -149,17 +212,53 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             help="state directory (kubeconfig, pki/, etcd-data/, logs, pid files)",
         )
 
-    start = sub.add_parser("start", help="start etcd + kube-apiserver and wait until ready")
+    start = sub.add_parser(
+        "start", help="start etcd, kube-apiserver, kube-controller-manager and kwok"
+    )
     common(start)
     start.add_argument(
         "--bin-dir",
         type=Path,
         default=None,
-        help="directory with etcd, kube-apiserver, kubectl (default: $ORCA_TESTCP_BIN, "
-        "else the cache used by hack/testcp/build.sh)",
+        help="directory with etcd, kube-apiserver, kubectl, kube-controller-manager, kwok "
+        "(default: $ORCA_TESTCP_BIN, else the cache used by hack/testcp/build.sh)",
     )
     start.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds to wait for /readyz (default 120)"
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait until every server is healthy (default 120)",
+    )
+    real = NODE_TIMING_DEFAULTS
+    start.add_argument(
+        "--node-lease-seconds",
+        type=int,
+        default=int(real["lease_seconds"]),
+        metavar="S",
+        help="duration of the Nodes' Leases, renewed every quarter "
+        f"(default {real['lease_seconds']:g})",
+    )
+    start.add_argument(
+        "--node-monitor-period",
+        type=float,
+        default=real["monitor_period"],
+        metavar="S",
+        help=f"how often the node lifecycle controller looks (default {real['monitor_period']:g})",
+    )
+    start.add_argument(
+        "--node-monitor-grace-period",
+        type=float,
+        default=real["grace_period"],
+        metavar="S",
+        help="seconds without a heartbeat before a Node turns Unknown and gets the "
+        f"unreachable taints (default {real['grace_period']:g})",
+    )
+    start.add_argument(
+        "--node-startup-grace-period",
+        type=float,
+        default=real["startup_grace_period"],
+        metavar="S",
+        help=f"the same for a Node that never reported (default {real['startup_grace_period']:g})",
     )
     start.set_defaults(func=_needs_dev_extra(_start))
 
@@ -170,6 +269,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     status = sub.add_parser("status", help="exit 0 if running and ready, 1 otherwise")
     common(status)
     status.set_defaults(func=_needs_dev_extra(_status))
+
+    for name, func, text in (
+        ("silence", _silence, "stop the heartbeats of Nodes (as if their kubelet died)"),
+        ("revive", _revive, "resume the heartbeats of silenced Nodes"),
+    ):
+        sp = sub.add_parser(name, help=text)
+        common(sp)
+        sp.add_argument("node", nargs="+", help="Node name")
+        sp.set_defaults(func=_needs_dev_extra(func))
 
     kc = sub.add_parser("kubeconfig", help="mint a kubeconfig for another user/groups")
     common(kc)

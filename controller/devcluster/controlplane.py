@@ -1,8 +1,15 @@
-"""etcd + kube-apiserver on loopback: the Python equivalent of controller-runtime's envtest.
+"""A living cluster on loopback: etcd, kube-apiserver, kube-controller-manager and kwok.
+
+The Python equivalent of controller-runtime's envtest, plus what makes a cluster alive: the
+controller manager (node lifecycle, service accounts and their tokens, namespaces, garbage
+collection) and kwok, which plays the kubelets of the Nodes (Leases in ``kube-node-lease`` as
+heartbeats, Ready conditions) without running anything.
 
 Why a real API server: the operator's behaviour depends on admission, CRD schema validation,
 pruning, status subresources and RBAC. Fakes get those subtly wrong; the real server costs
-~10-30 s of start-up per test session.
+~10-30 s of start-up per test session. Why a living one: a real cluster's Nodes are updated
+again and again, go ``Unknown`` when their kubelet is silent and get tainted; a frozen one hides
+what orca does then.
 
 Two lifetimes are supported, because they have opposite needs:
 
@@ -15,7 +22,8 @@ Two lifetimes are supported, because they have opposite needs:
   ``stop``/``status`` can act from any later process.
 
 Both run the servers in their own session so a Ctrl-C in the terminal reaches only us and we
-shut them down in order (API server first, then etcd), rather than both dying mid-write.
+shut them down in order (kwok and the controller manager, then the API server, then etcd),
+rather than all dying mid-write.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import dataclasses
 import http.client
 import json
 import os
@@ -33,6 +42,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -52,6 +63,96 @@ DEFAULT_STOP_TIMEOUT = 15.0
 PORT_ATTEMPTS = 5
 
 SERVICE_CIDR = "10.0.0.0/24"
+
+#: The servers, in start order (each needs the ones before it); they stop in reverse.
+SERVERS = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
+#: Their keys in ``state.json`` (``apiserver`` predates the others).
+_STATE_KEYS = {
+    "etcd": "etcd",
+    "kube-apiserver": "apiserver",
+    "kube-controller-manager": "controller-manager",
+    "kwok": "kwok",
+}
+
+#: The controller manager's controllers: only those a cluster without Pods needs, to keep its
+#: CPU low. Node lifecycle (Ready ``Unknown`` after the grace period, the not-ready and
+#: unreachable taints) and the taint-eviction half it split off in 1.29 (Pods on NoExecute
+#: Nodes), service accounts (the ``default`` one in every namespace, which ServiceAccount
+#: admission asks of Pods) and their tokens, the ``kube-root-ca.crt`` ConfigMap Pods' projected
+#: tokens mount, namespace deletion, and garbage collection (ownerReferences, e.g. a deleted
+#: Node's Lease). Names from cmd/kube-controller-manager/names/controller_names.go.
+KCM_CONTROLLERS = (
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+    "namespace-controller",
+    "garbage-collector-controller",
+)
+#: The controller manager's user: the API server's bootstrap RBAC binds it.
+KCM_USER = "system:kube-controller-manager"
+#: kwok's identity: it writes every Node's status and Lease, as all the kubelets together.
+KWOK_USER = "kwok"
+KWOK_GROUPS = ("system:masters",)
+#: kwok's Node Stages, next to the binaries (written by hack/testcp/build.sh).
+KWOK_STAGES = "kwok-stages.yaml"
+
+#: A Node with this label is not managed by kwok: no Lease renewals, no status updates, as if
+#: its kubelet were gone (:meth:`ControlPlane.silence_node`).
+SILENT_LABEL = "kwok.orca.cloudinit.dev/silent"
+
+
+@dataclass(frozen=True)
+class NodeTiming:
+    """How fast the cluster notices that a Node went silent.
+
+    The defaults are a real cluster's: a kubelet's Lease lasts 40 s and is renewed every
+    quarter of it (kwok does the same, pkg/kwok/controllers/controller.go
+    ``initNodeLeaseController``); the node lifecycle controller looks every 5 s and marks a
+    Node ``Unknown`` when it has seen no renewal for 50 s, or 60 s for a Node that never
+    reported (pkg/controller/nodelifecycle/config/v1alpha1/defaults.go). :meth:`fast` is for
+    tests that wait for it.
+    """
+
+    #: kwok's ``--node-lease-duration-seconds``; renewed every quarter of it.
+    lease_seconds: int = 40
+    #: kube-controller-manager's ``--node-monitor-period`` (seconds).
+    monitor_period: float = 5.0
+    #: ``--node-monitor-grace-period``: silence after which a Node turns ``Unknown``.
+    grace_period: float = 50.0
+    #: ``--node-startup-grace-period``: the same for a Node that never reported.
+    startup_grace_period: float = 60.0
+
+    def __post_init__(self) -> None:
+        renew = self.lease_seconds / 4
+        if self.lease_seconds < 4:
+            raise ValueError(f"lease_seconds must be at least 4, not {self.lease_seconds}")
+        if self.monitor_period <= 0:
+            raise ValueError(f"monitor_period must be positive, not {self.monitor_period}")
+        if min(self.grace_period, self.startup_grace_period) <= 2 * renew:
+            raise ValueError(
+                f"grace periods ({self.grace_period}, {self.startup_grace_period}) must exceed "
+                f"two Lease renewals ({2 * renew:g} s): a Node would flap to Unknown"
+            )
+
+    @classmethod
+    def fast(cls) -> NodeTiming:
+        """Unknown after 15 s of silence, a renewal every 3 s: five missed renewals, the
+        same margin as the defaults, so a loaded machine does not make Nodes flap."""
+        return cls(
+            lease_seconds=12, monitor_period=1.0, grace_period=15.0, startup_grace_period=15.0
+        )
+
+    def controller_manager_args(self) -> list[str]:
+        return [
+            f"--node-monitor-period={self.monitor_period:g}s",
+            f"--node-monitor-grace-period={self.grace_period:g}s",
+            f"--node-startup-grace-period={self.startup_grace_period:g}s",
+        ]
+
+
+DEFAULT_NODE_TIMING = NodeTiming()
 
 _STATE_FILE = "state.json"
 _LOG_TAIL_LINES = 40
@@ -266,12 +367,17 @@ def _install_hooks() -> None:
 
 
 class ControlPlane:
-    """etcd + kube-apiserver rooted in one directory.
+    """etcd, kube-apiserver, kube-controller-manager and kwok rooted in one directory: a living
+    cluster whose Nodes heartbeat, go ``Unknown`` when silent and get tainted, as in any cluster.
 
     Layout of ``directory``: ``kubeconfig`` (admin, ``system:masters``), ``pki/`` (CA and keys;
     reused across restarts so minted kubeconfigs stay valid), ``etcd-data/`` (reused across
-    restarts), ``etcd.log``, ``kube-apiserver.log``, ``etcd.pid``, ``kube-apiserver.pid`` and
-    ``state.json`` (pids and URLs, for ``attach``).
+    restarts), one ``NAME.log`` and ``NAME.pid`` per server (``etcd``, ``kube-apiserver``,
+    ``kube-controller-manager``, ``kwok``), the controller manager's and kwok's kubeconfigs,
+    and ``state.json`` (pids, URLs and node timing, for ``attach``).
+
+    kwok manages every Node that has at least one label and not :data:`SILENT_LABEL` (see
+    :meth:`silence_node`); ``node_timing`` says how fast a silent Node is noticed.
 
     Use as a context manager, or call ``start()``/``stop()``.
     """
@@ -286,6 +392,7 @@ class ControlPlane:
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
         apiserver_args: Sequence[str] = (),
         durable_etcd: bool = False,
+        node_timing: NodeTiming = DEFAULT_NODE_TIMING,
     ) -> None:
         self.directory = Path(directory).absolute()
         self._bin_dir_arg = bin_dir
@@ -297,11 +404,12 @@ class ControlPlane:
         #: fsync etcd's writes (off by default: throwaway data, shared disks). The chaos suite
         #: turns it on where it SIGKILLs etcd, so a restart finds what was acknowledged.
         self.durable_etcd = durable_etcd
+        self.node_timing = node_timing
         self._etcd_peer_url: str | None = None
         self.pki = pki.PkiPaths(self.directory / "pki")
-        self._etcd: _Server | None = None
-        self._apiserver: _Server | None = None
-        #: Seconds from ``start()`` until ``/readyz`` answered ok (None before start).
+        #: The running servers by name, in start order.
+        self._servers: dict[str, _Server] = {}
+        #: Seconds from ``start()`` until every server answered its health check (None before).
         self.startup_seconds: float | None = None
 
     # -- paths and properties ----------------------------------------------------------------
@@ -311,13 +419,17 @@ class ControlPlane:
         """Admin kubeconfig (user ``admin`` in ``system:masters``)."""
         return self.directory / "kubeconfig"
 
+    def log_path(self, name: str) -> Path:
+        """The log file of server ``name`` (one of :data:`SERVERS`)."""
+        return self.directory / f"{name}.log"
+
     @property
     def etcd_log(self) -> Path:
-        return self.directory / "etcd.log"
+        return self.log_path("etcd")
 
     @property
     def apiserver_log(self) -> Path:
-        return self.directory / "kube-apiserver.log"
+        return self.log_path("kube-apiserver")
 
     @property
     def bin_dir(self) -> Path:
@@ -329,23 +441,26 @@ class ControlPlane:
     @property
     def server_url(self) -> str:
         """``https://127.0.0.1:PORT`` of the API server."""
-        if self._apiserver is None:
-            raise ControlPlaneError(f"control plane in {self.directory} is not started")
-        return self._apiserver.url
+        return self._running_server("kube-apiserver").url
 
     @property
     def etcd_url(self) -> str:
-        if self._etcd is None:
-            raise ControlPlaneError(f"control plane in {self.directory} is not started")
-        return self._etcd.url
+        return self._running_server("etcd").url
 
     @property
     def pids(self) -> dict[str, int]:
-        return {s.name: s.pid for s in (self._etcd, self._apiserver) if s is not None}
+        """Pid of each server, by name, in start order."""
+        return {name: s.pid for name, s in self._servers.items()}
+
+    @property
+    def urls(self) -> dict[str, str]:
+        """URL each server listens on (for the controller manager and kwok: their health
+        endpoints), by name, in start order."""
+        return {name: s.url for name, s in self._servers.items()}
 
     def __repr__(self) -> str:
-        url = self._apiserver.url if self._apiserver else "not started"
-        return f"ControlPlane({str(self.directory)!r}, {url})"
+        api = self._servers.get("kube-apiserver")
+        return f"ControlPlane({str(self.directory)!r}, {api.url if api else 'not started'})"
 
     # -- attach to a running one -------------------------------------------------------------
 
@@ -367,11 +482,14 @@ class ControlPlane:
         try:
             plane._bin_dir = Path(state["bin_dir"])
             plane.detach = bool(state.get("detached", True))
-            for key in ("etcd", "apiserver"):
-                entry = state.get(key)
+            if "node_timing" in state:
+                plane.node_timing = NodeTiming(**state["node_timing"])
+            for name in SERVERS:
+                entry = state.get(_STATE_KEYS[name])
                 if entry:
-                    server = _Server(entry["name"], int(entry["pid"]), entry["exe"], entry["url"])
-                    setattr(plane, f"_{key}", server)
+                    plane._servers[name] = _Server(
+                        entry["name"], int(entry["pid"]), entry["exe"], entry["url"]
+                    )
         except (KeyError, TypeError, ValueError) as e:
             raise ControlPlaneError(f"malformed {state_path}: {e!r}") from e
         return plane
@@ -379,36 +497,36 @@ class ControlPlane:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def is_running(self) -> bool:
-        """Both processes alive (does not check readiness; see ``ready()``)."""
-        servers = (self._etcd, self._apiserver)
-        return all(s is not None and s.alive() for s in servers)
+        """Every server's process alive (does not check readiness; see ``ready()``)."""
+        return all(self.servers_alive().values())
 
     def servers_alive(self) -> dict[str, bool]:
-        """Per server (``etcd``, ``kube-apiserver``): is its process alive?"""
-        return {
-            "etcd": self._etcd is not None and self._etcd.alive(),
-            "kube-apiserver": self._apiserver is not None and self._apiserver.alive(),
-        }
+        """Per server (``etcd``, ``kube-apiserver``, ``kube-controller-manager``, ``kwok``): is
+        its process alive?"""
+        return {name: name in self._servers and self._servers[name].alive() for name in SERVERS}
 
     def ready(self, timeout: float = 5.0) -> bool:
         """True when the API server answers ``/readyz`` with ok to the admin identity."""
-        if self._apiserver is None:
-            return False
+        api = self._servers.get("kube-apiserver")
+        return api is not None and self._readyz(api.url, timeout)
+
+    def _readyz(self, url: str, timeout: float) -> bool:
         try:
             with urllib.request.urlopen(
-                f"{self._apiserver.url}/readyz", context=self._ssl_context(), timeout=timeout
+                f"{url}/readyz", context=self._ssl_context(), timeout=timeout
             ) as resp:
                 return bool(resp.status == 200 and resp.read().strip() == b"ok")
         except (OSError, http.client.HTTPException):  # URLError, SSLError are OSErrors
             return False
 
     def start(self) -> ControlPlane:
-        """Start etcd and kube-apiserver, wait for ``/readyz``, write the admin kubeconfig.
+        """Start etcd, kube-apiserver, kube-controller-manager and kwok, each healthy before
+        the next; write the admin kubeconfig.
 
         On failure everything started is stopped again and the ControlPlaneError carries the
-        tail of both server logs.
+        tail of the server logs.
         """
-        if self._etcd is not None or self._apiserver is not None:
+        if self._servers:
             raise ControlPlaneError(f"control plane in {self.directory} already started")
         self._refuse_if_running_elsewhere()
         bin_dir = self.bin_dir  # raises BinariesNotFound before anything is created
@@ -422,17 +540,24 @@ class ControlPlane:
         t0 = time.monotonic()
         deadline = t0 + self.startup_timeout
         try:
-            self._etcd = self._start_with_retries("etcd", bin_dir, deadline)
-            self._apiserver = self._start_with_retries("kube-apiserver", bin_dir, deadline)
-            self._write_state()
+            self._start_with_retries("etcd", bin_dir, deadline)
+            api = self._start_with_retries("kube-apiserver", bin_dir, deadline)
             pki.write_kubeconfig(
                 self.kubeconfig_path,
-                server_url=self._apiserver.url,
+                server_url=api.url,
                 ca_pem=self.pki.ca_cert.read_bytes(),
                 cert_pem=self.pki.admin_cert.read_bytes(),
                 key_pem=self.pki.admin_key.read_bytes(),
                 user=pki.ADMIN_USER,
             )
+            # Their own identities: the controller manager's is bound by the API server's
+            # bootstrap RBAC (ClusterRole system:kube-controller-manager); kwok plays every
+            # kubelet at once, so it gets the admin group rather than one Node's identity.
+            self.mint_kubeconfig(KCM_USER, (), self._kubeconfig_of("kube-controller-manager"))
+            self.mint_kubeconfig(KWOK_USER, KWOK_GROUPS, self._kubeconfig_of("kwok"))
+            self._start_with_retries("kube-controller-manager", bin_dir, deadline)
+            self._start_with_retries("kwok", bin_dir, deadline)
+            self._write_state()
         except BaseException:
             with contextlib.suppress(Exception):
                 self.stop()
@@ -441,12 +566,14 @@ class ControlPlane:
         return self
 
     def stop(self) -> None:
-        """Stop the API server, then etcd (SIGTERM, then SIGKILL); remove pid/state files.
+        """Stop the servers in reverse start order (SIGTERM, then SIGKILL): kwok and the
+        controller manager, then the API server, then etcd; remove pid/state files.
 
         Idempotent. Logs, ``pki/`` and ``etcd-data/`` stay for post-mortems and restarts.
         """
         errors: list[str] = []
-        for server in (self._apiserver, self._etcd):  # API server first: it needs etcd
+        for name in reversed(SERVERS):  # clients first: each server needs the ones before it
+            server = self._servers.get(name)
             if server is None:
                 continue
             try:
@@ -455,17 +582,20 @@ class ControlPlane:
                 errors.append(str(e))
         if errors:
             raise ControlPlaneError("; ".join(errors))
-        self._apiserver = self._etcd = None
-        for name in (_STATE_FILE, "etcd.pid", "kube-apiserver.pid"):
+        self._servers.clear()
+        for name in (_STATE_FILE, *(f"{s}.pid" for s in SERVERS)):
             with contextlib.suppress(FileNotFoundError):
                 (self.directory / name).unlink()
         with _live_lock:
             _live.discard(self)
 
     def kill_server(self, name: str) -> None:
-        """SIGKILL one server (``etcd`` or ``kube-apiserver``) and wait until it is gone: a
-        crash, for fault-injection tests. ``restart_server`` brings it back on the same port."""
-        server = self._server(name)
+        """SIGKILL one server (one of :data:`SERVERS`) and wait until it is gone: a crash,
+        for fault-injection tests. ``restart_server`` brings it back on the same port.
+
+        Killing ``kwok`` silences every Node at once (a partition of all kubelets); a restarted
+        kwok is a new holder and takes the Nodes' Leases over only once they expire."""
+        server = self._running_server(name)
         server._signal(signal.SIGKILL)
         if not server._wait(10.0):
             raise ControlPlaneError(f"{name} (pid {server.pid}) survived SIGKILL")
@@ -473,10 +603,10 @@ class ControlPlane:
     def restart_server(self, name: str) -> None:
         """Start a stopped or killed server again on its old URL, so clients (the operator,
         kube-apiserver for etcd) reconnect without new configuration; waits for health."""
-        server = self._server(name)
+        server = self._running_server(name)
         if server.alive():
             raise ControlPlaneError(f"{name} (pid {server.pid}) is still running")
-        port = int(server.url.rsplit(":", 1)[1])
+        port = _url_port(server.url)
         deadline = time.monotonic() + self.startup_timeout
         excerpt = ""
         for _ in range(PORT_ATTEMPTS * 4):  # the old socket may linger a moment after a kill
@@ -500,8 +630,10 @@ class ControlPlane:
         _post_json(f"{base}/v3/kv/compaction", {"revision": str(revision), "physical": True})
         return revision
 
-    def _server(self, name: str) -> _Server:
-        server = {"etcd": self._etcd, "kube-apiserver": self._apiserver}.get(name)
+    def _running_server(self, name: str) -> _Server:
+        if name not in SERVERS:
+            raise ControlPlaneError(f"no server named {name!r} (one of {', '.join(SERVERS)})")
+        server = self._servers.get(name)
         if server is None:
             raise ControlPlaneError(f"no {name} in the control plane in {self.directory}")
         return server
@@ -516,6 +648,51 @@ class ControlPlane:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    # -- node heartbeats -----------------------------------------------------------------------
+
+    def silence_node(self, name: str) -> None:
+        """Make Node ``name`` go silent, as when its kubelet dies or is cut off: kwok stops
+        renewing its Lease and playing its Stages. After ``node_timing.grace_period`` the
+        controller manager marks it ``Unknown`` and taints it
+        ``node.kubernetes.io/unreachable:NoExecute`` (the test does not write either).
+
+        How: the Node gets :data:`SILENT_LABEL`. kwok watches Nodes with the label selector
+        ``!SILENT_LABEL``, which the API server applies, so the Node leaving the selection
+        reaches kwok as a watch DELETED event: kwok releases its hold on the Lease and cancels
+        the Node's pending Stage jobs (kwok v0.8.0, pkg/kwok/controllers/node_controller.go
+        ``watchResources``). A renewal already in flight may still land just after this returns.
+
+        As in any cluster, the node lifecycle controller only taints when its zone is not
+        fully disrupted: if every Node of every zone is silent it removes the taints instead,
+        and a zone with more than 2 silent Nodes and at least 55 % of its Nodes silent is
+        tainted only in clusters over 50 Nodes (pkg/controller/nodelifecycle/
+        node_lifecycle_controller.go, ``ComputeZoneState`` and ``handleDisruption``). Keep a
+        healthy Node beside the silent one.
+        """
+        self._patch_node_labels(name, {SILENT_LABEL: "true"})
+
+    def revive_node(self, name: str) -> None:
+        """Bring a silenced Node back: kwok takes it over again, renews its Lease and reports
+        it Ready; the controller manager then lifts the unreachable/not-ready taints."""
+        self._patch_node_labels(name, {SILENT_LABEL: None})
+
+    def _patch_node_labels(self, name: str, labels: dict[str, str | None]) -> None:
+        body = json.dumps({"metadata": {"labels": labels}}).encode()
+        request = urllib.request.Request(
+            f"{self.server_url}/api/v1/nodes/{urllib.parse.quote(name, safe='')}",
+            data=body,
+            method="PATCH",
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        try:
+            with urllib.request.urlopen(request, context=self._ssl_context(), timeout=30):
+                pass
+        except urllib.error.HTTPError as e:
+            reason = e.read().decode(errors="replace")
+            raise ControlPlaneError(f"cannot label Node {name!r}: HTTP {e.code}: {reason}") from e
+        except (OSError, http.client.HTTPException) as e:
+            raise ControlPlaneError(f"cannot label Node {name!r}: {e}") from e
 
     # -- identities and clients --------------------------------------------------------------
 
@@ -561,18 +738,21 @@ class ControlPlane:
 
     # -- internals ---------------------------------------------------------------------------
 
+    def _kubeconfig_of(self, name: str) -> Path:
+        return self.directory / f"kubeconfig-{name}"
+
     def _ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))
         ctx.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))
         return ctx
 
     def _refuse_if_running_elsewhere(self) -> None:
-        """Never start a second pair on the same data dir; clear stale records instead."""
+        """Never start a second set on the same data dir; clear stale records instead."""
         try:
             other = ControlPlane.attach(self.directory)
         except ControlPlaneError:
             return
-        alive = [s for s in (other._etcd, other._apiserver) if s is not None and s.alive()]
+        alive = [s for s in other._servers.values() if s.alive()]
         if alive:
             desc = ", ".join(f"{s.name} pid {s.pid}" for s in alive)
             raise ControlPlaneError(
@@ -597,38 +777,25 @@ class ControlPlane:
     ) -> tuple[_Server | None, bool, str]:
         """Spawn one server and wait for health; return (server|None, port clash?, excerpt).
         ``port``: the one to listen on (a restart); default a free one."""
-        log_path = self.directory / f"{name}.log"
+        log_path = self.log_path(name)
         fresh = port is None
+        port = port or _free_port()
+        url, args = self._command(name, bin_dir, port)
         with open(log_path, "ab") as log:
             offset = log.tell()
-            if name == "etcd":
-                port = port or _free_port()
-                url = f"http://127.0.0.1:{port}"
-                args = self._etcd_args(bin_dir, url)
-            else:
-                port = port or _free_port()
-                url = f"https://127.0.0.1:{port}"
-                args = self._apiserver_args(bin_dir, port)
             log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(args)}\n".encode())
             log.flush()
             popen = self._spawn(args, log)
         server = _Server(name, popen.pid, os.path.realpath(args[0]), url, popen)
         # Record the pid immediately: if we are killed while waiting, `stop` still finds it.
         (self.directory / f"{name}.pid").write_text(f"{popen.pid}\n")
-        if name == "etcd":
-            self._etcd = server
-        else:
-            self._apiserver = server
+        self._servers[name] = server
         self._write_state()
 
-        healthy = self._wait_healthy(server, deadline)
-        if healthy:
+        if self._wait_healthy(server, deadline):
             return server, False, ""
         server.terminate(self.stop_timeout)
-        if name == "etcd":
-            self._etcd = None
-        else:
-            self._apiserver = None
+        del self._servers[name]
         text = _read_from(log_path, offset)
         clash = "address already in use" in text
         if name == "etcd" and fresh:
@@ -636,6 +803,17 @@ class ControlPlane:
         if not clash and time.monotonic() >= deadline:
             text += f"\n(not healthy within {self.startup_timeout:.0f}s)"
         return None, clash, _tail(text)
+
+    def _command(self, name: str, bin_dir: Path, port: int) -> tuple[str, list[str]]:
+        """(URL of its health endpoint's server, command line) of server ``name``."""
+        if name == "etcd":
+            url = f"http://127.0.0.1:{port}"
+            return url, self._etcd_args(bin_dir, url)
+        if name == "kube-apiserver":
+            return f"https://127.0.0.1:{port}", self._apiserver_args(bin_dir, port)
+        if name == "kube-controller-manager":
+            return f"https://127.0.0.1:{port}", self._controller_manager_args(bin_dir, port)
+        return f"http://127.0.0.1:{port}", self._kwok_args(bin_dir, port)
 
     def _spawn(self, args: list[str], log: IO[bytes]) -> subprocess.Popen[bytes]:
         preexec = None if self.detach else _pdeathsig_preexec()
@@ -660,19 +838,30 @@ class ControlPlane:
         return False
 
     def _probe(self, server: _Server) -> bool:
+        """One health check of ``server``: etcd's ``/health``, the API server's ``/readyz``,
+        the controller manager's ``/healthz`` (its controllers' checks included) and kwok's
+        ``/healthz`` (served once its controllers have started)."""
+        if server.name == "kube-apiserver":
+            return self._readyz(server.url, timeout=2)
+        context = None
+        if server.name == "kube-controller-manager":
+            # Its serving certificate is self-signed (--cert-dir); /healthz needs no identity.
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        path = "/health" if server.name == "etcd" else "/healthz"
+        try:
+            with urllib.request.urlopen(f"{server.url}{path}", timeout=2, context=context) as r:
+                body: bytes = r.read()
+        except (OSError, http.client.HTTPException):
+            return False
         if server.name == "etcd":
             try:
-                with urllib.request.urlopen(f"{server.url}/health", timeout=2) as resp:
-                    body: dict[str, Any] = json.loads(resp.read())
-                    return str(body.get("health")) == "true"
-            except (OSError, http.client.HTTPException, ValueError):
+                health: dict[str, Any] = json.loads(body)
+            except ValueError:
                 return False
-        previous = self._apiserver
-        self._apiserver = server
-        try:
-            return self.ready(timeout=2)
-        finally:
-            self._apiserver = previous
+            return str(health.get("health")) == "true"
+        return body.strip() == b"ok"
 
     def _etcd_args(self, bin_dir: Path, client_url: str) -> list[str]:
         if self._etcd_peer_url is None:  # kept for restarts: the member record names it
@@ -692,11 +881,11 @@ class ControlPlane:
         ]
 
     def _apiserver_args(self, bin_dir: Path, port: int) -> list[str]:
-        assert self._etcd is not None
+        etcd = self._running_server("etcd")
         p = self.pki
         return [
             str(bin_dir / "kube-apiserver"),
-            f"--etcd-servers={self._etcd.url}",
+            f"--etcd-servers={etcd.url}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
             # The `kubernetes` Service cannot have loopback endpoints (validation rejects
@@ -709,44 +898,87 @@ class ControlPlane:
             f"--client-ca-file={p.ca_cert}",
             "--authorization-mode=RBAC",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # Service account tokens: the API server signs (TokenRequest) and verifies them;
+            # the controller manager's token controller signs with the same key.
             f"--service-account-issuer=https://127.0.0.1:{port}",
             f"--service-account-key-file={p.sa_pub}",
             f"--service-account-signing-key-file={p.sa_key}",
-            # No controller-manager runs here: nothing creates the `default` ServiceAccount
-            # (ServiceAccount admission would reject every Pod), and no node lifecycle
-            # controller lifts the `node.kubernetes.io/not-ready` taint that TaintNodesByCondition
-            # puts on every new Node (it would stay forever, and no scheduler would place
-            # anything). Tests that want that taint set it themselves.
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            # The default admission plugins, all of them: the controller manager lifts what
+            # they put in place (TaintNodesByCondition's not-ready taint on new Nodes), and
+            # creates the `default` ServiceAccount that ServiceAccount admission asks of Pods.
             "--allow-privileged=true",
             *self.apiserver_args,
         ]
 
+    def _controller_manager_args(self, bin_dir: Path, port: int) -> list[str]:
+        p = self.pki
+        timing = self.node_timing
+        return [
+            str(bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={self._kubeconfig_of('kube-controller-manager')}",
+            # Each controller talks to the API server as its own ServiceAccount (tokens by
+            # TokenRequest), with the RBAC the API server bootstraps for it, as in kubeadm.
+            "--use-service-account-credentials=true",
+            f"--controllers={','.join(KCM_CONTROLLERS)}",
+            # One controller manager per cluster here: no election (and no Lease writes).
+            "--leader-elect=false",
+            # /healthz for the start-up check, on loopback, with a self-signed certificate.
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.directory / 'kube-controller-manager-certs'}",
+            f"--service-account-private-key-file={p.sa_key}",
+            f"--root-ca-file={p.ca_cert}",
+            *timing.controller_manager_args(),
+        ]
+
+    def _kwok_args(self, bin_dir: Path, port: int) -> list[str]:
+        return [
+            str(bin_dir / "kwok"),
+            f"--kubeconfig={self._kubeconfig_of('kwok')}",
+            # Node Stages from kwok's own module (hack/testcp/build.sh): Ready on registration,
+            # a status refresh now and then; the Lease is the heartbeat.
+            f"--config={bin_dir / KWOK_STAGES}",
+            # Selected on the API server, so a Node that leaves the selection reaches kwok as
+            # DELETED and it stops heartbeating it (silence_node). kwok's own filter then drops
+            # Nodes without any label (pkg/utils/informer/event.go, Option.filter).
+            f"--manage-nodes-with-label-selector=!{SILENT_LABEL}",
+            f"--node-lease-duration-seconds={self.node_timing.lease_seconds}",
+            # /healthz for the start-up check; kwok serves it once its controllers run.
+            f"--server-address=127.0.0.1:{port}",
+            # INFO logs a line per Lease renewal: 100 lines a second at 1,000 Nodes.
+            "--v=WARN",
+        ]
+
     def _write_state(self) -> None:
         state: dict[str, Any] = {
-            "version": 1,
+            "version": 2,
             "bin_dir": str(self.bin_dir),
             "detached": self.detach,
             "kubeconfig": str(self.kubeconfig_path),
+            "node_timing": dataclasses.asdict(self.node_timing),
         }
-        for key, server in (("etcd", self._etcd), ("apiserver", self._apiserver)):
-            if server is not None:
-                state[key] = {
-                    "name": server.name,
-                    "pid": server.pid,
-                    "exe": server.exe,
-                    "url": server.url,
-                }
+        for name, server in self._servers.items():
+            state[_STATE_KEYS[name]] = {
+                "name": server.name,
+                "pid": server.pid,
+                "exe": server.exe,
+                "url": server.url,
+            }
         tmp = self.directory / f".{_STATE_FILE}.tmp"
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         tmp.replace(self.directory / _STATE_FILE)
 
     def _log_tails(self) -> str:
         parts = []
-        for path in (self.etcd_log, self.apiserver_log):
+        for name in SERVERS:
+            path = self.log_path(name)
             if path.exists():
                 parts.append(f"--- last lines of {path} ---\n{_tail(_read_from(path, 0))}")
         return "\n".join(parts)
+
+
+def _url_port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
 
 
 def _post_json(url: str, body: dict[str, Any]) -> bytes:

@@ -1,4 +1,5 @@
-"""Fixtures for integration tests against a real kube-apiserver + etcd.
+"""Fixtures for integration tests against a living cluster: etcd, kube-apiserver with its
+default admission, kube-controller-manager and kwok (heartbeating Nodes).
 
 The control plane is started once per test session from the binaries that
 ``hack/testcp/build.sh`` caches (``$ORCA_TESTCP_BIN`` overrides the location). When it cannot
@@ -59,7 +60,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """A running control plane for the whole session (admin kubeconfig at .kubeconfig_path)."""
+    """A running control plane for the whole session (admin kubeconfig at .kubeconfig_path),
+    with a real cluster's node timing: a Node goes Unknown after 50 s of silence."""
     reuse = os.environ.get(REUSE_ENV)
     if reuse:
         try:
@@ -141,8 +143,9 @@ def cluster(kubectl: KubectlRunner, installed: None) -> Iterator[Cluster]:
 
 @pytest.fixture
 def namespace(cluster: Cluster) -> Iterator[str]:
-    """A fresh namespace; its Workloads are deleted afterwards (namespace deletion never
-    finishes without a controller-manager), so no test sees another's placements."""
+    """A fresh namespace; its Workloads are deleted afterwards, so no test sees another's
+    placements (the namespace stays: deleting it would wait for the Workloads' finalizers,
+    which no operator removes once the test's is gone)."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     cluster.run("create", "namespace", name)
     yield name

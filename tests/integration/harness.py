@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from controller.api.models import quantity_to_int
-from controller.devcluster.controlplane import KubectlRunner
+from controller.devcluster.controlplane import SILENT_LABEL, KubectlRunner
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: The kustomize base a user installs with ``kubectl apply -k`` (CRD, RBAC, Deployment...).
@@ -186,11 +186,27 @@ class Cluster:
     def delete_all_nodes(self) -> None:
         self.run("delete", "nodes", "--all", "--wait=false")
 
+    def silence(self, name: str) -> None:
+        """Stop kwok's heartbeats for Node ``name`` (``ControlPlane.silence_node``, through
+        kubectl): the controller manager marks it Unknown after its grace period."""
+        self.run("label", "node", name, f"{SILENT_LABEL}=true", "--overwrite")
+
+    def revive(self, name: str) -> None:
+        """Resume kwok's heartbeats for Node ``name``; kwok reports it Ready again."""
+        self.run("label", "node", name, f"{SILENT_LABEL}-")
+
     def set_ready(self, name: str, ready: bool) -> None:
+        """Patch Node ``name``'s Ready condition, as a kubelet reports it. ``False`` silences
+        the Node first, or kwok (whose Stage initialises any Node that is not Ready) would
+        report it Ready again at once; ``True`` resumes its heartbeats afterwards."""
+        if not ready:
+            self.silence(name)
         status = {"status": {"conditions": [{"type": "Ready", "status": str(ready)}]}}
         self.run(
             "patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(status)
         )
+        if ready:
+            self.revive(name)
 
     def workload(self, namespace: str, name: str) -> dict[str, Any]:
         out = self.run("get", "workloads.orca.cloudinit.dev", "-n", namespace, name, "-o", "json")

@@ -1,12 +1,15 @@
-"""Smoke tests of the real control plane: lifecycle, Nodes as plain objects, RBAC, versions.
+"""Smoke tests of the real control plane: lifecycle, a living cluster, Nodes, RBAC, versions.
 
 They pin down what the operator's integration tests rely on: that the fixture really is a
-kube-apiserver with RBAC, that Node status can be faked through the status subresource, and
+kube-apiserver with RBAC and its default admission, that the controller manager and kwok keep
+Nodes alive (heartbeats, Ready, the not-ready taint lifted) and let one go silent on demand,
+that the status of a Node kwok leaves alone can be faked through the status subresource, and
 that starting/stopping leaves no processes or ports behind.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -19,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlparse
 
 import pytest
@@ -27,7 +30,15 @@ from kubernetes import client
 from kubernetes.client import ApiClient, ApiException
 
 from controller.devcluster.binaries import ETCD_VERSION, KUBE_VERSION
-from controller.devcluster.controlplane import ControlPlane, ControlPlaneError, KubectlRunner
+from controller.devcluster.controlplane import (
+    SERVERS,
+    SILENT_LABEL,
+    ControlPlane,
+    ControlPlaneError,
+    KubectlRunner,
+    NodeTiming,
+)
+from tests.integration.conftest import _close, api_client_from
 
 pytestmark = pytest.mark.controlplane
 
@@ -104,7 +115,7 @@ def _child_with_a_control_plane(directory: Path) -> subprocess.Popen[str]:
         import json, time
         from controller.devcluster.controlplane import ControlPlane
         cp = ControlPlane({str(directory)!r}).start()
-        print(json.dumps({{"pids": cp.pids, "urls": [cp.server_url, cp.etcd_url]}}), flush=True)
+        print(json.dumps({{"pids": cp.pids, "urls": list(cp.urls.values())}}), flush=True)
         time.sleep(600)
         """
     )
@@ -130,8 +141,9 @@ def test_start_and_stop_leave_no_processes_or_ports(tmp_path: Path) -> None:
     plane = ControlPlane(directory)
     with plane:
         pids = plane.pids
-        ports = [_port(plane.server_url), _port(plane.etcd_url)]
-        assert set(pids) == {"etcd", "kube-apiserver"}
+        ports = [_port(url) for url in plane.urls.values()]
+        assert list(pids) == list(SERVERS)
+        assert len(set(ports)) == len(SERVERS)
         assert all(_running(p) for p in pids.values())
         assert all(_listening(p) for p in ports)
         assert plane.ready()
@@ -235,8 +247,10 @@ def test_cli_start_status_stop(tmp_path: Path) -> None:
         assert started.returncode == 0, started.stdout + started.stderr
         assert started.stdout.rstrip().splitlines()[-1].startswith("use it with: export KUBECONFIG")
         state = json.loads((directory / "state.json").read_text())
-        pids = {k: state[k]["pid"] for k in ("etcd", "apiserver")}
-        ports = [_port(state[k]["url"]) for k in ("etcd", "apiserver")]
+        keys = ("etcd", "apiserver", "controller-manager", "kwok")
+        pids = {k: state[k]["pid"] for k in keys}
+        ports = [_port(state[k]["url"]) for k in keys]
+        assert state["node_timing"]["grace_period"] == 50  # a real cluster's by default
         assert all(_running(p) for p in pids.values())  # the CLI process has exited
 
         status = orca("status")
@@ -269,6 +283,7 @@ def test_pinned_versions_match_build_modules() -> None:
     """binaries.py must look in the cache directory build.sh writes to."""
     testcp = REPO_ROOT / "hack" / "testcp"
     assert _gomod_version(testcp / "kube" / "go.mod", "k8s.io/kubernetes") == KUBE_VERSION
+    assert _gomod_version(testcp / "kcm" / "go.mod", "k8s.io/kubernetes") == KUBE_VERSION
     assert _gomod_version(testcp / "etcd" / "go.mod", "go.etcd.io/etcd/server/v3") == ETCD_VERSION
 
 
@@ -279,7 +294,22 @@ def test_server_and_client_report_the_pinned_version(kubectl: KubectlRunner) -> 
     assert versions["clientVersion"]["gitVersion"] == KUBE_VERSION
 
 
-# -- nodes as plain objects ------------------------------------------------------------------
+def test_controller_manager_and_kwok_report_the_pinned_versions(
+    control_plane: ControlPlane,
+) -> None:
+    def version(binary: str) -> str:
+        run = subprocess.run(
+            [str(control_plane.bin_dir / binary), "--version"], capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout.strip()
+
+    assert version("kube-controller-manager") == f"Kubernetes {KUBE_VERSION}"
+    kwok = _gomod_version(REPO_ROOT / "hack" / "testcp" / "kwok" / "go.mod", "sigs.k8s.io/kwok")
+    assert version("kwok").startswith(f"kwok version {kwok} ")
+
+
+# -- nodes ------------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -296,10 +326,14 @@ def node_name(api_client: ApiClient) -> Iterator[str]:
 def test_node_status_is_patched_through_the_status_subresource(
     api_client: ApiClient, node_name: str, kubectl: KubectlRunner
 ) -> None:
+    """The status of a Node no kubelet reports (silent: kwok leaves it alone) is whatever the
+    status subresource was last told."""
     core = client.CoreV1Api(api_client)
     core.create_node(
         client.V1Node(
-            metadata=client.V1ObjectMeta(name=node_name, labels={"orca.test/role": "smoke"})
+            metadata=client.V1ObjectMeta(
+                name=node_name, labels={"orca.test/role": "smoke", SILENT_LABEL: "true"}
+            )
         )
     )
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -427,3 +461,141 @@ def test_kubectl_with_a_minted_kubeconfig_is_refused(
     assert 'User "nobody" cannot list resource "nodes"' in result.stderr
     whoami = kubectl("auth", "whoami", "-o", "json", kubeconfig=path, check=True)
     assert json.loads(whoami.stdout)["status"]["userInfo"]["username"] == "nobody"
+
+
+# -- a living cluster --------------------------------------------------------------------------
+
+NOT_READY = ("node.kubernetes.io/not-ready", "NoSchedule")
+UNREACHABLE = "node.kubernetes.io/unreachable"
+
+
+def _plain(api: ApiClient, obj: Any) -> dict[str, Any]:
+    """A typed client object as the API's JSON (camelCase keys, no None fields)."""
+    sanitize = cast("Callable[[Any], dict[str, Any]]", api.sanitize_for_serialization)
+    return sanitize(obj)
+
+
+def _node(api: ApiClient, name: str) -> tuple[str | None, list[tuple[str, str]]]:
+    """(status of the Ready condition or None, [(taint key, effect)])."""
+    node = _plain(api, client.CoreV1Api(api).read_node(name))
+    conditions = node.get("status", {}).get("conditions", [])
+    ready = next((c["status"] for c in conditions if c["type"] == "Ready"), None)
+    return ready, [(t["key"], t["effect"]) for t in node["spec"].get("taints", [])]
+
+
+def _lease(api: ApiClient, name: str) -> dict[str, Any] | None:
+    try:
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(name, "kube-node-lease")
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    return _plain(api, lease)
+
+
+def _renew_time(api: ApiClient, name: str) -> dt.datetime | None:
+    lease = _lease(api, name)
+    return None if lease is None else dt.datetime.fromisoformat(lease["spec"]["renewTime"])
+
+
+def _wait_for(what: str, pred: Callable[[], bool], timeout: float = 180.0) -> float:
+    """Poll ``pred`` until it holds; return the seconds it took (printed, never asserted)."""
+    start = time.monotonic()
+    assert _wait_until(pred, timeout), f"{what}: not within {timeout:.0f}s"
+    took = time.monotonic() - start
+    print(f"{what}: after {took:.1f}s")
+    return took
+
+
+def test_a_new_node_turns_ready_by_its_heartbeats_and_loses_the_not_ready_taint(
+    api_client: ApiClient, node_name: str
+) -> None:
+    """As a kubelet registers: the Node says nothing of its readiness. TaintNodesByCondition
+    admission taints it not-ready at creation; kwok reports it Ready and renews its Lease; the
+    node lifecycle controller lifts the taint; deleting the Node garbage-collects its Lease."""
+    core = client.CoreV1Api(api_client)
+    meta = client.V1ObjectMeta(name=node_name, labels={"orca.test/x": "y"})
+    created = _plain(api_client, core.create_node(client.V1Node(metadata=meta)))
+    taints = [(t["key"], t["effect"]) for t in created["spec"]["taints"]]
+    assert taints == [NOT_READY]  # admission, in the create's answer
+    _wait_for("Ready", lambda: _node(api_client, node_name) == ("True", []))
+    lease = _lease(api_client, node_name)
+    assert lease is not None
+    assert lease["spec"]["leaseDurationSeconds"] == NodeTiming().lease_seconds
+    assert [o["name"] for o in lease["metadata"]["ownerReferences"]] == [node_name]
+    first = _renew_time(api_client, node_name)
+    _wait_for("a Lease renewal", lambda: _renew_time(api_client, node_name) != first)
+
+    core.delete_node(node_name)
+    _wait_for("Lease collected", lambda: _lease(api_client, node_name) is None)
+
+
+def test_service_accounts_and_namespace_deletion_work(api_client: ApiClient) -> None:
+    """The controller manager creates every namespace's `default` ServiceAccount (which
+    ServiceAccount admission, on, gives each Pod) and finishes namespace deletion."""
+    core = client.CoreV1Api(api_client)
+    name = f"t-sa-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+
+    def has_default() -> bool:
+        accounts = _plain(api_client, core.list_namespaced_service_account(name))["items"]
+        return "default" in [sa["metadata"]["name"] for sa in accounts]
+
+    _wait_for("default ServiceAccount", has_default)
+    container = client.V1Container(name="c", image="none")
+    pod = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="p"), spec=client.V1PodSpec(containers=[container])
+    )
+    created = _plain(api_client, core.create_namespaced_pod(name, pod))
+    assert created["spec"]["serviceAccountName"] == "default"  # ServiceAccount admission
+    assert any("projected" in v for v in created["spec"]["volumes"])  # ... its token mounted
+
+    core.delete_namespace(name)
+
+    def gone() -> bool:
+        try:
+            core.read_namespace(name)
+        except ApiException as e:
+            if e.status == 404:
+                return True
+            raise
+        return False
+
+    _wait_for("namespace deleted", gone)
+
+
+def test_a_silenced_node_goes_unknown_and_tainted_then_comes_back(tmp_path: Path) -> None:
+    """silence_node: no heartbeat, so the node lifecycle controller (not the test) marks the
+    Node Unknown and taints it unreachable; revive_node: Ready again, taints lifted. A second
+    Node stays Ready throughout (a zone whose every Node is silent is not tainted)."""
+    timing = NodeTiming.fast()
+    with ControlPlane(tmp_path / "cp", node_timing=timing) as plane:
+        api = api_client_from(plane.kubeconfig_path)
+        core = client.CoreV1Api(api)
+        for name in ("quiet", "steady"):
+            meta = client.V1ObjectMeta(name=name, labels={"zone": "z"})
+            core.create_node(client.V1Node(metadata=meta))
+        both = ("quiet", "steady")
+        _wait_for("both Ready", lambda: all(_node(api, n) == ("True", []) for n in both))
+
+        silenced_at = dt.datetime.now(dt.UTC)
+        plane.silence_node("quiet")
+        unreachable = [(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")]
+        _wait_for("quiet Unknown, tainted", lambda: _node(api, "quiet") == ("Unknown", unreachable))
+        node = _plain(api, core.read_node("quiet"))
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["reason"] == "NodeStatusUnknown"  # the node lifecycle controller's
+        no_execute = next(t for t in node["spec"]["taints"] if t["effect"] == "NoExecute")
+        assert "timeAdded" in no_execute
+        # Silent means silent: no renewal after the silence (but one already in flight).
+        stopped = _renew_time(api, "quiet")
+        assert stopped is not None
+        assert stopped <= silenced_at + dt.timedelta(seconds=timing.lease_seconds / 4)
+        assert _node(api, "steady") == ("True", [])
+
+        plane.revive_node("quiet")
+        _wait_for("quiet Ready, taints lifted", lambda: _node(api, "quiet") == ("True", []))
+        renewed = _renew_time(api, "quiet")
+        assert renewed is not None and renewed > stopped
+        assert SILENT_LABEL not in _plain(api, core.read_node("quiet"))["metadata"]["labels"]
+        _close(api)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller.devcluster.controlplane import SILENT_LABEL
 from tests.factories import node_object
 from tests.integration.harness import (
     Cluster,
@@ -21,16 +22,20 @@ from tests.integration.test_operator import placed
 pytestmark = pytest.mark.controlplane
 
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+NOT_READY = "node.kubernetes.io/not-ready"
 
 
-def test_control_plane_and_not_ready_taints_keep_workloads_off_unless_tolerated(
+def test_control_plane_taint_and_a_registering_node_keep_workloads_off_until_ready(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
-    cluster.apply(
-        node_object("cp", cpu="64"), node_object("a"), node_object("b"), node_object("new")
-    )
+    cluster.apply(node_object("cp", cpu="64"), node_object("a"), node_object("b"))
+    # "new" registers as a kubelet does, NotReady, and its kubelet (kwok) does not report
+    # yet: admission has tainted it not-ready, and the node lifecycle controller keeps that
+    # taint while the Node is not Ready (it lifts a not-ready taint put on a Ready Node, see
+    # pkg/controller/nodelifecycle/node_lifecycle_controller.go doNoScheduleTaintingPass).
+    cluster.apply(node_object("new", ready=False, labels={SILENT_LABEL: "true"}))
+    assert NOT_READY in cluster.run("get", "node", "new", "-o", "jsonpath={.spec.taints}")
     cluster.run("taint", "nodes", "cp", f"{CONTROL_PLANE}:NoSchedule")
-    cluster.run("taint", "nodes", "new", "node.kubernetes.io/not-ready:NoSchedule")
     toleration = {"key": CONTROL_PLANE, "operator": "Exists", "effect": "NoSchedule"}
     cluster.apply(
         workload_obj("web", namespace, kind="Service", count=4, resources={"cpu": "100m"}),
@@ -44,14 +49,17 @@ def test_control_plane_and_not_ready_taints_keep_workloads_off_unless_tolerated(
     reasons = {r["reason"]: r["nodes"] for r in agent["status"]["unschedulable"]}
     assert reasons == {
         f"node(s) had untolerated taint {{{CONTROL_PLANE}: }}": ["cp"],
-        "node(s) had untolerated taint {node.kubernetes.io/not-ready: }": ["new"],
+        "node(s) not ready": ["new"],
     }
     cp_agent = placed(cluster, namespace, "cp-agent", 3)
     assert sorted(n for _, n in placements(cp_agent)) == ["a", "b", "cp"]
-    # The node becomes ready (what the node lifecycle controller does): DaemonSets grow there.
-    cluster.run("taint", "nodes", "new", "node.kubernetes.io/not-ready:NoSchedule-")
-    grown = placed(cluster, namespace, "agent", 3)
+    # Its kubelet comes up: kwok reports it Ready, the node lifecycle controller lifts the
+    # not-ready taint, and the DaemonSets grow there.
+    cluster.revive("new")
+    grown = placed(cluster, namespace, "agent", 3, timeout=120)
     assert sorted(n for _, n in placements(grown)) == ["a", "b", "new"]
+    assert NOT_READY not in cluster.run("get", "node", "new", "-o", "jsonpath={.spec.taints}")
+    assert placed(cluster, namespace, "cp-agent", 4)
 
 
 def test_noexecute_moves_only_intolerant_replicas_and_untainting_lets_pending_in(
