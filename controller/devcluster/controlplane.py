@@ -89,6 +89,9 @@ KCM_CONTROLLERS = (
     "root-ca-certificate-publisher-controller",
     "namespace-controller",
     "garbage-collector-controller",
+    # Fills the built-in admin/edit/view roles from the ClusterRoles labelled to aggregate
+    # into them (orca's tenant roles, manifests/rbac/tenant-roles.yaml).
+    "clusterrole-aggregation-controller",
 )
 #: The controller manager's user: the API server's bootstrap RBAC binds it.
 KCM_USER = "system:kube-controller-manager"

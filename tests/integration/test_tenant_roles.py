@@ -1,5 +1,6 @@
 """Tenants get Workloads through Kubernetes' own ``admin``, ``edit`` and ``view`` roles (issue
-22), proven on the real API server with the real aggregation controller (``aggregation.py``).
+22), proven on the real API server with the real aggregation controller (kube-controller-manager's,
+which the test control plane runs).
 
 ``manifests/default`` installs two ClusterRoles labelled
 ``rbac.authorization.k8s.io/aggregate-to-{admin,edit,view}: "true"``; the aggregation
@@ -25,8 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.devcluster.controlplane import ControlPlane, KubectlRunner
-from tests.integration.aggregation import AggregationController
+from controller.devcluster.controlplane import KubectlRunner
 from tests.integration.harness import INSTALL, workload_obj
 
 pytestmark = pytest.mark.controlplane
@@ -84,21 +84,7 @@ NOT_AGGREGATED: dict[str, set[str]] = {"admin": set(), "edit": set(), "view": se
 
 
 @pytest.fixture(scope="module")
-def aggregation(
-    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[AggregationController]:
-    controller = AggregationController(
-        control_plane, tmp_path_factory.mktemp("aggregation") / "controller.log"
-    )
-    try:
-        controller.wait_synced()
-        yield controller
-    finally:
-        controller.stop()
-
-
-@pytest.fixture(scope="module")
-def namespace(kubectl: KubectlRunner, aggregation: AggregationController) -> Iterator[str]:
+def namespace(kubectl: KubectlRunner) -> Iterator[str]:
     """The install as a user applies it, and a namespace where each user holds one built-in
     role, bound the way namespaces are shared: a RoleBinding to the ClusterRole."""
     kubectl("apply", "-k", str(INSTALL), check=True)
@@ -234,7 +220,7 @@ def test_nobody_but_the_operator_writes_status(
 
 
 def test_without_the_aggregation_labels_the_same_users_are_refused(
-    as_user: Run, kubectl: KubectlRunner, namespace: str, aggregation: AggregationController
+    as_user: Run, kubectl: KubectlRunner, namespace: str
 ) -> None:
     """The negative control: same users, same RoleBindings, the shipped roles still installed
     but without their aggregation labels. The controller takes their rules back out of the
