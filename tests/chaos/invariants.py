@@ -674,7 +674,8 @@ def check(
 class _Seen:
     workload: str
     uid: str
-    generation: int
+    generation: int  # metadata.generation
+    observed: int  # the generation the status described (status.observedGeneration)
     node: str
 
 
@@ -741,14 +742,17 @@ class Observer:
         for key, w in current.items():
             meta = w["metadata"]
             for p in (w.get("status") or {}).get("placements") or []:
-                seen = _Seen(key, meta["uid"], meta.get("generation") or 0, p["node"])
+                observed = (w.get("status") or {}).get("observedGeneration") or 0
+                generation = meta.get("generation") or 0
+                seen = _Seen(key, meta["uid"], generation, observed, p["node"])
                 placed[p["allocId"]] = seen
         for alloc, old in self._placed.items():
             now = current.get(old.workload)
             if now is None or now["metadata"]["uid"] != old.uid:
                 continue  # deleted or recreated
-            if (now["metadata"].get("generation") or 0) != old.generation:
-                continue  # a new spec may move it
+            observed = (now.get("status") or {}).get("observedGeneration") or 0
+            if (now["metadata"].get("generation") or 0, observed) != (old.generation, old.observed):
+                continue  # a new spec (or a status now describing it) may move it
             here = placed.get(alloc)
             if here is not None and here.workload == old.workload and here.node == old.node:
                 continue

@@ -436,3 +436,17 @@ def test_the_observer_counts_a_move_to_another_workload_as_lost() -> None:
     observer.observe([wl("j", [("ns/j-0", "a")]), wl("k", [])], NODES, 10.0)
     found = observer.observe([wl("j", []), wl("k", [("ns/j-0", "a")])], NODES, 20.0)
     assert sorted(v.kind for v in found) == ["alloc-owner", "lost"]
+
+
+def test_a_scale_down_seen_before_its_decision_is_a_cause() -> None:
+    """The spec changed (generation 2) while the status still described generation 1; the
+    next observation shows the decision for 2 dropping the highest index: not lost."""
+    observer = Observer()
+    observer.nodes_read(NODES, 0.0)
+    two = [("ns/s-0", "a"), ("ns/s-1", "b")]
+    stale = wl("s", two, generation=2, observed=1, kind="Service", count=1)
+    stale["status"]["desired"] = 2  # what generation 1 asked for
+    observer.observe([wl("s", two, kind="Service", count=2)], NODES, 1.0)
+    assert observer.observe([stale], NODES, 2.0) == []
+    decided = wl("s", two[:1], generation=2, observed=2, kind="Service", count=1)
+    assert observer.observe([decided], NODES, 3.0) == []
