@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import ssl
 import sys
 import threading
@@ -51,6 +52,7 @@ BECAME_LEADER = "became leader"
 FENCED_LINES = ("not sent: the leader Lease lapsed", "not sent: this replica does not hold")
 CREDENTIALS_REFUSED = "credentials refused (401"
 WRITTEN = 'orca_status_writes_total{outcome="written"}'
+WRITE_FAILED = re.compile(r"status write for \S+ failed \(")  # "...failed (why); retrying"
 FENCED = 'orca_status_writes_total{outcome="fenced"}'
 
 
@@ -187,11 +189,15 @@ class Stream:
 # -- shared -------------------------------------------------------------------------------------
 
 
-def _converged(row: Row, seconds: float | None, left: list[Violation], known: set[str]) -> None:
-    """A convergence time, or a violation: the liveness invariants did not all hold in time
-    (they are then known, so the next trials wait only for what is new)."""
+def _converged(
+    row: Row, seconds: float | None, left: list[Violation], known: set[str], timed: bool = True
+) -> None:
+    """A convergence time (``timed``: a fault's), or a violation: the liveness invariants did
+    not all hold in time (they are then known, so the next trials wait only for what is
+    new)."""
     if seconds is not None:
-        row.converge.append(seconds)
+        if timed:
+            row.converge.append(seconds)
         return
     fresh = [v for v in left if str(v) not in known]
     known.update(str(v) for v in left)
@@ -206,9 +212,12 @@ def _undecided(workloads: list[dict[str, Any]]) -> int:
     )
 
 
-def _log_count(op: OperatorProcess, *texts: str) -> int:
+def _log_count(op: OperatorProcess, *texts: str | re.Pattern[str]) -> int:
+    """How many times the operator's log says any of ``texts`` (strings or patterns)."""
     log = op.log_path.read_text(errors="replace")
-    return sum(log.count(text) for text in texts)
+    return sum(
+        log.count(text) if isinstance(text, str) else len(text.findall(log)) for text in texts
+    )
 
 
 def _last_error(op: OperatorProcess) -> str:
@@ -342,8 +351,7 @@ def operator_kills(
         stream.add_nodes(nodes)
         stream.populate(15)
         op = lab.operator(ns, NO_LEASE)
-        _converged(row, *monitor.converge(), known)
-        row.converge.clear()  # the start is not a fault
+        _converged(row, *monitor.converge(), known, timed=False)  # the start: not a fault
         while row.proven < kills and row.trials < limit:
             row.trials += 1
             kill_at = rng.randrange(ops)  # the random moment: right after this change
@@ -397,8 +405,7 @@ def server_kills(lab: Lab, trials: int, nodes: int = 8, ops: int = 6, seed: int 
         stream.add_nodes(nodes)
         stream.populate(10)
         op = lab.operator(ns)
-        _converged(row, *monitor.converge(), known)
-        row.converge.clear()
+        _converged(row, *monitor.converge(), known, timed=False)
         broke = _log_count(op, WATCH_BROKE, ELECTION_ERROR)
         for _ in range(trials):
             for server in ("kube-apiserver", "etcd"):
@@ -457,9 +464,8 @@ def apiserver_outage(
         if _leader_of([op]) is None:
             row.violation("no-leader", ns, "the operator never became leader")
             return row
-        _converged(row, *monitor.converge(), known)
-        row.converge.clear()
-        limit = 2 * trials + 2
+        _converged(row, *monitor.converge(), known, timed=False)
+        limit = 2 * trials + 1
         retakes: list[float] = []
         while row.proven < trials and row.trials < limit and _alive(row, op):
             row.trials += 1
@@ -476,11 +482,18 @@ def apiserver_outage(
                 op, {"orca_leader": 0.0}, 1.0
             )
             time.sleep(max(0.0, killed_at + length - time.time()))  # the rest of the outage
+            down = not lab.plane.servers_alive()["kube-apiserver"]
             lab.plane.restart_server("kube-apiserver")
             restarted = time.monotonic()
-            back = _until_logged(op, (BECAME_LEADER,), elected, 90) and _until_metrics(
-                op, {"orca_leader": 1.0}, 5.0
+            if not stepped_down:  # it went on believing it leads, well past its deadline
+                row.violation("no-step-down", user, f"still leader {length:.0f}s into an outage")
+            back = (
+                stepped_down
+                and _until_logged(op, (BECAME_LEADER,), elected, 60)
+                and _until_metrics(op, {"orca_leader": 1.0}, 5.0)
             )
+            if stepped_down and not back:
+                row.violation("lease-not-retaken", ns, _last_error(op))
             _converged(row, *monitor.converge(since=restarted, known=known), known)
             writes = _audit(audit, user, killed_at)
             retaken = next(
@@ -500,15 +513,13 @@ def apiserver_outage(
                 row.violation("write-while-not-leader", user, str(write))
             if retaken is not None:
                 retakes.append(retaken.received - (killed_at + length))
-            if pending and stepped_down and back and retaken is not None:
+            if down and pending and stepped_down and back and retaken is not None:
                 row.proven += 1
             else:
                 row.unproven.append(
-                    f"trial {row.trials}: pending {pending}, stepped down {stepped_down}, "
-                    f"leader again {back}, Lease update after restart {retaken is not None}"
+                    f"trial {row.trials}: server down {down}, pending {pending}, stepped down "
+                    f"{stepped_down}, leader again {back}, Lease updated {retaken is not None}"
                 )
-            if not back:
-                row.violation("lease-not-retaken", ns, _last_error(op))
         _alive(row, op)
         op.stop()
     if retakes:
@@ -539,8 +550,7 @@ def watch_expiry(lab: Lab, trials: int, nodes: int = 4, seed: int = 3) -> Row:
         for name in live:
             lab.create_workload(ns, name, job)
         op = lab.operator(ns)
-        _converged(row, *monitor.converge(), known)
-        row.converge.clear()
+        _converged(row, *monitor.converge(), known, timed=False)
         limit = 2 * trials + 2
         while row.proven < trials and row.trials < limit and _alive(row, op):
             row.trials += 1
@@ -665,7 +675,7 @@ def split_brain(lab: Lab, trials: int, seed: int = 4) -> Row:
                 row.violation("write-after-freeze", user, str(write))
             in_kernel = [a for a in _audit(audit, user, frozen) if _is_write(a) and a not in late]
             row.count("writes received just after a freeze", len(in_kernel))
-            _converged(row, *monitor.converge(known=known), known)
+            _converged(row, *monitor.converge(known=known), known, timed=False)
             if writing and fence:
                 row.proven += 1
                 refused = (_metric(old, FENCED) or 0.0) - fenced_before[0]
@@ -812,7 +822,7 @@ def token_rotation(lab: Lab, trials: int = 1) -> Row:
             )
             started = time.monotonic()
             lab.create_workload(ns, f"before-{row.trials}", {"kind": "Job"})
-            _converged(row, *monitor.converge(since=started, known=known), known)
+            _converged(row, *monitor.converge(since=started, known=known), known, timed=False)
             old = token_file.read_text()
             refused_before = _log_count(op, CREDENTIALS_REFUSED)
             lab.plane.kubectl("delete", "serviceaccount", "orca-controller", "-n", "orca-system")
@@ -871,12 +881,20 @@ def flaky_network(
     and once the cuts stop everything is decided, the safety invariants having held at every
     observation (the monitor reads the API directly, not through the proxy).
 
-    Proven per trial: connections cut in both ways, and the operator saw it (its log shows a
-    broken watch or a failed Lease renew or status write)."""
+    Proven per trial: connections cut in both ways, and the operator saw it: its log shows a
+    watch broken and a Lease renew or a status write that got no answer."""
     row = Row("flaky-network", wanted=trials)
     rng = random.Random(seed)
     known: set[str] = set()
-    seen_lines = (WATCH_BROKE, ELECTION_ERROR, "status write for")
+    seen: dict[str, tuple[str | re.Pattern[str], ...]] = {
+        "watches broken": (WATCH_BROKE,),
+        "Lease renews failed": (ELECTION_ERROR,),
+        "status writes failed": (WRITE_FAILED,),
+    }
+
+    def noticed(ops: list[OperatorProcess]) -> dict[str, int]:
+        return {what: sum(_log_count(op, *lines) for op in ops) for what, lines in seen.items()}
+
     with (
         _proxied(lab, "orca-flaky") as (proxy, kubeconfig),
         lab.scoped("flaky") as ns,
@@ -889,13 +907,12 @@ def flaky_network(
         if _leader_of(ops_) is None:
             row.violation("no-leader", ns, _last_error(ops_[-1]))
             return row
-        _converged(row, *monitor.converge(), known)
-        row.converge.clear()
+        _converged(row, *monitor.converge(), known, timed=False)
         restarts = 0
         for _ in range(trials):
             row.trials += 1
             cuts_before = dict(proxy.cuts)
-            noticed = sum(_log_count(op, *seen_lines) for op in ops_)
+            noticed_before = noticed(ops_)
             changes = stream.in_background(ops)
             end = time.monotonic() + seconds
             while time.monotonic() < end:
@@ -909,29 +926,28 @@ def flaky_network(
             proxy.cut_requests(False)
             changes.join()
             calm = time.monotonic()
-            _converged(row, *monitor.converge(since=calm, known=known), known)
             if not _alive(row, ops_[-1]):
                 restarts += 1
                 ops_.append(lab.operator(ns, kubeconfig=kubeconfig))
+            _converged(row, *monitor.converge(since=calm, known=known), known)
             cut = {k: n - cuts_before.get(k, 0) for k, n in proxy.cuts.items()}
             all_cut = sum(n for k, n in cut.items() if k.startswith("all"))
             request_cut = sum(n for k, n in cut.items() if k.startswith("request"))
-            saw = sum(_log_count(op, *seen_lines) for op in ops_) - noticed
-            if all_cut and request_cut and saw:
+            saw = {k: n - noticed_before[k] for k, n in noticed(ops_).items()}
+            answered_nothing = saw["Lease renews failed"] + saw["status writes failed"]
+            if all_cut and request_cut and saw["watches broken"] and answered_nothing:
                 row.proven += 1
             else:
                 row.unproven.append(
                     f"trial {row.trials}: cut {all_cut} live, {request_cut} on a request; "
-                    f"the operator logged {saw} transport failures"
+                    f"the operator logged {saw}"
                 )
         for reason, n in sorted(proxy.cuts.items()):
             if reason != "stop":
                 row.count(f"connections cut ({reason})", n)
         row.count("operator restarts", restarts)
-        row.count(
-            "transport failures the operator logged",
-            sum(_log_count(op, *seen_lines) for op in ops_),
-        )
+        for what, n in noticed(ops_).items():
+            row.count(what, n)
         for op in ops_:
             op.stop()
     _dump_history(lab, row, stream)
