@@ -13,6 +13,7 @@ from typing import Any
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from pydantic import ValidationError
+from urllib3.exceptions import HTTPError as Urllib3Error
 
 from controller.api.messages import validation_message
 from controller.api.models import GROUP, PLURAL, VERSION, NodeInfo, Workload
@@ -83,8 +84,9 @@ def read_cluster(kubeconfig: str | None) -> ClusterView:
             )
     except k8s_client.ApiException as exc:
         raise ClusterError(f"{exc.status} {exc.reason}: {_message(exc)}") from None
-    except OSError as exc:
-        raise ClusterError(f"cannot reach the API server: {exc}") from None
+    except (OSError, Urllib3Error) as exc:  # urllib3's MaxRetryError: refused, TLS, timed out
+        reason = getattr(exc, "reason", None) or exc
+        raise ClusterError(f"cannot reach the API server: {reason}") from None
     finally:
         api.close()  # type: ignore[no-untyped-call]
     return view_of(raw_nodes, raw_workloads, raw_classes, class_warnings)

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import aiohttp
-
 from controller.operator import metrics
-from controller.operator.kube import ApiError
+from controller.operator.kube import ApiError, TransportError
 from controller.operator.reconciler import Reconciler
 from controller.operator.state import workload_key
 
@@ -92,21 +91,22 @@ class Informer:
         self.resource = resource  # the ``resource`` label of orca_watch_restarts_total
         self.timeout = timeout
         self.version: str | None = None
+        #: The back-off's clock and sleep (a test gives fake ones).
+        self.clock: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     async def run(self) -> None:
-        """Watch forever, from the reconciler's initial LIST on."""
+        """Watch forever, from the reconciler's initial LIST on. A watch that fails (refused,
+        broken, or ended at once) is tried again after a back-off doubling from 0.5 s to
+        30 s; the back-off starts again from 0.5 s after a watch that ran for more than a
+        second (client-go's reflector also resets its back-off after a quiet spell)."""
         await self.reconciler.ready.wait()
         self.version = self.reconciler.list_versions.get(self.path)
-        loop = asyncio.get_running_loop()
         delay = BACKOFF[0]
         while True:
-            started = loop.time()
+            started = self.clock()
             try:
                 await self.watch_once()
-                if loop.time() - started > 1.0:
-                    delay = BACKOFF[0]
-                    continue
-                logger.info("the %s watch ended at once; again in %.1fs", self.resource, delay)
             except ApiError as exc:
                 if exc.status == 410:
                     metrics.WATCH_RESTARTS.labels(resource=self.resource, reason="expired").inc()
@@ -114,13 +114,19 @@ class Informer:
                     await self.list_again()
                     delay = BACKOFF[0]
                     continue
-                logger.warning(
-                    "the %s watch was refused (%s); again in %.1fs", self.resource, exc, delay
-                )
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                failure, log = f"was refused ({exc})", logger.warning
+            except TransportError as exc:
                 metrics.WATCH_RESTARTS.labels(resource=self.resource, reason="broken").inc()
-                logger.info("the %s watch broke (%r); again in %.1fs", self.resource, exc, delay)
-            await asyncio.sleep(delay)
+                failure, log = f"broke ({exc})", logger.info
+            else:
+                if self.clock() - started > 1.0:
+                    delay = BACKOFF[0]
+                    continue  # the server ended it after its timeout: watch on at once
+                failure, log = "ended at once", logger.info
+            if self.clock() - started > 1.0:
+                delay = BACKOFF[0]  # it ran a while: a new failure, not the last one's sequel
+            log("the %s watch %s; again in %.1fs", self.resource, failure, delay)
+            await self.sleep(delay)
             delay = min(delay * 2, BACKOFF[1])
 
     async def watch_once(self) -> None:

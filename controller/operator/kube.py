@@ -10,6 +10,14 @@ Credentials come from the kubernetes client's own loaders (kubeconfig, in-cluste
 service account, exec plugins), and the bearer token is re-read per request through the
 client's refresh hook, so rotated service-account tokens keep working.
 
+Errors: a request (or watch) either gets an answer or raises ``TransportError``. An answer
+that is not 2xx is an ``ApiError`` (a watch's ``ERROR`` event too); a write the fence refused
+is ``Fenced``; everything that means "no answer came" (refused, reset or closed connections,
+TLS, timeouts, a watch cut mid-stream) is one ``TransportError``, so callers catch those three
+and nothing of aiohttp, ``OSError`` or ``TimeoutError``: the operator's background tasks
+(leader election, the watches, the writers) each retry on it, and a network hiccup never
+stops the process.
+
 Write fencing: a request made with ``fenced=True`` (status writes, Events) is checked against
 ``KubeApi.fence`` when it starts and again at the last moment before its bytes leave the
 process: aiohttp writes a request's headers and body from a task of its own, one loop
@@ -81,6 +89,38 @@ class ApiError(Exception):
     @property
     def not_found(self) -> bool:
         return self.status == 404
+
+
+class TransportError(Exception):
+    """The request got no answer: the connection was refused, reset or closed by the server
+    (``ServerDisconnectedError``, a body or a watch cut short), TLS failed, it timed out, the
+    answer was not JSON (a proxy's page with a 200), or the credentials to send could not be
+    read. A write may or may not have been applied (its answer lost): callers retry, as after
+    a 5xx. ``cause`` is the original exception (also ``__cause__``)."""
+
+    def __init__(self, what: str, cause: BaseException) -> None:
+        detail = str(cause).strip()
+        name = type(cause).__name__
+        super().__init__(f"{what}: {name}: {detail}" if detail else f"{what}: {name}")
+        self.what = what
+        self.cause = cause
+
+    @property
+    def kind(self) -> str:
+        """The cause's class name: a bounded metric label (``ServerDisconnectedError``...)."""
+        return type(self.cause).__name__
+
+
+#: What aiohttp and the socket layer raise when a request gets no answer, each mapped to
+#: ``TransportError`` (with ``orjson.JSONDecodeError`` for a 2xx body or a watch line that
+#: is not JSON, and the credential loaders' errors). ``aiohttp.ClientError`` covers
+#: connection errors (refused, reset, ``ServerDisconnectedError``, TLS: ``ClientSSLError``,
+#: ``ClientConnectorCertificateError``), a body cut short (``ClientPayloadError``), an answer
+#: that is not HTTP (``ClientResponseError``) and aiohttp's timeouts (``ServerTimeoutError``);
+#: ``OSError`` the socket's own (``ConnectionResetError``, ``ssl.SSLError``) and
+#: ``TimeoutError`` (``asyncio.TimeoutError`` is the same class since Python 3.11: the
+#: client's total timeout).
+NO_ANSWER: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
 
 
 class Fenced(Exception):
@@ -211,7 +251,10 @@ class KubeApi:
     def _headers(self, extra: dict[str, str]) -> dict[str, str]:
         """JSON, with the bearer token read now (rotated tokens) when there is one."""
         headers = {"Accept": "application/json", **extra}
-        token = authorization(self.configuration)
+        try:
+            token = authorization(self.configuration)  # may re-read a token file or run a plugin
+        except (k8s_config.ConfigException, OSError) as exc:
+            raise TransportError("reading the credentials", exc) from exc
         if token:
             headers["Authorization"] = token
         return headers
@@ -235,18 +278,30 @@ class KubeApi:
             try:
                 return await self._send(method, path, body, content_type, params)
             except ApiError as exc:
-                if exc.status != 401 or self.reload is None:
+                if exc.status != 401 or not self._reload(f"401 on {method} {path}"):
                     raise
-            logger.info("credentials refused (401 on %s %s): loading them again", method, path)
-            self.configuration = self.reload()
             self._retire_session()  # the TLS client certificate may have been rotated too
             return await self._send(method, path, body, content_type, params)
-        except aiohttp.ClientError:
+        except TransportError:
             if fence is not None and not fence():
                 raise Fenced() from None  # closed unsent by _FencedRequest
             raise
         finally:
             _FENCE.reset(token)
+
+    def _reload(self, why: str) -> bool:
+        """Load the credentials again after a 401; False (the 401 stands) when there is no
+        loader or it fails (a token file being replaced, an exec plugin down): the caller
+        retries later, as after any refusal, instead of the error escaping as something else."""
+        if self.reload is None:
+            return False
+        logger.info("credentials refused (%s): loading them again", why)
+        try:
+            self.configuration = self.reload()
+        except Exception as exc:  # ConfigException, OSError, a plugin's own errors
+            logger.warning("could not load the credentials again: %s", exc)
+            return False
+        return True
 
     async def _send(
         self,
@@ -257,10 +312,10 @@ class KubeApi:
         params: Mapping[str, str] | None,
     ) -> dict[str, Any]:
         headers = self._headers({"Content-Type": content_type})
-        session = await self.session()
         data = None if body is None else orjson.dumps(body)
         resource = api_resource(path)
         try:
+            session = await self.session()  # reads the CA and client certificate files
             async with session.request(
                 method,
                 # Already encoded: API paths are built from names the API server validated
@@ -272,22 +327,30 @@ class KubeApi:
                 params=params,
             ) as response:
                 text = await response.read()
-        except BaseException:  # no answer (refused, timed out, cancelled): still a request made
+        except NO_ANSWER as exc:  # refused, reset, closed, TLS, timed out: still a request made
+            metrics.api_requests(method, resource, "error").inc()
+            raise TransportError(f"{method} {path}", exc) from exc
+        except BaseException:  # cancelled
             metrics.api_requests(method, resource, "error").inc()
             raise
         metrics.api_requests(method, resource, str(response.status)).inc()
         if response.status >= 300:
             raise api_error(response.status, response.reason, text)
-        result: dict[str, Any] = orjson.loads(text) if text else {}
+        try:
+            result: dict[str, Any] = orjson.loads(text) if text else {}
+        except orjson.JSONDecodeError as exc:
+            raise TransportError(f"{method} {path} (unreadable answer)", exc) from exc
         return result
 
     async def watch(
         self, path: str, version: str | None, timeout: int
     ) -> AsyncIterator[dict[str, Any]]:
         """The events of one watch of ``path`` from ``version`` (bookmarks asked for), until
-        the server ends it (after ``timeout`` seconds) or the connection breaks. Raises
-        ``ApiError`` when the watch is refused, and for an ``ERROR`` event (410 Gone: the
-        version is too old, LIST again). A 401 loads the credentials again once."""
+        the server ends it (after ``timeout`` seconds). Raises ``ApiError`` when the watch is
+        refused, and for an ``ERROR`` event (410 Gone: the version is too old, LIST again);
+        ``TransportError`` when it could not start or broke mid-stream (the events before the
+        break were yielded: watch again from the last version seen). A 401 loads the
+        credentials again once."""
         params = {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout)}
         if version:
             params["resourceVersion"] = version
@@ -297,10 +360,13 @@ class KubeApi:
                     yield event
                 return
             except ApiError as exc:
-                if exc.status != 401 or self.reload is None or attempt == 2:
+                if exc.status != 401 or attempt == 2 or not self._reload(f"401 watching {path}"):
                     raise
-            logger.info("credentials refused (401 watching %s): loading them again", path)
-            self.configuration = self.reload()  # the next attempt's session uses them
+            except NO_ANSWER as exc:
+                raise TransportError(f"WATCH {path}", exc) from exc
+            except orjson.JSONDecodeError as exc:  # a line cut or mangled (by a proxy)
+                raise TransportError(f"WATCH {path} (unreadable event)", exc) from exc
+            # The next attempt's session uses the credentials just loaded.
 
     async def _watch(
         self, path: str, params: Mapping[str, str], timeout: int

@@ -14,6 +14,23 @@ deadline (SIGSTOP, a stalled VM) wakes up, finds the deadline passed, steps down
 nothing it had queued. A standby takes over only after ``lease_duration`` > ``renew_deadline``
 of silence, so the two never write in the same window (up to the margin between the two).
 
+Field by field the Lease is written as client-go writes it (``tryAcquireOrRenew`` and
+``release`` in k8s.io/client-go/tools/leaderelection/leaderelection.go): created with
+``leaseTransitions`` 0 and ``acquireTime`` = ``renewTime`` = now; a renew keeps both; a
+takeover (including of a released Lease) sets ``acquireTime`` to now and adds one to
+``leaseTransitions``; a release empties ``holderIdentity``, sets ``leaseDurationSeconds`` to 1
+and both times to now, and keeps ``leaseTransitions``.
+
+A renew refused with 409 Conflict (the Lease changed since this replica read it) is a round
+not won, as in client-go: the next round reads the Lease again. A replica that reads another
+holder on a Lease still valid stops counting as leader at once, without waiting for its
+deadline (client-go's ``IsLeader`` turns false as soon as the record it observes names
+another holder). A 409 alone proves nothing more: aiohttp sends an idempotent request (a PUT)
+once more when its connection closed before the answer, and the first one may have been
+applied, so the second meets this replica's own write. A request that got no answer
+(``TransportError``: a connection closed mid-renew, the API server down) changes nothing:
+the leader keeps renewing, and steps down only when ``renew_deadline`` has passed.
+
 Standbys keep watching (their in-memory state stays warm) but decide and write nothing; on
 election the loop resyncs every Workload. A graceful stop releases the Lease at once.
 """
@@ -31,7 +48,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.operator import metrics
-from controller.operator.kube import ApiError, KubeApi
+from controller.operator.kube import ApiError, KubeApi, TransportError
 
 logger = logging.getLogger("orca.leader")
 
@@ -101,7 +118,7 @@ class LeaderElector:
                 sent = self.clock()
                 try:
                     won = await self._try_once(sent)
-                except (ApiError, OSError, TimeoutError) as exc:
+                except (ApiError, TransportError) as exc:  # retried; the deadline decides
                     logger.warning("leader election: %s", exc)
                     won = False
                 if won:
@@ -127,12 +144,23 @@ class LeaderElector:
                 self.on_elected()
 
     async def _try_once(self, now: float) -> bool:
+        """One round of client-go's ``tryAcquireOrRenew``: True when this replica wrote the
+        Lease as its holder (created, renewed or taken over). ``now`` is when the round began,
+        on this replica's monotonic clock: a Lease is expired when its record has not changed
+        for its ``leaseDurationSeconds`` *as observed here* (client-go's ``observedTime``),
+        never by comparing its ``renewTime`` with this node's wall clock."""
         try:
             lease = await self.api.request("GET", f"{self.path}/{self.name}")
         except ApiError as exc:
             if not exc.not_found:
                 raise
-            await self.api.request("POST", self.path, self._lease(None, 0))
+            try:
+                created = await self.api.request("POST", self.path, self._lease(None, 0))
+            except ApiError as exc:
+                if exc.conflict:  # another replica created it first: it holds the Lease
+                    return False
+                raise
+            self._observed = (created["metadata"].get("resourceVersion"), now)
             return True
         spec = lease.get("spec") or {}
         version = lease["metadata"].get("resourceVersion")
@@ -141,17 +169,25 @@ class LeaderElector:
             self._observed = (version, now)
         expired = now - self._observed[1] > float(spec.get("leaseDurationSeconds") or 15)
         if holder and holder != self.identity and not expired:
+            self._lost(f"held by {holder}")
             return False
         transitions = int(spec.get("leaseTransitions") or 0) + (holder != self.identity)
         updated = self._lease(lease, transitions, spec.get("acquireTime"))
         try:
             result = await self.api.request("PUT", f"{self.path}/{self.name}", updated)
         except ApiError as exc:
-            if exc.conflict:
+            if exc.conflict:  # changed since the GET: the next round reads who holds it
+                logger.info("leader election: the Lease changed meanwhile (%s)", exc)
                 return False
             raise
         self._observed = (result["metadata"].get("resourceVersion"), now)
         return True
+
+    def _lost(self, why: str) -> None:
+        """The Lease is not ours any more: stop counting as leader now, not at the deadline."""
+        if self.is_leader:
+            logger.warning("lost the leader Lease %s/%s (%s)", self.namespace, self.name, why)
+            self._set(False)
 
     def _lease(
         self, current: dict[str, Any] | None, transitions: int, acquired: str | None = None
@@ -181,11 +217,13 @@ class LeaderElector:
             lease = await self.api.request("GET", f"{self.path}/{self.name}")
             if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
-            lease["spec"]["holderIdentity"] = ""
-            lease["spec"]["leaseDurationSeconds"] = 1
+            now = _micro_time()  # client-go's release: both times now, transitions kept
+            lease["spec"].update(
+                holderIdentity="", leaseDurationSeconds=1, acquireTime=now, renewTime=now
+            )
             await self.api.request("PUT", f"{self.path}/{self.name}", lease)
             logger.info("released the leader Lease")
-        except (ApiError, OSError, TimeoutError) as exc:
+        except (ApiError, TransportError) as exc:
             logger.warning("could not release the Lease: %s", exc)
         finally:
             self._set(False)

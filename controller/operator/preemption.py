@@ -33,8 +33,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-import aiohttp
-
 from controller.api.models import Workload, WorkloadStatus
 from controller.core.decision import Decision
 from controller.core.ledger import Assumption, Ledger
@@ -50,7 +48,7 @@ from controller.core.preemption import (
 from controller.core.scheduler import Scheduler
 from controller.core.vocabulary import EVENT_PREEMPTED
 from controller.operator import metrics
-from controller.operator.kube import ApiError, Fenced, KubeApi
+from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
 from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState, WorkloadRecord, is_newer
 from controller.operator.workqueue import WorkQueue
@@ -226,10 +224,10 @@ class Preemption:
         except Fenced:
             self.ledger.forget(write.assumption)
             metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FENCED).inc()
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except TransportError as exc:
             self.ledger.forget(write.assumption)
             metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FAILED).inc()
-            metrics.STATUS_WRITE_FAILURES.labels(code=type(exc).__name__).inc()
+            metrics.STATUS_WRITE_FAILURES.labels(code=exc.kind).inc()
             logger.warning("preemption of %s for %s failed: %s", key, plan.preemptor, exc)
         else:
             self.ledger.confirm(write.assumption)

@@ -36,8 +36,6 @@ import asyncio
 import logging
 import time
 
-import aiohttp
-
 from controller.api.models import WorkloadStatus
 from controller.core.ledger import Booking
 from controller.core.rebalance import DEFAULT_MAX_MOVES, Move, Rebalancer, moved
@@ -45,7 +43,7 @@ from controller.core.scheduler import Scheduler
 from controller.core.status import nodes_summary
 from controller.core.vocabulary import EVENT_REBALANCED
 from controller.operator import metrics
-from controller.operator.kube import ApiError, Fenced
+from controller.operator.kube import ApiError, Fenced, TransportError
 from controller.operator.reconciler import Reconciler, held_until_written, write_outcome
 from controller.operator.state import is_newer
 
@@ -170,13 +168,13 @@ class RebalanceLoop:
             response = await r.api.patch_workload_status(
                 record.namespace, record.name, payload, planned_version
             )
-        except (Fenced, ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (Fenced, ApiError, TransportError) as exc:
             state.ledger.forget(assumption)
             r.queue.add(key)  # the scheduling loop looks at it again, after ``done``
             if isinstance(exc, Fenced):
                 metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FENCED).inc()
             else:
-                code = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
+                code = str(exc.status) if isinstance(exc, ApiError) else exc.kind
                 metrics.STATUS_WRITES.labels(outcome=write_outcome(exc)).inc()
                 metrics.STATUS_WRITE_FAILURES.labels(code=code).inc()
             if isinstance(exc, ApiError) and exc.not_found:

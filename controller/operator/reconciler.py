@@ -31,8 +31,6 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
 from controller.api.models import GROUP, KIND, PLURAL, VERSION, Phase, WorkloadStatus
 from controller.core.decision import Decision
 from controller.core.framework import Code
@@ -48,7 +46,7 @@ from controller.manifests import API_VERSION
 from controller.operator import metrics
 from controller.operator.gauges import GaugeExporter
 from controller.operator.heap import building_the_view
-from controller.operator.kube import ApiError, Fenced, KubeApi
+from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
 from controller.operator.preemption import PendingPreemption, Preemption
 from controller.operator.priorities import LIST_PATH as PRIORITY_CLASSES_PATH
 from controller.operator.priorities import PriorityIndex
@@ -66,6 +64,8 @@ COMPONENT = "orca-controller"
 #: Objects per page of the operator's own LISTs (kopf's listing uses the same size).
 LIST_PAGE = 500
 NODES_PATH = "/api/v1/nodes"
+#: Back-off between failed attempts of ``list_until_done`` (seconds): doubling, first to last.
+LIST_BACKOFF = (0.5, 30.0)
 
 
 class Reconciler:
@@ -212,18 +212,18 @@ class Reconciler:
         """``relist``, retrying with back-off (0.5 s doubling to 30 s) until the API answers,
         then queue every Workload: nothing says which ones changed. At start-up, and after a
         watch expired (``informer``)."""
-        delay = 0.5
+        delay = LIST_BACKOFF[0]
         while True:
             try:
                 await self.relist()
                 break
-            except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            except (ApiError, TransportError) as exc:
                 reason = str(exc).strip()
                 if isinstance(exc, ApiError) and exc.not_found:
                     reason = f"the Workload CRD is not installed (kubectl apply -k crds/): {exc}"
                 logger.warning("%s failed: %s; retrying in %.1fs", what, reason, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
+                delay = min(delay * 2, LIST_BACKOFF[1])
         self.queue.add_all(self.state.records)
 
     async def run(self) -> None:
@@ -389,7 +389,7 @@ class Reconciler:
             metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FENCED).inc()
             self._settle(key)
             logger.info("status write for %s not sent: the leader Lease lapsed", key)
-        except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (ApiError, TransportError) as exc:
             if isinstance(exc, ApiError):
                 self.state.ledger.forget(assumption)
             else:
@@ -398,7 +398,7 @@ class Reconciler:
                 # it, and the next decision would start from bookings the object no longer
                 # has; so both outcomes stay booked until the object is read (``_reread``).
                 self._unsure.add(key)
-            code = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
+            code = str(exc.status) if isinstance(exc, ApiError) else exc.kind
             metrics.STATUS_WRITES.labels(outcome=write_outcome(exc)).inc()
             metrics.STATUS_WRITE_FAILURES.labels(code=code).inc()
             self._settle(key)
@@ -447,7 +447,7 @@ class Reconciler:
                 self.state.delete_workload(key)
             else:
                 self.queue.add_rate_limited(key)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except TransportError as exc:
             delay = self.queue.add_rate_limited(key)
             logger.warning("reading %s back failed (%s); retrying in %.2fs", key, exc, delay)
         else:
@@ -525,9 +525,11 @@ class Reconciler:
         refused (its namespace terminating, say)."""
         try:
             await self.api.create_event(event.namespace, event.body())
-        except (ApiError, Fenced, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (ApiError, Fenced, TransportError) as exc:
             logger.info("could not post event %s: %s", event.reason, exc)
             return isinstance(exc, ApiError)
+        except Exception:  # a bug: this Event is dropped, the posters (and the operator) go on
+            logger.exception("posting event %s on %s failed", event.reason, event.name)
         return True
 
     async def flush_events(

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -54,6 +55,27 @@ def moved(operator: OperatorProcess) -> float:
     return operator.metrics().get('orca_rebalance_moves_total{outcome="moved"}', 0.0)
 
 
+#: One sample per rebalancing pass that planned (the leader's, after the initial LIST).
+PASSES = "orca_rebalance_planning_duration_seconds_count"
+
+
+def wait_metrics(
+    operator: OperatorProcess,
+    holds: Callable[[dict[str, float]], bool],
+    what: str,
+    timeout: float = 60,
+) -> dict[str, float]:
+    """The operator's metrics once ``holds`` is true of them (polled): a condition observed,
+    never a fixed sleep that passes whether or not it happened."""
+    deadline = time.monotonic() + timeout
+    while True:
+        samples = operator.metrics()
+        if holds(samples):
+            return samples
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
+        time.sleep(0.2)
+
+
 def grow(cluster: Cluster, new: int) -> None:
     """``new`` empty nodes join a cluster whose Workloads are placed."""
     cluster.apply(*(node_object(f"new-{i:02d}", cpu="4") for i in range(new)))
@@ -79,7 +101,15 @@ def test_dry_run_from_the_cluster_lists_moves_and_writes_nothing(
     )
     before = placed(cluster, namespace, "web", 4)
     grow(cluster, 2)
-    time.sleep(1.0)  # the operator (no rebalance interval) sees the nodes and moves nothing
+    # The operator (no rebalance interval) has the new nodes in its view (its per-node gauges,
+    # exported every few seconds), and moves nothing onto them.
+    wait_metrics(
+        operator,
+        lambda m: all(
+            f'orca_node_allocatable_cpu_cores{{node="new-{i:02d}"}}' in m for i in (0, 1)
+        ),
+        "the operator's view holds the new nodes",
+    )
 
     out = orca_rebalance(control_plane, "-o", "json")
     assert out.returncode == 0, out.stderr
@@ -119,12 +149,17 @@ def test_operator_moves_allowed_replicas_onto_new_nodes_and_leaves_never_alone(
         time.sleep(0.25)
     else:
         raise AssertionError(f"not evened out: {usage}")
-    web = cluster.workload(namespace, "web")
-    time.sleep(3)  # three more passes: converged, nothing else moves
+    # A pass boundary first (the next pass planned: the last one's moves are all counted),
+    # then three more passes planned, the two before the third run to their end (their moves
+    # written). Converged: none of them moves anything.
+    passes = op.metrics()[PASSES]
+    passes = wait_metrics(op, lambda m: m[PASSES] > passes, "a pass boundary")[PASSES]
+    web, made = cluster.workload(namespace, "web"), moved(op)
+    wait_metrics(op, lambda m: m[PASSES] >= passes + 3, "three more rebalancing passes")
+    assert moved(op) == made
     assert placements(cluster.workload(namespace, "web")) == placements(web)
     assert placements(cluster.workload(namespace, "db")) == placements(db)  # Never: untouched
     assert_whole(cluster.workloads(namespace), {"web": 6, "db": 3})
-    made = moved(op)
     assert made >= 3
     deadline = time.monotonic() + 10
     while reasons(cluster, namespace, "web").count("Rebalanced") < made:

@@ -27,6 +27,10 @@ import pytest
 from tests.packaging.dockerfile import REPO_ROOT, build_context, stages
 from tests.packaging.test_lock import pins
 
+# The module's image is built once, by three pip runs of up to 600 s each (the first test
+# pays for it): more than the default per-test timeout allows on a slow machine.
+pytestmark = pytest.mark.timeout(1800)
+
 
 @dataclass
 class Image:

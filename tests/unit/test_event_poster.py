@@ -8,12 +8,14 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
 import pytest
 
-from controller.operator.kube import ApiError, Fenced
+from controller.operator.kube import ApiError, Fenced, TransportError
 from controller.operator.reconciler import EVENT_POSTERS, PendingEvent, Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from tests.unit.fakeapi import until
 
 
 class GatedApi:
@@ -159,3 +161,44 @@ def test_a_stop_goes_on_past_an_event_the_server_refuses() -> None:
 
     left, posted, accepted = asyncio.run(scenario())
     assert sorted(posted) == sorted(accepted) and left == 0
+
+
+class FlakyApi:
+    """Fails each Event's first post: no answer (``TransportError``) for some, a bug (an
+    unexpected exception) for others; takes every Event the second time."""
+
+    def __init__(self) -> None:
+        self.tried: set[str] = set()
+        self.posted: list[str] = []
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        name = event["involvedObject"]["name"]
+        if name not in self.tried:
+            self.tried.add(name)
+            if int(name[1:]) % 2:
+                raise RuntimeError("a bug in building or reading the Event")
+            raise TransportError("POST events", aiohttp.ServerDisconnectedError())
+        self.posted.append(name)
+        return {}
+
+
+def test_the_posters_outlive_dropped_connections_and_unexpected_errors() -> None:
+    """Events are informational: neither a dropped connection nor a bug in one Event stops
+    the posters (the task's death would stop the whole operator, ``app.stop_on_failure``)."""
+
+    async def scenario() -> tuple[bool, list[str]]:
+        api = FlakyApi()
+        reconciler = Reconciler(ClusterState(), WorkQueue(), api)  # type: ignore[arg-type]
+        names = queued(reconciler, 2 * EVENT_POSTERS)
+        poster = asyncio.create_task(reconciler.post_events())
+        await until(lambda: len(api.tried) == len(names), "every Event tried")
+        second = queued(reconciler, 2 * EVENT_POSTERS)  # the same names, posted this time
+        await until(lambda: len(api.posted) == len(second), "the second round posted")
+        alive = not poster.done()
+        poster.cancel()
+        await asyncio.gather(poster, return_exceptions=True)
+        return alive, api.posted
+
+    alive, posted = asyncio.run(scenario())
+    assert alive
+    assert sorted(posted) == sorted(f"w{i}" for i in range(2 * EVENT_POSTERS))

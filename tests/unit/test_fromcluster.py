@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import socket
+from pathlib import Path
 from typing import Any
 
-from controller.fromcluster import view_of
+import pytest
+
+from controller.fromcluster import ClusterError, read_cluster, view_of
 from tests.factories import node_object
 
 
@@ -41,3 +46,29 @@ def test_unreadable_nodes_are_not_ready_and_refused_workloads_stay_booked() -> N
     assert view.warnings[0].endswith("treated as not ready")
     assert view.warnings[1].startswith("a Node without a valid name is ignored")
     assert view.warnings[2].startswith("Workload ns/odd: spec: count is only allowed")
+
+
+def test_an_api_server_out_of_reach_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """The kubernetes client raises urllib3's MaxRetryError (not an OSError) when the server
+    refuses the connection: ``orca plan/explain/rebalance --from-cluster`` say so in a line."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    with pytest.raises(ClusterError) as raised:
+        read_cluster(str(kubeconfig))
+    message = str(raised.value)
+    assert message.startswith("cannot reach the API server: ")
+    assert "Connection refused" in message and "\n" not in message

@@ -23,7 +23,7 @@ from controller.api.models import Taint
 from controller.core.plugins import constraints, eligibility, resources, runtime, taints
 from controller.core.scheduler import Scheduler
 from controller.operator import metrics
-from controller.operator.kube import ApiError, KubeApi, api_resource
+from controller.operator.kube import ApiError, KubeApi, TransportError, api_resource
 from controller.operator.reconciler import PendingEvent, Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
@@ -182,7 +182,11 @@ def test_a_failed_relist_is_counted() -> None:
         (ApiError(409, "Conflict", "changed"), "conflict", "409"),
         (ApiError(404, "NotFound", "gone"), "not_found", "404"),
         (ApiError(500, "InternalError", "etcd"), "failed", "500"),
-        (aiohttp.ServerDisconnectedError(), "failed", "ServerDisconnectedError"),
+        (
+            TransportError("PATCH w", aiohttp.ServerDisconnectedError()),
+            "failed",
+            "ServerDisconnectedError",  # the cause's class: what went wrong, in a bounded set
+        ),
     ],
     ids=["conflict", "not_found", "5xx", "disconnected"],
 )
@@ -323,8 +327,9 @@ def test_api_requests_are_counted_by_verb_resource_and_code() -> None:
                 await api.patch_workload_status("ns", "w", {"phase": "Scheduled"}, "1")
         await runner.cleanup()
         async with _api(f"http://127.0.0.1:{port}") as api:  # nothing listens any more
-            with pytest.raises(aiohttp.ClientError):
+            with pytest.raises(TransportError) as refused:
                 await api.request("GET", "/api/v1/nodes")
+            assert isinstance(refused.value.cause, aiohttp.ClientConnectorError)
 
     labels = {"verb": "PATCH", "resource": "workloads/status"}
     with (

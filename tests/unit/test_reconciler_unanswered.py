@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import aiohttp
 
-from controller.operator.kube import ApiError, KubeApi
+from controller.operator.kube import ApiError, KubeApi, TransportError
 from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
@@ -58,12 +58,12 @@ class DroppingApi:
         drop = name == "web" and not self.dropped
         self.dropped |= drop
         if drop and not self.lands:
-            raise aiohttp.ServerDisconnectedError()
+            raise TransportError("PATCH status", aiohttp.ServerDisconnectedError())
         obj["status"] = status
         obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
         self.writes.append(f"{name}: {[p['node'] for p in status['placements']]}")
         if drop:
-            raise aiohttp.ServerDisconnectedError()
+            raise TransportError("PATCH status", aiohttp.ServerDisconnectedError())
         return copy.deepcopy(obj)
 
     async def request(self, method: str, path: str, *_: Any, **__: Any) -> dict[str, Any]:

@@ -1,0 +1,239 @@
+"""``KubeApi``'s contract with its callers (``controller/operator/kube.py``), over loopback HTTP
+against the in-process API server (``fakeapi``):
+
+- a request or a watch that gets no answer raises ``TransportError`` (with the cause), never
+  an aiohttp or socket exception: the operator's tasks catch ``ApiError``/``TransportError``
+  and nothing else, so anything else would stop the operator;
+- a 401 loads the credentials again and retries once with them (requests and watches), and
+  the session of the old credentials is retired, not closed under the requests it carries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes import client as k8s_client
+
+from controller.operator import kube
+from controller.operator.kube import ApiError, KubeApi, TransportError
+from tests.unit.fakeapi import FakeApiServer, Fault, until
+
+NODES = "/api/v1/nodes"
+
+
+def run(scenario: Callable[[FakeApiServer], Awaitable[None]]) -> None:
+    async def main() -> None:
+        async with FakeApiServer() as server:
+            await asyncio.wait_for(scenario(server), 120)
+
+    asyncio.run(main())
+
+
+def unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# -- no answer: one exception ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "cause"),
+    [
+        ("drop", aiohttp.ServerDisconnectedError),  # closed before the answer (twice: retried)
+        ("cut", aiohttp.ClientPayloadError),  # the answer cut short
+        ("garbage", ValueError),  # a 200 that is not JSON (orjson.JSONDecodeError)
+    ],
+)
+def test_a_request_without_an_answer_raises_transport_error(
+    fault: str, cause: type[BaseException]
+) -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        server.add(Fault("GET", NODES, fault, times=None))
+        async with server.client() as api:
+            with pytest.raises(TransportError) as raised:
+                await api.request("GET", NODES)
+            assert isinstance(raised.value.cause, cause)
+            assert raised.value.__cause__ is raised.value.cause
+            assert str(raised.value).startswith(f"GET {NODES}")
+            server.clear()
+            assert await api.request("GET", NODES) == {
+                "items": [],
+                "metadata": {"resourceVersion": "100"},
+            }
+
+    run(scenario)
+
+
+def test_connection_refused_and_tls_failures_raise_transport_error() -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        refused = k8s_client.Configuration()
+        refused.host = f"http://127.0.0.1:{unused_port()}"
+        # TLS spoken to a server that answers in plain HTTP: the handshake fails.
+        tls = k8s_client.Configuration()
+        tls.host = server.host.replace("http://", "https://")
+        tls.verify_ssl = False
+        for configuration in (refused, tls):
+            async with KubeApi(configuration) as api:
+                with pytest.raises(TransportError) as raised:
+                    await api.request("GET", NODES)
+                assert isinstance(raised.value.cause, aiohttp.ClientConnectionError)
+                with pytest.raises(TransportError):
+                    async for _ in api.watch(NODES, None, 30):
+                        pass
+
+    run(scenario)
+
+
+def test_credentials_that_cannot_be_read_raise_transport_error_and_send_nothing() -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        configuration = server.configuration(token="t")
+
+        def hook(_configuration: Any) -> None:  # e.g. the service account token file gone
+            raise FileNotFoundError("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+        configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
+        async with KubeApi(configuration) as api:
+            with pytest.raises(TransportError) as raised:
+                await api.request("GET", NODES)
+            assert isinstance(raised.value.cause, FileNotFoundError)
+        assert server.requests == []
+
+    run(scenario)
+
+
+def test_a_watch_broken_mid_stream_yields_what_came_then_raises_transport_error() -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("nodes", {"metadata": {"name": "a"}})
+        server.put("nodes", {"metadata": {"name": "b"}})
+        seen: list[str] = []
+        async with server.client() as api:
+            with pytest.raises(TransportError) as raised:
+                async for event in api.watch(NODES, "100", 300):
+                    seen.append(event["object"]["metadata"]["name"])
+                    if len(seen) == 2:
+                        server.cut_watches()
+            assert isinstance(raised.value.cause, aiohttp.ClientPayloadError)
+            assert seen == ["a", "b"]
+            server.add(Fault("GET", NODES, "garbage", watch=True))  # a watch that is not JSON
+            with pytest.raises(TransportError):
+                async for _ in api.watch(NODES, "100", 300):
+                    pass
+
+    run(scenario)
+
+
+def test_refusals_stay_api_errors() -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        server.add(Fault("GET", NODES, "status", status=503, reason="ServiceUnavailable"))
+        async with server.client() as api:
+            with pytest.raises(ApiError) as raised:
+                await api.request("GET", NODES)
+            assert raised.value.status == 503
+
+    run(scenario)
+
+
+# -- 401: the credentials loaded again -----------------------------------------------------------
+
+
+class Loader:
+    """``KubeApi.reload``: the credentials as they are now (the rotated token)."""
+
+    def __init__(self, server: FakeApiServer, token: str) -> None:
+        self.server, self.token, self.calls = server, token, 0
+
+    def __call__(self) -> k8s_client.Configuration:
+        self.calls += 1
+        return self.server.configuration(token=self.token)
+
+
+def test_a_401_loads_the_credentials_again_and_retries_once_with_them() -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        server.tokens = {"new"}  # "old" was revoked as it was rotated
+        loader = Loader(server, "new")
+        async with server.client(token="old", reload=loader) as api:
+            assert await api.request("GET", NODES) == {
+                "items": [],
+                "metadata": {"resourceVersion": "100"},
+            }
+            assert [s.token for s in server.requests] == ["old", "new"]
+            assert [s.outcome for s in server.requests] == ["401", "200"]
+            assert loader.calls == 1
+            await api.request("GET", NODES)  # the new credentials stay
+            assert server.requests[-1].token == "new" and loader.calls == 1
+
+    run(scenario)
+
+
+def test_a_401_on_a_watch_loads_the_credentials_again_and_watches_with_them() -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("nodes", {"metadata": {"name": "a"}})
+        server.tokens = {"new"}
+        loader = Loader(server, "new")
+        async with server.client(token="old", reload=loader) as api:
+            async for event in api.watch(NODES, "100", 300):
+                assert event["object"]["metadata"]["name"] == "a"
+                break
+        assert [(s.token, s.outcome) for s in server.requests] == [("old", "401"), ("new", "200")]
+        assert loader.calls == 1
+
+    run(scenario)
+
+
+def test_a_401_without_new_credentials_stays_a_401() -> None:
+    """No loader, or one that fails (the token file being replaced): the 401 stands, and
+    the loader's own error (``OSError``...) never reaches the operator's tasks."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.tokens = {"new"}
+
+        def broken() -> k8s_client.Configuration:
+            raise OSError("token file being replaced")
+
+        for reload in (None, broken):
+            async with server.client(token="old", reload=reload) as api:
+                with pytest.raises(ApiError) as raised:
+                    await api.request("GET", NODES)
+                assert raised.value.status == 401
+                with pytest.raises(ApiError):
+                    async for _ in api.watch(NODES, None, 30):
+                        pass
+
+    run(scenario)
+
+
+def test_the_old_session_is_retired_not_closed_under_the_requests_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Lease renew in flight when another request meets the 401 must still get its answer:
+    closing the old session at once left such a request silent until its timeout (30 s,
+    longer than the renew deadline). The old session is closed once its grace is over."""
+    monkeypatch.setattr(kube, "RETIRED_SESSION_GRACE", 0.5)
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.tokens = {"old"}
+        lease = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"
+        server.put("leases", {"metadata": {"name": "l", "namespace": "ns"}})
+        held = server.add(Fault("GET", lease, "hold"))
+        async with server.client(token="old", reload=Loader(server, "new")) as api:
+            renew = asyncio.create_task(api.request("GET", lease))
+            await until(lambda: held.arrived == 1, "the renew in flight")
+            old = api._session
+            server.tokens = {"new"}  # rotated: the old token is refused from now on
+            await api.request("GET", NODES)  # 401, reloaded, retried on a new session
+            assert [s.outcome for s in server.seen("GET", NODES)] == ["401", "200"]
+            assert old is not None and not old.closed and api._session is not old
+            held.gate.set()
+            answer = await asyncio.wait_for(renew, 10)  # answered, on the old session
+            assert answer["metadata"]["name"] == "l"
+            await until(lambda: old.closed, "the retired session closed after its grace")
+
+    run(scenario)
