@@ -34,7 +34,12 @@ from typing import Any
 from controller.api.models import GROUP, KIND, PLURAL, VERSION, Phase, WorkloadStatus
 from controller.core.decision import Decision
 from controller.core.framework import Code
-from controller.core.ledger import Assumption, Booking, bookings_from_object
+from controller.core.ledger import (
+    Assumption,
+    Booking,
+    bookings_from_object,
+    bookings_from_status,
+)
 from controller.core.scheduler import Scheduler
 from controller.core.status import rfc3339_now, status_from_decision
 from controller.core.vocabulary import (
@@ -385,13 +390,13 @@ class Reconciler:
             )
         except Fenced:
             # Not sent. Re-election requeues every Workload (``on_elected``), so drop the key.
-            self.state.ledger.forget(assumption)
+            self._forget(record, assumption)
             metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FENCED).inc()
             self._settle(key)
             logger.info("status write for %s not sent: the leader Lease lapsed", key)
         except (ApiError, TransportError) as exc:
             if isinstance(exc, ApiError):
-                self.state.ledger.forget(assumption)
+                self._forget(record, assumption)
             else:
                 # No answer: it may have landed (a connection cut after the request was
                 # sent). Forgetting would free what it booked while the object may record
@@ -432,6 +437,18 @@ class Reconciler:
         finally:
             self._slots.release()
             self.queue.done(key)
+
+    def _forget(self, record: WorkloadRecord, assumption: Assumption) -> None:
+        """A write that did not land: restore the bookings it replaced; but if the Workload
+        changed while it was in flight, book what it records now. The ledger books no event
+        that comes during a write (``ClusterState.upsert_workload``): another replica's status
+        write seen then, restored over by the bookings from before, left this replica deciding
+        from placements the object no longer had (the split-brain chaos scenario: a Job moved
+        off its node by the next leader, for no reason)."""
+        self.state.ledger.forget(assumption)
+        current = self.state.records.get(record.key)
+        if current is not None and current is not record and current.workload is not None:
+            self.state.ledger.load(record.key, bookings_from_status(current.workload))
 
     async def _reread(self, record: WorkloadRecord) -> None:
         """After a status write that got no answer: read the object, and take what it records
