@@ -36,6 +36,11 @@ SCENARIOS = (
 )
 
 
+def failed(rows: list[Row]) -> list[str]:
+    """The scenarios that fail the run: a violation, or fewer faults proven than asked for."""
+    return [row.scenario for row in rows if not row.ok]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--only", action="append", choices=SCENARIOS, help="repeatable")
@@ -91,13 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     print("\nscenario         trials proven/wanted polls violations converge (per fault) figures")
     for row in rows:
         print(row.line())
-    failed = [row.scenario for row in rows if not row.ok]
-    if failed:
-        print(f"FAILED: {', '.join(failed)}")
+    failures = failed(rows)
+    if failures:
+        print(f"FAILED: {', '.join(failures)}")
     print(f"(logs and audit log in {workdir})" if args.keep else "")
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
-    return 1 if failed else 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -119,9 +119,7 @@ class Row:
 
     @property
     def ok(self) -> bool:
-        return (
-            not self.violations and self.proven >= self.wanted and len(self.converge) >= self.proven
-        )
+        return not self.violations and self.proven >= self.wanted
 
     def problems(self) -> list[str]:
         """Why the row is not ``ok``, one line each."""
