@@ -26,7 +26,7 @@ Liveness (hold once the operator has caught up; ``liveness``):
 * filters         every placement is on a node that exists, is not cordoned, whose NoExecute
                   taints (a not-Ready node's implicit one included) are tolerated or still
                   within their ``tolerationSeconds``, that offers the runtime and passes the
-                  constraints (a DaemonSet in every-node mode: no constraints); constraints that
+                  constraints (a DaemonSet in EveryNode mode: no constraints); constraints that
                   read free capacity are not re-checked
 * stranded        no Job/Service short of replicas while a node that passes its filters has
                   room for one, and no DaemonSet missing from such a node
@@ -324,10 +324,11 @@ def runtime_ok(node: NodeView, wanted: Sequence[str]) -> bool:
 
 
 def uses_constraints(spec: Mapping[str, Any]) -> bool:
-    """A DaemonSet in every-node mode (its default) ignores its constraints (DESIGN 4)."""
+    """A DaemonSet in ``EveryNode`` mode (its default) ignores its constraints (DESIGN 4; the
+    mode was spelled ``every-node`` before issue 22, accepted too)."""
     if spec.get("kind") != "DaemonSet":
         return True
-    mode = (spec.get("schedule") or {}).get("mode") or "every-node"
+    mode = (spec.get("schedule") or {}).get("mode") or "EveryNode"
     return mode not in ("every-node", "EveryNode")
 
 

@@ -142,7 +142,7 @@ def kinds(nodes: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> list[
         ),
         pytest.param(
             [wl("d", [("ns/d-0", "b")], kind="DaemonSet", constraints=['"ssd" in node.tags'])],
-            ["stranded"],  # every-node ignores constraints; it misses a (not c: cordoned)
+            ["stranded"],  # EveryNode ignores constraints; it misses a (not c: cordoned)
             id="daemonset-every-node-ignores-constraints",
         ),
         pytest.param(
