@@ -146,6 +146,19 @@ def kinds(nodes: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> list[
             id="daemonset-every-node-ignores-constraints",
         ),
         pytest.param(
+            [
+                wl(
+                    "d",
+                    [("ns/d-0", "a"), ("ns/d-1", "b")],
+                    kind="DaemonSet",
+                    schedule={"mode": "Matching"},
+                    constraints=['"ssd" in node.tags'],
+                )
+            ],
+            ["constraint"],
+            id="daemonset-matching-uses-constraints",
+        ),
+        pytest.param(
             [wl("j", [("ns/j-0", "a")], runtime={"oneOf": ["wasm"]})], ["runtime"], id="runtime"
         ),
         pytest.param(
