@@ -12,9 +12,11 @@ For each key the queue hands out (kube-scheduler's schedule_one, in miniature)::
                or a failed write leaves it there (``held_until_written``)
     write      one merge PATCH of /status, preconditioned on the resourceVersion decided on,
                sent only while this replica's Lease is locally valid (``KubeApi.fence``)
-    confirm    on success; on failure forget (restore the previous bookings) and requeue
+    confirm    on success; on a refusal forget (restore the previous bookings) and requeue
                with backoff; 404 means the Workload is gone, and so are its bookings;
-               fenced (the Lease lapsed) means forget and drop: the next leader decides
+               fenced (the Lease lapsed) means forget and drop: the next leader decides;
+               no answer (the connection dropped) means the write may have landed or not:
+               both outcomes stay booked until the object is read again (``_reread``)
 
 Writes run concurrently (bounded); decisions never do. A key stays *processing* in the queue
 until its write settles, so one Workload never has two decisions in flight.
@@ -32,7 +34,12 @@ from typing import Any
 from controller.api.models import GROUP, KIND, PLURAL, VERSION, Phase, WorkloadStatus
 from controller.core.decision import Decision
 from controller.core.framework import Code
-from controller.core.ledger import Assumption, Booking
+from controller.core.ledger import (
+    Assumption,
+    Booking,
+    bookings_from_object,
+    bookings_from_status,
+)
 from controller.core.scheduler import Scheduler
 from controller.core.status import rfc3339_now, status_from_decision
 from controller.core.vocabulary import (
@@ -97,6 +104,8 @@ class Reconciler:
         self.list_versions: dict[str, str | None] = {}
         self._relisting: asyncio.Future[None] | None = None
         self._slots = asyncio.Semaphore(max_in_flight)
+        #: Keys whose last status write got no answer: read before deciding again.
+        self._unsure: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._cel_seen: dict[str, int] = {}
         self._gauges = GaugeExporter()
@@ -270,6 +279,9 @@ class Reconciler:
         record = self.state.records.get(key)
         if record is None or not self.is_leader():
             return False
+        if key in self._unsure:
+            self._track(asyncio.create_task(self._reread(record)))
+            return True
         self.state.table()
         started = time.perf_counter()
         decision, preemption = self.preemption.consider(record, self._decide(record))
@@ -295,10 +307,12 @@ class Reconciler:
         write = self._write(record, status, assumption, previous, decision.bookings)
         if preemption is not None:
             write = self._write_after_victims(preemption, write, assumption, record.key)
-        task = asyncio.create_task(write)
+        self._track(asyncio.create_task(write))
+        return True
+
+    def _track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return True
 
     def _count_cel(self) -> None:
         """The evaluator keeps running totals; the counters get what is new since last time."""
@@ -376,12 +390,19 @@ class Reconciler:
             )
         except Fenced:
             # Not sent. Re-election requeues every Workload (``on_elected``), so drop the key.
-            self.state.ledger.forget(assumption)
+            self._forget(record, assumption)
             metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FENCED).inc()
             self._settle(key)
             logger.info("status write for %s not sent: the leader Lease lapsed", key)
         except (ApiError, TransportError) as exc:
-            self.state.ledger.forget(assumption)
+            if isinstance(exc, ApiError):
+                self._forget(record, assumption)
+            else:
+                # No answer: it may have landed (a connection cut after the request was
+                # sent). Forgetting would free what it booked while the object may record
+                # it, and the next decision would start from bookings the object no longer
+                # has; so both outcomes stay booked until the object is read (``_reread``).
+                self._unsure.add(key)
             code = str(exc.status) if isinstance(exc, ApiError) else exc.kind
             metrics.STATUS_WRITES.labels(outcome=write_outcome(exc)).inc()
             metrics.STATUS_WRITE_FAILURES.labels(code=code).inc()
@@ -415,6 +436,48 @@ class Reconciler:
                 self.queue.add_all(self.state.keys_waiting_for_capacity() - {key})
         finally:
             self._slots.release()
+            self.queue.done(key)
+
+    def _forget(self, record: WorkloadRecord, assumption: Assumption) -> None:
+        """A write that did not land: restore the bookings it replaced; but if the Workload
+        changed while it was in flight, book what it records now. The ledger books no event
+        that comes during a write (``ClusterState.upsert_workload``): another replica's status
+        write seen then, restored over by the bookings from before, left this replica deciding
+        from placements the object no longer had (the split-brain chaos scenario: a Job moved
+        off its node by the next leader, for no reason)."""
+        self.state.ledger.forget(assumption)
+        current = self.state.records.get(record.key)
+        if current is not None and current is not record and current.workload is not None:
+            self.state.ledger.load(record.key, bookings_from_status(current.workload))
+
+    async def _reread(self, record: WorkloadRecord) -> None:
+        """After a status write that got no answer: read the object, and take what it records
+        as the truth (the record, and its bookings in place of both outcomes held), then
+        decide again from it. Unreadable too: try again later, both outcomes still held."""
+        key = record.key
+        path = f"/apis/{GROUP}/{VERSION}/namespaces/{record.namespace}/{PLURAL}/{record.name}"
+        try:
+            obj = await self.api.request("GET", path)
+        except ApiError as exc:
+            if exc.not_found:
+                self._unsure.discard(key)
+                self.state.delete_workload(key)
+            else:
+                self.queue.add_rate_limited(key)
+        except TransportError as exc:
+            delay = self.queue.add_rate_limited(key)
+            logger.warning("reading %s back failed (%s); retrying in %.2fs", key, exc, delay)
+        else:
+            self._unsure.discard(key)
+            self.state.upsert_workload(obj)  # newer than what we knew: the record now
+            current = self.state.records.get(key)
+            version = (obj.get("metadata") or {}).get("resourceVersion")
+            if current is not None and current.resource_version == version:
+                # What it records is booked, however the record came to know this version
+                # (an event of it while the write was in flight was not booked).
+                self.state.ledger.load(key, bookings_from_object(obj))
+            self.queue.add(key)  # queued again once done (below): decided from the truth
+        finally:
             self.queue.done(key)
 
     def _settle(self, key: str) -> None:

@@ -1,51 +1,589 @@
 """The invariants every chaos scenario checks, read from the API as a user would see them.
 
-``check`` restates the scheduler's promises independently of the operator's code (it shares
-only the Node-to-NodeInfo mapping and quantity parsing with it):
+An independent checker: every rule below is restated here from the API reference (README,
+DESIGN.md 2-5) and from Kubernetes' own code where orca borrows its semantics; nothing of the
+scheduler's or the models' behaviour is imported (only the parsing of quantities, which is the
+kubernetes client's). A rule the operator gets wrong and this module copies could never fail.
 
-* decided     every Workload's status describes its current spec (observedGeneration)
-* capacity    no node holds more than its allocatable, summing every placement in status
-* filters     every placement is on a node that exists, is eligible (Ready, not cordoned),
-              has no NoExecute taint the Workload does not tolerate, offers the runtime and
-              passes the constraints (DaemonSet EveryNode: no constraints); constraints that
-              read free capacity are not re-checked
-* allocIds    unique cluster-wide
-* kept        a placement recorded before a fault, whose Workload spec was already decided
-              and is unchanged, and whose node still exists and passes, is still there
-* stranded    (liveness) no Job/Service is short of replicas while a node that passes its
-              filters has room for one, and no DaemonSet misses such a node
+Safety (must hold at *every* observation; ``safety``, ``Observer``):
 
-Most of these hold only eventually (a placement on a Node deleted a moment ago is fine until
-the operator has seen the deletion), so a scenario polls ``check`` until nothing is violated:
-that moment is its "time to converge"; what is still violated at its timeout is reported.
+* capacity        no node holds more than its ``status.allocatable``, summing every placement
+                  on it at the size its Workload's ``status.resources`` records (the size the
+                  placements hold, DESIGN 5; never the spec's, never the operator's ledger)
+* replicas        exact counts: a Job has at most 1 placement, a Service at most ``count`` (of
+                  the spec its status describes), a DaemonSet at most one per node
+* status          ``status.placed`` is the number of placements listed; ``status.desired`` is
+                  1 for a Job, ``count`` for a Service; ``phase`` says what was placed
+                  (Scheduled: all, PartiallyScheduled: some, Unschedulable: none; DESIGN 4)
+* allocIds        unique cluster-wide, and ``<namespace>/<name>-<index>`` of their Workload
+* kept            (``Observer``, between two observations) a placement does not vanish or move
+                  without a cause: its Workload deleted, recreated or given a new spec, or its
+                  node deleted, failing the placement's filters, or changed in between
+
+Liveness (hold once the operator has caught up; ``liveness``):
+
+* decided         every Workload's status describes its current spec (observedGeneration)
+* filters         every placement is on a node that exists, is not cordoned, whose NoExecute
+                  taints (a not-Ready node's implicit one included) are tolerated or still
+                  within their ``tolerationSeconds``, that offers the runtime and passes the
+                  constraints (a DaemonSet in EveryNode mode: no constraints); constraints that
+                  read free capacity are not re-checked
+* stranded        no Job/Service short of replicas while a node that passes its filters has
+                  room for one, and no DaemonSet missing from such a node
+
+The scenarios use neither PriorityClasses (preemption) nor the rebalancer, so the only causes
+of a move are the ones listed under "kept". Capacity assumes nodes never shrink (DESIGN 5:
+"capacity changes never evict", so a shrunken node may legitimately be over-committed); no
+scenario shrinks one.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+import math
+import re
+import time
+from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import celpy
 from celpy.adapter import json_to_cel
 
-from controller.api.models import NodeInfo, TaintEffect, Toleration, quantity_to_int
-from controller.core.nodes import NodeError, node_info_from_node
+from controller.api.models import quantity_to_int  # the kubernetes client's parser
 
-_PROXMOX_RUNTIMES = frozenset({"pve-vm", "pve-ct", "proxmox"})
+# DESIGN 3: how a Node advertises itself.
+RUNTIME_PREFIX = "runtime.orca.cloudinit.dev/"
+TAG_PREFIX = "tag.orca.cloudinit.dev/"
+KIND_LABEL = "orca.cloudinit.dev/kind"
+PROXMOX_RUNTIMES = frozenset({"pve-vm", "pve-ct", "proxmox"})
+
+# Kubernetes' node lifecycle taints (k8s.io/api core/v1 well_known_taints.go).
+NOT_READY = "node.kubernetes.io/not-ready"
+UNREACHABLE = "node.kubernetes.io/unreachable"
+NO_EXECUTE, NO_SCHEDULE = "NoExecute", "NoSchedule"
+#: DefaultTolerationSeconds admission plugin's default (DESIGN 5: Jobs and Services).
+DEFAULT_TOLERATION_SECONDS = 300
+
+SAFETY = frozenset(
+    {
+        "over-capacity",
+        "unsized",
+        "job-replicas",
+        "service-replicas",
+        "daemonset-node",
+        "placed-count",
+        "desired",
+        "phase",
+        "duplicate-alloc",
+        "alloc-owner",
+        "lost",
+    }
+)
+LIVENESS = frozenset(
+    {"undecided", "no-node", "ineligible", "taint", "runtime", "constraint", "stranded"}
+)
+
 _ENV = celpy.Environment()
+_ALLOC = re.compile(r"(?P<owner>.+)-(?P<index>0|[1-9][0-9]*)")
 
 
 @dataclass(frozen=True)
 class Violation:
-    kind: str  # undecided | over-capacity | no-node | ineligible | runtime | constraint | ...
+    kind: str  # one of SAFETY or LIVENESS (or a scenario's own: operator-exited, ...)
     subject: str
     detail: str
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.subject}: {self.detail}"
+
+    @property
+    def safety(self) -> bool:
+        return self.kind not in LIVENESS
+
+
+# -- Nodes, read from the Node object (DESIGN 3) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+    added: float | None = None  # timeAdded, seconds since the epoch
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What the rules need of one Node, straight from its JSON."""
+
+    name: str
+    version: str  # metadata.resourceVersion: a change of any kind shows here
+    labels: Mapping[str, str]
+    cpu: int  # millicores
+    memory: int  # bytes
+    ready: str  # the Ready condition's status: "True", "False", "Unknown", "" (none)
+    ready_since: float | None  # its lastTransitionTime
+    unschedulable: bool
+    taints: tuple[Taint, ...]
+    readable: bool = True
+
+    @property
+    def eligible(self) -> bool:
+        """DESIGN 3: Ready condition True and ``spec.unschedulable`` not set."""
+        return self.readable and self.ready == "True" and not self.unschedulable
+
+    @property
+    def runtimes(self) -> frozenset[str]:
+        """Labels ``runtime.orca.cloudinit.dev/<name>: "true"``, names case-insensitive."""
+        return frozenset(
+            key[len(RUNTIME_PREFIX) :].lower()
+            for key, value in self.labels.items()
+            if key.startswith(RUNTIME_PREFIX) and value.lower() == "true"
+        )
+
+    @property
+    def tags(self) -> frozenset[str]:
+        return frozenset(k[len(TAG_PREFIX) :] for k in self.labels if k.startswith(TAG_PREFIX))
+
+    @property
+    def kind(self) -> str:
+        return (self.labels.get(KIND_LABEL) or "linux").lower()
+
+    def cel(self) -> dict[str, Any]:
+        """The CEL ``node`` variable (DESIGN 3), free capacity left out: a constraint that reads
+        it depends on the moment of the decision and is not re-checked."""
+        return {
+            "hostname": self.name,
+            "runtimes": sorted(self.runtimes),
+            "tags": sorted(self.tags),
+            "labels": dict(self.labels),
+            "kind": self.kind,
+            "cpu": self.cpu,
+            "memory": self.memory,
+        }
+
+    def no_execute(self) -> tuple[Taint, ...]:
+        """Its NoExecute taints, with the one DESIGN 5 implies for a node that is not Ready and
+        carries no lifecycle taint yet: ``not-ready`` (``unreachable`` when Unknown) since the
+        Ready condition's lastTransitionTime."""
+        taints = tuple(t for t in self.taints if t.effect == NO_EXECUTE)
+        if self.ready != "True" and not any(t.key in (NOT_READY, UNREACHABLE) for t in taints):
+            key = UNREACHABLE if self.ready == "Unknown" else NOT_READY
+            taints += (Taint(key, "", NO_EXECUTE, self.ready_since),)
+        return taints
+
+
+def _timestamp(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def node_view(obj: Mapping[str, Any]) -> NodeView:
+    """A Node's view; one whose quantities do not parse is kept as unreadable (README: the
+    operator treats it as not ready, so its replicas move and it takes nothing new)."""
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    ready, since = "", None
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Ready":
+            ready = str(condition.get("status") or "")
+            since = _timestamp(condition.get("lastTransitionTime"))
+    taints = tuple(
+        Taint(
+            str(t.get("key") or ""),
+            str(t.get("value") or ""),
+            str(t.get("effect") or ""),
+            _timestamp(t.get("timeAdded")),
+        )
+        for t in spec.get("taints") or []
+    )
+    allocatable = status.get("allocatable") or {}
+    try:
+        cpu = quantity_to_int(allocatable.get("cpu", 0), 1000)
+        memory = quantity_to_int(allocatable.get("memory", 0))
+        readable = True
+    except ValueError:
+        cpu = memory = 0
+        readable = False
+    return NodeView(
+        name=meta["name"],
+        version=str(meta.get("resourceVersion") or ""),
+        labels=dict(meta.get("labels") or {}),
+        cpu=cpu,
+        memory=memory,
+        ready=ready,
+        ready_since=since,
+        unschedulable=spec.get("unschedulable") is True,
+        taints=taints,
+        readable=readable,
+    )
+
+
+# -- Workload rules ------------------------------------------------------------------------------
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
+    """Kubernetes' ``(*Toleration).ToleratesTaint`` (k8s.io/api v0.36.3, core/v1/toleration.go):
+    an empty effect matches every effect, an empty key every key (operator Exists), Exists every
+    value, Equal (or no operator) the same value. ``Lt``/``Gt`` match only behind the alpha
+    feature gate TaintTolerationComparisonOperators (off by default; orca's CRD refuses them)."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.effect:
+        return False
+    key = toleration.get("key") or ""
+    if key and key != taint.key:
+        return False
+    operator = toleration.get("operator") or ""
+    if operator in ("", "Equal"):
+        return bool((toleration.get("value") or "") == taint.value)
+    return bool(operator == "Exists")
+
+
+def _tolerations(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The spec's tolerations, with what Kubernetes adds to a Pod for the node lifecycle taints
+    (DESIGN 5): a DaemonSet tolerates not-ready and unreachable forever (the DaemonSet
+    controller's ``AddOrUpdateDaemonPodTolerations``, pkg/controller/daemon/util); a Job or
+    Service for 300 s unless one of its own tolerations covers that key with effect NoExecute
+    or empty, or has an empty key (the DefaultTolerationSeconds admission plugin's ``Admit``,
+    plugin/pkg/admission/defaulttolerationseconds)."""
+    own = list(spec.get("tolerations") or [])
+    added: list[Mapping[str, Any]] = []
+    for key in (NOT_READY, UNREACHABLE):
+        if spec.get("kind") == "DaemonSet":
+            added.append({"key": key, "operator": "Exists", "effect": NO_EXECUTE})
+            continue
+        covered = any(
+            (t.get("key") or "") in (key, "") and (t.get("effect") or "") in (NO_EXECUTE, "")
+            for t in own
+        )
+        if not covered:
+            added.append(
+                {
+                    "key": key,
+                    "operator": "Exists",
+                    "effect": NO_EXECUTE,
+                    "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+                }
+            )
+    return own + added
+
+
+def eviction_deadline(node: NodeView, spec: Mapping[str, Any]) -> float:
+    """When a replica on ``node`` must have moved because of its NoExecute taints (DESIGN 5):
+    ``-inf`` at once (a taint no toleration tolerates), ``inf`` never. Per taint, the smallest
+    ``tolerationSeconds`` among the tolerations that tolerate it (none: forever; <= 0: at once),
+    as the taint eviction controller's ``getMinTolerationTime`` reads them
+    (pkg/controller/tainteviction/taint_eviction.go), counted from the taint's ``timeAdded``."""
+    tolerations = _tolerations(spec)
+    deadline = math.inf
+    for taint in node.no_execute():
+        matching = [t for t in tolerations if tolerates(t, taint)]
+        if not matching:
+            return -math.inf
+        seconds = [
+            t["tolerationSeconds"] for t in matching if t.get("tolerationSeconds") is not None
+        ]
+        if not seconds:
+            continue
+        if min(seconds) <= 0:
+            return -math.inf
+        if taint.added is not None:  # no time recorded: not judged (never a false alarm)
+            deadline = min(deadline, taint.added + min(seconds))
+    return deadline
+
+
+def blocks_new(node: NodeView, spec: Mapping[str, Any]) -> bool:
+    """A NoSchedule or NoExecute taint no toleration tolerates keeps new replicas off the node
+    (kube-scheduler's TaintToleration ``Filter``: ``DoNotScheduleTaintsFilterFunc``), the
+    spec's own tolerations only (a not-Ready node is refused by eligibility already)."""
+    own = list(spec.get("tolerations") or [])
+    return any(
+        t.effect in (NO_SCHEDULE, NO_EXECUTE) and not any(tolerates(x, t) for x in own)
+        for t in node.taints
+    )
+
+
+def runtime_ok(node: NodeView, wanted: Sequence[str]) -> bool:
+    """DESIGN 3: absent or empty = any runtime; case-insensitive; ``wasm`` and ``wasmtime`` are
+    one runtime; ``pve-vm``, ``pve-ct`` and ``proxmox`` match exactly the nodes of kind
+    proxmox (and no runtime label stands in for that kind)."""
+    if not wanted:
+        return True
+    same = {"wasmtime": "wasm"}
+    wants = {same.get(w.lower(), w.lower()) for w in wanted}
+    if node.kind == "proxmox" and wants & PROXMOX_RUNTIMES:
+        return True
+    offered = {same.get(r, r) for r in node.runtimes - PROXMOX_RUNTIMES}
+    return bool(offered & (wants - PROXMOX_RUNTIMES))
+
+
+def uses_constraints(spec: Mapping[str, Any]) -> bool:
+    """A DaemonSet in ``EveryNode`` mode (its default) ignores its constraints (DESIGN 4; the
+    mode was spelled ``every-node`` before issue 22, accepted too)."""
+    if spec.get("kind") != "DaemonSet":
+        return True
+    mode = (spec.get("schedule") or {}).get("mode") or "EveryNode"
+    return mode not in ("every-node", "EveryNode")
+
+
+class Constraints:
+    """CEL constraints evaluated with celpy over the node view, memoised per node version."""
+
+    def __init__(self) -> None:
+        self._programs: dict[str, Any] = {}
+        self._memo: dict[tuple[str, str, str], bool] = {}
+
+    def passes(self, source: str, node: NodeView) -> bool | None:
+        """True/False, or None when not checkable here (it reads free capacity)."""
+        if "free" in source:
+            return None
+        key = (source, node.name, node.version)
+        if (hit := self._memo.get(key)) is None:
+            hit = self._memo[key] = self._evaluate(source, node)
+        return hit
+
+    def all_pass(self, spec: Mapping[str, Any], node: NodeView) -> bool | None:
+        """All of the spec's constraints that apply: True, False, or None (unverifiable)."""
+        if not uses_constraints(spec):
+            return True
+        results = [self.passes(c, node) for c in spec.get("constraints") or []]
+        if False in results:
+            return False
+        return None if None in results else True
+
+    def _evaluate(self, source: str, node: NodeView) -> bool:
+        program = self._programs.get(source)
+        if program is None:
+            program = self._programs[source] = _ENV.program(_ENV.compile(source))
+        try:
+            result = program.evaluate({"node": json_to_cel(node.cel())})
+        except Exception:
+            return False  # DESIGN 3: an expression that fails to evaluate filters the node out
+        return isinstance(result, bool | celpy.celtypes.BoolType) and bool(result)
+
+
+def _key(w: Mapping[str, Any]) -> str:
+    return f"{w['metadata'].get('namespace')}/{w['metadata']['name']}"
+
+
+def _size(resources: Mapping[str, Any] | None) -> tuple[int, int]:
+    resources = resources or {}
+    return quantity_to_int(resources.get("cpu", 0), 1000), quantity_to_int(
+        resources.get("memory", 0)
+    )
+
+
+def wanted_replicas(spec: Mapping[str, Any]) -> int | None:
+    """1 for a Job, ``count`` (default 1) for a Service, None for a DaemonSet (per node)."""
+    kind = spec.get("kind")
+    if kind == "Job":
+        return 1
+    if kind == "Service":
+        return int(spec.get("count") or 1)
+    return None
+
+
+def decided(w: Mapping[str, Any]) -> bool:
+    status = w.get("status") or {}
+    return bool(
+        status.get("phase") and status.get("observedGeneration") == w["metadata"].get("generation")
+    )
+
+
+# -- safety --------------------------------------------------------------------------------------
+
+
+def safety(
+    nodes: Sequence[Mapping[str, Any]],
+    workloads: Sequence[Mapping[str, Any]],
+    specs: Mapping[tuple[str, int], Mapping[str, Any]] | None = None,
+) -> list[Violation]:
+    """What must hold at every observation. ``specs``: the spec seen for a (uid, generation),
+    so a status that describes an older generation is held to that generation's count."""
+    views = {v.name: v for v in map(node_view, nodes)}
+    out: list[Violation] = []
+    used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    owners: dict[str, list[str]] = defaultdict(list)
+    for w in workloads:
+        key, spec, status = _key(w), w.get("spec") or {}, w.get("status") or {}
+        placements = status.get("placements") or []
+        if placements and status.get("resources") is None:
+            out.append(Violation("unsized", key, "placements without status.resources"))
+        cpu, memory = _size(status.get("resources"))
+        for p in placements:
+            used[p["node"]][0] += cpu
+            used[p["node"]][1] += memory
+            owners[p["allocId"]].append(key)
+            owner = _ALLOC.fullmatch(p["allocId"])
+            if owner is None or owner["owner"] != key:
+                out.append(Violation("alloc-owner", key, f"{p['allocId']} is not {key}-<index>"))
+        out.extend(_counts(key, w, spec, status, specs or {}))
+        if status.get("phase") and status.get("placed") != len(placements):
+            detail = f"status.placed {status.get('placed')}, {len(placements)} listed"
+            out.append(Violation("placed-count", key, detail))
+    for node, (cpu, memory) in used.items():
+        view = views.get(node)
+        if view is not None and view.readable and (cpu > view.cpu or memory > view.memory):
+            detail = f"cpu {cpu}/{view.cpu}m, memory {memory}/{view.memory}"
+            out.append(Violation("over-capacity", node, detail))
+    for alloc, keys in owners.items():
+        if len(keys) > 1:
+            out.append(Violation("duplicate-alloc", alloc, ", ".join(keys)))
+    return out
+
+
+def _counts(
+    key: str,
+    w: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    specs: Mapping[tuple[str, int], Mapping[str, Any]],
+) -> list[Violation]:
+    """Exact replica counts and what the status says about them (DESIGN 4: Kinds)."""
+    placements = status.get("placements") or []
+    out: list[Violation] = []
+    if spec.get("kind") == "DaemonSet":
+        per_node: dict[str, int] = defaultdict(int)
+        for p in placements:
+            per_node[p["node"]] += 1
+        twice = sorted(n for n, c in per_node.items() if c > 1)
+        if twice:
+            out.append(Violation("daemonset-node", key, f"more than one placement on {twice}"))
+        return out
+    if spec.get("kind") == "Job" and len(placements) > 1:
+        out.append(Violation("job-replicas", key, f"{len(placements)} placements"))
+    # The spec the status describes: the current one once decided, else the one seen at the
+    # generation it observed, else what the status itself claims.
+    observed = status.get("observedGeneration")
+    if observed == w["metadata"].get("generation"):
+        described: Mapping[str, Any] | None = spec
+    else:
+        described = specs.get((w["metadata"].get("uid") or "", observed or 0))
+    want = wanted_replicas(described) if described is not None else status.get("desired")
+    phase = status.get("phase")
+    if not phase or want is None:
+        return out
+    if described is not None and status.get("desired") != want:
+        out.append(
+            Violation("desired", key, f"status.desired {status.get('desired')}, want {want}")
+        )
+    if phase == "Invalid":
+        return out  # README: an Invalid Workload keeps its placements as they were
+    placed = len(placements)
+    if spec.get("kind") == "Service" and placed > want:
+        out.append(Violation("service-replicas", key, f"{placed} placements, count {want}"))
+    expected = {
+        "Scheduled": placed >= want,
+        "PartiallyScheduled": 0 < placed < want,
+        "Unschedulable": placed == 0,
+    }.get(phase, True)
+    if not expected:
+        out.append(Violation("phase", key, f"{phase} with {placed}/{want} placed"))
+    return out
+
+
+# -- liveness ------------------------------------------------------------------------------------
+
+
+def liveness(
+    nodes: Sequence[Mapping[str, Any]],
+    workloads: Sequence[Mapping[str, Any]],
+    now: float | None = None,
+    cel: Constraints | None = None,
+) -> list[Violation]:
+    """What holds once the operator has caught up with every change."""
+    now = time.time() if now is None else now
+    cel = cel or Constraints()
+    views = {v.name: v for v in map(node_view, nodes)}
+    out: list[Violation] = []
+    used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for w in workloads:
+        status = w.get("status") or {}
+        cpu, memory = _size(status.get("resources"))
+        for p in status.get("placements") or []:
+            used[p["node"]][0] += cpu
+            used[p["node"]][1] += memory
+    for w in workloads:
+        key, spec, status = _key(w), w.get("spec") or {}, w.get("status") or {}
+        if not decided(w):
+            out.append(Violation("undecided", key, f"generation {w['metadata'].get('generation')}"))
+        wanted = (spec.get("runtime") or {}).get("oneOf") or []
+        for p in status.get("placements") or []:
+            where = f"{p['allocId']} on {p['node']}"
+            view = views.get(p["node"])
+            if view is None:
+                out.append(Violation("no-node", key, where))
+                continue
+            if view.unschedulable or not view.readable:
+                out.append(Violation("ineligible", key, f"{where} (cordoned or unreadable)"))
+            deadline = eviction_deadline(view, spec)
+            if deadline <= now:
+                taints = [f"{t.key}:{t.effect}" for t in view.no_execute()]
+                out.append(Violation("taint", key, f"{where} past its toleration of {taints}"))
+            if not runtime_ok(view, wanted):
+                out.append(Violation("runtime", key, f"{where} lacks {wanted}"))
+            if uses_constraints(spec):
+                for source in spec.get("constraints") or []:
+                    if cel.passes(source, view) is False:
+                        out.append(Violation("constraint", key, f"{where} fails {source}"))
+        out.extend(_stranded(key, w, views, used, cel))
+    return out
+
+
+def fits_new(
+    spec: Mapping[str, Any],
+    node: NodeView,
+    used: Mapping[str, Sequence[int]],
+    cel: Constraints,
+) -> bool:
+    """A new replica of ``spec`` may go to ``node`` now (every filter, free capacity); an
+    unverifiable constraint counts as no (never reported as stranding)."""
+    if not node.eligible or blocks_new(node, spec):
+        return False
+    if not runtime_ok(node, (spec.get("runtime") or {}).get("oneOf") or []):
+        return False
+    if cel.all_pass(spec, node) is not True:
+        return False
+    cpu, memory = _size(spec.get("resources"))
+    have = used.get(node.name, (0, 0))
+    return node.cpu - have[0] >= cpu and node.memory - have[1] >= memory
+
+
+def _stranded(
+    key: str,
+    w: Mapping[str, Any],
+    views: Mapping[str, NodeView],
+    used: Mapping[str, Sequence[int]],
+    cel: Constraints,
+) -> list[Violation]:
+    spec, status = w.get("spec") or {}, w.get("status") or {}
+    if status.get("phase") in (None, "Invalid"):
+        return []
+    placements = status.get("placements") or []
+    want = wanted_replicas(spec)
+    if want is None:  # DaemonSet: one on every node that passes and has room
+        have = {p["node"] for p in placements}
+        missing = [
+            n for n, v in sorted(views.items()) if n not in have and fits_new(spec, v, used, cel)
+        ]
+        if missing:
+            return [Violation("stranded", key, f"DaemonSet misses {missing[:3]}")]
+        return []
+    if len(placements) < want:
+        room = [n for n, v in sorted(views.items()) if fits_new(spec, v, used, cel)]
+        if room:
+            detail = f"{len(placements)}/{want} placed, room on {room[:3]}"
+            return [Violation("stranded", key, detail)]
+    return []
+
+
+# -- nothing lost --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -69,223 +607,167 @@ class Snapshot:
     def take(cls, workloads: Iterable[Mapping[str, Any]]) -> Snapshot:
         snap = cls()
         for w in workloads:
-            meta, status = w["metadata"], w.get("status") or {}
-            if status.get("observedGeneration") != meta.get("generation"):
+            if not decided(w):
                 continue  # not decided for this spec: nothing promised yet
-            for p in status.get("placements") or []:
+            meta = w["metadata"]
+            for p in (w.get("status") or {}).get("placements") or []:
                 snap.placed.append(
                     Placed(_key(w), meta["uid"], meta["generation"], p["allocId"], p["node"])
                 )
         return snap
 
 
-def _key(w: Mapping[str, Any]) -> str:
-    return f"{w['metadata'].get('namespace')}/{w['metadata']['name']}"
+def _keeps(view: NodeView | None, spec: Mapping[str, Any], cel: Constraints) -> bool:
+    """The placement's node still holds it by every rule of DESIGN 5 (exists, eligible, no
+    NoExecute taint at all, runtime, constraints): anything less is a cause to move."""
+    if view is None or not view.eligible or view.no_execute():
+        return False
+    if not runtime_ok(view, (spec.get("runtime") or {}).get("oneOf") or []):
+        return False
+    return cel.all_pass(spec, view) is True
 
 
-def _uses_constraints(spec: Mapping[str, Any]) -> bool:
-    """A DaemonSet in ``EveryNode`` mode (its default) ignores its constraints."""
-    if spec.get("kind") != "DaemonSet":
-        return True
-    mode = (spec.get("schedule") or {}).get("mode", "EveryNode")
-    return bool(mode != "EveryNode")
-
-
-def _runtime_ok(node: NodeInfo, wanted: Sequence[str]) -> bool:
-    """DESIGN.md 3, restated: case-insensitive, wasm == wasmtime, pve-*/proxmox = kind."""
-    if not wanted:
-        return True
-    norm = {"wasmtime": "wasm"}
-    wants = {norm.get(r.lower(), r.lower()) for r in wanted}
-    if node.kind == "proxmox" and wants & _PROXMOX_RUNTIMES:
-        return True
-    offered = {norm.get(r, r) for r in node.runtimes if r not in _PROXMOX_RUNTIMES}
-    return bool(offered & wants)
-
-
-def _untolerated(
-    node: NodeInfo, spec: Mapping[str, Any], effects: frozenset[TaintEffect]
-) -> list[str]:
-    """The node's taints with one of ``effects`` that no toleration of the spec tolerates."""
-    tolerations = [Toleration.model_validate(t) for t in spec.get("tolerations") or []]
-    return [
-        str(t)
-        for t in node.taints
-        if t.effect in effects and not any(tol.tolerates(t) for tol in tolerations)
-    ]
-
-
-_EVICTING = frozenset({TaintEffect.NO_EXECUTE})
-_FILTERING = frozenset({TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE})
-
-
-class _Constraints:
-    """CEL constraints compiled once per source, evaluated per node with celpy directly."""
-
-    def __init__(self) -> None:
-        self._programs: dict[str, Any] = {}
-        self._memo: dict[tuple[str, str], bool] = {}  # per check(): hostname is enough
-
-    def passes(self, source: str, node: NodeInfo) -> bool | None:
-        """True/False, or None when not checkable here (reads free capacity)."""
-        if "free" in source:
-            return None
-        if (hit := self._memo.get((source, node.hostname))) is None:
-            hit = self._memo[(source, node.hostname)] = self._evaluate(source, node)
-        return hit
-
-    def _evaluate(self, source: str, node: NodeInfo) -> bool:
-        program = self._programs.get(source)
-        if program is None:
-            program = self._programs[source] = _ENV.program(_ENV.compile(source))
-        try:
-            result = program.evaluate({"node": json_to_cel(node.cel_view(0, 0))})
-        except Exception:
-            return False  # an evaluation error filters the node out
-        return bool(result) if isinstance(result, bool | celpy.celtypes.BoolType) else False
+def lost(
+    before: Snapshot,
+    nodes: Sequence[Mapping[str, Any]],
+    workloads: Sequence[Mapping[str, Any]],
+    cel: Constraints | None = None,
+) -> list[Violation]:
+    """Placements of ``before`` gone or moved without a cause visible now (the Workload
+    deleted, recreated or respecified; the node gone or no longer keeping it)."""
+    cel = cel or Constraints()
+    views = {v.name: v for v in map(node_view, nodes)}
+    current = {_key(w): w for w in workloads}
+    out: list[Violation] = []
+    for p in before.placed:
+        w = current.get(p.workload)
+        if (
+            w is None
+            or w["metadata"]["uid"] != p.uid
+            or w["metadata"]["generation"] != p.generation
+        ):
+            continue
+        spec = w.get("spec") or {}
+        if not _keeps(views.get(p.node), spec, cel):
+            continue
+        now = {q["allocId"]: q["node"] for q in (w.get("status") or {}).get("placements") or []}
+        if now.get(p.alloc_id) != p.node:
+            where = now.get(p.alloc_id, "nowhere")
+            out.append(Violation("lost", p.workload, f"{p.alloc_id} was on {p.node}, now {where}"))
+    return out
 
 
 def check(
     nodes: Sequence[Mapping[str, Any]],
     workloads: Sequence[Mapping[str, Any]],
     before: Snapshot | None = None,
+    now: float | None = None,
 ) -> list[Violation]:
-    """Every violated invariant (empty: all hold)."""
-    infos: dict[str, NodeInfo] = {}
-    for obj in nodes:
-        try:
-            parsed = node_info_from_node(obj)
-        except NodeError:
-            continue
-        infos[parsed.hostname] = parsed
-    cel = _Constraints()
-    out: list[Violation] = []
-    used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    owners: dict[str, list[str]] = defaultdict(list)
-    current: dict[str, tuple[str, int, dict[str, str]]] = {}
-    for w in workloads:
-        key, meta, spec = _key(w), w["metadata"], w.get("spec") or {}
-        status = w.get("status") or {}
-        if status.get("observedGeneration") != meta.get("generation") or not status.get("phase"):
-            out.append(Violation("undecided", key, f"generation {meta.get('generation')}"))
-        resources = spec.get("resources") or {}
-        cpu = quantity_to_int(resources.get("cpu", 0), 1000)
-        memory = quantity_to_int(resources.get("memory", 0))
-        wanted = (spec.get("runtime") or {}).get("oneOf") or []
-        constraints = (spec.get("constraints") or []) if _uses_constraints(spec) else []
-        allocs: dict[str, str] = {}
-        for p in status.get("placements") or []:
-            alloc, node = p["allocId"], p["node"]
-            allocs[alloc] = node
-            owners[alloc].append(key)
-            used[node][0] += cpu
-            used[node][1] += memory
-            where = f"{alloc} on {node}"
-            if (info := infos.get(node)) is None:
-                out.append(Violation("no-node", key, where))
-                continue
-            if not info.eligible:
-                out.append(Violation("ineligible", key, where))
-            if taints := _untolerated(info, spec, _EVICTING):
-                out.append(Violation("taint", key, f"{where} has {taints}"))
-            if not _runtime_ok(info, wanted):
-                out.append(Violation("runtime", key, f"{where} lacks {wanted}"))
-            for source in constraints:
-                if cel.passes(source, info) is False:
-                    out.append(Violation("constraint", key, f"{where} fails {source}"))
-        current[key] = (meta["uid"], meta.get("generation") or 0, allocs)
-    for node, (cpu, memory) in used.items():
-        held = infos.get(node)
-        if held is not None and (cpu > held.cpu or memory > held.memory):
-            detail = f"cpu {cpu}/{held.cpu}m, memory {memory}/{held.memory}"
-            out.append(Violation("over-capacity", node, detail))
-    for alloc, keys in owners.items():
-        if len(keys) > 1:
-            out.append(Violation("duplicate-alloc", alloc, ", ".join(keys)))
-    out.extend(_stranded(infos, workloads, used, cel))
+    """Every violated invariant of one observation (empty: all hold)."""
+    cel = Constraints()
+    out = safety(nodes, workloads) + liveness(nodes, workloads, now, cel)
     if before is not None:
-        out.extend(_lost(before, current, infos, workloads, cel))
+        out.extend(lost(before, nodes, workloads, cel))
     return out
 
 
-def _fits_somewhere(
-    spec: Mapping[str, Any],
-    candidates: Iterable[NodeInfo],
-    used: Mapping[str, list[int]],
-    cel: _Constraints,
-    use_constraints: bool = True,
-) -> list[str]:
-    resources = spec.get("resources") or {}
-    cpu = quantity_to_int(resources.get("cpu", 0), 1000)
-    memory = quantity_to_int(resources.get("memory", 0))
-    wanted = (spec.get("runtime") or {}).get("oneOf") or []
-    constraints = spec.get("constraints") or [] if use_constraints else []
-    fits = []
-    for info in candidates:
-        if not info.eligible or not _runtime_ok(info, wanted):
-            continue
-        if _untolerated(info, spec, _FILTERING):
-            continue
-        checks = [cel.passes(c, info) for c in constraints]
-        if None in checks or not all(checks):
-            continue  # unverifiable constraints are never counted as stranding
-        have = used.get(info.hostname, [0, 0])
-        if info.cpu - have[0] >= cpu and info.memory - have[1] >= memory:
-            fits.append(info.hostname)
-    return fits
+@dataclass(frozen=True)
+class _Seen:
+    workload: str
+    uid: str
+    generation: int  # metadata.generation
+    observed: int  # the generation the status described (status.observedGeneration)
+    node: str
 
 
-def _stranded(
-    infos: Mapping[str, NodeInfo],
-    workloads: Sequence[Mapping[str, Any]],
-    used: Mapping[str, list[int]],
-    cel: _Constraints,
-) -> list[Violation]:
-    out: list[Violation] = []
-    for w in workloads:
-        spec, status = w.get("spec") or {}, w.get("status") or {}
-        if status.get("phase") in (None, "Invalid"):
-            continue
-        placements = status.get("placements") or []
-        kind = spec.get("kind")
-        if kind == "DaemonSet":
-            have = {p["node"] for p in placements}
-            room = _fits_somewhere(spec, infos.values(), used, cel, _uses_constraints(spec))
-            missing = [n for n in room if n not in have]
-            if missing:
-                out.append(Violation("stranded", _key(w), f"DaemonSet misses {missing[:3]}"))
-            continue
-        desired = spec.get("count", 1) if kind == "Service" else 1
-        if len(placements) < desired:
-            room = _fits_somewhere(spec, infos.values(), used, cel)
-            if room:
-                detail = f"{len(placements)}/{desired} placed, room on {room[:3]}"
-                out.append(Violation("stranded", _key(w), detail))
-    return out
+class Observer:
+    """The safety invariants at every observation, and "kept" between consecutive ones.
 
+    A caller reads the Nodes once (``nodes_read``), then at every observation the Workloads and
+    after them the Nodes (``observe``). A placement that vanished or moved since the previous
+    observation needs a cause: its Workload deleted, recreated or respecified, or its node gone,
+    no longer keeping it, or changed (another resourceVersion) since the last Node read at least
+    ``margin`` seconds before the previous observation (an operator may act on a node event a
+    little late: a node cordoned and uncordoned between two observations leaves only its
+    resourceVersion behind). The Nodes are read after the Workloads, so the change that caused
+    a move is always in the read that follows the move."""
 
-def _lost(
-    before: Snapshot,
-    current: Mapping[str, tuple[str, int, dict[str, str]]],
-    infos: Mapping[str, NodeInfo],
-    workloads: Sequence[Mapping[str, Any]],
-    cel: _Constraints,
-) -> list[Violation]:
-    specs = {_key(w): w.get("spec") or {} for w in workloads}
-    out: list[Violation] = []
-    for p in before.placed:
-        now = current.get(p.workload)
-        info = infos.get(p.node)
-        if now is None or now[0] != p.uid or now[1] != p.generation or info is None:
-            continue  # deleted, recreated, spec changed, or node gone: may move
-        spec = specs[p.workload]
-        still_fits = _fits_somewhere(spec, [info], {}, cel, _uses_constraints(spec))
-        if not still_fits:
-            continue  # node no longer eligible / passing: the replica may move
-        if now[2].get(p.alloc_id) != p.node:
-            where = now[2].get(p.alloc_id, "nowhere")
-            out.append(Violation("lost", p.workload, f"{p.alloc_id} was on {p.node}, now {where}"))
-    return out
+    def __init__(self, margin: float = 5.0) -> None:
+        self.margin = margin
+        self.polls = 0
+        self._node_reads: deque[tuple[float, dict[str, str]]] = deque()
+        self._placed: dict[str, _Seen] = {}
+        self._specs: dict[tuple[str, int], Mapping[str, Any]] = {}
+        self._last_read: float | None = None
+        self.cel = Constraints()
+
+    def nodes_read(self, nodes: Sequence[Mapping[str, Any]], at: float) -> None:
+        """Record the Nodes' resourceVersions as read at ``at`` (monotonic seconds)."""
+        versions = {n["metadata"]["name"]: str(n["metadata"].get("resourceVersion")) for n in nodes}
+        self._node_reads.append((at, versions))
+        horizon = (self._last_read if self._last_read is not None else at) - self.margin
+        while len(self._node_reads) > 1 and self._node_reads[1][0] <= horizon:
+            self._node_reads.popleft()  # the oldest kept is the baseline of the next check
+
+    def _baseline(self, node: str, since: float) -> str | None:
+        """The node's resourceVersion in the last read at least ``margin`` before ``since``
+        (else the first read kept), or in the first read after that which has the node."""
+        reads = list(self._node_reads)
+        start = 0
+        for i, (at, _) in enumerate(reads):
+            if at <= since - self.margin:
+                start = i
+        for _, versions in reads[start:]:
+            if node in versions:
+                return versions[node]
+        return None
+
+    def observe(
+        self,
+        workloads: Sequence[Mapping[str, Any]],
+        nodes: Sequence[Mapping[str, Any]],
+        read_at: float,
+    ) -> list[Violation]:
+        """Safety violations of this observation (Workloads read at ``read_at``, monotonic;
+        Nodes just after): every rule of ``safety``, and placements lost since the previous
+        observation."""
+        self.polls += 1
+        baseline_at = self._last_read if self._last_read is not None else read_at
+        for w in workloads:
+            meta = w["metadata"]
+            self._specs.setdefault((meta.get("uid") or "", meta.get("generation") or 0), w["spec"])
+        out = safety(nodes, workloads, self._specs)
+        views = {v.name: v for v in map(node_view, nodes)}
+        current = {_key(w): w for w in workloads}
+        placed: dict[str, _Seen] = {}
+        for key, w in current.items():
+            meta = w["metadata"]
+            for p in (w.get("status") or {}).get("placements") or []:
+                observed = (w.get("status") or {}).get("observedGeneration") or 0
+                generation = meta.get("generation") or 0
+                seen = _Seen(key, meta["uid"], generation, observed, p["node"])
+                placed[p["allocId"]] = seen
+        for alloc, old in self._placed.items():
+            now = current.get(old.workload)
+            if now is None or now["metadata"]["uid"] != old.uid:
+                continue  # deleted or recreated
+            observed = (now.get("status") or {}).get("observedGeneration") or 0
+            if (now["metadata"].get("generation") or 0, observed) != (old.generation, old.observed):
+                continue  # a new spec (or a status now describing it) may move it
+            here = placed.get(alloc)
+            if here is not None and here.workload == old.workload and here.node == old.node:
+                continue
+            view = views.get(old.node)
+            if not _keeps(view, now.get("spec") or {}, self.cel):
+                continue  # its node is gone or no longer holds it
+            if view is not None and view.version != self._baseline(old.node, baseline_at):
+                continue  # its node changed meanwhile (cordoned and back, say)
+            where = f"{here.node} ({here.workload})" if here else "nowhere"
+            out.append(Violation("lost", old.workload, f"{alloc} was on {old.node}, now {where}"))
+        self.nodes_read(nodes, time.monotonic())
+        self._placed = placed
+        self._last_read = read_at
+        return out
 
 
 def summary(violations: Sequence[Violation]) -> str:

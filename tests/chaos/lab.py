@@ -1,9 +1,16 @@
-"""The chaos suite's bench: one control plane, API clients, operators, and the convergence
-wait every scenario ends with (``Lab.converge``).
+"""The chaos suite's bench: one control plane, API clients, operators, and the ``Monitor``
+that watches a scenario from its first change to its end.
 
 The control plane is the real one (``controller.devcluster``), started with durable etcd (a
 SIGKILLed etcd must come back with what it acknowledged) and an audit log of every write to
-Workload status and Events (who wrote what, when: the split-brain scenario's ground truth).
+Workload status, Events and Leases (who wrote what, when: the ground truth of the split-brain
+and API-outage scenarios).
+
+Every observation the ``Monitor`` makes (a LIST of the Workloads, then of the Nodes, every
+half second, from a thread of its own) is checked for the safety invariants
+(``invariants.Observer``), whatever the scenario is doing at the time; each violation is
+recorded and fails the scenario, even if a later observation no longer shows it.
+``Monitor.converge`` waits for an observation where the liveness invariants hold too.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import json
 import random
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from controller.api.models import GROUP, PLURAL, VERSION
 from controller.devcluster.controlplane import ControlPlane
-from tests.chaos.invariants import Snapshot, Violation, check
+from tests.chaos.invariants import Observer, Snapshot, Violation, check, liveness
 from tests.integration.harness import INSTALL, OperatorProcess
 
 NAMESPACED_MODE_RBAC = """
@@ -49,13 +57,18 @@ apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
-  - level: Metadata
+  - level: Request
     verbs: [create, update, patch]
     resources:
       - group: orca.cloudinit.dev
         resources: [workloads/status]
+  - level: Metadata
+    verbs: [create, update, patch]
+    resources:
       - group: ""
         resources: [events]
+      - group: coordination.k8s.io
+        resources: [leases]
   - level: None
 """
 
@@ -79,14 +92,41 @@ def chaos_control_plane(directory: Path) -> ControlPlane:
 
 @dataclass
 class Row:
-    """One line of figures."""
+    """One scenario's figures.
+
+    ``wanted`` is how many faults the caller asked for; ``proven`` counts those shown to have
+    happened as intended, each by evidence the scenario does not make up itself (a log line
+    or metric of the operator, the audit log, the state read from the API); ``trials`` counts
+    every attempt, retried ones included. ``ok`` needs every wanted fault proven and no
+    violation (a convergence that did not come in time is one: ``not-converged``)."""
 
     scenario: str
+    wanted: int = 0
     trials: int = 0
-    faults: int = 0
+    proven: int = 0
+    polls: int = 0
     violations: list[Violation] = field(default_factory=list)
     converge: list[float] = field(default_factory=list)
+    figures: dict[str, int] = field(default_factory=dict)  # connections cut, restarts, ...
     notes: list[str] = field(default_factory=list)
+    unproven: list[str] = field(default_factory=list)  # why a trial did not count
+
+    def count(self, figure: str, by: int = 1) -> None:
+        self.figures[figure] = self.figures.get(figure, 0) + by
+
+    def violation(self, kind: str, subject: str, detail: str) -> None:
+        self.violations.append(Violation(kind, subject, detail))
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and self.proven >= self.wanted
+
+    def problems(self) -> list[str]:
+        """Why the row is not ``ok``, one line each."""
+        out = [str(v) for v in self.violations[:20]]
+        if self.proven < self.wanted:
+            out.append(f"only {self.proven}/{self.wanted} faults proven: {self.unproven[-5:]}")
+        return out + self.notes
 
     def line(self) -> str:
         times = sorted(self.converge)
@@ -95,10 +135,12 @@ class Row:
         for v in self.violations:
             kinds[v.kind] = kinds.get(v.kind, 0) + 1
         detail = f" ({', '.join(f'{k}={n}' for k, n in sorted(kinds.items()))})" if kinds else ""
+        figures = "".join(f" {k}={n}" for k, n in sorted(self.figures.items()))
         notes = f"; {'; '.join(self.notes)}" if self.notes else ""
         return (
-            f"{self.scenario:<16} trials={self.trials:<3} faults={self.faults:<3} "
-            f"violations={len(self.violations)}{detail} converge={conv}{notes}"
+            f"{self.scenario:<16} trials={self.trials:<3} proven={self.proven}/{self.wanted:<3} "
+            f"polls={self.polls:<5} violations={len(self.violations)}{detail} "
+            f"converge={conv}{figures}{notes}"
         )
 
 
@@ -115,6 +157,143 @@ def retry(action: Callable[[], T], timeout: float = 120.0) -> T:
             if time.monotonic() > deadline:
                 raise
         time.sleep(0.2)
+
+
+class Monitor:
+    """Observes one namespace from a thread of its own, every ``interval`` seconds, until
+    stopped: the Workloads (one LIST: one consistent moment), then the Nodes. Each observation
+    goes through ``invariants.Observer`` (safety, nothing lost since the previous one); each
+    distinct violation is kept in ``violations``. A read that fails (the API server is down)
+    is counted in ``failed`` and the next one is tried; the next observation is compared with
+    the last one made, however long ago.
+
+    Its own API client, with short timeouts: it must never wait out a scenario's outage."""
+
+    def __init__(self, lab: Lab, namespace: str, interval: float = 0.5) -> None:
+        self.lab, self.namespace, self.interval = lab, namespace, interval
+        new_client: Any = k8s_config.new_client_from_config
+        self._client: Any = new_client(config_file=str(lab.plane.kubeconfig_path))
+        self._core: Any = k8s.CoreV1Api(self._client)
+        self._custom: Any = k8s.CustomObjectsApi(self._client)
+        self.observer = Observer()
+        self.violations: list[Violation] = []
+        self._seen: set[str] = set()
+        self.failed = 0
+        self._latest: tuple[float, list[dict[str, Any]], list[dict[str, Any]]] | None = None
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"monitor-{namespace}", daemon=True)
+        self._error: BaseException | None = None
+
+    @property
+    def polls(self) -> int:
+        return self.observer.polls
+
+    def start(self) -> Monitor:
+        self.observer.nodes_read(self._nodes_until_read(), time.monotonic())
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        self._client.close()
+        if self._error is not None:
+            raise AssertionError(f"the monitor of {self.namespace} failed") from self._error
+
+    def _nodes(self) -> list[dict[str, Any]]:
+        raw = self._core.list_node(_preload_content=False, _request_timeout=(3, 30))
+        items: list[dict[str, Any]] = json.loads(raw.data)["items"]
+        return items
+
+    def _nodes_until_read(self) -> list[dict[str, Any]]:
+        return retry(self._nodes)
+
+    def _workloads(self) -> list[dict[str, Any]]:
+        raw = self._custom.list_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, _preload_content=False, _request_timeout=(3, 30)
+        )
+        items: list[dict[str, Any]] = json.loads(raw.data)["items"]
+        return items
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                try:
+                    workloads = self._workloads()
+                    nodes = self._nodes()
+                except Exception:  # the API server is down or restarting: try again
+                    self.failed += 1
+                else:
+                    violations = self.observer.observe(workloads, nodes, started)
+                    self._record(violations, workloads, nodes)
+                    with self._changed:
+                        self._latest = (started, workloads, nodes)
+                        self._changed.notify_all()
+                self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+        except BaseException as exc:  # a bug of the checker: fail the scenario, loudly
+            self._error = exc
+            with self._changed:
+                self._changed.notify_all()
+
+    def _record(
+        self,
+        violations: list[Violation],
+        workloads: list[dict[str, Any]],
+        nodes: list[dict[str, Any]],
+    ) -> None:
+        fresh = [v for v in violations if str(v) not in self._seen]
+        for v in fresh:
+            self._seen.add(str(v))
+            self.violations.append(v)
+        if fresh:  # everything needed to understand them, beside the operators' logs
+            path = self.lab.workdir / f"violation-{self.namespace}-{self.polls}.json"
+            before = self._latest or (0.0, [], [])
+            state = {
+                "violations": [str(v) for v in fresh],
+                "at": time.time(),
+                "workloads": workloads,
+                "nodes": nodes,
+                "previous": {"workloads": before[1], "nodes": before[2]},
+            }
+            path.write_text(json.dumps(state, indent=1, default=str))
+
+    def latest(
+        self, after: float, timeout: float
+    ) -> tuple[float, list[dict[str, Any]], list[dict[str, Any]]] | None:
+        """The first observation whose reads started after ``after`` (monotonic), waiting up
+        to ``timeout`` seconds for it: (when its reads started, Workloads, Nodes); None if
+        none came."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._latest is None or self._latest[0] <= after:
+                if self._error is not None:
+                    raise AssertionError(f"the monitor of {self.namespace} failed") from self._error
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._changed.wait(left)
+            return self._latest
+
+    def converge(
+        self, since: float | None = None, timeout: float = 120.0, known: set[str] | None = None
+    ) -> tuple[float | None, list[Violation]]:
+        """Wait for an observation made after ``since`` (monotonic; default now) where every
+        liveness invariant holds (but those in ``known``: already reported); return the seconds
+        from ``since`` to it (None: not within ``timeout``) and the violations of the last
+        observation looked at."""
+        since = time.monotonic() if since is None else since
+        deadline = time.monotonic() + timeout
+        after, left = since, list[Violation]()
+        while True:
+            observed = self.latest(after, max(0.0, deadline - time.monotonic()))
+            if observed is None:
+                return None, left
+            after, workloads, nodes = observed
+            left = liveness(nodes, workloads)
+            if all(str(v) in (known or set()) for v in left):
+                return time.monotonic() - since, left
 
 
 class Lab:
@@ -157,25 +336,6 @@ class Lab:
 
     def snapshot(self, namespace: str) -> Snapshot:
         return Snapshot.take(self.workloads(namespace))
-
-    def converge(
-        self,
-        namespace: str,
-        before: Snapshot | None = None,
-        timeout: float = 120.0,
-        interval: float = 0.5,
-        known: set[str] | None = None,
-    ) -> tuple[float | None, list[Violation]]:
-        """Poll until no invariant is violated (but those in ``known``, already reported);
-        return the seconds it took (None: not within ``timeout``) and the violations left."""
-        started = time.monotonic()
-        while True:
-            violations = self.check(namespace, before)
-            if all(str(v) in (known or set()) for v in violations):
-                return time.monotonic() - started, violations
-            if time.monotonic() - started > timeout:
-                return None, violations
-            time.sleep(interval)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -232,6 +392,20 @@ class Lab:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+
+    @contextmanager
+    def monitor(self, namespace: str, row: Row, interval: float = 0.5) -> Iterator[Monitor]:
+        """A ``Monitor`` of ``namespace`` for the ``with`` block; its polls and safety
+        violations go to ``row`` at the end."""
+        monitor = Monitor(self, namespace, interval).start()
+        try:
+            yield monitor
+        finally:
+            monitor.stop()
+            row.polls += monitor.polls
+            if monitor.failed:
+                row.count("polls failed (API down)", monitor.failed)
+            row.violations.extend(monitor.violations)
 
     # -- operators -----------------------------------------------------------------------------
 

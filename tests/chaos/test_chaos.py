@@ -1,8 +1,11 @@
-"""A short run of every chaos scenario (``make chaos`` runs them at full size), against a
-control plane of their own: these kill and restart its servers.
+"""Every chaos scenario at a size that exercises it (``make chaos`` runs them at full size),
+against a control plane of their own: these kill and restart its servers.
 
-Each asserts what the scenario's figures claim: zero invariant violations, convergence, and
-that the fault was really injected (decisions in flight, an expired watch, a refused token).
+Each asserts what the scenario's figures claim: the number of faults asked for here, each
+proven to have happened as intended by the operator's log or metrics, the audit log or the
+cluster's state (a trial whose fault cannot be shown is retried, up to a bound, and then the
+row falls short); zero invariant violations at every observation the monitor made; and
+convergence after every fault (a convergence that times out is a violation).
 """
 
 from __future__ import annotations
@@ -15,10 +18,14 @@ import pytest
 from controller.devcluster.binaries import BinariesNotFound
 from controller.devcluster.controlplane import ControlPlaneError
 from tests.chaos import scenarios
-from tests.chaos.invariants import dump
 from tests.chaos.lab import Lab, Row, chaos_control_plane
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.chaos]
+
+#: Sizes for `make test`: every scenario at least twice, at least 10 operator kills with
+#: decisions in flight (issue 19). Timeouts are generous: the CI machine is small.
+KILLS = 10
+TRIALS = 2
 
 
 @pytest.fixture(scope="module")
@@ -40,40 +47,52 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         plane.stop()
 
 
-def held(row: Row) -> None:
+def held(row: Row, wanted: int) -> None:
+    """The row's claims: ``wanted`` faults proven, nothing violated, every poll checked."""
     print(row.line())
-    assert row.violations == [], dump(row.violations)
-    assert row.faults >= row.trials >= 1
-    assert len(row.converge) == row.faults, row.notes  # converged after every fault
+    assert row.violations == [], "\n".join(row.problems())
+    assert row.proven >= wanted, "\n".join(row.problems())
+    assert row.polls >= row.trials, f"only {row.polls} observations for {row.trials} trials"
+    assert len(row.converge) >= wanted, "\n".join(row.problems())
 
 
-def test_operator_sigkill_under_changes(lab: Lab) -> None:
-    row = scenarios.operator_kills(lab, trials=4, nodes=8, ops=6)
-    held(row)
-    assert not row.notes[0].startswith("kills with decisions still pending: 0/"), row.notes
+@pytest.mark.timeout(900)
+def test_operator_sigkill_with_decisions_in_flight(lab: Lab) -> None:
+    held(scenarios.operator_kills(lab, KILLS, nodes=8, ops=6), KILLS)
 
 
+@pytest.mark.timeout(600)
 def test_apiserver_and_etcd_sigkill(lab: Lab) -> None:
-    row = scenarios.server_kills(lab, trials=1)
-    held(row)
-    assert row.faults == 2
+    held(scenarios.server_kills(lab, TRIALS), 2 * TRIALS)
 
 
+@pytest.mark.timeout(600)
+def test_apiserver_outage_longer_than_the_renew_deadline(lab: Lab) -> None:
+    held(scenarios.apiserver_outage(lab, TRIALS), TRIALS)
+
+
+@pytest.mark.timeout(600)
 def test_expired_watch_relists(lab: Lab) -> None:
-    row = scenarios.watch_expiry(lab, trials=1)
-    held(row)
-    assert row.notes[-1].endswith(": 1/1"), row.notes
+    held(scenarios.watch_expiry(lab, TRIALS), TRIALS)
 
 
+@pytest.mark.timeout(900)
 def test_split_brain_old_leader_writes_nothing(lab: Lab) -> None:
-    held(scenarios.split_brain(lab, trials=1))
+    held(scenarios.split_brain(lab, TRIALS), TRIALS)
 
 
+@pytest.mark.timeout(600)
 def test_service_account_token_rotation(lab: Lab) -> None:
-    row = scenarios.token_rotation(lab)
-    held(row)
-    assert not [n for n in row.notes if "not injected" in n], row.notes
+    held(scenarios.token_rotation(lab, TRIALS), TRIALS)
 
 
+@pytest.mark.timeout(600)
+def test_flaky_network(lab: Lab) -> None:
+    row = scenarios.flaky_network(lab, TRIALS)
+    held(row, TRIALS)
+    assert row.figures.get("operator restarts") == 0, row.line()
+
+
+@pytest.mark.timeout(600)
 def test_burst(lab: Lab) -> None:
-    held(scenarios.burst(lab, workloads=200, nodes=100))
+    held(scenarios.burst(lab, workloads=150, nodes=100, bursts=TRIALS), TRIALS)
