@@ -99,40 +99,30 @@ AFFINITY = [
 ]
 
 
+@st.composite
 def node_objects(
+    draw: st.DrawFn,
     taints: Sequence[dict[str, str]] = TAINTS,
     cpus: Sequence[str] = ("0", *CPU_ALLOCATABLE),
     memories: Sequence[str] = ("0", *MEMORY_ALLOCATABLE),
     sick: int = 4,
-) -> st.SearchStrategy[dict[str, Any]]:
-    """Node objects as ``kubectl get node -o json`` shows them; one in ``sick`` is not
-    ready, one in ``sick`` cordoned."""
-    return st.builds(
-        lambda i, cpu, memory, runtimes, tags, zone, rack, kind, ready, cordoned, taints: (
-            node_object(
-                f"node-{i}",
-                cpu=cpu,
-                memory=memory,
-                runtimes=tuple(sorted(runtimes)),
-                tags=tuple(sorted(tags)),
-                labels={"zone": zone, **({"rack": rack} if rack else {})},
-                kind=kind,
-                ready=ready,
-                cordoned=cordoned,
-                taints=taints,
-            )
+) -> dict[str, Any]:
+    """A Node object as ``kubectl get node -o json`` shows it (so a failing example prints
+    the objects themselves); one in ``sick`` is not ready, one in ``sick`` cordoned."""
+    rack = draw(st.sampled_from(RACKS))
+    return node_object(
+        f"node-{draw(st.integers(0, 40))}",
+        cpu=draw(st.sampled_from(cpus)),
+        memory=draw(st.sampled_from(memories)),
+        runtimes=tuple(sorted(draw(st.sets(st.sampled_from(NODE_RUNTIMES), max_size=2)))),
+        tags=tuple(sorted(draw(st.sets(st.sampled_from(TAGS), max_size=2)))),
+        labels={"zone": draw(st.sampled_from(ZONES)), **({"rack": rack} if rack else {})},
+        kind=draw(st.sampled_from([None, "linux", "proxmox"])),
+        ready=draw(st.sampled_from([True] * (sick - 1) + [False])),
+        cordoned=draw(st.sampled_from([False] * (sick - 1) + [True])),
+        taints=draw(
+            st.one_of(st.just([]), st.lists(st.sampled_from(taints), max_size=2, unique_by=str))
         ),
-        st.integers(0, 40),
-        st.sampled_from(cpus),
-        st.sampled_from(memories),
-        st.sets(st.sampled_from(NODE_RUNTIMES), max_size=2),
-        st.sets(st.sampled_from(TAGS), max_size=2),
-        st.sampled_from(ZONES),
-        st.sampled_from(RACKS),
-        st.sampled_from([None, "linux", "proxmox"]),
-        st.sampled_from([True] * (sick - 1) + [False]),
-        st.sampled_from([False] * (sick - 1) + [True]),
-        st.one_of(st.just([]), st.lists(st.sampled_from(taints), max_size=2, unique_by=str)),
     )
 
 
