@@ -99,31 +99,44 @@ AFFINITY = [
 ]
 
 
-@st.composite
 def node_objects(
-    draw: st.DrawFn,
     taints: Sequence[dict[str, str]] = TAINTS,
     cpus: Sequence[str] = ("0", *CPU_ALLOCATABLE),
     memories: Sequence[str] = ("0", *MEMORY_ALLOCATABLE),
     sick: int = 4,
-) -> dict[str, Any]:
-    """A Node object as ``kubectl get node -o json`` shows it (so a failing example prints
-    the objects themselves); one in ``sick`` is not ready, one in ``sick`` cordoned."""
-    rack = draw(st.sampled_from(RACKS))
-    return node_object(
-        f"node-{draw(st.integers(0, 40))}",
-        cpu=draw(st.sampled_from(cpus)),
-        memory=draw(st.sampled_from(memories)),
-        runtimes=tuple(sorted(draw(st.sets(st.sampled_from(NODE_RUNTIMES), max_size=2)))),
-        tags=tuple(sorted(draw(st.sets(st.sampled_from(TAGS), max_size=2)))),
-        labels={"zone": draw(st.sampled_from(ZONES)), **({"rack": rack} if rack else {})},
-        kind=draw(st.sampled_from([None, "linux", "proxmox"])),
-        ready=draw(st.sampled_from([True] * (sick - 1) + [False])),
-        cordoned=draw(st.sampled_from([False] * (sick - 1) + [True])),
-        taints=draw(
-            st.one_of(st.just([]), st.lists(st.sampled_from(taints), max_size=2, unique_by=str))
-        ),
+) -> st.SearchStrategy[dict[str, Any]]:
+    """Node objects as ``kubectl get node -o json`` shows them (drawn by a composite, so a
+    failing example prints the objects); one in ``sick`` is not ready, one in ``sick``
+    cordoned. The strategies are built once here, not on every draw (hypothesis validates
+    each new strategy: that was a third of the file's time)."""
+    index, cpu, memory = st.integers(0, 40), st.sampled_from(cpus), st.sampled_from(memories)
+    runtimes = st.sets(st.sampled_from(NODE_RUNTIMES), max_size=2)
+    tags = st.sets(st.sampled_from(TAGS), max_size=2)
+    zone, rack = st.sampled_from(ZONES), st.sampled_from(RACKS)
+    kind = st.sampled_from([None, "linux", "proxmox"])
+    ready = st.sampled_from([True] * (sick - 1) + [False])
+    cordoned = st.sampled_from([False] * (sick - 1) + [True])
+    some_taints: st.SearchStrategy[list[dict[str, str]]] = st.one_of(
+        st.just([]), st.lists(st.sampled_from(taints), max_size=2, unique_by=str)
     )
+
+    @st.composite
+    def draw_node(draw: st.DrawFn) -> dict[str, Any]:
+        in_rack = draw(rack)
+        return node_object(
+            f"node-{draw(index)}",
+            cpu=draw(cpu),
+            memory=draw(memory),
+            runtimes=tuple(sorted(draw(runtimes))),
+            tags=tuple(sorted(draw(tags))),
+            labels={"zone": draw(zone), **({"rack": in_rack} if in_rack else {})},
+            kind=draw(kind),
+            ready=draw(ready),
+            cordoned=draw(cordoned),
+            taints=draw(some_taints),
+        )
+
+    return draw_node()
 
 
 def clusters_of(
@@ -163,51 +176,50 @@ spread_constraints = st.lists(
 )
 
 
-@st.composite
 def specs(
-    draw: st.DrawFn,
     constraints: Sequence[str] = CONSTRAINTS,
     demands: int = 2,
     kinds: Sequence[str] = ("Job", "Service", "DaemonSet"),
     strategies: Sequence[str | None] = (None, "Spread", "BinPack"),
     spread: bool = True,
     tolerations: int = 2,
-) -> dict[str, Any]:
-    """A Workload spec as a user writes it, with up to ``demands`` constraints and runtimes,
+) -> st.SearchStrategy[dict[str, Any]]:
+    """Workload specs as a user writes them, with up to ``demands`` constraints and runtimes,
     of one of ``kinds`` and ``strategies``, with topology spread (a Service) if ``spread``."""
-    kind = draw(st.sampled_from(kinds))
-    spec: dict[str, Any] = {"kind": kind}
-    resources = {
-        key: value
-        for key, value in (
-            ("cpu", draw(st.sampled_from(CPU_REQUESTS))),
-            ("memory", draw(st.sampled_from(MEMORY_REQUESTS))),
-        )
-        if value is not None
-    }
-    if resources:
-        spec["resources"] = resources
+    kind, cpu, memory = (
+        st.sampled_from(kinds),
+        st.sampled_from(CPU_REQUESTS),
+        st.sampled_from(MEMORY_REQUESTS),
+    )
     optional = {
-        "constraints": draw(st.lists(st.sampled_from(constraints), max_size=demands, unique=True)),
-        "strategy": draw(st.sampled_from(strategies)),
-        "tolerations": draw(
-            st.lists(st.sampled_from(TOLERATIONS), max_size=tolerations, unique_by=str)
-        ),
-        "affinity": draw(st.lists(st.sampled_from(AFFINITY), max_size=3, unique_by=str)),
+        "constraints": st.lists(st.sampled_from(constraints), max_size=demands, unique=True),
+        "strategy": st.sampled_from(strategies),
+        "tolerations": st.lists(st.sampled_from(TOLERATIONS), max_size=tolerations, unique_by=str),
+        "affinity": st.lists(st.sampled_from(AFFINITY), max_size=3, unique_by=str),
     }
-    spec.update({key: value for key, value in optional.items() if value})
-    runtimes = draw(st.lists(st.sampled_from(WORKLOAD_RUNTIMES), max_size=demands))
-    if runtimes:
-        spec["runtime"] = {"oneOf": runtimes}
-    if kind == "Service":
-        spec["count"] = draw(st.integers(1, 8))
-        if spread and (constraints_drawn := draw(spread_constraints)):
-            spec["topologySpread"] = constraints_drawn
-    if kind == "DaemonSet":
-        mode = draw(st.sampled_from([None, "every-node", "matching", "mandatory"]))
-        if mode is not None:
-            spec["schedule"] = {"mode": mode}
-    return spec
+    runtimes = st.lists(st.sampled_from(WORKLOAD_RUNTIMES), max_size=demands)
+    count = st.integers(1, 8)
+    mode = st.sampled_from([None, "every-node", "matching", "mandatory"])
+
+    @st.composite
+    def draw_spec(draw: st.DrawFn) -> dict[str, Any]:
+        spec: dict[str, Any] = {"kind": draw(kind)}
+        resources = {"cpu": draw(cpu), "memory": draw(memory)}
+        if any(v is not None for v in resources.values()):
+            spec["resources"] = {k: v for k, v in resources.items() if v is not None}
+        drawn = {key: draw(strategy) for key, strategy in optional.items()}
+        spec.update({key: value for key, value in drawn.items() if value})
+        if wanted := draw(runtimes):
+            spec["runtime"] = {"oneOf": wanted}
+        if spec["kind"] == "Service":
+            spec["count"] = draw(count)
+            if spread and (spreading := draw(spread_constraints)):
+                spec["topologySpread"] = spreading
+        if spec["kind"] == "DaemonSet" and (schedule := draw(mode)) is not None:
+            spec["schedule"] = {"mode": schedule}
+        return spec
+
+    return draw_spec()
 
 
 batches = st.lists(specs(), min_size=1, max_size=6)
@@ -232,10 +244,11 @@ choosy_batches = st.lists(
     max_size=6,
 )
 
-# Sized for CI on a loaded 2-core machine (the whole file: ~20 s of CPU there); the property
-# with the most to find (where replicas go) gets more examples.
+# Sized for CI on a loaded 2-core machine (the whole file: ~15 s of CPU there). The three
+# properties whose bugs hide at the margins (a node just over, a filter on one node pair, a
+# rounding) get more examples; measured against scheduler mutations, see the commit log.
 common = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-thorough = settings(common, max_examples=150)
+thorough = settings(common, max_examples=200)
 
 
 # -- driving the scheduler as a user does ---------------------------------------------------------
@@ -353,7 +366,7 @@ def test_the_least_allocated_oracle_agrees_with_kubernetes_cases() -> None:
 # -- capacity and replica counts ------------------------------------------------------------------
 
 
-@common
+@thorough
 @given(busy_clusters, busy_batches)
 def test_no_node_is_over_capacity(objects: list[dict[str, Any]], batch: list[Spec]) -> None:
     """Per node, the sum over Workloads of (spec size x placements there), from the specs'
@@ -400,7 +413,7 @@ def test_replica_counts_are_exact(objects: list[dict[str, Any]], batch: list[Spe
 # -- filters --------------------------------------------------------------------------------------
 
 
-@common
+@thorough
 @given(wide_clusters, daemon_batches)
 def test_the_filters_decide_exactly_where_replicas_may_go(
     objects: list[dict[str, Any]], batch: list[Spec]
@@ -440,15 +453,16 @@ def test_the_filters_decide_exactly_where_replicas_may_go(
 
 def expected_replicas(
     nodes: Sequence[Node], spec: Spec, start: Free, replicas: dict[str, Counter[str]]
-) -> list[str]:
+) -> list[tuple[str, int]]:
     """DESIGN.md 4, replica by replica: among the nodes that pass the filters and have room,
     those with the fewest replicas of this Workload so far (Services), then the highest
-    score (LeastAllocated after placing it, plus affinity), then the lowest hostname."""
+    score (LeastAllocated after placing it, plus affinity), then the lowest hostname. Each
+    replica's node and score."""
     cpu, memory = oracles.request(spec)
     passing = [n for n in nodes if oracles.passes_filters(n, spec, *start[n.name])]
     free = dict(start)
     own: Counter[str] = Counter()
-    chosen: list[str] = []
+    chosen: list[tuple[str, int]] = []
     for _ in range(spec.get("count", 1)):
         candidates = [n for n in passing if oracles.fits(*free[n.name], cpu, memory)]
         if not candidates:
@@ -463,7 +477,7 @@ def expected_replicas(
 
         best = max(score(n) for n in candidates)
         name = min(n.name for n in candidates if score(n) == best)
-        chosen.append(name)
+        chosen.append((name, best))
         free[name] = (free[name][0] - cpu, free[name][1] - memory)
         own[name] += 1
     return chosen
@@ -475,9 +489,10 @@ def test_spread_replicas_go_where_the_documented_score_is_highest(
     objects: list[dict[str, Any]], batch: list[Spec]
 ) -> None:
     """Every Spread Job and Service (without topology spread) of a batch: each replica on the
-    node the documented rule picks, computed independently (the hostname sort of the node
-    table does not make this true: the scores, the fewest-replicas rule and the filters must
-    all be right). Its BinPack, DaemonSet and spread neighbours fill the nodes around it."""
+    node the documented rule picks, with the score it documents (``placements[].score``),
+    computed independently (the hostname sort of the node table does not make this true: the
+    scores, the fewest-replicas rule and the filters must all be right). Its BinPack,
+    DaemonSet and spread neighbours fill the nodes around it."""
     results = plan_batch(objects, batch)
     nodes = list(map(oracles.read_node, objects))
     for i, (spec, result) in enumerate(zip(batch, results, strict=True)):
@@ -491,7 +506,8 @@ def test_spread_replicas_go_where_the_documented_score_is_highest(
         expected = expected_replicas(nodes, spec, start, replicas_of(results, i))
         ids = [f"{NAMESPACE}/w{i}-{k}" for k in range(len(expected))]
         assert [p.alloc_id for p in result.status.placements] == ids, (spec, expected)
-        assert placed_on(result) == expected, (i, spec, expected)
+        got = [(p.node, p.score) for p in result.status.placements]
+        assert got == expected, (i, spec)
 
 
 @common
