@@ -5,11 +5,19 @@ nodes where it fails to evaluate get their own, ``constraint <source> failed to 
 Outcomes are memoised per distinct value of what an expression reads
 (``controller.core.celexpr``); expressions that read free capacity are evaluated per cycle.
 ``EveryNode`` DaemonSets ignore constraints.
+
+A replica already placed stays while the expressions that do not read free capacity hold
+(DESIGN.md 5: "capacity changes never evict"). One that reads ``node.freeCpu`` or
+``node.freeMemory`` decides where a *new* replica may go; re-checked for a kept one, it would
+move the replica as soon as other Workloads filled the node (or at a restart, where the free
+capacity seen no longer counts what was placed before), which is a capacity change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
+
+import numpy as np
 
 from controller.core.celexpr import CelCompileError, CelEvaluator, CompiledExpression
 from controller.core.celexpr import compile_expression as compile_cel
@@ -66,6 +74,7 @@ class CelConstraints:
     def filter(self, cycle: CycleState) -> Verdict:
         rejections: list[Rejection] = []
         complete = True
+        keeps = np.ones(len(cycle.table), dtype=np.bool_)
         for expr in self._expressions(cycle):
             true, failed, skipped = self.cel.truth(
                 expr, cycle.table, cycle.free_cpu, cycle.free_memory
@@ -76,4 +85,6 @@ class CelConstraints:
             if failed.any():
                 rejections.append(Rejection(reason_constraint_error(expr.source), ~failed))
             rejections.append(Rejection(reason_constraint(expr.source), true | failed))
-        return Verdict(tuple(rejections), cacheable=complete)
+            if not expr.reads_free:
+                keeps &= true & ~failed & ~skipped
+        return Verdict(tuple(rejections), keeps=keeps, cacheable=complete)
