@@ -208,6 +208,30 @@ def retry(action: Callable[[], T], timeout: float = 120.0) -> T:
         time.sleep(0.2)
 
 
+def retry_write(action: Callable[[], object], done: int, timeout: float = 120.0) -> None:
+    """``retry`` for a create (``done=409``) or a delete (``done=404``): an attempt that got no
+    answer, or a 5xx (the server was killed mid-request, etcd timed out), may have landed, so
+    after one the answer "already exists" / "not found" means done. Without it a stream's
+    thread died on its own create landing during a server kill."""
+    deadline = time.monotonic() + timeout
+    unanswered = False
+    while True:
+        try:
+            action()
+            return
+        except ApiException as exc:
+            if exc.status == done and unanswered:
+                return
+            if exc.status in (404, 409, 422) or time.monotonic() > deadline:
+                raise
+            unanswered = unanswered or exc.status == 0 or exc.status >= 500
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            unanswered = True
+        time.sleep(0.2)
+
+
 #: The node lifecycle taints (k8s.io/api core/v1 well_known_taints.go): TaintNodesByCondition
 #: admission puts ``not-ready`` on every new Node, the node lifecycle controller lifts it once
 #: the Node is Ready and puts ``unreachable`` on one gone ``Unknown``.
@@ -465,7 +489,7 @@ class Lab:
 
     def namespace(self, prefix: str) -> str:
         name = f"{prefix}-{self.rng.randrange(16**6):06x}"
-        retry(lambda: self.core.create_namespace({"metadata": {"name": name}}))
+        retry_write(lambda: self.core.create_namespace({"metadata": {"name": name}}), 409)
         return name
 
     def create_nodes(self, objects: Sequence[dict[str, Any]], wait: bool = True) -> float:
@@ -474,7 +498,7 @@ class Lab:
         them taking replicas. The seconds that took (0 without ``wait``)."""
         started = time.monotonic()
         for obj in objects:
-            retry(lambda obj=obj: self.core.create_node(obj))  # type: ignore[misc]
+            retry_write(lambda obj=obj: self.core.create_node(obj), 409)  # type: ignore[misc]
         if not wait:
             return 0.0
         self.wait_schedulable([name_of(obj) for obj in objects])
@@ -513,7 +537,7 @@ class Lab:
             name = node["metadata"]["name"]
             if name.startswith(prefix):
                 try:
-                    retry(lambda name=name: self.core.delete_node(name))  # type: ignore[misc]
+                    retry_write(lambda name=name: self.core.delete_node(name), 404)  # type: ignore[misc]
                 except ApiException as exc:
                     if exc.status != 404:
                         raise
@@ -525,10 +549,11 @@ class Lab:
             "metadata": {"name": name, "namespace": namespace},
             "spec": spec,
         }
-        retry(
+        retry_write(
             lambda: self.custom.create_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, body
-            )
+            ),
+            409,
         )
 
     def patch_workload(self, namespace: str, name: str, spec: dict[str, Any]) -> None:
@@ -539,10 +564,11 @@ class Lab:
         )
 
     def delete_workload(self, namespace: str, name: str) -> None:
-        retry(
+        retry_write(
             lambda: self.custom.delete_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, name
-            )
+            ),
+            404,
         )
 
     def delete_workloads(self, namespace: str) -> None:

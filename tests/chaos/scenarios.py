@@ -37,7 +37,7 @@ from typing import Any
 from controller.api.models import GROUP, PLURAL, VERSION
 from controller.devcluster import pki
 from tests.chaos.invariants import Violation
-from tests.chaos.lab import Lab, Row, node, registering, retry
+from tests.chaos.lab import Lab, Row, node, registering, retry, retry_write
 from tests.chaos.proxy import FlakyProxy
 from tests.integration.harness import OperatorProcess
 
@@ -83,6 +83,7 @@ class Stream:
         self.serial = 0
         self.done = 0
         self.replaced = 0  # nodes deleted and replaced by a new one
+        self.failure: BaseException | None = None  # what ended a background stream
         self.history: list[str] = []  # every change made, in order (dumped on a violation)
 
     def add_nodes(self, count: int) -> None:
@@ -179,7 +180,7 @@ class Stream:
         kwok reports it Ready and the controller lifts ``not-ready`` (the invariants expect
         nothing there before, and everything that fits after)."""
         name = self.rng.choice(self.node_names)
-        retry(lambda: self.lab.core.delete_node(name))
+        retry_write(lambda: self.lab.core.delete_node(name), 404)
         self.node_names.remove(name)
         self.cordoned.discard(name)
         self.lab.create_nodes([self._node()], wait=False)
@@ -187,9 +188,26 @@ class Stream:
         self.history.append(f"replace node {name} by {self.node_names[-1]}")
 
     def in_background(self, count: int) -> threading.Thread:
-        thread = threading.Thread(target=self.burst, args=(count,), daemon=True)
+        """``count`` changes from a thread of their own; ``join`` it with ``joined``."""
+
+        def run() -> None:
+            try:
+                self.burst(count)
+            except BaseException as exc:  # re-raised by joined(), not lost with the thread
+                self.failure = exc
+
+        thread = threading.Thread(target=run, daemon=True)
         thread.start()
         return thread
+
+    def joined(self, thread: threading.Thread) -> None:
+        """Wait for ``in_background``'s thread; fail if the stream did (a harness bug, or
+        an API server that never came back: the scenario made fewer changes than it says)."""
+        thread.join()
+        if self.failure is not None:
+            raise AssertionError(f"the stream of changes failed after {self.done}") from (
+                self.failure
+            )
 
 
 # -- shared -------------------------------------------------------------------------------------
@@ -427,7 +445,7 @@ def server_kills(lab: Lab, trials: int, nodes: int = 8, ops: int = 6, seed: int 
                 time.sleep(rng.uniform(1.0, 4.0))  # the outage
                 lab.plane.restart_server(server)
                 back = lab.plane.pids[server] != pid and lab.plane.servers_alive()[server]
-                burst.join()
+                stream.joined(burst)
                 seconds, left = monitor.converge(known=known)
                 _converged(row, seconds, left, known)
                 if down and back:
@@ -581,7 +599,7 @@ def watch_expiry(lab: Lab, trials: int, nodes: int = 4, seed: int = 3) -> Row:
                 lab.delete_workload(ns, name)
                 live.remove(name)
             gone = rng.choice(sorted({p.node for p in placed}))
-            retry(lambda gone=gone: lab.core.delete_node(gone))  # type: ignore[misc]
+            retry_write(lambda gone=gone: lab.core.delete_node(gone), 404)  # type: ignore[misc]
             # Waits until it is schedulable (the controller's watches may back off for a
             # while after the restart): the room must be there at the thaw.
             lab.create_nodes([node(f"watch-{nodes + row.trials}", cpu="2")])
@@ -947,7 +965,7 @@ def flaky_network(
                     restarts += 1
                     ops_.append(lab.operator(ns, kubeconfig=kubeconfig))
             proxy.cut_requests(False)
-            changes.join()
+            stream.joined(changes)
             calm = time.monotonic()
             if not _alive(row, ops_[-1]):
                 restarts += 1

@@ -1,13 +1,18 @@
 """The lab's reading of the living cluster's Nodes: when a Node a scenario created can take
 replicas, and when the cluster took one away (which no scenario may do by accident). States
 are written by hand as the API shows them: admission's ``not-ready`` taint on a new Node,
-kwok's Ready, the node lifecycle controller's ``unreachable`` on one gone ``Unknown``."""
+kwok's Ready, the node lifecycle controller's ``unreachable`` on one gone ``Unknown``. And the
+lab's writes under a server kill: one whose answer was lost may have landed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from tests.chaos.lab import NodeLoss, node, registering, schedulable
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.chaos.lab import NodeLoss, node, registering, retry_write, schedulable
 
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 UNREACHABLE_TAINTS = [
@@ -71,3 +76,25 @@ def test_a_deleted_node_is_not_lost_and_its_successor_starts_over() -> None:
     # Created again under the same name, still registering: not a loss.
     assert loss.observe([seen("a", None, [NOT_READY_TAINT], uid="second")]) == []
     assert loss.lost == {}
+
+
+def _answers(*outcomes: BaseException | None) -> Callable[[], None]:
+    """An API call that raises each of ``outcomes`` in turn (None: succeeds)."""
+    left = list(outcomes)
+
+    def call() -> None:
+        outcome = left.pop(0)
+        if outcome is not None:
+            raise outcome
+
+    return call
+
+
+def test_a_create_whose_answer_was_lost_is_done_when_the_retry_finds_it() -> None:
+    exists = ApiException(status=409, reason="Conflict")
+    retry_write(_answers(ConnectionResetError(), exists), 409)  # it landed, the answer lost
+    retry_write(_answers(ApiException(status=500), exists), 409)  # etcd timed out, it landed
+    with pytest.raises(ApiException):  # no earlier attempt: someone else's object
+        retry_write(_answers(exists), 409)
+    with pytest.raises(ApiException):  # refused: nothing can have landed
+        retry_write(_answers(ApiException(status=422), exists), 409)
