@@ -37,7 +37,7 @@ from typing import Any
 from controller.api.models import GROUP, PLURAL, VERSION
 from controller.devcluster import pki
 from tests.chaos.invariants import Violation
-from tests.chaos.lab import Lab, Row, node, retry
+from tests.chaos.lab import Lab, Row, node, registering, retry, retry_write
 from tests.chaos.proxy import FlakyProxy
 from tests.integration.harness import OperatorProcess
 
@@ -82,9 +82,12 @@ class Stream:
         self.cordoned: set[str] = set()
         self.serial = 0
         self.done = 0
+        self.replaced = 0  # nodes deleted and replaced by a new one
+        self.failure: BaseException | None = None  # what ended a background stream
         self.history: list[str] = []  # every change made, in order (dumped on a violation)
 
     def add_nodes(self, count: int) -> None:
+        """Nodes the stream starts with, registered and schedulable before it starts."""
         objs = [self._node() for _ in range(count)]
         self.lab.create_nodes(objs)
 
@@ -172,18 +175,39 @@ class Stream:
         self.history.append(f"{'cordon' if cordon else 'uncordon'} {name}")
 
     def _replace_node(self) -> None:
-        """A node leaves (deleted with its placements) and a new one joins."""
+        """A node leaves (deleted with its placements) and a new one joins: it registers as a
+        kubelet does and the stream goes on, as node churn does; the operator places there once
+        kwok reports it Ready and the controller lifts ``not-ready`` (the invariants expect
+        nothing there before, and everything that fits after)."""
         name = self.rng.choice(self.node_names)
-        retry(lambda: self.lab.core.delete_node(name))
+        retry_write(lambda: self.lab.core.delete_node(name), 404)
         self.node_names.remove(name)
         self.cordoned.discard(name)
-        self.lab.create_nodes([self._node()])
+        self.lab.create_nodes([self._node()], wait=False)
+        self.replaced += 1
         self.history.append(f"replace node {name} by {self.node_names[-1]}")
 
     def in_background(self, count: int) -> threading.Thread:
-        thread = threading.Thread(target=self.burst, args=(count,), daemon=True)
+        """``count`` changes from a thread of their own; ``join`` it with ``joined``."""
+
+        def run() -> None:
+            try:
+                self.burst(count)
+            except BaseException as exc:  # re-raised by joined(), not lost with the thread
+                self.failure = exc
+
+        thread = threading.Thread(target=run, daemon=True)
         thread.start()
         return thread
+
+    def joined(self, thread: threading.Thread) -> None:
+        """Wait for ``in_background``'s thread; fail if the stream did (a harness bug, or
+        an API server that never came back: the scenario made fewer changes than it says)."""
+        thread.join()
+        if self.failure is not None:
+            raise AssertionError(f"the stream of changes failed after {self.done}") from (
+                self.failure
+            )
 
 
 # -- shared -------------------------------------------------------------------------------------
@@ -377,7 +401,10 @@ def operator_kills(
                     f"kill {row.trials}: nothing undecided after {stream.history[-3]}"
                 )
         op.stop()
-    row.notes.append(f"{stream.done} changes ({len(stream.resized)} Workloads resized)")
+    row.notes.append(
+        f"{stream.done} changes ({len(stream.resized)} Workloads resized, "
+        f"{stream.replaced} nodes replaced)"
+    )
     _dump_history(lab, row, stream)
     return row
 
@@ -418,7 +445,7 @@ def server_kills(lab: Lab, trials: int, nodes: int = 8, ops: int = 6, seed: int 
                 time.sleep(rng.uniform(1.0, 4.0))  # the outage
                 lab.plane.restart_server(server)
                 back = lab.plane.pids[server] != pid and lab.plane.servers_alive()[server]
-                burst.join()
+                stream.joined(burst)
                 seconds, left = monitor.converge(known=known)
                 _converged(row, seconds, left, known)
                 if down and back:
@@ -537,7 +564,9 @@ def watch_expiry(lab: Lab, trials: int, nodes: int = 4, seed: int = 3) -> Row:
     (410 Gone); thaw: it must relist and lose nothing.
 
     Capacity is exact: every slot is taken, the deletes free exactly what the new Workloads
-    need, so a deleted Workload the operator still believes in strands one of them. Proven
+    need, so a deleted Workload the operator still believes in strands one of them. That needs
+    the new node schedulable before the thaw (kwok's Ready, ``not-ready`` lifted): one still
+    registering would take nothing, and the invariants would expect nothing there. Proven
     per trial: the operator logged a relist after the thaw."""
     row = Row("watch-expiry", wanted=trials)
     rng = random.Random(seed)
@@ -555,6 +584,9 @@ def watch_expiry(lab: Lab, trials: int, nodes: int = 4, seed: int = 3) -> Row:
         while row.proven < trials and row.trials < limit and _alive(row, op):
             row.trials += 1
             placed = lab.snapshot(ns).placed
+            if not placed:  # nothing to lose: the trial could not fail
+                row.violation("nothing-placed", ns, f"{len(live)} Jobs, none placed")
+                break
             relists = _log_count(op, RELISTED)
             op.freeze()
             # Its watch connections drop now, before the changes: none of their events can
@@ -567,7 +599,9 @@ def watch_expiry(lab: Lab, trials: int, nodes: int = 4, seed: int = 3) -> Row:
                 lab.delete_workload(ns, name)
                 live.remove(name)
             gone = rng.choice(sorted({p.node for p in placed}))
-            retry(lambda gone=gone: lab.core.delete_node(gone))  # type: ignore[misc]
+            retry_write(lambda gone=gone: lab.core.delete_node(gone), 404)  # type: ignore[misc]
+            # Waits until it is schedulable (the controller's watches may back off for a
+            # while after the restart): the room must be there at the thaw.
             lab.create_nodes([node(f"watch-{nodes + row.trials}", cpu="2")])
             for _ in range(2):
                 live.append(f"late-{serial}")
@@ -695,7 +729,9 @@ def split_brain(lab: Lab, trials: int, seed: int = 4) -> Row:
 def burst(lab: Lab, workloads: int, nodes: int, bursts: int = 1, seed: int = 7) -> Row:
     """``bursts`` times, ``workloads`` Workloads created at once (32 concurrent POSTs) onto
     ``nodes`` Nodes: all decided, invariants hold at every observation; the operator's peak
-    RSS. Proven per burst: the API lists every Workload created."""
+    RSS. The Nodes register as kubelets do (``lab.registering``) and the bursts start once
+    every one is schedulable (the time that took is a note). Proven per burst: the API lists
+    every Workload created."""
     from bench.bench_operator import create_all, node_objects, rss_peak_mb, workload_objects
     from controller.operator.kube import KubeApi, load_configuration
 
@@ -704,14 +740,19 @@ def burst(lab: Lab, workloads: int, nodes: int, bursts: int = 1, seed: int = 7) 
     known: set[str] = set()
     interval = 0.5 if workloads * bursts <= 2000 else 5.0
     with lab.scoped("burst") as ns, lab.monitor(ns, row, interval=interval) as monitor:
-        objects = node_objects(nodes, rng)
+        objects = [registering(obj) for obj in node_objects(nodes, rng)]
         for obj in objects:
             obj["metadata"]["name"] = f"burst-{obj['metadata']['name']}"
 
         def api() -> KubeApi:
             return KubeApi(load_configuration(str(lab.plane.kubeconfig_path)), max_connections=32)
 
+        registered = time.monotonic()
         asyncio.run(create_all(api(), "/api/v1/nodes", objects, 32))
+        lab.wait_schedulable([obj["metadata"]["name"] for obj in objects])
+        row.notes.append(
+            f"{nodes} Nodes registered and schedulable in {time.monotonic() - registered:.0f}s"
+        )
         op = lab.operator(ns)
         path = f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/{PLURAL}"
         for _ in range(bursts):
@@ -924,7 +965,7 @@ def flaky_network(
                     restarts += 1
                     ops_.append(lab.operator(ns, kubeconfig=kubeconfig))
             proxy.cut_requests(False)
-            changes.join()
+            stream.joined(changes)
             calm = time.monotonic()
             if not _alive(row, ops_[-1]):
                 restarts += 1
@@ -950,5 +991,6 @@ def flaky_network(
             row.count(what, n)
         for op in ops_:
             op.stop()
+    row.notes.append(f"{stream.done} changes ({stream.replaced} nodes replaced)")
     _dump_history(lab, row, stream)
     return row

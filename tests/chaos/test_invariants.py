@@ -382,6 +382,31 @@ def test_a_not_ready_node_counts_as_tainted_since_its_transition() -> None:
     assert kinds([tainted], [job]) == []
 
 
+NOT_READY_NO_SCHEDULE = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+
+
+def test_a_registering_node_is_owed_nothing_until_ready_and_untainted() -> None:
+    """The living cluster's new Node: created as kubelets register (no Ready condition) and
+    tainted ``not-ready:NoSchedule`` by TaintNodesByCondition admission; then Ready (kwok)
+    with the taint still on; then the node lifecycle controller lifts it. No replica is owed
+    there before both (DESIGN 3: the Ready condition True; kube-scheduler's TaintToleration
+    ``Filter`` for the taint), everything that fits after."""
+    registering = versioned(node_object("n", cpu="2", taints=[NOT_READY_NO_SCHEDULE]))
+    del registering["status"]["conditions"]
+    ready_tainted = versioned(node_object("n", cpu="2", taints=[NOT_READY_NO_SCHEDULE]))
+    lifted = versioned(node_object("n", cpu="2"))
+    short = [wl("j", [], resources=CPU1), wl("d", [], kind="DaemonSet", resources=CPU1)]
+    assert kinds([registering], short) == []
+    assert kinds([ready_tainted], short) == []
+    assert kinds([lifted], short) == ["stranded", "stranded"]
+    # A Workload that tolerates the taint is owed a place once the Node is Ready, not before.
+    tolerant = [wl("t", [], resources=CPU1, tolerations=[NOT_READY_NO_SCHEDULE])]
+    assert kinds([registering], tolerant) == []
+    assert kinds([ready_tainted], tolerant) == ["stranded"]
+    # A placement there is not judged by time: no transition recorded, no taint timeAdded.
+    assert kinds([registering], [wl("j", [("ns/j-0", "n")], resources=CPU1)]) == []
+
+
 @pytest.mark.parametrize(
     ("labels", "kind", "wanted", "expected"),
     [
