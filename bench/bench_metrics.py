@@ -22,9 +22,9 @@ from prometheus_client import REGISTRY, generate_latest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.operator.gauges import INTERVAL
 from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
+from controller.operator.telemetry.gauges import INTERVAL
 from controller.operator.workqueue import WorkQueue
 from tests.factories import node_object
 

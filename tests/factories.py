@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from controller.api.models import NodeInfo, Workload
-from controller.core.framework import CycleState, Verdict
-from controller.core.ledger import Ledger
-from controller.core.nodes import NodeTable, node_info_from_node
-from controller.core.scheduler import Scheduler
+from controller.api.models import Workload
+from controller.scheduler.framework import CycleState, Verdict
+from controller.scheduler.ledger import Ledger
+from controller.scheduler.nodes import NodeInfo, NodeTable, node_info_from_node
+from controller.scheduler.scheduler import Scheduler
 
 GiB = 1 << 30
 

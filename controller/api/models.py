@@ -1,4 +1,4 @@
-"""The Workload API (``orca.cloudinit.dev/v1alpha1``) and the scheduler's value types.
+"""The Workload API (``orca.cloudinit.dev/v1alpha1``).
 
 These pydantic models are the single source of truth for the API: the CRD in ``crds/`` is
 generated from them (``controller.api.crd``) and a test fails when the two drift. Models are
@@ -13,7 +13,7 @@ import re
 from datetime import UTC, datetime
 from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Protocol
 
 from pydantic import (
     AfterValidator,
@@ -76,16 +76,21 @@ QUANTITY_PATTERN = (
 _SIGNED_QUANTITY_RE = re.compile(r"[+-]?" + QUANTITY_PATTERN.removeprefix("^").removesuffix("$"))
 
 
+#: The one model config (the API's, and the scheduler's value types built on it): frozen
+#: values, camelCase aliases, unknown fields are an error.
+MODEL_CONFIG = ConfigDict(
+    frozen=True,
+    alias_generator=to_camel,
+    populate_by_name=True,
+    extra="forbid",
+    use_enum_values=False,
+)
+
+
 class _Model(BaseModel):
     """Shared config: frozen values, camelCase aliases, unknown fields are an error."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        use_enum_values=False,
-    )
+    model_config = MODEL_CONFIG
 
 
 def _quantity_checker(scale: int) -> AfterValidator:
@@ -112,7 +117,7 @@ MemoryQuantity = Annotated[str | int, _quantity_checker(1), _QUANTITY_SCHEMA]
 """A non-negative Kubernetes quantity of memory (at most 2^53 bytes), kept as written."""
 
 Expression = Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION_LENGTH)]
-"""A CEL expression over ``node``; compiled by ``controller.core.celexpr``."""
+"""A CEL expression over ``node``; compiled by ``controller.scheduler.celexpr``."""
 
 RuntimeName = Annotated[
     str, Field(min_length=1, max_length=MAX_RUNTIME_NAME, pattern=RUNTIME_NAME_PATTERN)
@@ -336,6 +341,19 @@ class AffinityRule(
         return DNS1123_LABEL.fullmatch(self.target) is not None
 
 
+class TaintLike(Protocol):
+    """A node taint as a toleration reads it (the scheduler's ``Taint``, from a Node)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+    @property
+    def effect(self) -> TaintEffect: ...
+
+
 class Toleration(
     _Model,
     json_schema_extra={
@@ -391,7 +409,7 @@ class Toleration(
             raise ValueError("operator must be Exists when key is empty")
         return self
 
-    def tolerates(self, taint: Taint) -> bool:
+    def tolerates(self, taint: TaintLike) -> bool:
         """``ToleratesTaint`` of k8s.io/api/core/v1: effect, key, then operator."""
         if self.effect is not None and self.effect is not taint.effect:
             return False
@@ -822,7 +840,7 @@ class ObjectMeta(BaseModel):
         default=None, alias="creationTimestamp"
     )
     """When the API server created the object: preemption's stand-in for the start time of
-    the Workload's replicas (``controller.core.preemption``)."""
+    the Workload's replicas (``controller.scheduler.preemption``)."""
 
 
 class Workload(BaseModel):
@@ -840,56 +858,3 @@ class Workload(BaseModel):
     def key(self) -> str:
         """``<namespace>/<name>``: how orca names a Workload in logs, the ledger and plans."""
         return f"{self.metadata.namespace}/{self.metadata.name}"
-
-
-class Taint(_Model):
-    """A node taint (``spec.taints`` of a Node; ``timeAdded`` and other fields are ignored)."""
-
-    model_config = ConfigDict(**{**_Model.model_config, "extra": "ignore"})
-
-    key: str
-    value: str = ""
-    effect: TaintEffect
-
-    def __str__(self) -> str:
-        """kube-scheduler's rendering in its reasons: ``{key: value}``."""
-        return f"{{{self.key}: {self.value}}}"
-
-
-class NodeInfo(_Model):
-    """The scheduler's view of a Node (DESIGN.md 3); free capacity lives in the ledger.
-
-    ``runtimes`` and ``tags`` are sorted and lower-cased so two Nodes with the same labels give
-    equal NodeInfos whatever order the API server listed their labels in.
-    """
-
-    hostname: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
-    runtimes: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-    labels: dict[str, str] = Field(default_factory=dict)
-    kind: str = "linux"
-    cpu: int = Field(default=0, ge=0, le=MAX_SCALED_QUANTITY, description="millicores")
-    memory: int = Field(default=0, ge=0, le=MAX_SCALED_QUANTITY, description="bytes")
-    ready: bool = True
-    unschedulable: bool = False
-    taints: tuple[Taint, ...] = ()
-    readable: bool = True  # False: orca could not read the Node (it takes nothing)
-
-    @property
-    def eligible(self) -> bool:
-        """Takes new placements: Ready and not cordoned."""
-        return self.ready and not self.unschedulable
-
-    def cel_view(self, free_cpu: int, free_memory: int) -> dict[str, Any]:
-        """The ``node`` variable as CEL expressions see it (camelCase field names)."""
-        return {
-            "hostname": self.hostname,
-            "runtimes": list(self.runtimes),
-            "tags": list(self.tags),
-            "labels": dict(self.labels),
-            "kind": self.kind,
-            "cpu": self.cpu,
-            "memory": self.memory,
-            "freeCpu": free_cpu,
-            "freeMemory": free_memory,
-        }

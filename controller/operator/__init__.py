@@ -2,7 +2,8 @@
 
 Modules, from the edge inwards:
 
-- ``main``: ``orca run`` flags; ``app``: the process (logging, kopf settings, background tasks).
+- ``app``: the process behind ``orca run`` (``controller.cli.run``): logging, kopf settings,
+  background tasks.
 - ``handlers``: kopf event handlers; they only feed ``ClusterState`` and the queue.
 - ``reconciler``: the one scheduling loop (decide, assume, write ``/status``, confirm/forget).
 - ``state``: the in-memory view (NodeInfos, the node table, the ledger, Workload records).
@@ -10,6 +11,7 @@ Modules, from the edge inwards:
   small; higher priorities first, as kube-scheduler's PrioritySort).
 - ``priorities``: the PriorityClasses watched, and who to decide again when one changes.
 - ``preemption``: a preemption booked in the loop; the victims' writes before the preemptor's.
-- ``kube``: the few API calls the loop makes itself (status PATCH, Events, Leases).
-- ``leader``: Lease-based leader election so a second replica stands by.
+- ``kube``: the API client (status PATCH, Events, Leases, LISTs and watches), the Node and
+  Workload watches (``kube.informer``), and Lease-based leader election (``kube.leader``).
+- ``telemetry``: every metric, the snapshot gauges, and the Grafana dashboard's generator.
 """

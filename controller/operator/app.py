@@ -13,21 +13,22 @@ from collections.abc import Callable, Iterable
 import kopf
 
 from controller.api.models import GROUP
-from controller.celcache import cache_path, install_cel_parser
-from controller.core.scheduler import Scheduler
-from controller.operator import gauges, handlers, metrics
-from controller.operator.informer import (
+from controller.operator import handlers
+from controller.operator.kube import KubeApi, load_configuration
+from controller.operator.kube.informer import (
     WATCH_TIMEOUT,
     Informer,
     apply_node_event,
     apply_workload_event,
 )
-from controller.operator.kube import KubeApi, load_configuration
-from controller.operator.leader import LeaderElector, default_identity
+from controller.operator.kube.leader import LeaderElector, default_identity
 from controller.operator.rebalancer import RebalanceLoop
 from controller.operator.reconciler import LIST_PAGE, NODES_PATH, Reconciler
 from controller.operator.state import ClusterState
+from controller.operator.telemetry import gauges, metrics
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.celcache import cache_path, install_cel_parser
+from controller.scheduler.scheduler import Scheduler
 from controller.version import version
 
 logger = logging.getLogger("orca")

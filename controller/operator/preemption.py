@@ -2,7 +2,7 @@
 preemptor's (DESIGN.md 4).
 
 The reconciler asks ``consider`` after each decision. When the core says the Workload may
-preempt (``controller.core.preemption``) and finds victims, everything is booked at once, in
+preempt (``controller.scheduler.preemption``) and finds victims, everything is booked at once, in
 the scheduling loop, before any write::
 
     take       the victims' keys in the queue (the loop does not decide them meanwhile) and
@@ -35,9 +35,14 @@ from datetime import datetime
 from typing import Final
 
 from controller.api.models import Workload, WorkloadStatus
-from controller.core.decision import Decision
-from controller.core.ledger import Assumption, Ledger
-from controller.core.preemption import (
+from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
+from controller.operator.priorities import PriorityIndex
+from controller.operator.state import ClusterState, WorkloadRecord, is_newer
+from controller.operator.telemetry import metrics
+from controller.operator.workqueue import WorkQueue
+from controller.scheduler.decision import Decision
+from controller.scheduler.ledger import Assumption, Ledger
+from controller.scheduler.preemption import (
     PreemptionPlan,
     Victim,
     gained_nodes,
@@ -46,13 +51,8 @@ from controller.core.preemption import (
     preemption_message,
     select_victims,
 )
-from controller.core.scheduler import Scheduler
-from controller.core.vocabulary import EVENT_PREEMPTED
-from controller.operator import metrics
-from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
-from controller.operator.priorities import PriorityIndex
-from controller.operator.state import ClusterState, WorkloadRecord, is_newer
-from controller.operator.workqueue import WorkQueue
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.vocabulary import EVENT_PREEMPTED
 
 logger = logging.getLogger("orca.preemption")
 

@@ -2,7 +2,7 @@
 
 Fed by the reconciler's LIST (before anything is decided, so a Workload naming a class is never
 briefly Invalid at start-up) and by kopf's watch (``handlers``). Resolution itself is pure
-(``controller.core.priority``); this keeps the current ``PriorityClasses`` value and answers
+(``controller.scheduler.priority``); this keeps the current ``PriorityClasses`` value and answers
 the queue's "how important is this key" and the handlers' "who cares about this class".
 """
 
@@ -12,7 +12,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from controller.core.priority import (
+from controller.operator.state import ClusterState, is_newer
+from controller.scheduler.priority import (
     API_GROUP,
     NO_CLASSES,
     NO_PRIORITY,
@@ -23,7 +24,6 @@ from controller.core.priority import (
     PriorityClasses,
     priority_class_from_object,
 )
-from controller.operator.state import ClusterState, is_newer
 
 logger = logging.getLogger("orca.priorities")
 

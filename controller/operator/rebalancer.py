@@ -37,15 +37,15 @@ import logging
 import time
 
 from controller.api.models import WorkloadStatus
-from controller.core.ledger import Booking
-from controller.core.rebalance import DEFAULT_MAX_MOVES, Move, Rebalancer, moved
-from controller.core.scheduler import Scheduler
-from controller.core.status import nodes_summary
-from controller.core.vocabulary import EVENT_REBALANCED
-from controller.operator import metrics
 from controller.operator.kube import ApiError, Fenced, TransportError
 from controller.operator.reconciler import Reconciler, held_until_written, write_outcome
 from controller.operator.state import is_newer
+from controller.operator.telemetry import metrics
+from controller.scheduler.ledger import Booking
+from controller.scheduler.rebalance import DEFAULT_MAX_MOVES, Move, Rebalancer, moved
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import nodes_summary
+from controller.scheduler.vocabulary import EVENT_REBALANCED
 
 logger = logging.getLogger("orca.rebalancer")
 

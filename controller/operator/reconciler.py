@@ -32,31 +32,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.api.models import GROUP, KIND, PLURAL, VERSION, Phase, WorkloadStatus
-from controller.core.decision import Decision
-from controller.core.framework import Code
-from controller.core.ledger import (
-    Assumption,
-    Booking,
-    bookings_from_object,
-    bookings_from_status,
-)
-from controller.core.scheduler import Scheduler
-from controller.core.status import rfc3339_now, status_from_decision
-from controller.core.vocabulary import (
-    EVENT_FAILED_SCHEDULING,
-    EVENT_SCHEDULED,
-    REASON_INVALID_SPEC,
-)
-from controller.manifests import API_VERSION
-from controller.operator import metrics
-from controller.operator.gauges import GaugeExporter
+from controller.inputs.manifests import API_VERSION
 from controller.operator.heap import building_the_view
 from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
 from controller.operator.preemption import PendingPreemption, Preemption
 from controller.operator.priorities import LIST_PATH as PRIORITY_CLASSES_PATH
 from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState, WorkloadRecord, is_newer
+from controller.operator.telemetry import metrics
+from controller.operator.telemetry.gauges import GaugeExporter
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.decision import Decision
+from controller.scheduler.framework import Code
+from controller.scheduler.ledger import (
+    Assumption,
+    Booking,
+    bookings_from_object,
+    bookings_from_status,
+)
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import rfc3339_now, status_from_decision
+from controller.scheduler.vocabulary import (
+    EVENT_FAILED_SCHEDULING,
+    EVENT_SCHEDULED,
+    REASON_INVALID_SPEC,
+)
 
 #: Events posted at a time when the scheduling queue is idle (``Reconciler.post_events``).
 EVENT_POSTERS = 8

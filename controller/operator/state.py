@@ -17,17 +17,23 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.api.messages import validation_message
-from controller.api.models import NodeInfo, Phase, Workload, WorkloadKind, WorkloadStatus
-from controller.core.framework import Code
-from controller.core.ledger import Ledger, bookings_from_object, bookings_from_status, placements_of
-from controller.core.nodes import (
+from controller.api.models import Phase, Workload, WorkloadKind, WorkloadStatus
+from controller.operator.telemetry import metrics
+from controller.scheduler.framework import Code
+from controller.scheduler.ledger import (
+    Ledger,
+    bookings_from_object,
+    bookings_from_status,
+    placements_of,
+)
+from controller.scheduler.nodes import (
     NodeError,
+    NodeInfo,
     NodeTable,
     node_info_from_node,
     node_name,
     unreadable_node_info,
 )
-from controller.operator import metrics
 
 logger = logging.getLogger("orca.nodes")
 

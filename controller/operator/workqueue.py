@@ -26,7 +26,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterable
 
-from controller.operator import metrics
+from controller.operator.telemetry import metrics
 
 
 class WorkQueue:

@@ -1,4 +1,4 @@
-"""orca's own Workload and Node watches (``controller.operator.informer``) against the real API
+"""orca's own Workload and Node watches (``controller.operator.kube.informer``) against the real API
 server: what a watch delivers from a LIST's version, a version the server no longer holds
 (410 Gone), and an informer that must LIST again and lose nothing."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane
-from controller.operator.informer import Informer, apply_node_event, apply_workload_event
 from controller.operator.kube import ApiError, KubeApi, load_configuration
+from controller.operator.kube.informer import Informer, apply_node_event, apply_workload_event
 from controller.operator.reconciler import NODES_PATH, Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane
-from controller.operator import metrics
 from controller.operator.kube import KubeApi, load_configuration
 from controller.operator.rebalancer import RebalanceLoop
 from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
+from controller.operator.telemetry import metrics
 from controller.operator.workqueue import WorkQueue
 from tests.factories import node_object
 from tests.integration.harness import (

@@ -22,12 +22,12 @@ from pydantic import ValidationError
 
 from controller.api.models import AffinityRule, Phase
 from controller.cli import main
-from controller.core.celexpr import CelCompileError, compile_expression
-from controller.core.scheduler import Scheduler
 from controller.operator.kube import KubeApi
 from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.celexpr import CelCompileError, compile_expression
+from controller.scheduler.scheduler import Scheduler
 from tests.factories import ledger_for, node, node_object, stored_workload, workload
 
 ILL_TYPED = [

@@ -1,4 +1,5 @@
-"""``controller.fromcluster.view_of``: listed objects as the dry run reads them (no cluster)."""
+"""``controller.inputs.fromcluster.view_of``: listed objects as the dry run reads them (no
+cluster)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from controller.fromcluster import ClusterError, read_cluster, view_of
+from controller.inputs.fromcluster import ClusterError, read_cluster, view_of
 from tests.factories import node_object
 
 

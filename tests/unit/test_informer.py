@@ -19,7 +19,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from controller.operator import reconciler as reconciler_module
-from controller.operator.informer import Informer, apply_node_event, apply_workload_event
+from controller.operator.kube.informer import Informer, apply_node_event, apply_workload_event
 from controller.operator.reconciler import NODES_PATH, Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue

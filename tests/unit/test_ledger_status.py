@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from controller.api.models import Phase, WorkloadStatus
-from controller.core.decision import Decision
-from controller.core.ledger import Booking, Ledger, bookings_from_object, ledger_from_objects
-from controller.core.nodes import NodeTable
-from controller.core.status import nodes_summary, status_from_decision
+from controller.scheduler.decision import Decision
+from controller.scheduler.ledger import Booking, Ledger, bookings_from_object, ledger_from_objects
+from controller.scheduler.nodes import NodeTable
+from controller.scheduler.status import nodes_summary, status_from_decision
 from tests.factories import node
 
 
@@ -151,7 +151,7 @@ def test_ledger_from_objects_books_what_the_models_refuse() -> None:
 def test_a_status_validates_back_from_its_json_unchanged() -> None:
     """What ``status_from_decision`` builds, written as JSON and read back (as the operator's
     status round-trips through the API server), is the same status, for every phase."""
-    from controller.core.scheduler import Scheduler
+    from controller.scheduler.scheduler import Scheduler
     from tests.factories import ledger_for, workload
 
     ledger = ledger_for(node("a", cpu="4"), node("b", cpu="1", runtimes=("wasmtime",)))

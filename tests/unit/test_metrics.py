@@ -19,14 +19,14 @@ from aiohttp import web
 from kubernetes import client as k8s_client
 from prometheus_client import REGISTRY
 
-from controller.api.models import Taint
-from controller.core.plugins import constraints, eligibility, resources, runtime, taints
-from controller.core.scheduler import Scheduler
-from controller.operator import metrics
 from controller.operator.kube import ApiError, KubeApi, TransportError, api_resource
 from controller.operator.reconciler import PendingEvent, Reconciler
 from controller.operator.state import ClusterState
+from controller.operator.telemetry import metrics
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.nodes import Taint
+from controller.scheduler.plugins import constraints, eligibility, resources, runtime, taints
+from controller.scheduler.scheduler import Scheduler
 from tests.factories import node_object, stored_workload
 
 
@@ -376,7 +376,7 @@ def test_api_requests_are_counted_by_verb_resource_and_code() -> None:
 
 
 def test_leader_gauge_follows_the_lease() -> None:
-    from controller.operator.leader import LeaderElector
+    from controller.operator.kube.leader import LeaderElector
 
     elector = LeaderElector(None, "ns", "lease")  # type: ignore[arg-type]
     elector._set(True)

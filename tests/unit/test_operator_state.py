@@ -10,11 +10,11 @@ from typing import Any, cast
 import pytest
 from prometheus_client import REGISTRY
 
-from controller.core.ledger import Booking
 from controller.operator.kube import KubeApi
 from controller.operator.reconciler import Reconciler, _freed
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.ledger import Booking
 from tests.factories import node_object, stored_workload
 
 

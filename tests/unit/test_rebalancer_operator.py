@@ -11,12 +11,12 @@ from typing import Any, cast
 import pytest
 from prometheus_client import REGISTRY
 
-from controller.operator import metrics
+from controller.cli.run import parse_duration, run
 from controller.operator.kube import ApiError, KubeApi
-from controller.operator.main import parse_duration, run
 from controller.operator.rebalancer import RebalanceLoop
 from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
+from controller.operator.telemetry import metrics
 from controller.operator.workqueue import WorkQueue
 from tests.factories import node_object, stored_workload
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from controller.core.ledger import Booking
 from controller.operator.kube import ApiError, KubeApi
 from controller.operator.reconciler import Reconciler, held_until_written
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.ledger import Booking
 from tests.factories import node_object
 
 
