@@ -1,29 +1,30 @@
-"""The operator process behind ``orca run``: logging, kopf settings and the tasks around the
-reconciler (scheduling loop, Event poster, periodic relist, leader election)."""
+"""The operator process behind ``orca run``: logging, kopf settings, the informers and the
+tasks around the reconciler (scheduling loop, Event poster, gauges, leader election)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 import kopf
 
-from controller.api.models import GROUP
-from controller.operator import handlers
-from controller.operator.kube import KubeApi, load_configuration
-from controller.operator.kube.informer import (
-    WATCH_TIMEOUT,
-    Informer,
-    apply_node_event,
-    apply_workload_event,
+from controller.api.models import GROUP, PLURAL, VERSION
+from controller.operator.handlers import (
+    NodeEvents,
+    PriorityClassEvents,
+    StartupGate,
+    WorkloadEvents,
 )
+from controller.operator.kube import KubeApi, authorization, load_configuration
+from controller.operator.kube.informer import Informer
 from controller.operator.kube.leader import LeaderElector, default_identity
+from controller.operator.priorities import LIST_PATH as PRIORITY_CLASSES_PATH
+from controller.operator.priorities import PriorityIndex
 from controller.operator.rebalancer import RebalanceLoop
-from controller.operator.reconciler import LIST_PAGE, NODES_PATH, Reconciler
+from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import gauges, metrics
 from controller.operator.workqueue import WorkQueue
@@ -34,107 +35,91 @@ from controller.version import version
 logger = logging.getLogger("orca")
 
 
-class NoDiffBaseStorage(kopf.DiffBaseStorage):
-    """No diff-base at all: orca registers only event handlers (``handlers.register``), never
-    kopf's change-detecting ones (create/update/resume), so nothing ever reads a diff-base.
-
-    kopf still fetches and builds one on every event whatever handlers exist (parsing the
-    last-handled annotation, copying the body into an essence): 8% of the operator's CPU under
-    a backlog (py-spy, ``bench/bench_vs_kube_scheduler.py``). This storage makes both free.
-    ``test_operator_state`` checks that the registry indeed holds no change handlers.
-    """
-
-    def build(
-        self, *, body: kopf.Body, extra_fields: Iterable[kopf.FieldSpec] | None = None
-    ) -> kopf.BodyEssence:
-        return kopf.BodyEssence()
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return None
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        return None
-
-
-def configure_kopf(settings: kopf.OperatorSettings, args: argparse.Namespace) -> None:
-    """kopf for a real deployment: our own annotation prefix and finalizer name (though our
-    event handlers store nothing), warnings-only Kubernetes events from kopf itself
-    (orca posts its own), bounded retries, short batching (decisions are level-based)."""
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = NoDiffBaseStorage()
-    settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"
-    settings.posting.level = logging.WARNING
-    settings.batching.batch_window = 0.01
-    # kopf keeps a worker task per object (holding its last body) until it has been idle this
-    # long (default 5 s): with a backlog listed at once that is every Workload's body at once.
-    # Ours return at once, so a worker may go as soon as its queue is empty.
-    settings.queueing.idle_timeout = 0.1
-    # And at most this many workers per resource kind: kopf otherwise queues every object of
-    # its initial listing (10,000 Workload bodies) at once, while our handlers are fast
-    # enough that a few hundred in flight keep up with the API server.
-    settings.queueing.worker_limit = 200
-    settings.watching.server_timeout = WATCH_TIMEOUT
-    settings.watching.chunk_size = LIST_PAGE  # kopf's initial listing in pages, not at once
-    settings.watching.client_timeout = 330
+def configure_kopf(settings: kopf.OperatorSettings) -> None:
+    """kopf runs the process (login, start-up and clean-up, the liveness probe) and serves no
+    resource: the informers list and watch every kind the operator reads, so kopf has no
+    handler to feed and nothing to scan for (no CRD or namespace watch of its own; with
+    ``-n`` the namespaces are taken as given), and none of its per-object settings apply
+    (progress and diff-base storage, finalizers, batching, worker queues, watches)."""
+    settings.scanning.disabled = True
+    settings.posting.enabled = (
+        False  # no handler of kopf's can fail on an object: orca posts its own
+    )
     settings.networking.request_timeout = 30
-    # Ride through an API server outage (restart, etcd down) of up to ~5 minutes: kopf's
-    # default retries give up after ~54 s, and a watcher that gives up stops the operator.
+    # Its few requests (discovery at start-up) ride through an API server outage of up to
+    # ~5 minutes: kopf's default retries give up after ~54 s, which would stop the operator.
     settings.networking.error_backoffs = [1, 1, 2, 3, 5, 8, 13, 21, 30, 30, 30, 30, 30, 30, 30, 30]
-    settings.queueing.error_delays = [1, 2, 5, 10, 30, 60]
 
 
-#: kopf's own log lines when it restarts a watch stream (``kopf._cogs.clients.watching``);
-#: kopf exposes no hook or counter for these, so its DEBUG lines are counted (and dropped
-#: unless we log at DEBUG). ``test_metrics`` drives kopf's code to keep these in step.
-WATCH_LOGGER = "kopf._cogs.clients.watching"
-_WATCH_RESTARTS = (
-    (re.compile(r"Restarting the watch-stream for (\S+)"), "expired"),
-    (re.compile(r"Watch-stream for (\S+) .*is inactive, reconnecting"), "inactive"),
-)
+def kopf_registry(
+    login: Callable[..., Awaitable[kopf.ConnectionInfo]],
+    startup: Callable[..., Awaitable[None]],
+    cleanup: Callable[..., Awaitable[None]],
+) -> kopf.OperatorRegistry:
+    """kopf's handlers: login, start-up and clean-up; no resource handler at all."""
+    registry = kopf.OperatorRegistry()
+    kopf.on.login(registry=registry)(login)
+    kopf.on.startup(registry=registry)(startup)
+    kopf.on.cleanup(registry=registry)(cleanup)
+    return registry
 
 
-class WatchRestartCounter(logging.Filter):
-    """Counts kopf's watch restarts into ``orca_watch_restarts_total`` from its log records,
-    calls ``on_restart`` for each (a restarted watch may have missed deletions, which kopf's
-    re-listing cannot replay: the operator then LISTs on its own), and passes on only the
-    records at or above ``level`` (the level the user asked for)."""
-
-    def __init__(self, level: int, on_restart: Callable[[], None] | None = None) -> None:
-        super().__init__()
-        self.level = level
-        self.on_restart = on_restart
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        for pattern, reason in _WATCH_RESTARTS:
-            match = pattern.search(message)
-            if match:
-                resource = match.group(1).split(".", 1)[0]  # "nodes.v1" -> "nodes"
-                metrics.WATCH_RESTARTS.labels(resource=resource, reason=reason).inc()
-                if self.on_restart is not None:
-                    self.on_restart()
-        return record.levelno >= self.level
+NODES_PATH = "/api/v1/nodes"
+#: What a 404 on the Workloads' LIST means, in so many words.
+NO_CRD = "the Workload CRD is not installed (kubectl apply -k crds/)"
 
 
-def count_watch_restarts(level: int, on_restart: Callable[[], None] | None = None) -> None:
-    """Let kopf's watch logger emit its DEBUG records so the counter sees them."""
-    watch_logger = logging.getLogger(WATCH_LOGGER)
-    for old in [f for f in watch_logger.filters if isinstance(f, WatchRestartCounter)]:
-        watch_logger.removeFilter(old)
-    watch_logger.addFilter(WatchRestartCounter(level, on_restart))
-    watch_logger.setLevel(logging.DEBUG)
+def workload_paths(namespaces: Iterable[str]) -> list[str]:
+    """The Workload collections this operator serves: all namespaces, or each of its own."""
+    base = f"/apis/{GROUP}/{VERSION}"
+    namespaces = list(namespaces)
+    if not namespaces:
+        return [f"{base}/{PLURAL}"]
+    return [f"{base}/namespaces/{ns}/{PLURAL}" for ns in namespaces]
 
 
-def relist_on_watch_restart(on_restart: Callable[[], None]) -> None:
-    """Route kopf's watch restarts to ``on_restart`` (the reconciler's relist request). One of
-    two signals, with the handlers' gap between listing runs: either alone can miss a relist
-    (a log wording change, a replay without a gap), and a spare LIST costs little."""
-    watch_logger = logging.getLogger(WATCH_LOGGER)
-    counters = [f for f in watch_logger.filters if isinstance(f, WatchRestartCounter)]
-    if not counters:
-        count_watch_restarts(logging.getLogger().getEffectiveLevel(), on_restart)
-    for counter in counters:
-        counter.on_restart = on_restart
+def informers_for(
+    api: KubeApi,
+    state: ClusterState,
+    queue: WorkQueue,
+    gate: StartupGate,
+    priorities: PriorityIndex,
+    namespaces: Iterable[str] = (),
+    resync: float | None = None,
+) -> list[Informer]:
+    """One informer per collection: Nodes, PriorityClasses, and the Workloads of every
+    namespace served (one collection for all of them, or one per ``-n``)."""
+    informers = [
+        Informer(api, NODES_PATH, "nodes", NodeEvents(state, queue, gate), resync=resync),
+        Informer(
+            api,
+            PRIORITY_CLASSES_PATH,
+            "priorityclasses",
+            PriorityClassEvents(state, queue, gate, priorities),
+            resync=resync,
+        ),
+    ]
+    workloads = WorkloadEvents(state, queue, gate)
+    for path in workload_paths(namespaces):
+        informers.append(Informer(api, path, "workloads", workloads, resync=resync, missing=NO_CRD))
+    return informers
+
+
+def connection_info(configuration: Any) -> kopf.ConnectionInfo:
+    """A kubernetes-client Configuration as kopf's ConnectionInfo."""
+    scheme, token = None, None
+    header = authorization(configuration)
+    if header:
+        scheme, _, token = header.partition(" ")
+    return kopf.ConnectionInfo(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        scheme=scheme,
+        token=token,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+    )
 
 
 def build_version() -> str:
@@ -156,35 +141,6 @@ def configure_logging(args: argparse.Namespace) -> None:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     for noisy in ("celpy", "lark"):  # a full dump of every CEL activation at DEBUG
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    count_watch_restarts(logging.getLevelName(args.log_level))
-
-
-async def _resync(reconciler: Reconciler, every: float) -> None:
-    """The safety net: every ``every`` seconds, or sooner when a watch expired and kopf listed
-    again (``Reconciler.request_relist``), LIST everything again (anything a watch missed,
-    deletions included, is merged) and look at every Workload again."""
-    while True:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(reconciler.relist_wanted.wait(), every)
-        if reconciler.relist_wanted.is_set():
-            await _quiet(reconciler.relist_wanted)
-            logger.info("a watch listed again (it expired or reconnected): relisting")
-        reconciler.relist_wanted.clear()
-        try:
-            await reconciler.relist()
-        except Exception as exc:
-            logger.warning("periodic relist failed: %s", exc)
-        reconciler.queue.add_all(reconciler.state.records)
-
-
-async def _quiet(flag: asyncio.Event, pause: float = 1.0, longest: float = 10.0) -> None:
-    """Wait until ``flag`` stays clear for ``pause`` seconds (kopf replays a relist object by
-    object: one LIST of ours after the replay, not one per object), at most ``longest``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + longest
-    while flag.is_set() and loop.time() < deadline:
-        flag.clear()
-        await asyncio.sleep(pause)
 
 
 async def _gauges(reconciler: Reconciler, every: float = gauges.INTERVAL) -> None:
@@ -212,6 +168,7 @@ async def operate(args: argparse.Namespace) -> None:
     elector: LeaderElector | None = None
     if args.leader_elect:
         elector = LeaderElector(api, args.lease_namespace, args.lease_name, identity)
+    gate = StartupGate(state, queue)
     reconciler = Reconciler(
         state,
         queue,
@@ -220,7 +177,10 @@ async def operate(args: argparse.Namespace) -> None:
         is_leader=elector.holds_lease if elector else (lambda: True),
         max_in_flight=args.max_in_flight,
         identity=identity,
-        namespaces=args.namespaces or (),
+        ready=gate.ready,
+    )
+    informers = informers_for(
+        api, state, queue, gate, reconciler.priorities, args.namespaces or (), args.resync_seconds
     )
     if elector is not None:
         elector.on_elected = lambda: queue.add_all(state.records)
@@ -228,11 +188,13 @@ async def operate(args: argparse.Namespace) -> None:
     else:
         metrics.IS_LEADER.set(1)
 
-    relist_on_watch_restart(reconciler.request_relist)
-    registry = kopf.OperatorRegistry()
-    handlers.register(registry, reconciler, args.kubeconfig)
+    async def login(**_: object) -> kopf.ConnectionInfo:
+        """kopf's own requests use the same credentials as ours (kubeconfig or in-cluster),
+        re-read on every login so rotated tokens and certificates are picked up."""
+        return connection_info(load_configuration(args.kubeconfig))
+
     settings = kopf.OperatorSettings()
-    configure_kopf(settings, args)
+    configure_kopf(settings)
     stop = asyncio.Event()  # set when one of our tasks dies: kopf then stops too
     background: list[asyncio.Task[None]] = []
 
@@ -241,19 +203,13 @@ async def operate(args: argparse.Namespace) -> None:
             logger.error("%s failed: %r", task.get_name(), task.exception())
             stop.set()
 
-    @kopf.on.startup(registry=registry)
     async def start_loop(**_: object) -> None:
         background.append(asyncio.create_task(reconciler.run(), name="scheduling loop"))
-        timeout = int(settings.watching.server_timeout or WATCH_TIMEOUT)
-        informers = [Informer(reconciler, NODES_PATH, apply_node_event, "nodes", timeout)]
-        for path in reconciler.workload_paths():
-            informers.append(Informer(reconciler, path, apply_workload_event, "workloads", timeout))
         for informer in informers:
-            name = f"watch {informer.path}"
+            name = f"informer {informer.path}"
             background.append(asyncio.create_task(informer.run(), name=name))
+        background.append(asyncio.create_task(gate.open(informers), name="start-up gate"))
         background.append(asyncio.create_task(reconciler.post_events(), name="event poster"))
-        resync = _resync(reconciler, args.resync_seconds)
-        background.append(asyncio.create_task(resync, name="resync"))
         background.append(asyncio.create_task(_gauges(reconciler), name="gauges"))
         every = getattr(args, "rebalance_every", None)
         if every:
@@ -264,7 +220,6 @@ async def operate(args: argparse.Namespace) -> None:
         for task in background:
             task.add_done_callback(stop_on_failure)
 
-    @kopf.on.cleanup(registry=registry)
     async def stop_loop(**_: object) -> None:
         """Let status writes in flight land, then stop deciding and hand the Lease back."""
         if background:  # empty when start-up itself failed
@@ -287,7 +242,7 @@ async def operate(args: argparse.Namespace) -> None:
     namespaces = args.namespaces or []
     try:
         await kopf.operator(
-            registry=registry,
+            registry=kopf_registry(login, start_loop, stop_loop),
             settings=settings,
             clusterwide=not namespaces,
             namespaces=namespaces,

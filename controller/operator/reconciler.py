@@ -27,16 +27,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from controller.api.models import GROUP, KIND, PLURAL, VERSION, Phase, WorkloadStatus
 from controller.inputs.manifests import API_VERSION
-from controller.operator.heap import building_the_view
 from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
 from controller.operator.preemption import PendingPreemption, Preemption
-from controller.operator.priorities import LIST_PATH as PRIORITY_CLASSES_PATH
 from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState, WorkloadRecord, is_newer
 from controller.operator.telemetry import metrics
@@ -66,11 +64,6 @@ EVENT_FLUSH_SECONDS = 3.0
 logger = logging.getLogger("orca.scheduler")
 
 COMPONENT = "orca-controller"
-#: Objects per page of the operator's own LISTs (kopf's listing uses the same size).
-LIST_PAGE = 500
-NODES_PATH = "/api/v1/nodes"
-#: Back-off between failed attempts of ``list_until_done`` (seconds): doubling, first to last.
-LIST_BACKOFF = (0.5, 30.0)
 
 
 class Reconciler:
@@ -86,7 +79,7 @@ class Reconciler:
         max_in_flight: int = 32,
         now: Callable[[], str] = rfc3339_now,
         identity: str = COMPONENT,
-        namespaces: Sequence[str] = (),
+        ready: asyncio.Event | None = None,
     ) -> None:
         self.state = state
         self.queue = queue
@@ -95,14 +88,7 @@ class Reconciler:
         self.is_leader = is_leader
         self.now = now
         self.identity = identity
-        self.namespaces = tuple(namespaces)
-        self.ready = asyncio.Event()
-        #: Set when a LIST of our own is wanted soon (a watch expired); ``app._resync`` runs it.
-        self.relist_wanted = asyncio.Event()
-        #: The resourceVersion of the last LIST of each path (``workload_paths``, Nodes):
-        #: where its watch (``informer``) starts, and starts again after a 410.
-        self.list_versions: dict[str, str | None] = {}
-        self._relisting: asyncio.Future[None] | None = None
+        self.ready = ready if ready is not None else asyncio.Event()
         self._slots = asyncio.Semaphore(max_in_flight)
         #: Keys whose last status write got no answer: read before deciding again.
         self._unsure: set[str] = set()
@@ -125,121 +111,10 @@ class Reconciler:
 
     # -- the loop --------------------------------------------------------------------------------
 
-    async def relist(self) -> None:
-        """LIST Nodes and Workloads and merge them into the state (start-up, resync, a watch
-        that expired). Callers that come while one is in flight share it: after an API server
-        restart every watch expires at once, and one LIST (begun after the outage) serves
-        them all."""
-        if self._relisting is None or self._relisting.done():
-            self._relisting = asyncio.ensure_future(self._counted_relist())
-            # Its failure is the awaiters' to report; seen here too if they were cancelled.
-            self._relisting.add_done_callback(lambda f: f.cancelled() or f.exception())
-        await asyncio.shield(self._relisting)
-
-    async def _counted_relist(self) -> None:
-        try:
-            await self._relist()
-        except Exception:
-            metrics.RELISTS.labels(outcome=metrics.RELIST_FAILED).inc()
-            raise
-        metrics.RELISTS.labels(outcome=metrics.RELIST_LISTED).inc()
-
-    async def _relist(self) -> None:
-        """Each object is merged as its page arrives: the whole LIST never sits in memory at
-        once (10,000 Workloads as dicts were the operator's peak of memory)."""
-        state = self.state
-        node_names: set[str | None] = set()
-        nodes_version = await self._list(
-            NODES_PATH, lambda obj: node_names.add(state.merge_listed_node(obj))
-        )
-        classes = await self.api.request("GET", PRIORITY_CLASSES_PATH)
-        if self.priorities.sync(classes.get("items") or []) and self.ready.is_set():
-            self.queue.add_all(state.records)  # a class changed unseen: re-resolve all
-        keys: set[str] = set()
-        listed_at: dict[str, str | None] = {}
-        for path in self.workload_paths():
-            listed_at[path] = await self._list(
-                path, lambda obj: keys.add(state.merge_listed_workload(obj))
-            )
-        # Several namespaces: the oldest list version is the safe one to compare against.
-        versions = list(listed_at.values())
-        oldest = min(versions, key=lambda v: int(v) if v and v.isdigit() else 0)
-        state.drop_unlisted_nodes(node_names, nodes_version)
-        state.drop_unlisted_workloads(keys, oldest)
-        self.list_versions.update(listed_at)
-        self.list_versions[NODES_PATH] = nodes_version
-
-    async def _list(self, path: str, merge: Callable[[dict[str, Any]], None]) -> str | None:
-        """``merge`` every object at ``path``, read in pages of ``LIST_PAGE`` (one consistent
-        snapshot: the API server serves the pages of one list from the same revision), each
-        object without ``managedFields`` (nothing here reads them, and they are a third to a
-        half of a Workload with a status); returns the list's resourceVersion."""
-        params = {"limit": str(LIST_PAGE)}
-        while True:
-            page = await self.api.request("GET", path, params=params)
-            for obj in page.get("items") or []:
-                (obj.get("metadata") or {}).pop("managedFields", None)
-                merge(obj)
-            metadata = page.get("metadata") or {}
-            if not metadata.get("continue"):
-                version: str | None = metadata.get("resourceVersion")
-                return version
-            params = {"limit": str(LIST_PAGE), "continue": metadata["continue"]}
-
-    def node_changed(self, name: str) -> None:
-        """A Node changed in what the scheduler reads: who could care are the Workloads with
-        replicas on it, DaemonSets, and whatever a node could cure."""
-        if self.ready.is_set():
-            state = self.state
-            self.queue.add_all(
-                state.keys_on_node(name) | state.daemon_keys() | state.keys_waiting_for_nodes()
-            )
-
-    def request_relist(self) -> None:
-        """Ask for a LIST soon; requests made before it runs are served by the same LIST."""
-        self.relist_wanted.set()
-
-    def workload_paths(self) -> list[str]:
-        """The Workload collections this operator serves: all namespaces, or each of its own."""
-        base = f"/apis/{GROUP}/{VERSION}"
-        if not self.namespaces:
-            return [f"{base}/{PLURAL}"]
-        return [f"{base}/namespaces/{ns}/{PLURAL}" for ns in self.namespaces]
-
-    async def start(self) -> None:
-        """The initial view: LIST everything (retrying until the API answers), then ready.
-        The collector waits while the view is built (``heap``)."""
-        with building_the_view():
-            await self.list_until_done("initial listing")
-        self.ready.set()
-
-    async def list_until_done(self, what: str) -> None:
-        """``relist``, retrying with back-off (0.5 s doubling to 30 s) until the API answers,
-        then queue every Workload: nothing says which ones changed. At start-up, and after a
-        watch expired (``informer``)."""
-        delay = LIST_BACKOFF[0]
-        while True:
-            try:
-                await self.relist()
-                break
-            except (ApiError, TransportError) as exc:
-                reason = str(exc).strip()
-                if isinstance(exc, ApiError) and exc.not_found:
-                    reason = f"the Workload CRD is not installed (kubectl apply -k crds/): {exc}"
-                logger.warning("%s failed: %s; retrying in %.1fs", what, reason, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, LIST_BACKOFF[1])
-        self.queue.add_all(self.state.records)
-
     async def run(self) -> None:
-        """Process keys forever; nothing is decided before the initial listing is complete."""
-        await self.start()
-        logger.info(
-            "initial listing complete: %d nodes, %d workloads, %d placements",
-            len(self.state.nodes),
-            len(self.state.records),
-            len(self.state.ledger),
-        )
+        """Process keys forever; nothing is decided before every informer has listed once
+        (``handlers.StartupGate`` sets ``ready``)."""
+        await self.ready.wait()
         while True:
             key = await self.queue.get()
             try:

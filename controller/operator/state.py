@@ -1,9 +1,9 @@
 """The operator's in-memory view of the cluster: nodes, Workloads and the placement ledger.
 
-Fed by kopf's watch events (``handlers``), read and written by the one scheduling loop
+Fed by the informers' handlers (``handlers``), read and written by the one scheduling loop
 (``reconciler``); everything runs on one asyncio loop, so there are no locks. The ledger is
-rebuilt from every Workload's ``status.placements`` during kopf's initial listing, before the
-loop decides anything: a restarted operator never double-books.
+rebuilt from every Workload's ``status.placements`` during the informers' initial listing,
+before the loop decides anything: a restarted operator never double-books.
 """
 
 from __future__ import annotations
@@ -220,44 +220,6 @@ class ClusterState:
         held = bool(self.ledger.bookings(key))
         self.ledger.remove(key)
         return held
-
-    def sync(
-        self,
-        nodes: list[dict[str, Any]],
-        workloads: list[dict[str, Any]],
-        list_versions: tuple[str | None, str | None],
-    ) -> None:
-        """Merge a full LIST of Nodes and Workloads: add and update what it holds, drop what
-        it lacks unless the watch told us of it after the LIST was taken (a newer version)."""
-        nodes_version, workloads_version = list_versions
-        self.drop_unlisted_nodes({self.merge_listed_node(obj) for obj in nodes}, nodes_version)
-        listed = {self.merge_listed_workload(obj) for obj in workloads}
-        self.drop_unlisted_workloads(listed, workloads_version)
-
-    def merge_listed_node(self, obj: Mapping[str, Any]) -> str | None:
-        """One Node of a LIST, merged; returns its name (what ``drop_unlisted_nodes`` keeps)."""
-        self.upsert_node(obj)
-        name = (obj.get("metadata") or {}).get("name")
-        return name if isinstance(name, str) else None
-
-    def merge_listed_workload(self, obj: Mapping[str, Any]) -> str:
-        """One Workload of a LIST, merged; returns its key (``drop_unlisted_workloads``)."""
-        self.upsert_workload(obj)
-        return workload_key(obj)
-
-    def drop_unlisted_nodes(self, listed: set[str | None], version: str | None) -> None:
-        """After a LIST: forget the Nodes it lacks, unless a watch event newer than the LIST
-        told us of them."""
-        for name in set(self.nodes) - listed:
-            if is_newer(version, self.node_versions.get(name)):
-                self.delete_node(name)
-
-    def drop_unlisted_workloads(self, listed: set[str], version: str | None) -> None:
-        """After a LIST: forget the Workloads it lacks (and free their capacity), unless a
-        watch event newer than the LIST told us of them."""
-        for key in set(self.records) - listed:
-            if is_newer(version, self.records[key].resource_version):
-                self.delete_workload(key)
 
     # -- who to retry when something changes ----------------------------------------------------
 

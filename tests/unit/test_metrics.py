@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
@@ -19,7 +19,9 @@ from aiohttp import web
 from kubernetes import client as k8s_client
 from prometheus_client import REGISTRY
 
+from controller.operator.handlers import StartupGate, WorkloadEvents
 from controller.operator.kube import ApiError, KubeApi, TransportError, api_resource
+from controller.operator.kube.informer import Informer
 from controller.operator.reconciler import PendingEvent, Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
@@ -54,7 +56,7 @@ def wl(name: str, version: str = "1", **spec: Any) -> dict[str, Any]:
 
 
 class FakeApi:
-    """Answers the reconciler's calls like an API server: LISTs from ``nodes``/``workloads``,
+    """Answers the operator's calls like an API server: LISTs from ``nodes``/``workloads``,
     status PATCHes succeed (new resourceVersion) unless ``fail_with`` holds an error."""
 
     def __init__(self, nodes: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> None:
@@ -63,11 +65,12 @@ class FakeApi:
         self.list_error: Exception | None = None
         self.version = 100
 
-    async def request(self, method: str, path: str, *_: Any, **__: Any) -> dict[str, Any]:
+    async def list_objects(self, path: str, each: Any, page: int = 500) -> str:
         if self.list_error is not None:
             raise self.list_error
-        items = self.nodes if path.endswith("/nodes") else self.workloads
-        return {"items": items, "metadata": {"resourceVersion": "50"}}
+        for obj in self.nodes if path.endswith("/nodes") else self.workloads:
+            each(obj)
+        return "50"
 
     async def patch_workload_status(
         self, namespace: str, name: str, status: Mapping[str, Any], version: str | None
@@ -86,7 +89,10 @@ def reconciler_for(
 ) -> tuple[Reconciler, FakeApi]:
     api = FakeApi([node_object("a", cpu="4", memory="8Gi")], workloads)
     state = ClusterState()
-    state.sync(api.nodes, workloads, ("50", "50"))
+    for node in api.nodes:
+        state.upsert_node(node)
+    for obj in workloads:
+        state.upsert_workload(obj)
     reconciler = Reconciler(state, WorkQueue(), api, scheduler)  # type: ignore[arg-type]
     return reconciler, api
 
@@ -145,6 +151,8 @@ def test_an_internal_error_counts_as_result_error_and_backs_off() -> None:
 
     async def scenario() -> int:
         reconciler, _ = reconciler_for([wl("w")], Broken())
+        reconciler.queue.add("ns/w")
+        reconciler.ready.set()  # every informer has listed (the start-up gate)
         loop = asyncio.create_task(reconciler.run())
         for _ in range(100):
             await asyncio.sleep(0.01)
@@ -158,22 +166,31 @@ def test_an_internal_error_counts_as_result_error_and_backs_off() -> None:
 
     logging.getLogger("orca.scheduler").disabled = True  # the expected traceback
     try:
-        with (
-            Delta(ATTEMPTS, kind="Job", result="error") as errors,
-            Delta("orca_relists_total", outcome="listed") as listed,
-        ):
+        with Delta(ATTEMPTS, kind="Job", result="error") as errors:
             backoff = asyncio.run(scenario())
     finally:
         logging.getLogger("orca.scheduler").disabled = False
-    assert errors.value >= 1 and listed.value == 1 and backoff == 1
+    assert errors.value >= 1 and backoff == 1
 
 
-def test_a_failed_relist_is_counted() -> None:
-    reconciler, api = reconciler_for([])
+def test_lists_are_counted_per_resource_and_outcome() -> None:
+    """Each informer counts its own LISTs: the one that failed, then the one that worked."""
+    reconciler, api = reconciler_for([wl("w")])
+    state, queue = reconciler.state, reconciler.queue
+    handler = WorkloadEvents(state, queue, StartupGate(state, queue))
+    informer = Informer(api, "/apis/orca.cloudinit.dev/v1alpha1/workloads", "workloads", handler)  # type: ignore[arg-type]
     api.list_error = ApiError(500, "InternalError", "etcd")
-    with Delta("orca_relists_total", outcome="failed") as failed, pytest.raises(ApiError):
-        asyncio.run(reconciler.relist())
-    assert failed.value == 1
+    labels = {"resource": "workloads"}
+    with (
+        Delta("orca_relists_total", **labels, outcome="failed") as failed,
+        Delta("orca_relists_total", **labels, outcome="listed") as listed,
+        Delta("orca_relists_total", resource="nodes", outcome="listed") as nodes,
+    ):
+        with pytest.raises(ApiError):
+            asyncio.run(informer.list_once())
+        api.list_error = None
+        asyncio.run(informer.list_once())
+    assert (failed.value, listed.value, nodes.value) == (1, 1, 0)
 
 
 @pytest.mark.parametrize(
@@ -399,51 +416,6 @@ def test_build_info_carries_the_installed_version_and_labelled_series_start_at_z
         assert (
             REGISTRY.get_sample_value("orca_status_writes_total", {"outcome": outcome}) is not None
         )
-
-
-def test_kopf_watch_restarts_are_counted_from_kopf_itself(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Drives kopf's own watch loop to a 410 Gone, so a change in kopf's wording shows here."""
-    import kopf
-    from kopf._cogs.clients import fetching, watching
-    from kopf._cogs.structs import references
-
-    from controller.operator.app import WATCH_LOGGER, count_watch_restarts, relist_on_watch_restart
-
-    async def listed(**_: Any) -> AsyncIterator[tuple[list[Any], str]]:
-        yield [], "1"
-
-    async def gone(**_: Any) -> AsyncIterator[dict[str, Any]]:
-        yield {"type": "ERROR", "object": {"code": 410}}
-
-    monkeypatch.setattr(fetching, "fetch_objs", listed)
-    monkeypatch.setattr(watching, "watch_objs", gone)
-    count_watch_restarts(logging.INFO)
-    relists: list[str] = []
-    relist_on_watch_restart(lambda: relists.append("requested"))
-    resource = references.Resource("orca.cloudinit.dev", "v1alpha1", "workloads")
-
-    async def scenario() -> None:
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        async for _ in watching.continuous_watch(
-            settings=kopf.OperatorSettings(),
-            resource=resource,
-            namespace=None,
-            operator_pause_waiter=waiter,
-        ):
-            pass
-
-    labels = {"resource": "workloads"}
-    with Delta("orca_watch_restarts_total", **labels, reason="expired") as expired:
-        asyncio.run(scenario())
-    assert expired.value == 1
-    assert relists == ["requested"]  # the operator LISTs on its own: deletions were missed
-    # kopf's other restart: no event within the inactivity timeout (logged by watch_objs).
-    with Delta("orca_watch_restarts_total", resource="nodes", reason="inactive") as inactive:
-        logging.getLogger(WATCH_LOGGER).debug(
-            "Watch-stream for nodes.v1 cluster-wide is inactive, reconnecting."
-        )
-    assert inactive.value == 1
-    assert relists == ["requested", "requested"]
 
 
 def test_events_that_do_not_fit_their_queue_are_counted_as_dropped() -> None:

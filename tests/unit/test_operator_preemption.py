@@ -66,7 +66,8 @@ def cluster(preemptor_class: str) -> ClusterState:
 def run(state: ClusterState, api: RecordingApi) -> Reconciler:
     queue = WorkQueue(base_delay=10.0)
     reconciler = Reconciler(state, queue, cast(KubeApi, api), now=lambda: "2026-01-01T00:00:00Z")
-    reconciler.priorities.sync(CLASSES)
+    for priority_class in CLASSES:
+        reconciler.priorities.upsert(priority_class)
 
     async def scenario() -> None:
         queue.add("ns/high")

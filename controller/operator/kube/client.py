@@ -1,8 +1,10 @@
 """The API calls the operator makes itself: requests over one pooled aiohttp session, each
 watch over a session of its own.
 
-kopf owns the PriorityClass watch; the Node and Workload watches (``informer``), the LISTs,
-status writes, Events and the leader Lease go through this small client. JSON is read and
+Every request the operator makes goes through this small client: the informers' LISTs and
+watches (Nodes, Workloads, PriorityClasses), status writes, Events and the leader Lease; and
+the commands that read a live cluster (``orca plan --from-cluster``, ``orca explain``) use it
+too. JSON is read and
 written by orjson: decoding watch events and PATCH answers was the largest single cost of the
 operator's CPU in a backlog (7%, py-spy) with the standard library's decoder.
 
@@ -48,6 +50,8 @@ from controller.api.models import GROUP, PLURAL, VERSION
 from controller.operator.telemetry import metrics
 
 MERGE_PATCH = "application/merge-patch+json"
+#: Objects per page of a LIST (``KubeApi.list_objects``).
+LIST_PAGE = 500
 #: Seconds a session replaced after a 401 lives on for the requests it carries (their
 #: timeout is 30 s).
 RETIRED_SESSION_GRACE = 35.0
@@ -341,6 +345,27 @@ class KubeApi:
         except orjson.JSONDecodeError as exc:
             raise TransportError(f"{method} {path} (unreadable answer)", exc) from exc
         return result
+
+    async def list_objects(
+        self, path: str, each: Callable[[dict[str, Any]], None], page: int = LIST_PAGE
+    ) -> str | None:
+        """``each`` object at ``path``, read in pages of ``page`` (one consistent snapshot: the
+        API server serves the pages of one list from the same revision), each object without
+        ``managedFields`` (nothing in orca reads them, and they are a third to a half of a
+        Workload with a status); returns the list's resourceVersion. Each page is handed on as
+        it arrives: the whole list never sits in memory at once (10,000 Workloads as dicts
+        were the operator's peak of memory)."""
+        params = {"limit": str(page)}
+        while True:
+            answer = await self.request("GET", path, params=params)
+            for obj in answer.get("items") or []:
+                (obj.get("metadata") or {}).pop("managedFields", None)
+                each(obj)
+            metadata = answer.get("metadata") or {}
+            if not metadata.get("continue"):
+                version: str | None = metadata.get("resourceVersion")
+                return version
+            params = {"limit": str(page), "continue": metadata["continue"]}
 
     async def watch(
         self, path: str, version: str | None, timeout: int

@@ -67,7 +67,7 @@ WRITE_NOT_FOUND: Final = "not_found"  # 404: the Workload is gone; its bookings 
 WRITE_FAILED: Final = "failed"  # anything else (5xx, timeouts, refused connections); retried
 WRITE_FENCED: Final = "fenced"  # not sent: this replica's leader Lease lapsed (write fencing)
 
-#: ``outcome`` of a full LIST.
+#: ``outcome`` of an informer's LIST.
 RELIST_LISTED: Final = "listed"
 RELIST_FAILED: Final = "failed"
 
@@ -248,7 +248,7 @@ STATUS_WRITE_FAILURES = Counter(
 )
 API_REQUESTS = Counter(
     "orca_api_requests_total",
-    "API requests the operator makes itself (kopf's watches excluded), by verb, resource "
+    "API requests the operator makes (kopf's own, at start-up, excluded), by verb, resource "
     "and HTTP status code ('error' when no answer came).",
     ["verb", "resource", "code"],
 )
@@ -262,18 +262,20 @@ def api_requests(verb: str, resource: str, code: str) -> Counter:
     return API_REQUESTS.labels(verb=verb, resource=resource, code=code)
 
 
+#: The ``resource`` of the informers' metrics: the kinds the operator lists and watches.
+INFORMED: Final = ("nodes", "priorityclasses", "workloads")
+
 RELISTS = Counter(
     "orca_relists_total",
-    "Full LISTs of Nodes and Workloads (start-up and periodic resync), by outcome: 'listed' "
-    "or 'failed'.",
-    ["outcome"],
+    "LISTs an informer made, by resource ('nodes', 'priorityclasses', 'workloads': each kind "
+    "lists only itself) and outcome: 'listed' or 'failed'. One each at start-up, then after "
+    "a watch expired and every --resync-seconds.",
+    ["resource", "outcome"],
 )
 WATCH_RESTARTS = Counter(
     "orca_watch_restarts_total",
-    "Watch streams restarted (orca's own for nodes and workloads, kopf's for the rest), by "
-    "resource and reason: 'expired' (410 Gone: the resourceVersion was too old, listed "
-    "again), 'broken' (the connection failed or was cut), 'inactive' (kopf: no event in the "
-    "inactivity timeout).",
+    "Watch streams restarted, by resource and reason: 'expired' (410 Gone: the "
+    "resourceVersion was too old, listed again), 'broken' (the connection failed or was cut).",
     ["resource", "reason"],
 )
 EVENTS_DROPPED = Counter(
@@ -324,8 +326,9 @@ def initialize(version: str) -> None:
         STATUS_WRITES.labels(outcome=outcome)
     for queue in (QUEUE_ACTIVE, QUEUE_BACKOFF, QUEUE_UNSCHEDULABLE):
         PENDING_WORKLOADS.labels(queue=queue)
-    for outcome in (RELIST_LISTED, RELIST_FAILED):
-        RELISTS.labels(outcome=outcome)
+    for resource in INFORMED:
+        for outcome in (RELIST_LISTED, RELIST_FAILED):
+            RELISTS.labels(resource=resource, outcome=outcome)
     for outcome in MOVE_OUTCOMES:
         REBALANCE_MOVES.labels(outcome=outcome)
 
