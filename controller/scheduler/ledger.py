@@ -7,13 +7,17 @@ writes it; whoever acts on a decision books it here.
 A Workload's bookings move through these states (kube-scheduler's assume/bind, in miniature)::
 
       (none) --assume--> ASSUMED --confirm--> CONFIRMED
-                            |                     ^
-                            +--forget--> previous-+   (forget restores what was there before)
+                            |  |
+                            |  +--hold--> HELD: the write got no answer; both outcomes booked
+                            |             (each replica where either puts it), until read back
+                            +--forget--> previous   (forget restores what was there before)
 
 ``load`` sets CONFIRMED bookings directly (status read from the API server). ``assume``
-returns an ``Assumption``; ``confirm`` and ``forget`` take it and are idempotent, and
-``forget`` only restores when the Workload's bookings are still the assumed ones, so a newer
-decision is never undone by an older failure.
+returns an ``Assumption``; ``confirm``, ``hold`` and ``forget`` take it, each settles it once
+(the first one wins; the others do nothing), and ``forget`` only restores when the Workload's
+bookings are still the assumed ones, so a newer decision is never undone by an older failure.
+While an assumption is not settled its status write is in flight: ``assumed`` says so, and
+that is the one place the operator keeps that fact.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ class Ledger:
 
     def __init__(self, table: NodeTable | None = None) -> None:
         self._bookings: dict[str, tuple[Booking, ...]] = {}
+        self._assumed: dict[str, Assumption] = {}  # key -> its assumption not yet settled
         self.table = table if table is not None else NodeTable(())
         self.used_cpu: IntArray = np.zeros(len(self.table), dtype=np.int64)
         self.used_memory: IntArray = np.zeros(len(self.table), dtype=np.int64)
@@ -72,6 +77,10 @@ class Ledger:
 
     def bookings(self, key: str) -> tuple[Booking, ...]:
         return self._bookings.get(key, ())
+
+    def assumed(self, key: str) -> bool:
+        """Whether ``key`` has an assumption not yet settled: its status write is in flight."""
+        return key in self._assumed
 
     def workload_keys(self) -> Iterator[str]:
         """Keys of the Workloads that hold bookings."""
@@ -120,26 +129,49 @@ class Ledger:
         self._replace(key, tuple(bookings))
 
     def remove(self, key: str) -> None:
-        """A Workload is gone: its capacity is free again."""
+        """A Workload is gone: its capacity is free again (and a write of it in flight is
+        moot: its assumption is no longer the key's)."""
+        self._assumed.pop(key, None)
         self._replace(key, ())
 
     def assume(self, key: str, bookings: Iterable[Booking]) -> Assumption:
-        """Book a decision before its status write lands; returns what to confirm or forget."""
+        """Book a decision before its status write lands; returns what to settle."""
         new = tuple(bookings)
         previous = self._replace(key, new)
-        return Assumption(key=key, bookings=new, previous=previous)
+        assumption = Assumption(key=key, bookings=new, previous=previous)
+        self._assumed[key] = assumption
+        return assumption
 
     def confirm(self, assumption: Assumption) -> None:
         """The status write landed: the assumed bookings are the truth."""
-        assumption.settled = True
+        self._settle(assumption)
+
+    def hold(self, assumption: Assumption) -> None:
+        """The status write got no answer: it may have landed or not, so both outcomes stay
+        booked (``held_until_written`` of the two) until the Workload is read back."""
+        if (
+            self._settle(assumption)
+            and self._bookings.get(assumption.key, ()) == assumption.bookings
+        ):
+            held = held_until_written(assumption.previous, assumption.bookings)
+            self._replace(assumption.key, held)
 
     def forget(self, assumption: Assumption) -> None:
         """The status write failed: restore the previous bookings (if not superseded)."""
-        if assumption.settled:
-            return
-        assumption.settled = True
-        if self._bookings.get(assumption.key, ()) == assumption.bookings:
+        if (
+            self._settle(assumption)
+            and self._bookings.get(assumption.key, ()) == assumption.bookings
+        ):
             self._replace(assumption.key, assumption.previous)
+
+    def _settle(self, assumption: Assumption) -> bool:
+        """Settle ``assumption``; False if it was settled already."""
+        if assumption.settled:
+            return False
+        assumption.settled = True
+        if self._assumed.get(assumption.key) is assumption:
+            del self._assumed[assumption.key]
+        return True
 
     def _replace(self, key: str, new: tuple[Booking, ...]) -> tuple[Booking, ...]:
         old = self._bookings.pop(key, ())
@@ -157,6 +189,40 @@ class Ledger:
                 self.used_cpu[i] += sign * b.cpu
                 self.used_memory[i] += sign * b.memory
                 self.replicas[i] += sign
+
+
+def held_until_written(
+    previous: tuple[Booking, ...], decided: tuple[Booking, ...]
+) -> tuple[Booking, ...]:
+    """What to book while a decision's write is in flight: the decided bookings, plus every
+    previous one it gives up, each replica at the larger of its two sizes where it stays.
+
+    Capacity a decision frees is not free until its status write lands. Handing it out at once
+    let another Workload's write land first; a crash (or a 409) then lost the first write and
+    left both on the node, over capacity, which nothing repairs. (DESIGN.md asks the same
+    order of preemption: victims' writes confirmed before the preemptor's.)"""
+    held = {(b.node, b.alloc_id): b for b in decided}
+    for b in previous:
+        now = held.get((b.node, b.alloc_id))
+        if now is None:
+            held[(b.node, b.alloc_id)] = b
+        elif b.cpu > now.cpu or b.memory > now.memory:
+            held[(b.node, b.alloc_id)] = Booking(
+                b.node, b.alloc_id, max(b.cpu, now.cpu), max(b.memory, now.memory), now.score
+            )
+    return tuple(held.values())
+
+
+def gives_back(previous: tuple[Booking, ...], current: tuple[Booking, ...]) -> bool:
+    """Whether ``current`` gives capacity back on some node, next to ``previous`` (a replica
+    moved away, fewer replicas, or smaller ones)."""
+    usage: dict[str, list[int]] = {}
+    for sign, bookings in ((1, previous), (-1, current)):
+        for b in bookings:
+            node = usage.setdefault(b.node, [0, 0])
+            node[0] += sign * b.cpu
+            node[1] += sign * b.memory
+    return any(cpu > 0 or memory > 0 for cpu, memory in usage.values())
 
 
 def bookings_from_status(workload: Workload) -> list[Booking]:

@@ -17,7 +17,7 @@ from controller.api.models import Phase, Workload, WorkloadStatus
 from controller.scheduler.ledger import Ledger, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo
 from controller.scheduler.plugins.topology_spread import ConstraintVerdict, explain_spread
-from controller.scheduler.preemption import Victim, gained_nodes, may_preempt, select_victims
+from controller.scheduler.preemption import Victim, may_preempt, preempt
 from controller.scheduler.priority import NO_CLASSES, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import rfc3339_now, status_from_decision
@@ -86,30 +86,15 @@ def plan(
         victims: tuple[Preempted, ...] = ()
         priority = resolved[key]
         if may_preempt(workload, decision, priority) and priority.value > floor:
-            chosen = select_victims(
-                scheduler,
-                workload,
-                ledger,
-                decision,
-                priority.value,
-                {k: v for k, v in priorities.items() if k != key and ledger.bookings(k)},
-                started,
-            )
-            while chosen is not None:  # as the operator does (controller.operator.preemption)
-                before = {k: ledger.bookings(k) for k in chosen.victim_keys()}
+            preemptible = {k: v for k, v in priorities.items() if k != key and ledger.bookings(k)}
+            found = preempt(scheduler, workload, ledger, decision, classes, preemptible, started)
+            if found is not None:  # as the operator does (controller.operator.preemption)
+                chosen, decision = found
                 for victim_key, kept in chosen.remaining(ledger).items():
                     ledger.load(victim_key, kept)
-                after = scheduler.schedule(workload, ledger, classes)
-                trimmed = chosen.only_on(gained_nodes(decision, after))
-                if after.placed > decision.placed and trimmed == chosen:
-                    decision = after
-                    victims = tuple(Preempted(v, key, priority.value) for v in chosen.victims)
-                    for p in victims:
-                        preempted.setdefault(p.victim.key, []).append(p)
-                    break
-                for victim_key, bookings in before.items():  # put them back
-                    ledger.load(victim_key, bookings)
-                chosen = trimmed if after.placed > decision.placed else None
+                victims = tuple(Preempted(v, key, priority.value) for v in chosen.victims)
+                for p in victims:
+                    preempted.setdefault(p.victim.key, []).append(p)
         ledger.load(key, decision.bookings)
         status = status_from_decision(
             decision, workload.metadata.generation, workload.status, timestamp

@@ -32,11 +32,12 @@ and reprieved most important first, importance being kube's ``MoreImportantPod``
 priority, then the earlier start), then the lower AllocID, so the choice is a function of the
 cluster, not of the order nodes or Workloads were listed.
 
-Pure: the ledger is read, never written. The caller removes the victims' replicas (the
-operator assumes their shortened bookings, ``orca plan`` loads them) and schedules the
-preemptor again on that ledger, which also re-checks every filter (per-replica ones such as
-topology spread are not modelled here); only if that places more replicas than before does the
-preemption stand, and only on the nodes where it placed them (``only_on``).
+Pure: the ledger is read, never written. ``preempt`` schedules the preemptor again without the
+victims' replicas (on a scratch copy of the ledger), which also re-checks every filter
+(per-replica ones such as topology spread are not modelled here); only if that places more
+replicas than before does the preemption stand, and only on the nodes where it placed them
+(``only_on``). The caller then removes the victims' replicas: the operator assumes their
+shortened bookings, ``orca plan`` loads them.
 
 A DaemonSet preempts as kube's DaemonSet Pods do (each is bound to its node): on every node it
 wants (passes its static filters) that lacks room for it, the same per-node rule picks the
@@ -58,7 +59,7 @@ from controller.scheduler.decision import Decision, phase_of
 from controller.scheduler.framework import Code
 from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import BoolArray, IntArray, NodeTable
-from controller.scheduler.priority import Priority
+from controller.scheduler.priority import Priority, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import OWN_CONDITIONS, Situation, nodes_summary, own_conditions
 from controller.scheduler.vocabulary import CONDITION_PREEMPTED, REASON_PREEMPTED
@@ -244,6 +245,37 @@ def select_victims(
     if not any(n.victims for n in nominations):
         return None
     return PreemptionPlan(workload.key, priority, tuple(nominations))
+
+
+def preempt(
+    scheduler: Scheduler,
+    workload: Workload,
+    ledger: Ledger,
+    decision: Decision,
+    classes: PriorityClasses,
+    preemptible: Mapping[str, int],
+    started: Mapping[str, datetime] | None = None,
+) -> tuple[PreemptionPlan, Decision] | None:
+    """The preemption ``orca plan`` and the operator both make: the victims
+    (``select_victims``), then ``workload`` decided again on a scratch copy of ``ledger``
+    without their replicas, which re-checks every filter (per-replica ones such as topology
+    spread are not modelled by the plan); the plan stands only if that places more replicas
+    than ``decision`` did, and only with the nominations on the nodes where it placed them
+    (``only_on``: no replica is removed for nothing), trying again without the others. The
+    plan and the decision made without its victims, or None when preempting does not help.
+    Pure: ``ledger`` is read, never written; the caller removes the victims' replicas."""
+    priority = classes.resolve(workload.spec.priority_class_name).value
+    plan = select_victims(scheduler, workload, ledger, decision, priority, preemptible, started)
+    while plan is not None:
+        trial = ledger.copy()
+        for key, kept in plan.remaining(ledger).items():
+            trial.load(key, kept)
+        after = scheduler.schedule(workload, trial, classes)
+        trimmed = plan.only_on(gained_nodes(decision, after))
+        if after.placed > decision.placed and trimmed == plan:
+            return plan, after
+        plan = trimmed if after.placed > decision.placed else None  # fewer each round: ends
+    return None
 
 
 def _daemon_nominations(
