@@ -45,8 +45,8 @@ from bench.bench_vs_kube_scheduler import (
 )
 from controller.devcluster.controlplane import ControlPlane
 from controller.inputs.manifests import parse_workload
+from controller.operator.events import PendingEvent
 from controller.operator.kube import KubeApi, load_configuration
-from controller.operator.reconciler import PendingEvent
 from controller.scheduler.nodes import node_info_from_node
 from controller.scheduler.plan import plan
 

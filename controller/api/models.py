@@ -30,6 +30,7 @@ from controller.api.quantity import parse_quantity
 
 GROUP = "orca.cloudinit.dev"
 VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "Workload"
 PLURAL = "workloads"
 SINGULAR = "workload"

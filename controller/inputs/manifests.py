@@ -19,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from controller.api.messages import validation_message
-from controller.api.models import GROUP, KIND, VERSION, Workload
+from controller.api.models import API_VERSION, KIND, Workload
 from controller.inputs import safeyaml
 from controller.scheduler.nodes import NodeError, NodeInfo, node_info_from_node
 from controller.scheduler.priority import API_GROUP as PRIORITY_CLASS_GROUP
@@ -31,7 +31,6 @@ from controller.scheduler.priority import (
     priority_class_from_object,
 )
 
-API_VERSION = f"{GROUP}/{VERSION}"
 MAX_SHOWN = 60
 
 

@@ -1,5 +1,23 @@
-"""The operator process behind ``orca run``: logging, kopf settings, the informers and the
-tasks around the reconciler (scheduling loop, Event poster, gauges, leader election)."""
+"""The operator process behind ``orca run`` (``controller.cli.run``): kopf as the runtime, and
+the operator's named parts wired together.
+
+kopf runs the process: logging, login, start-up and clean-up, the liveness probe. It serves no
+resource (``configure_kopf``). ``Operator`` builds the parts, each owning one job::
+
+    informers    one per collection (Nodes, PriorityClasses, Workloads per namespace path):
+                 LIST and watch, into the handlers (``handlers``), which feed the state and
+                 queue whoever may need a decision; the start-up gate opens once each listed
+    loop         queue -> schedule -> write (``loop``), through the status-write transaction
+                 (``transaction``), with preemption (``preemption``)
+    events       the Event recorder and its posters (``events``)
+    gauges       the snapshot gauges, refreshed every few seconds (``telemetry.gauges``)
+    rebalancer   with ``--rebalance-interval`` (``rebalancer``)
+    elector      with ``--leader-elect`` (``kube.leader``): decisions and writes only while
+                 the Lease holds
+
+A stop (``Operator.stop``) decides nothing new, lets the writes in flight land, posts the
+queued Events for a bounded time, then hands the Lease back and ends the rest.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +25,13 @@ import argparse
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 
 from controller.api.models import GROUP, PLURAL, VERSION
+from controller.operator.events import COMPONENT, EventRecorder
 from controller.operator.handlers import (
     NodeEvents,
     PriorityClassEvents,
@@ -21,18 +41,192 @@ from controller.operator.handlers import (
 from controller.operator.kube import KubeApi, authorization, load_configuration
 from controller.operator.kube.informer import Informer
 from controller.operator.kube.leader import LeaderElector, default_identity
+from controller.operator.loop import WORKERS, SchedulingLoop
+from controller.operator.preemption import Preemption
 from controller.operator.priorities import LIST_PATH as PRIORITY_CLASSES_PATH
 from controller.operator.priorities import PriorityIndex
 from controller.operator.rebalancer import RebalanceLoop
-from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
-from controller.operator.telemetry import gauges, metrics
+from controller.operator.telemetry import metrics
+from controller.operator.telemetry.gauges import GaugeExporter
+from controller.operator.transaction import StatusWrites
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.celcache import cache_path, install_cel_parser
+from controller.scheduler.rebalance import DEFAULT_MAX_MOVES
 from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import rfc3339_now
 from controller.version import version
 
 logger = logging.getLogger("orca")
+
+NODES_PATH = "/api/v1/nodes"
+#: What a 404 on the Workloads' LIST means, in so many words.
+NO_CRD = "the Workload CRD is not installed (kubectl apply -k crds/)"
+
+
+def workload_paths(namespaces: Iterable[str]) -> list[str]:
+    """The Workload collections this operator serves: all namespaces, or each of its own."""
+    base = f"/apis/{GROUP}/{VERSION}"
+    namespaces = list(namespaces)
+    if not namespaces:
+        return [f"{base}/{PLURAL}"]
+    return [f"{base}/namespaces/{ns}/{PLURAL}" for ns in namespaces]
+
+
+@dataclass
+class Operator:
+    """The operator's named parts, wired (``wire``); ``operate`` runs them under kopf, and the
+    tests drive them one by one."""
+
+    api: KubeApi
+    state: ClusterState
+    queue: WorkQueue
+    priorities: PriorityIndex
+    gate: StartupGate
+    events: EventRecorder
+    writes: StatusWrites
+    preemption: Preemption
+    loop: SchedulingLoop
+    gauges: GaugeExporter
+    elector: LeaderElector | None = None
+    rebalancer: RebalanceLoop | None = None
+    informers: list[Informer] = field(default_factory=list)
+    _tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+
+    @classmethod
+    def wire(
+        cls,
+        api: KubeApi,
+        state: ClusterState | None = None,
+        queue: WorkQueue | None = None,
+        scheduler: Scheduler | None = None,
+        *,
+        namespaces: Iterable[str] = (),
+        resync: float | None = None,
+        workers: int = WORKERS,
+        elector: LeaderElector | None = None,
+        rebalance_every: float | None = None,
+        rebalance_max_moves: int | None = None,
+        now: Callable[[], str] = rfc3339_now,
+        identity: str = COMPONENT,
+    ) -> Operator:
+        state = state if state is not None else ClusterState()
+        queue = queue if queue is not None else WorkQueue()
+        scheduler = scheduler if scheduler is not None else Scheduler()
+        priorities = PriorityIndex()
+        # The queue hands out higher priorities first: the priorities resolved here.
+        queue.priority_of = lambda key: priorities.resolve(state, key).value
+        is_leader = elector.holds_lease if elector is not None else (lambda: True)
+        gate = StartupGate(state, queue)
+        events = EventRecorder(api, busy=lambda: len(queue) > 0, now=now, identity=identity)
+        writes = StatusWrites(state, queue, api, events)
+        preemption = Preemption(state, queue, scheduler, priorities, writes, now)
+        loop = SchedulingLoop(
+            state,
+            queue,
+            scheduler,
+            priorities,
+            writes,
+            preemption,
+            gate.ready,
+            is_leader,
+            workers,
+            now,
+        )
+        rebalancer = None
+        if rebalance_every:
+            moves = rebalance_max_moves if rebalance_max_moves is not None else DEFAULT_MAX_MOVES
+            rebalancer = RebalanceLoop(
+                state, queue, writes, gate.ready, rebalance_every, moves, is_leader
+            )
+        operator = cls(
+            api,
+            state,
+            queue,
+            priorities,
+            gate,
+            events,
+            writes,
+            preemption,
+            loop,
+            GaugeExporter(),
+            elector,
+            rebalancer,
+        )
+        operator.informers = operator.informers_for(namespaces, resync)
+        if elector is not None:
+            elector.on_elected = lambda: queue.add_all(state.records)
+            api.fence = elector.holds_lease  # status writes and Events only while the Lease holds
+        return operator
+
+    def informers_for(self, namespaces: Iterable[str], resync: float | None) -> list[Informer]:
+        """One informer per collection: Nodes, PriorityClasses, and the Workloads of every
+        namespace served (one collection for all of them, or one per ``-n``)."""
+        api, state, queue, gate = self.api, self.state, self.queue, self.gate
+        nodes = NodeEvents(state, queue, gate)
+        classes = PriorityClassEvents(state, queue, gate, self.priorities)
+        workloads = WorkloadEvents(state, queue, gate)
+        informers = [
+            Informer(api, NODES_PATH, "nodes", nodes, resync=resync),
+            Informer(api, PRIORITY_CLASSES_PATH, "priorityclasses", classes, resync=resync),
+        ]
+        for path in workload_paths(namespaces):
+            informers.append(
+                Informer(api, path, "workloads", workloads, resync=resync, missing=NO_CRD)
+            )
+        return informers
+
+    # -- running -------------------------------------------------------------------------------
+
+    def start(self, on_failure: Callable[[asyncio.Task[None]], None]) -> None:
+        """Start every part as a task of its own; ``on_failure`` hears of one that died."""
+        parts: dict[str, Awaitable[None]] = {
+            "scheduling loop": self.loop.run(),
+            "start-up gate": self.gate.open(self.informers),
+            "event posters": self.events.post(),
+            "gauges": self.gauges.refresh(self.state, self.queue),
+        }
+        for informer in self.informers:
+            parts[f"informer {informer.path}"] = informer.run()
+        if self.rebalancer is not None:
+            parts["rebalancer"] = self.rebalancer.run()
+        if self.elector is not None:
+            parts["leader election"] = self.elector.run()
+        for name, part in parts.items():
+            task = asyncio.ensure_future(part)
+            task.set_name(name)
+            task.add_done_callback(on_failure)
+            self._tasks[name] = task
+
+    async def stop(self) -> None:
+        """Decide nothing new (a move cut short lands or not: it is one status write, and the
+        ledger goes with this process), let the writes in flight land, post what is queued
+        for a bounded time, then hand the Lease back (the elector's ``finally``) and end the
+        rest."""
+        if not self._tasks:  # start-up itself failed
+            return
+        self.loop.stop()
+        rebalancer = self._tasks.pop("rebalancer", None)
+        if rebalancer is not None:
+            rebalancer.cancel()
+            await asyncio.gather(rebalancer, return_exceptions=True)
+        loop = self._tasks.pop("scheduling loop")
+        if not self.gate.ready.is_set():
+            loop.cancel()  # still waiting for the initial listing: nothing in flight
+        logger.info("stopping: letting the status writes in flight land")
+        await asyncio.gather(loop, return_exceptions=True)
+        await self.events.flush()
+        rest = list(self._tasks.values())
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+
+    def failed(self) -> list[asyncio.Task[None]]:
+        """The parts that died of an exception."""
+        return [t for t in self._tasks.values() if t.done() and not t.cancelled() and t.exception()]
+
+
+# -- kopf --------------------------------------------------------------------------------------
 
 
 def configure_kopf(settings: kopf.OperatorSettings) -> None:
@@ -42,9 +236,7 @@ def configure_kopf(settings: kopf.OperatorSettings) -> None:
     ``-n`` the namespaces are taken as given), and none of its per-object settings apply
     (progress and diff-base storage, finalizers, batching, worker queues, watches)."""
     settings.scanning.disabled = True
-    settings.posting.enabled = (
-        False  # no handler of kopf's can fail on an object: orca posts its own
-    )
+    settings.posting.enabled = False  # no handler of kopf's can fail on an object
     settings.networking.request_timeout = 30
     # Its few requests (discovery at start-up) ride through an API server outage of up to
     # ~5 minutes: kopf's default retries give up after ~54 s, which would stop the operator.
@@ -64,47 +256,6 @@ def kopf_registry(
     return registry
 
 
-NODES_PATH = "/api/v1/nodes"
-#: What a 404 on the Workloads' LIST means, in so many words.
-NO_CRD = "the Workload CRD is not installed (kubectl apply -k crds/)"
-
-
-def workload_paths(namespaces: Iterable[str]) -> list[str]:
-    """The Workload collections this operator serves: all namespaces, or each of its own."""
-    base = f"/apis/{GROUP}/{VERSION}"
-    namespaces = list(namespaces)
-    if not namespaces:
-        return [f"{base}/{PLURAL}"]
-    return [f"{base}/namespaces/{ns}/{PLURAL}" for ns in namespaces]
-
-
-def informers_for(
-    api: KubeApi,
-    state: ClusterState,
-    queue: WorkQueue,
-    gate: StartupGate,
-    priorities: PriorityIndex,
-    namespaces: Iterable[str] = (),
-    resync: float | None = None,
-) -> list[Informer]:
-    """One informer per collection: Nodes, PriorityClasses, and the Workloads of every
-    namespace served (one collection for all of them, or one per ``-n``)."""
-    informers = [
-        Informer(api, NODES_PATH, "nodes", NodeEvents(state, queue, gate), resync=resync),
-        Informer(
-            api,
-            PRIORITY_CLASSES_PATH,
-            "priorityclasses",
-            PriorityClassEvents(state, queue, gate, priorities),
-            resync=resync,
-        ),
-    ]
-    workloads = WorkloadEvents(state, queue, gate)
-    for path in workload_paths(namespaces):
-        informers.append(Informer(api, path, "workloads", workloads, resync=resync, missing=NO_CRD))
-    return informers
-
-
 def connection_info(configuration: Any) -> kopf.ConnectionInfo:
     """A kubernetes-client Configuration as kopf's ConnectionInfo."""
     scheme, token = None, None
@@ -122,12 +273,6 @@ def connection_info(configuration: Any) -> kopf.ConnectionInfo:
     )
 
 
-def build_version() -> str:
-    """The installed package's version (``orca_build_info{version}``): the one ``orca version``
-    prints."""
-    return version()
-
-
 def configure_logging(args: argparse.Namespace) -> None:
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL
     kopf.configure(
@@ -137,112 +282,63 @@ def configure_logging(args: argparse.Namespace) -> None:
         log_format=log_format,
     )
     logging.getLogger().setLevel(args.log_level)
-    if args.log_level != "DEBUG":  # kopf logs every handler call at INFO: one line per event
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     for noisy in ("celpy", "lark"):  # a full dump of every CEL activation at DEBUG
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-async def _gauges(reconciler: Reconciler, every: float = gauges.INTERVAL) -> None:
-    """The snapshot gauges (phases, pending queues, per-node capacity), refreshed every few
-    seconds: one pass over the state, cheap next to a scrape interval."""
-    while True:
-        reconciler.export_gauges()
-        await asyncio.sleep(every)
-
-
 async def operate(args: argparse.Namespace) -> None:
-    """Run kopf and the scheduling loop until SIGINT/SIGTERM."""
-    metrics.initialize(build_version())
+    """Run kopf and the operator's parts until SIGINT/SIGTERM."""
+    metrics.initialize(version())
     # CEL's parser now, from the image's cache (else the user's, else built: 0.3 s), rather
     # than inside the first decision that compiles a constraint.
     install_cel_parser(cache_path())
-    configuration = load_configuration(args.kubeconfig)
     api = KubeApi(
-        configuration,
+        load_configuration(args.kubeconfig),
         max_connections=max(8, args.max_in_flight),
         reload=lambda: load_configuration(args.kubeconfig),
     )
-    state, queue = ClusterState(), WorkQueue()
     identity = default_identity()
-    elector: LeaderElector | None = None
+    elector = None
     if args.leader_elect:
         elector = LeaderElector(api, args.lease_namespace, args.lease_name, identity)
-    gate = StartupGate(state, queue)
-    reconciler = Reconciler(
-        state,
-        queue,
-        api,
-        Scheduler(),
-        is_leader=elector.holds_lease if elector else (lambda: True),
-        max_in_flight=args.max_in_flight,
-        identity=identity,
-        ready=gate.ready,
-    )
-    informers = informers_for(
-        api, state, queue, gate, reconciler.priorities, args.namespaces or (), args.resync_seconds
-    )
-    if elector is not None:
-        elector.on_elected = lambda: queue.add_all(state.records)
-        api.fence = elector.holds_lease  # status writes and Events only while the Lease holds
     else:
         metrics.IS_LEADER.set(1)
+    operator = Operator.wire(
+        api,
+        namespaces=args.namespaces or (),
+        resync=args.resync_seconds,
+        workers=args.max_in_flight,
+        elector=elector,
+        rebalance_every=args.rebalance_every,
+        rebalance_max_moves=args.rebalance_max_moves,
+        identity=identity,
+    )
+    stop = asyncio.Event()  # set when one of the parts dies: kopf then stops too
+
+    def on_failure(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("%s failed: %r", task.get_name(), task.exception())
+            stop.set()
 
     async def login(**_: object) -> kopf.ConnectionInfo:
         """kopf's own requests use the same credentials as ours (kubeconfig or in-cluster),
         re-read on every login so rotated tokens and certificates are picked up."""
         return connection_info(load_configuration(args.kubeconfig))
 
-    settings = kopf.OperatorSettings()
-    configure_kopf(settings)
-    stop = asyncio.Event()  # set when one of our tasks dies: kopf then stops too
-    background: list[asyncio.Task[None]] = []
+    async def startup(**_: object) -> None:
+        operator.start(on_failure)
 
-    def stop_on_failure(task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("%s failed: %r", task.get_name(), task.exception())
-            stop.set()
-
-    async def start_loop(**_: object) -> None:
-        background.append(asyncio.create_task(reconciler.run(), name="scheduling loop"))
-        for informer in informers:
-            name = f"informer {informer.path}"
-            background.append(asyncio.create_task(informer.run(), name=name))
-        background.append(asyncio.create_task(gate.open(informers), name="start-up gate"))
-        background.append(asyncio.create_task(reconciler.post_events(), name="event poster"))
-        background.append(asyncio.create_task(_gauges(reconciler), name="gauges"))
-        every = getattr(args, "rebalance_every", None)
-        if every:
-            loop = RebalanceLoop(reconciler, every, args.rebalance_max_moves)
-            background.append(asyncio.create_task(loop.run(), name="rebalancer"))
-        if elector is not None:
-            background.append(asyncio.create_task(elector.run(), name="leader election"))
-        for task in background:
-            task.add_done_callback(stop_on_failure)
-
-    async def stop_loop(**_: object) -> None:
-        """Let status writes in flight land, then stop deciding and hand the Lease back."""
-        if background:  # empty when start-up itself failed
-            deciders = [t for t in background if t.get_name() == "rebalancer"]
-            # The scheduling loop and the rebalancer decide nothing new (a move cut short lands
-            # or not: it is one status write, and the ledger goes with this process) ...
-            deciders.insert(0, background[0])
-            for task in deciders:
-                task.cancel()
-            await asyncio.gather(*deciders, return_exceptions=True)
-        logger.info("stopping: %d status writes in flight", len(reconciler.in_flight))
-        await reconciler.drain()  # ... let what was decided land ...
-        await reconciler.flush_events()
-        for task in background[1:]:  # ... then release the Lease (elector's finally) and the rest
-            task.cancel()
-        await asyncio.gather(*background[1:], return_exceptions=True)
+    async def cleanup(**_: object) -> None:
+        await operator.stop()
         await api.close()
         stop.set()  # kopf also waits on this flag; set it so kopf exits at once
 
+    settings = kopf.OperatorSettings()
+    configure_kopf(settings)
     namespaces = args.namespaces or []
     try:
         await kopf.operator(
-            registry=kopf_registry(login, start_loop, stop_loop),
+            registry=kopf_registry(login, startup, cleanup),
             settings=settings,
             clusterwide=not namespaces,
             namespaces=namespaces,
@@ -252,6 +348,6 @@ async def operate(args: argparse.Namespace) -> None:
         )
     finally:
         await api.close()
-    failed = [t for t in background if not t.cancelled() and t.exception() is not None]
+    failed = operator.failed()
     if failed:
         raise RuntimeError(f"{failed[0].get_name()} failed: {failed[0].exception()!r}")

@@ -1,7 +1,8 @@
 """The operator's in-memory view of the cluster: nodes, Workloads and the placement ledger.
 
-Fed by the informers' handlers (``handlers``), read and written by the one scheduling loop
-(``reconciler``); everything runs on one asyncio loop, so there are no locks. The ledger is
+Fed by the informers' handlers (``handlers``), read by the scheduling loop (``loop``) and
+written through the status-write transaction (``transaction``); everything runs on one
+asyncio loop, so there are no locks. The ledger is
 rebuilt from every Workload's ``status.placements`` during the informers' initial listing,
 before the loop decides anything: a restarted operator never double-books.
 """
@@ -77,7 +78,6 @@ class WorkloadRecord:
     error: str | None = None  # why it does not parse, in the user's field names
     status: WorkloadStatus | None = None
     written_version: str | None = None  # resourceVersion our last status write produced
-    writing: bool = False  # a status write is in flight (its decision is assumed)
     code: Code | None = None  # who can cure what the last decision lacked (None: not decided)
     seen: float | None = None  # monotonic time of the first event not yet answered by a write
 
@@ -200,12 +200,13 @@ class ClusterState:
             error=error,
             status=status,
             written_version=record.written_version if record else None,
-            writing=record.writing if record else False,
             code=record.code if record else None,
             seen=record.seen if record and record.seen is not None else time.monotonic(),
         )
         self.records[key] = record
-        if not record.writing:  # parseable or not, what its status records stays booked
+        # Parseable or not, what its status records stays booked; but not while a write of
+        # ours is in flight (its assumption is the booking until it settles: ``transaction``).
+        if not self.ledger.assumed(key):
             bookings = (
                 bookings_from_status(workload)
                 if workload is not None

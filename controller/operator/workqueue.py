@@ -29,6 +29,10 @@ from collections.abc import Callable, Iterable
 from controller.operator.telemetry import metrics
 
 
+class QueueShutDown(Exception):
+    """The queue hands out nothing more (``WorkQueue.shut_down``)."""
+
+
 class WorkQueue:
     """Keys to reconcile, highest priority first then in arrival order, each at most once."""
 
@@ -49,6 +53,7 @@ class WorkQueue:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self.base_delay = base_delay
         self.max_delay = max_delay
+        self._shut_down = False
 
     def __len__(self) -> int:
         return len(self._queued)
@@ -115,7 +120,9 @@ class WorkQueue:
 
     async def get(self) -> str:
         """The next key to process; it stays *processing* until ``done``."""
-        while not self._queued:
+        while not self._queued or self._shut_down:
+            if self._shut_down:
+                raise QueueShutDown()
             self._wakeup.clear()
             await self._wakeup.wait()
         while True:
@@ -163,6 +170,8 @@ class WorkQueue:
             self._dirty.discard(key)
             self.add(key)
 
-    def idle(self) -> bool:
-        """Nothing waiting, nothing processing, no timers pending."""
-        return not self._queued and not self._processing and not self._timers
+    def shut_down(self) -> None:
+        """Hand out nothing more: ``get`` raises ``QueueShutDown`` from now on, in every
+        waiter (client-go's ``ShutDown``; what is processing finishes, with ``done``)."""
+        self._shut_down = True
+        self._wakeup.set()

@@ -16,7 +16,7 @@ plugins in order, each with its score weight; a plugin implements one or more ex
     Score       an int per candidate node, multiplied by the profile weight and summed
 
 The engine builds the diagnosis from the plugins' reasons (the first failing filter per node,
-in profile order) and a ``Code`` that tells the reconciler who can cure a failure.
+in profile order) and a ``Code`` that tells the scheduling loop who can cure a failure.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ NODES_PER_REASON: Final = 3  # node names listed per rejection reason
 
 
 class Code(IntEnum):
-    """What a decision that is not complete asks of the reconciler (kube-scheduler's
+    """What a decision that is not complete asks of the scheduling loop (kube-scheduler's
     ``framework.Code``, the subset orca needs)."""
 
     SUCCESS = 0

@@ -1,6 +1,6 @@
 """Each metric moves when the operator does the thing it counts.
 
-The reconciler is driven in-process (its real loop, state, queue, ledger and scheduler) over a
+The operator is driven in-process (its real loop, state, queue, ledger and scheduler) over a
 fake API that answers like the API server would; values are read from prometheus_client's
 registry as deltas, since the registry is process-wide.
 """
@@ -19,10 +19,11 @@ from aiohttp import web
 from kubernetes import client as k8s_client
 from prometheus_client import REGISTRY
 
+from controller.operator.app import Operator
+from controller.operator.events import PendingEvent
 from controller.operator.handlers import StartupGate, WorkloadEvents
 from controller.operator.kube import ApiError, KubeApi, TransportError, api_resource
 from controller.operator.kube.informer import Informer
-from controller.operator.reconciler import PendingEvent, Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
 from controller.operator.workqueue import WorkQueue
@@ -84,22 +85,25 @@ class FakeApi:
         return {}
 
 
-def reconciler_for(
+def operator_for(
     workloads: list[dict[str, Any]], scheduler: Scheduler | None = None
-) -> tuple[Reconciler, FakeApi]:
+) -> tuple[Operator, FakeApi]:
     api = FakeApi([node_object("a", cpu="4", memory="8Gi")], workloads)
     state = ClusterState()
     for node in api.nodes:
         state.upsert_node(node)
     for obj in workloads:
         state.upsert_workload(obj)
-    reconciler = Reconciler(state, WorkQueue(), api, scheduler)  # type: ignore[arg-type]
-    return reconciler, api
+    operator = Operator.wire(api, state, WorkQueue(), scheduler)  # type: ignore[arg-type]
+    return operator, api
 
 
-async def decide(reconciler: Reconciler, key: str) -> None:
-    if await reconciler.reconcile(key):
-        await reconciler.drain()
+async def decide(operator: Operator, key: str) -> None:
+    await operator.loop.process(key)
+
+
+def export_gauges(operator: Operator) -> None:
+    operator.gauges.export(operator.state, operator.queue)
 
 
 ATTEMPTS = "orca_schedule_attempts_total"
@@ -118,30 +122,30 @@ ATTEMPTS = "orca_schedule_attempts_total"
 def test_attempts_count_each_decision_by_kind_and_result(
     spec: dict[str, Any], kind: str, result: str
 ) -> None:
-    reconciler, _ = reconciler_for([wl("w", **spec)])
+    operator, _ = operator_for([wl("w", **spec)])
     with (
         Delta(ATTEMPTS, kind=kind, result=result) as attempts,
         Delta("orca_scheduling_algorithm_duration_seconds_count") as timed,
         Delta("orca_status_writes_total", outcome="written") as written,
         Delta("orca_schedule_unchanged_total", kind=kind, result=result) as unchanged,
     ):
-        asyncio.run(decide(reconciler, "ns/w"))
+        asyncio.run(decide(operator, "ns/w"))
     assert (attempts.value, timed.value, written.value, unchanged.value) == (1, 1, 1, 0)
     with (
         Delta(ATTEMPTS, kind=kind, result=result) as again,
         Delta("orca_schedule_unchanged_total", kind=kind, result=result) as unchanged,
     ):
-        asyncio.run(decide(reconciler, "ns/w"))  # same state, same decision: nothing written
+        asyncio.run(decide(operator, "ns/w"))  # same state, same decision: nothing written
     assert (again.value, unchanged.value) == (1, 1)
 
 
 def test_end_to_end_latency_is_observed_once_per_event_answered() -> None:
-    reconciler, _ = reconciler_for([wl("w")])
+    operator, _ = operator_for([wl("w")])
     with Delta("orca_e2e_scheduling_duration_seconds_count") as e2e:
-        asyncio.run(decide(reconciler, "ns/w"))
-        asyncio.run(decide(reconciler, "ns/w"))  # unchanged: no write, nothing to observe
+        asyncio.run(decide(operator, "ns/w"))
+        asyncio.run(decide(operator, "ns/w"))  # unchanged: no write, nothing to observe
     assert e2e.value == 1
-    assert reconciler.state.records["ns/w"].seen is None
+    assert operator.state.records["ns/w"].seen is None
 
 
 def test_an_internal_error_counts_as_result_error_and_backs_off() -> None:
@@ -150,15 +154,15 @@ def test_an_internal_error_counts_as_result_error_and_backs_off() -> None:
             raise RuntimeError("a bug")
 
     async def scenario() -> int:
-        reconciler, _ = reconciler_for([wl("w")], Broken())
-        reconciler.queue.add("ns/w")
-        reconciler.ready.set()  # every informer has listed (the start-up gate)
-        loop = asyncio.create_task(reconciler.run())
+        operator, _ = operator_for([wl("w")], Broken())
+        operator.queue.add("ns/w")
+        operator.gate.ready.set()  # every informer has listed (the start-up gate)
+        loop = asyncio.create_task(operator.loop.run())
         for _ in range(100):
             await asyncio.sleep(0.01)
-            if reconciler.queue.backing_off:
+            if operator.queue.backing_off:
                 break
-        reconciler.export_gauges()
+        export_gauges(operator)
         backoff = sample("orca_pending_workloads", queue="backoff")
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)
@@ -175,8 +179,8 @@ def test_an_internal_error_counts_as_result_error_and_backs_off() -> None:
 
 def test_lists_are_counted_per_resource_and_outcome() -> None:
     """Each informer counts its own LISTs: the one that failed, then the one that worked."""
-    reconciler, api = reconciler_for([wl("w")])
-    state, queue = reconciler.state, reconciler.queue
+    operator, api = operator_for([wl("w")])
+    state, queue = operator.state, operator.queue
     handler = WorkloadEvents(state, queue, StartupGate(state, queue))
     informer = Informer(api, "/apis/orca.cloudinit.dev/v1alpha1/workloads", "workloads", handler)  # type: ignore[arg-type]
     api.list_error = ApiError(500, "InternalError", "etcd")
@@ -208,45 +212,45 @@ def test_lists_are_counted_per_resource_and_outcome() -> None:
     ids=["conflict", "not_found", "5xx", "disconnected"],
 )
 def test_status_write_outcomes(error: Exception, outcome: str, code: str) -> None:
-    reconciler, api = reconciler_for([wl("w")])
+    operator, api = operator_for([wl("w")])
     api.fail_with = error
     with (
         Delta("orca_status_writes_total", outcome=outcome) as writes,
         Delta("orca_status_write_failures_total", code=code) as failures,
         Delta("orca_e2e_scheduling_duration_seconds_count") as e2e,
     ):
-        asyncio.run(decide(reconciler, "ns/w"))
+        asyncio.run(decide(operator, "ns/w"))
     assert (writes.value, failures.value, e2e.value) == (1, 1, 0)
 
 
 def test_cel_errors_and_cost_limit_hits_are_counted_as_they_grow() -> None:
     zone = wl("w", constraints=['node.labels["zone"] == "x"'])  # no such label: an error
-    reconciler, _ = reconciler_for([zone])
+    operator, _ = operator_for([zone])
     with Delta("orca_cel_evaluation_errors_total") as errors:
-        asyncio.run(decide(reconciler, "ns/w"))
+        asyncio.run(decide(operator, "ns/w"))
     assert errors.value >= 1
     # The evaluator's running total of cost-limit hits (read with getattr until it lands).
-    cel = reconciler.scheduler.cel
+    cel = operator.loop.scheduler.cel
     with Delta("orca_cel_cost_limit_hits_total") as hits:
         cel.cost_limit_hits = 3
-        asyncio.run(decide(reconciler, "ns/w"))
-        asyncio.run(decide(reconciler, "ns/w"))  # no new hits: no new counts
+        asyncio.run(decide(operator, "ns/w"))
+        asyncio.run(decide(operator, "ns/w"))  # no new hits: no new counts
     assert hits.value == 3
 
 
 def test_gauges_follow_the_ledger_per_node_and_drop_deleted_nodes() -> None:
-    reconciler, _ = reconciler_for(
+    operator, _ = operator_for(
         [
             wl("web", kind="Service", count=2, resources={"cpu": "1500m", "memory": "1Gi"}),
             wl("big", resources={"cpu": "16"}),
             wl("wasm", runtime={"oneOf": ["wasm"]}),
         ]
     )
-    state = reconciler.state
+    state = operator.state
     state.upsert_node(node_object("b", cpu="2", memory="4Gi"))
     for key in sorted(state.records):
-        asyncio.run(decide(reconciler, key))
-    reconciler.export_gauges()
+        asyncio.run(decide(operator, key))
+    export_gauges(operator)
     assert sample("orca_node_allocatable_cpu_cores", node="a") == 4.0
     assert sample("orca_node_allocatable_memory_bytes", node="b") == 4 * 2**30
     free = {n: sample("orca_node_free_cpu_cores", node=n) for n in ("a", "b")}
@@ -261,7 +265,7 @@ def test_gauges_follow_the_ledger_per_node_and_drop_deleted_nodes() -> None:
     assert sample("orca_nodes", eligible="true") == 2.0
 
     state.delete_node("b")
-    reconciler.export_gauges()
+    export_gauges(operator)
     assert REGISTRY.get_sample_value("orca_node_free_cpu_cores", {"node": "b"}) is None
     assert REGISTRY.get_sample_value("orca_node_placements", {"node": "b"}) is None
     assert sample("orca_node_allocatable_cpu_cores", node="a") == 4.0
@@ -278,10 +282,10 @@ def test_workloads_by_namespace_and_phase_and_a_namespace_without_workloads_has_
     )
     placed["metadata"]["namespace"] = short["metadata"]["namespace"] = "team-a"
     gone["metadata"]["namespace"] = "team-b"
-    reconciler, _ = reconciler_for([placed, short, gone])
-    for key in sorted(reconciler.state.records):
-        asyncio.run(decide(reconciler, key))
-    reconciler.export_gauges()
+    operator, _ = operator_for([placed, short, gone])
+    for key in sorted(operator.state.records):
+        asyncio.run(decide(operator, key))
+    export_gauges(operator)
 
     def by_phase(namespace: str) -> dict[str, float | None]:
         return {
@@ -295,8 +299,8 @@ def test_workloads_by_namespace_and_phase_and_a_namespace_without_workloads_has_
     assert by_phase("team-a") == {**zero, "Scheduled": 1.0, "Unschedulable": 1.0}
     assert by_phase("team-b") == {**zero, "Scheduled": 0.0, "Unschedulable": 1.0}
 
-    reconciler.state.delete_workload("team-b/lone")
-    reconciler.export_gauges()
+    operator.state.delete_workload("team-b/lone")
+    export_gauges(operator)
     assert by_phase("team-b") == dict.fromkeys(by_phase("team-b"))  # every value None
     assert by_phase("team-a") == {**zero, "Scheduled": 1.0, "Unschedulable": 1.0}
 
@@ -403,11 +407,11 @@ def test_leader_gauge_follows_the_lease() -> None:
 
 
 def test_build_info_carries_the_installed_version_and_labelled_series_start_at_zero() -> None:
-    from controller.operator.app import build_version
+    from controller.version import version
 
-    assert build_version() == metadata.version("orca-controller")
-    metrics.initialize(build_version())
-    assert sample("orca_build_info", version=build_version()) == 1.0
+    assert version() == metadata.version("orca-controller")
+    metrics.initialize(version())  # what operate() does at start
+    assert sample("orca_build_info", version=version()) == 1.0
     for result in ("scheduled", "partial", "unschedulable", "invalid", "error"):
         assert (
             REGISTRY.get_sample_value(ATTEMPTS, {"kind": "DaemonSet", "result": result}) is not None
@@ -419,10 +423,10 @@ def test_build_info_carries_the_installed_version_and_labelled_series_start_at_z
 
 
 def test_events_that_do_not_fit_their_queue_are_counted_as_dropped() -> None:
-    reconciler, _ = reconciler_for([wl("w")])
+    operator, _ = operator_for([wl("w")])
     full: asyncio.Queue[PendingEvent] = asyncio.Queue(maxsize=1)
     full.put_nowait(PendingEvent("other", "ns", None, "1", "Scheduled", "", False, "", "me"))
-    reconciler._events = full
+    operator.events.queue = full
     with Delta("orca_events_dropped_total") as dropped:
-        asyncio.run(decide(reconciler, "ns/w"))  # Pending -> Scheduled: an Event is due
+        asyncio.run(decide(operator, "ns/w"))  # Pending -> Scheduled: an Event is due
     assert dropped.value == 1

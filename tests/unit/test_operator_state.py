@@ -10,11 +10,11 @@ from typing import Any, cast
 import pytest
 from prometheus_client import REGISTRY
 
+from controller.operator.app import Operator
 from controller.operator.kube import KubeApi
-from controller.operator.reconciler import Reconciler, _freed
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
-from controller.scheduler.ledger import Booking
+from controller.scheduler.ledger import Booking, gives_back
 from tests.factories import node_object, stored_workload
 
 
@@ -25,12 +25,12 @@ def wl_obj(
     return stored_workload(name, version, spec, {"placements": placements or []})
 
 
-def test_freed_counts_replicas_not_just_nodes() -> None:
+def test_giving_back_counts_replicas_not_just_nodes() -> None:
     two = (Booking("a", "ns/w-0", 1000, 0), Booking("a", "ns/w-1", 1000, 0))
-    assert _freed(two, two[:1])  # scale down on one node frees a replica's worth
-    assert not _freed(two[:1], two)
-    assert _freed((Booking("a", "ns/w-0", 1000, 0),), (Booking("b", "ns/w-0", 1000, 0),))
-    assert not _freed((Booking("a", "ns/w-0", 0, 0),), ())  # zero-sized: nothing to give back
+    assert gives_back(two, two[:1])  # scale down on one node frees a replica's worth
+    assert not gives_back(two[:1], two)
+    assert gives_back((Booking("a", "ns/w-0", 1000, 0),), (Booking("b", "ns/w-0", 1000, 0),))
+    assert not gives_back((Booking("a", "ns/w-0", 0, 0),), ())  # zero-sized: nothing to give back
 
 
 def test_queue_deduplicates_and_requeues_a_key_added_while_processing() -> None:
@@ -164,13 +164,10 @@ def test_an_unparseable_workload_keeps_its_placements_booked_and_is_written_inva
     assert int(state.ledger.used_cpu[0]) == 1000  # spec.resources read on its own
 
     api = FakeApi()
-    reconciler = Reconciler(
-        state, WorkQueue(), cast(KubeApi, api), now=lambda: "2026-01-01T00:00:00Z"
-    )
+    operator = Operator.wire(cast(KubeApi, api), state, now=lambda: "2026-01-01T00:00:00Z")
 
     async def decide() -> None:
-        assert await reconciler.reconcile("ns/odd")
-        await reconciler.drain()
+        assert await operator.loop.process("ns/odd")
 
     asyncio.run(decide())
     (written,) = api.patches

@@ -138,7 +138,7 @@ class Informer:
                 ran = self.clock() - started
                 if exc.status == 410:
                     metrics.WATCH_RESTARTS.labels(resource=self.resource, reason="expired").inc()
-                    logger.info("the %s watch expired (%s): listing again", self.resource, exc)
+                    logger.info("the %s watch expired (%s): relisting", self.resource, exc)
                     if ran <= QUIET:  # expired at once: the list's own version is too old
                         await self._back_off(f"the {self.resource} watch expired at once")
                     else:

@@ -1,22 +1,25 @@
-"""The gauges that describe the state as a whole, refreshed every few seconds by ``app``.
+"""The gauges that describe the state as a whole, refreshed every few seconds (``refresh``),
+and the CEL counters the scheduling loop brings up to date after each decision.
 
-Counters move where things happen (reconciler, kube client, leader); these gauges are a
-snapshot of ``ClusterState`` instead: Workloads by namespace and phase and by the plugin that
-rejects them, the pending queues, and per Node the placements and the allocatable and free
-capacity, computed from the ledger (the same numbers the scheduler decides on), published as
-one snapshot (``metrics.PER_NODE``). One pass over the records and the node table; a Node
-that left, or a namespace whose last Workload went, has no series any more, so it does not
-linger on a dashboard with its last values.
+Counters move where things happen (the loop, the status writes, the kube client, the leader);
+these gauges are a snapshot of ``ClusterState`` instead: Workloads by namespace and phase
+and by the plugin that rejects them, the pending queues, and per Node the placements and the
+allocatable and free capacity, computed from the ledger (the same numbers the scheduler
+decides on), published as one snapshot (``metrics.PER_NODE``). One pass over the records and
+the node table; a Node that left, or a namespace whose last Workload went, has no series any
+more, so it does not linger on a dashboard with its last values.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 from controller.api.models import Phase
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.celexpr import CelEvaluator
 
 MILLI = 1000.0
 #: Seconds between refreshes: well under a scrape interval, and rare enough that the pass (30-45 ms
@@ -32,7 +35,15 @@ class GaugeExporter:
         self._plugins: set[str] = set()
         self._namespaces: set[str] = set()
 
+    async def refresh(self, state: ClusterState, queue: WorkQueue, every: float = INTERVAL) -> None:
+        """``export`` every ``every`` seconds, for ever: one pass over the state, cheap next to
+        a scrape interval."""
+        while True:
+            self.export(state, queue)
+            await asyncio.sleep(every)
+
     def export(self, state: ClusterState, queue: WorkQueue) -> None:
+        """Set the snapshot gauges (phases, pending queues, per node) from the state."""
         self._workloads(state, queue)
         self._nodes_from_ledger(state)
 
@@ -82,3 +93,24 @@ class GaugeExporter:
                 free_memory_bytes=tuple(free_memory.tolist()),
             )
         )
+
+
+class CelCounters:
+    """The CEL evaluator keeps running totals (errors, cost-limit hits, cycles whose budget ran
+    out); ``update`` adds to the counters what is new since last time."""
+
+    def __init__(self, cel: CelEvaluator) -> None:
+        self.cel = cel
+        self._seen: dict[str, int] = {}
+
+    def update(self) -> None:
+        cel = self.cel
+        for counter, total, seen in (
+            (metrics.CEL_ERRORS, cel.errors, "errors"),
+            (metrics.CEL_COST_LIMIT_HITS, cel.cost_limit_hits, "cost_limit_hits"),
+            (metrics.CEL_CYCLE_BUDGET_HITS, cel.cycle_budget_hits, "cycle_budget_hits"),
+        ):
+            new = total - self._seen.get(seen, 0)
+            if new > 0:
+                counter.inc(new)
+                self._seen[seen] = total

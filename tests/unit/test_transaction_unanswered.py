@@ -1,5 +1,5 @@
 """A status write that got no answer may have landed: both outcomes stay booked until the
-object is read again (``Reconciler._reread``), and the next decision starts from what the
+object is read again (``StatusWrites.reread``), and the next decision starts from what the
 object records.
 
 Before, the write was forgotten like a refused one: its bookings freed while the object
@@ -17,11 +17,11 @@ from typing import Any, cast
 
 import aiohttp
 
+from controller.operator.app import Operator
 from controller.operator.kube import ApiError, KubeApi, TransportError
-from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
-from tests.factories import node_object
+from tests.factories import free_cpu, node_object
 
 
 def job(name: str, version: int = 10) -> dict[str, Any]:
@@ -74,18 +74,13 @@ class DroppingApi:
         return {}
 
 
-def free_cpu(state: ClusterState) -> dict[str, int]:
-    state.table()
-    free = state.ledger.free()[0]
-    return {name: int(free[i]) for name, i in state.ledger.table.index.items()}
-
-
-async def step(reconciler: Reconciler, queue: WorkQueue) -> str:
-    """One turn of the scheduling loop (``Reconciler.run``), then wait for its write."""
+async def step(operator: Operator, queue: WorkQueue) -> str:
+    """One turn of the scheduling loop: its next key, decided and written, then done."""
     key = await asyncio.wait_for(queue.get(), timeout=5)
-    if not await reconciler.reconcile(key):
+    try:
+        await operator.loop.process(key)
+    finally:
         queue.done(key)
-    await reconciler.drain()
     return key
 
 
@@ -97,19 +92,19 @@ def run(lands: bool) -> tuple[dict[str, int], list[str], dict[str, int], list[st
         state, queue, api = ClusterState(), WorkQueue(), DroppingApi(lands)
         for name in ("a", "b"):
             state.upsert_node(node_object(name, cpu="1"))
-        reconciler = Reconciler(state, queue, cast(KubeApi, api))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
         state.upsert_workload(job("web"))
         queue.add("ns/web")
-        await step(reconciler, queue)  # web decided on a; the write gets no answer
+        await step(operator, queue)  # web decided on a; the write gets no answer
         during = free_cpu(state)
         state.upsert_workload(job("db"))
         queue.add("ns/db")
-        await step(reconciler, queue)  # db must not get the room web may hold
+        await step(operator, queue)  # db must not get the room web may hold
         writes = list(api.writes)
-        while await step(reconciler, queue) != "ns/web":
+        while await step(operator, queue) != "ns/web":
             pass  # web again: read back first
         while len(queue):
-            await step(reconciler, queue)
+            await step(operator, queue)
         return during, writes, free_cpu(state), api.writes
 
     return asyncio.run(scenario())
@@ -141,18 +136,18 @@ def test_the_read_back_books_what_the_object_records_after_an_earlier_write() ->
         api.dropped = True  # the first write of web is answered
         for name in ("a", "b"):
             state.upsert_node(node_object(name, cpu="1"))
-        reconciler = Reconciler(state, queue, cast(KubeApi, api))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
         state.upsert_workload(job("web"))
         queue.add("ns/web")
-        await step(reconciler, queue)  # on a, answered
+        await step(operator, queue)  # on a, answered
         state.upsert_node({**node_object("a", cpu="1", cordoned=True)})
         api.dropped = False  # the next one is not
         queue.add("ns/web")
-        await step(reconciler, queue)  # a move to b: no answer, did not land
-        await step(reconciler, queue)  # the read-back
+        await step(operator, queue)  # a move to b: no answer, did not land
+        await step(operator, queue)  # the read-back
         read_back = free_cpu(state)
         while len(queue):
-            await step(reconciler, queue)
+            await step(operator, queue)
         return read_back, api.writes
 
     read_back, applied = asyncio.run(scenario())

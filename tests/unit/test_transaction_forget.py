@@ -1,6 +1,6 @@
 """A status write that did not land restores the bookings it replaced, unless the Workload
 changed while it was in flight: then what the Workload records now is booked
-(``Reconciler._forget``).
+(``StatusWrites.abandon``).
 
 The ledger books no event that arrives during a write. Before, a refused or fenced write then
 restored the bookings from before it, over another replica's status seen meanwhile: the
@@ -16,11 +16,11 @@ from typing import Any, cast
 
 import pytest
 
+from controller.operator.app import Operator
 from controller.operator.kube import ApiError, Fenced, KubeApi
-from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
-from controller.operator.workqueue import WorkQueue
-from tests.factories import node_object
+from tests.factories import free_cpu, node_object
+from tests.unit.fakeapi import until
 
 
 def job(version: int, node: str | None = None) -> dict[str, Any]:
@@ -52,19 +52,15 @@ class RefusingApi:
     def __init__(self, error: Exception) -> None:
         self.release = asyncio.Event()
         self.error = error
+        self.pending = 0
 
     async def patch_workload_status(self, *_: Any) -> dict[str, Any]:
+        self.pending += 1
         await self.release.wait()
         raise self.error
 
     async def create_event(self, *_: Any) -> dict[str, Any]:
         return {}
-
-
-def free_cpu(state: ClusterState) -> dict[str, int]:
-    state.table()
-    free = state.ledger.free()[0]
-    return {name: int(free[i]) for name, i in state.ledger.table.index.items()}
 
 
 @pytest.mark.parametrize(
@@ -79,12 +75,13 @@ def test_a_write_that_did_not_land_books_what_the_workload_records(
         for name in ("a", "b"):
             state.upsert_node(node_object(name, cpu="1"))
         state.upsert_workload(job(10))
-        reconciler = Reconciler(state, WorkQueue(), cast(KubeApi, api))
-        assert await reconciler.reconcile("ns/web")  # decided on a; the write waits
+        operator = Operator.wire(cast(KubeApi, api), state)
+        writing = asyncio.create_task(operator.loop.process("ns/web"))
+        await until(lambda: api.pending == 1, "decided on a; the write waits")
         if changed:  # meanwhile another replica's write of web, on b, is seen
             state.upsert_workload(job(12, node="b"))
         api.release.set()
-        await reconciler.drain()
+        assert await writing
         return free_cpu(state)
 
     expected = {"a": 1000, "b": 0} if changed else {"a": 1000, "b": 1000}

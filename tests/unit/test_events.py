@@ -11,9 +11,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from controller.operator.events import EVENT_POSTERS, EventRecorder, PendingEvent
 from controller.operator.kube import ApiError, Fenced, TransportError
-from controller.operator.reconciler import EVENT_POSTERS, PendingEvent, Reconciler
-from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from tests.unit.fakeapi import until
 
@@ -36,11 +35,11 @@ class GatedApi:
         return {}
 
 
-def queued(reconciler: Reconciler, count: int) -> list[str]:
+def queued(recorder: EventRecorder, count: int) -> list[str]:
     names = [f"w{i}" for i in range(count)]
     for name in names:
         event = PendingEvent(name, "ns", None, "1", "Scheduled", "placed", False, "", "me")
-        reconciler._events.put_nowait(event)
+        recorder.queue.put_nowait(event)
     return names
 
 
@@ -52,9 +51,9 @@ async def settle() -> None:
 def test_when_idle_events_go_out_several_at_a_time_and_all_are_posted() -> None:
     async def scenario() -> None:
         api = GatedApi()
-        reconciler = Reconciler(ClusterState(), WorkQueue(), api)  # type: ignore[arg-type]
-        names = queued(reconciler, 3 * EVENT_POSTERS + 1)
-        poster = asyncio.create_task(reconciler.post_events())
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        names = queued(recorder, 3 * EVENT_POSTERS + 1)
+        poster = asyncio.create_task(recorder.post())
         await settle()
         assert api.in_flight == EVENT_POSTERS  # not one by one, and no more than the limit
         api.gate.set()
@@ -73,12 +72,12 @@ def test_events_wait_while_workloads_wait_for_a_decision() -> None:
         api.gate.set()
         queue = WorkQueue()
         queue.add("ns/undecided")
-        reconciler = Reconciler(ClusterState(), queue, api)  # type: ignore[arg-type]
-        names = queued(reconciler, 5)
-        poster = asyncio.create_task(reconciler.post_events(busy_interval=3600))
+        recorder = EventRecorder(api, busy=lambda: len(queue) > 0)  # type: ignore[arg-type]
+        names = queued(recorder, 5)
+        poster = asyncio.create_task(recorder.post(busy_interval=3600))
         await settle()
         assert api.posted == []  # status writes get the API server first
-        assert reconciler._events.qsize() == len(names)  # held in the queue, none taken
+        assert recorder.queue.qsize() == len(names)  # held in the queue, none taken
         poster.cancel()
 
     asyncio.run(scenario())
@@ -87,9 +86,9 @@ def test_events_wait_while_workloads_wait_for_a_decision() -> None:
 def test_a_stop_posts_the_queued_events_several_at_a_time() -> None:
     async def scenario() -> None:
         api = GatedApi()
-        reconciler = Reconciler(ClusterState(), WorkQueue(), api)  # type: ignore[arg-type]
-        names = queued(reconciler, 3 * EVENT_POSTERS + 1)
-        flush = asyncio.create_task(reconciler.flush_events())
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        names = queued(recorder, 3 * EVENT_POSTERS + 1)
+        flush = asyncio.create_task(recorder.flush())
         await settle()
         assert api.in_flight == EVENT_POSTERS
         api.gate.set()
@@ -105,9 +104,9 @@ def test_a_stop_does_not_wait_on_events_past_its_bound(caplog: pytest.LogCapture
 
     async def scenario() -> int:
         api = GatedApi()
-        reconciler = Reconciler(ClusterState(), WorkQueue(), api)  # type: ignore[arg-type]
-        queued(reconciler, 3 * EVENT_POSTERS + 1)
-        return await reconciler.flush_events(within=0.05)
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        queued(recorder, 3 * EVENT_POSTERS + 1)
+        return await recorder.flush(within=0.05)
 
     assert asyncio.run(scenario()) == 3 * EVENT_POSTERS + 1  # 8 cut short, 17 never taken
     assert "25 queued Events not posted within 0.05s" in caplog.text
@@ -125,9 +124,9 @@ class FencedApi:
 def test_a_stop_gives_up_on_events_once_the_lease_is_lost() -> None:
     async def scenario() -> tuple[int, int]:
         api = FencedApi()
-        reconciler = Reconciler(ClusterState(), WorkQueue(), api)  # type: ignore[arg-type]
-        queued(reconciler, 100)
-        left = await reconciler.flush_events(within=60)
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        queued(recorder, 100)
+        left = await recorder.flush(within=60)
         return left, api.attempts
 
     left, attempts = asyncio.run(scenario())
@@ -154,9 +153,9 @@ def test_a_stop_goes_on_past_an_event_the_server_refuses() -> None:
     async def scenario() -> tuple[int, list[str], list[str]]:
         names = [f"w{i}" for i in range(3 * EVENT_POSTERS)]
         api = RefusingApi(set(names[: 2 * EVENT_POSTERS : 2]))
-        reconciler = Reconciler(ClusterState(), WorkQueue(), api)  # type: ignore[arg-type]
-        queued(reconciler, len(names))
-        left = await reconciler.flush_events(within=60)
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        queued(recorder, len(names))
+        left = await recorder.flush(within=60)
         return left, api.posted, [n for n in names if n not in api.refused]
 
     left, posted, accepted = asyncio.run(scenario())
@@ -184,15 +183,15 @@ class FlakyApi:
 
 def test_the_posters_outlive_dropped_connections_and_unexpected_errors() -> None:
     """Events are informational: neither a dropped connection nor a bug in one Event stops
-    the posters (the task's death would stop the whole operator, ``app.stop_on_failure``)."""
+    the posters (the task's death would stop the whole operator: ``app.operate``)."""
 
     async def scenario() -> tuple[bool, list[str]]:
         api = FlakyApi()
-        reconciler = Reconciler(ClusterState(), WorkQueue(), api)  # type: ignore[arg-type]
-        names = queued(reconciler, 2 * EVENT_POSTERS)
-        poster = asyncio.create_task(reconciler.post_events())
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        names = queued(recorder, 2 * EVENT_POSTERS)
+        poster = asyncio.create_task(recorder.post())
         await until(lambda: len(api.tried) == len(names), "every Event tried")
-        second = queued(reconciler, 2 * EVENT_POSTERS)  # the same names, posted this time
+        second = queued(recorder, 2 * EVENT_POSTERS)  # the same names, posted this time
         await until(lambda: len(api.posted) == len(second), "the second round posted")
         alive = not poster.done()
         poster.cancel()

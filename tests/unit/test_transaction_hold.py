@@ -1,5 +1,5 @@
 """Capacity a decision gives up is not free until its status write lands
-(``reconciler.held_until_written``).
+(``ledger.held_until_written``, booked by the status-write transaction).
 
 Before, the ledger handed a scale-down's freed room to the next decision at once; when that
 next write landed and the first one did not (operator SIGKILLed, or a 409), both stayed in the
@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+from controller.operator.app import Operator
 from controller.operator.kube import ApiError, KubeApi
-from controller.operator.reconciler import Reconciler, held_until_written
 from controller.operator.state import ClusterState
-from controller.operator.workqueue import WorkQueue
-from controller.scheduler.ledger import Booking
+from controller.scheduler.ledger import Booking, held_until_written
 from tests.factories import node_object
+from tests.unit.fakeapi import until
 
 
 class BlockedApi:
@@ -24,8 +24,10 @@ class BlockedApi:
     def __init__(self) -> None:
         self.release = asyncio.Event()
         self.error: ApiError | None = None
+        self.pending = 0
 
     async def patch_workload_status(self, *_: Any) -> dict[str, Any]:
+        self.pending += 1
         await self.release.wait()
         if self.error is not None:
             raise self.error
@@ -65,12 +67,13 @@ def run_write(fail: bool) -> tuple[int, int]:
         state, api = ClusterState(), BlockedApi()
         state.upsert_node(node_object("a", cpu="2"))
         state.upsert_workload(scaled_down(2))
-        reconciler = Reconciler(state, WorkQueue(), cast(KubeApi, api))
-        assert await reconciler.reconcile("ns/web")  # a write started
+        operator = Operator.wire(cast(KubeApi, api), state)
+        writing = asyncio.create_task(operator.loop.process("ns/web"))
+        await until(lambda: api.pending == 1, "the write in flight")
         during = free_cpu_on_a(state)
         api.error = ApiError(409, "Conflict", "modified") if fail else None
         api.release.set()
-        await reconciler.drain()
+        assert await writing  # a write was sent
         return during, free_cpu_on_a(state)
 
     return asyncio.run(scenario())
