@@ -27,8 +27,7 @@ API_VERSION: Final = f"{API_GROUP}/v1"
 KIND: Final = "PriorityClass"
 PLURAL: Final = "priorityclasses"
 
-#: Kubernetes' bounds: user classes up to 1e9; the two system classes above it.
-HIGHEST_USER_PRIORITY: Final = 1_000_000_000
+#: Kubernetes' bound: the highest system class (user classes go up to 1e9, below it).
 HIGHEST_PRIORITY: Final = 2_000_001_000
 DEFAULT_PRIORITY: Final = 0
 

@@ -382,7 +382,7 @@ def _errors(ids: _Ids) -> list[Panel]:
         _timeseries(
             ids,
             "CEL, watches, Events",
-            "CEL evaluation errors and cost-limit hits, kopf watch restarts, failed relists, "
+            "CEL evaluation errors and cost-limit hits, watch restarts, failed relists, "
             "Events dropped.",
             [
                 _query(f"sum(rate(orca_cel_evaluation_errors_total{{{JOB}}}[{RATE}]))", "CEL"),
