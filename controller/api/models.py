@@ -34,11 +34,27 @@ API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "Workload"
 PLURAL = "workloads"
 SINGULAR = "workload"
+
 # ``orcawl``: Kubernetes has its own ``scheduling.k8s.io`` Workload (and Kueue used ``wl``, now
 # ``kwl``), so a bare ``workloads`` or ``wl`` may name another API's resource; ``orca`` is the
 # category (``kubectl get orca``).
 SHORT_NAMES = ("orcawl",)
 CATEGORIES = ("orca",)
+
+
+def workload_path(
+    namespace: str | None = None, name: str | None = None, status: bool = False
+) -> str:
+    """The REST path of the Workloads (all namespaces), a namespace's, one Workload, or its
+    status subresource: the one place the operator and the commands build it."""
+    path = f"/apis/{GROUP}/{VERSION}"
+    if namespace is not None:
+        path += f"/namespaces/{namespace}"
+    path += f"/{PLURAL}"
+    if name is not None:
+        path += f"/{name}" + ("/status" if status else "")
+    return path
+
 
 # Bounds that keep a user's expressions cheap to compile and evaluate; the CRD carries them too
 # so the API server refuses an oversized spec at ``kubectl apply`` time.

@@ -133,7 +133,8 @@ def _table(out: TextIO, header: list[tuple[str, ...]], rows: list[tuple[str, ...
 
 def run(args: argparse.Namespace) -> int:
     """The ``orca explain`` command."""
-    from controller.inputs.fromcluster import ClusterError, read_cluster
+    from controller.cli.cluster import read_cluster
+    from controller.inputs.fromcluster import ClusterError
 
     try:
         cluster = read_cluster(args.kubeconfig)

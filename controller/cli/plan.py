@@ -193,8 +193,10 @@ def _plan_from_files(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanRe
 
 def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanResult]:
     """``--from-cluster``: the Workloads from the file, the rest from the cluster. Imported
-    here: the kubernetes client costs ~0.3 s of start-up that planning from files never needs."""
-    from controller.inputs.fromcluster import ClusterError, read_cluster
+    here: the client (aiohttp, the kubernetes client's credential loaders) costs start-up
+    that planning from files never needs."""
+    from controller.cli.cluster import read_cluster
+    from controller.inputs.fromcluster import ClusterError
 
     workloads_file = read_manifests(Path(args.workloads))
     scheduler = Scheduler()

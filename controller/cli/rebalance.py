@@ -109,7 +109,8 @@ def max_moves_of(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """The ``orca rebalance`` command."""
-    from controller.inputs.fromcluster import ClusterError, read_cluster
+    from controller.cli.cluster import read_cluster
+    from controller.inputs.fromcluster import ClusterError
 
     if args.from_cluster == bool(args.nodes or args.workloads) or (
         not args.from_cluster and not (args.nodes and args.workloads)

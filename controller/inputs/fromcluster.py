@@ -1,22 +1,21 @@
-"""Read what ``orca plan --from-cluster`` needs from a live cluster: Nodes and Workloads.
+"""Listed cluster objects as the scheduler's inputs: what ``orca plan --from-cluster``,
+``orca rebalance --from-cluster`` and ``orca explain`` plan from.
 
-A dry run, the ``nomad job plan`` of this world: it lists Nodes and every Workload (their
-``status.placements`` are the ledger), and writes nothing.
+A dry run, the ``nomad job plan`` of this world: Nodes, every Workload (their
+``status.placements`` are the ledger) and the PriorityClasses, read as the operator reads
+them. Pure: ``controller.cli.cluster`` lists them through the operator's client and hands
+them here.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 from pydantic import ValidationError
-from urllib3.exceptions import HTTPError as Urllib3Error
 
 from controller.api.messages import validation_message
-from controller.api.models import GROUP, PLURAL, VERSION, Workload
+from controller.api.models import Workload
 from controller.scheduler.ledger import Ledger, ledger_from_objects
 from controller.scheduler.nodes import (
     NodeError,
@@ -54,60 +53,15 @@ class ClusterView:
         return ledger_from_objects(self.nodes, self.workloads)
 
 
-def _api(kubeconfig: str | None) -> k8s_client.ApiClient:
-    try:
-        api: k8s_client.ApiClient = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig
-        )
-    except (k8s_config.ConfigException, OSError) as exc:
-        raise ClusterError(f"kubeconfig: {exc}") from None
-    return api
-
-
-def read_cluster(kubeconfig: str | None) -> ClusterView:
-    """Every Node as NodeInfo and every Workload object, read the way the operator reads them:
-    a Node orca cannot read is there but not ready (so nothing lands on it and its replicas
-    move), and a Workload the models refuse still holds the capacity its status records."""
-    api = _api(kubeconfig)
-    try:
-        core = k8s_client.CoreV1Api(api)
-        custom = k8s_client.CustomObjectsApi(api)
-        # Raw JSON, not the client's models: node_info_from_node reads the API's own shape.
-        raw_nodes = _items(core.list_node(_preload_content=False))
-        raw_workloads = _items(
-            custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False)
-        )
-        class_warnings: list[str] = []
-        try:
-            raw_classes = _items(
-                k8s_client.SchedulingV1Api(api).list_priority_class(_preload_content=False)
-            )
-        except k8s_client.ApiException as exc:  # e.g. 403: plan on, and say what it means
-            raw_classes = []
-            class_warnings.append(
-                f"PriorityClasses cannot be listed ({exc.status} {exc.reason}): Workloads "
-                "naming one are Invalid in this plan"
-            )
-    except k8s_client.ApiException as exc:
-        hint = ""
-        if exc.status == 404:
-            hint = f" (is the Workload CRD, {PLURAL}.{GROUP}, installed? kubectl apply -k crds/)"
-        raise ClusterError(f"{exc.status} {exc.reason}: {_message(exc)}{hint}") from None
-    except (OSError, Urllib3Error) as exc:  # urllib3's MaxRetryError: refused, TLS, timed out
-        reason = getattr(exc, "reason", None) or exc
-        raise ClusterError(f"cannot reach the API server: {reason}") from None
-    finally:
-        api.close()  # type: ignore[no-untyped-call]
-    return view_of(raw_nodes, raw_workloads, raw_classes, class_warnings)
-
-
 def view_of(
     raw_nodes: list[dict[str, Any]],
     raw_workloads: list[dict[str, Any]],
     raw_classes: list[dict[str, Any]] | None = None,
     warnings: list[str] | None = None,
 ) -> ClusterView:
-    """The ``ClusterView`` of listed objects (pure: the part of ``read_cluster`` after I/O)."""
+    """The ``ClusterView`` of listed objects: a Node orca cannot read is there but not ready
+    (so nothing lands on it and its replicas move), and a Workload the models refuse still
+    holds the capacity its status records."""
     nodes: list[NodeInfo] = []
     warnings = list(warnings or [])
     classes: list[PriorityClass] = []
@@ -138,15 +92,3 @@ def view_of(
                 f"Workload {key}: {validation_message(exc)}; its placements stay booked"
             )
     return ClusterView(nodes, raw_workloads, warnings, parsed, PriorityClasses.of(classes))
-
-
-def _items(response: Any) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = json.loads(response.data)["items"]
-    return items
-
-
-def _message(exc: Any) -> str:
-    try:
-        return str(json.loads(exc.body).get("message"))
-    except (TypeError, ValueError, AttributeError):
-        return str(exc.reason)

@@ -30,7 +30,7 @@ from typing import Any
 
 import kopf
 
-from controller.api.models import GROUP, PLURAL, VERSION
+from controller.api.models import workload_path
 from controller.operator.events import COMPONENT, EventRecorder
 from controller.operator.handlers import (
     NodeEvents,
@@ -43,7 +43,6 @@ from controller.operator.kube.informer import Informer
 from controller.operator.kube.leader import LeaderElector, default_identity
 from controller.operator.loop import WORKERS, SchedulingLoop
 from controller.operator.preemption import Preemption
-from controller.operator.priorities import LIST_PATH as PRIORITY_CLASSES_PATH
 from controller.operator.priorities import PriorityIndex
 from controller.operator.rebalancer import RebalanceLoop
 from controller.operator.state import ClusterState
@@ -52,6 +51,8 @@ from controller.operator.telemetry.gauges import GaugeExporter
 from controller.operator.transaction import StatusWrites
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.celcache import cache_path, install_cel_parser
+from controller.scheduler.nodes import NODES_PATH
+from controller.scheduler.priority import LIST_PATH as PRIORITY_CLASSES_PATH
 from controller.scheduler.rebalance import DEFAULT_MAX_MOVES
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import rfc3339_now
@@ -59,18 +60,13 @@ from controller.version import version
 
 logger = logging.getLogger("orca")
 
-NODES_PATH = "/api/v1/nodes"
 #: What a 404 on the Workloads' LIST means, in so many words.
 NO_CRD = "the Workload CRD is not installed (kubectl apply -k crds/)"
 
 
 def workload_paths(namespaces: Iterable[str]) -> list[str]:
     """The Workload collections this operator serves: all namespaces, or each of its own."""
-    base = f"/apis/{GROUP}/{VERSION}"
-    namespaces = list(namespaces)
-    if not namespaces:
-        return [f"{base}/{PLURAL}"]
-    return [f"{base}/namespaces/{ns}/{PLURAL}" for ns in namespaces]
+    return [workload_path(ns) for ns in namespaces] or [workload_path()]
 
 
 @dataclass

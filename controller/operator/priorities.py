@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from controller.operator.state import ClusterState, is_newer
 from controller.scheduler.priority import (
-    API_GROUP,
     NO_CLASSES,
     NO_PRIORITY,
-    PLURAL,
     Priority,
     PriorityClass,
     PriorityClassError,
@@ -27,8 +25,6 @@ from controller.scheduler.priority import (
 )
 
 logger = logging.getLogger("orca.priorities")
-
-LIST_PATH: Final = f"/apis/{API_GROUP}/v1/{PLURAL}"
 
 
 class PriorityIndex:

@@ -36,7 +36,7 @@ import enum
 import logging
 from dataclasses import dataclass
 
-from controller.api.models import GROUP, PLURAL, VERSION, WorkloadStatus
+from controller.api.models import WorkloadStatus, workload_path
 from controller.operator.events import EventRecorder
 from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
 from controller.operator.state import ClusterState, WorkloadRecord, is_newer
@@ -201,9 +201,8 @@ class StatusWrites:
         as the truth (the record, and its bookings in place of both outcomes held), then
         decide again from it. Unreadable too: try again later, both outcomes still held."""
         key = record.key
-        path = f"/apis/{GROUP}/{VERSION}/namespaces/{record.namespace}/{PLURAL}/{record.name}"
         try:
-            obj = await self.api.request("GET", path)
+            obj = await self.api.request("GET", workload_path(record.namespace, record.name))
         except ApiError as exc:
             if exc.not_found:
                 self.unsure.discard(key)

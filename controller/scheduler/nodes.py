@@ -27,6 +27,8 @@ from controller.api.models import (
     quantity_to_int,
 )
 
+#: Where the Node objects this module reads are listed (core/v1).
+NODES_PATH = "/api/v1/nodes"
 RUNTIME_LABEL_PREFIX = "runtime.orca.cloudinit.dev/"
 TAG_LABEL_PREFIX = "tag.orca.cloudinit.dev/"
 KIND_LABEL = "orca.cloudinit.dev/kind"

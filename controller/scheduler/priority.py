@@ -26,6 +26,8 @@ API_GROUP: Final = "scheduling.k8s.io"
 API_VERSION: Final = f"{API_GROUP}/v1"
 KIND: Final = "PriorityClass"
 PLURAL: Final = "priorityclasses"
+#: Where the PriorityClass objects this module reads are listed.
+LIST_PATH: Final = f"/apis/{API_GROUP}/v1/{PLURAL}"
 
 #: Kubernetes' bound: the highest system class (user classes go up to 1e9, below it).
 HIGHEST_PRIORITY: Final = 2_000_001_000

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane
-from controller.operator.app import NODES_PATH
 from controller.operator.handlers import NodeEvents, StartupGate, WorkloadEvents
 from controller.operator.kube import ApiError, KubeApi, load_configuration
 from controller.operator.kube.informer import Informer
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.nodes import NODES_PATH
 from tests.factories import node_object
 from tests.integration.harness import Cluster, workload_obj
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from controller.operator.app import NO_CRD, NODES_PATH
+from controller.operator.app import NO_CRD
 from controller.operator.handlers import (
     NodeEvents,
     PriorityClassEvents,
@@ -27,10 +27,11 @@ from controller.operator.handlers import (
     WorkloadEvents,
 )
 from controller.operator.kube.informer import Handler, Informer
-from controller.operator.priorities import LIST_PATH as PRIORITY_CLASSES
 from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.nodes import NODES_PATH
+from controller.scheduler.priority import LIST_PATH as PRIORITY_CLASSES
 from tests.factories import node_object, stored_workload
 from tests.unit.fakeapi import FakeApiServer, FakeClock, Fault, until
 

@@ -46,7 +46,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from yarl import URL
 
-from controller.api.models import GROUP, PLURAL, VERSION
+from controller.api.models import workload_path
 from controller.operator.telemetry import metrics
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -444,7 +444,7 @@ class KubeApi:
         body: dict[str, Any] = {"status": status}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}/status"
+        path = workload_path(namespace, name, status=True)
         return await self.request("PATCH", path, body, MERGE_PATCH, fenced=True)
 
     async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
