@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
-from typing import Annotated, Protocol
+from typing import Annotated, Any, Protocol
 
 from pydantic import (
     AfterValidator,
@@ -34,12 +35,31 @@ API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "Workload"
 PLURAL = "workloads"
 SINGULAR = "workload"
+#: Where a Workload without a namespace is (as kubectl and the API server have it).
+DEFAULT_NAMESPACE = "default"
 
 # ``orcawl``: Kubernetes has its own ``scheduling.k8s.io`` Workload (and Kueue used ``wl``, now
 # ``kwl``), so a bare ``workloads`` or ``wl`` may name another API's resource; ``orca`` is the
 # category (``kubectl get orca``).
 SHORT_NAMES = ("orcawl",)
 CATEGORIES = ("orca",)
+
+
+def workload_key(namespace: str, name: str) -> str:
+    """``<namespace>/<name>``: how orca names a Workload in logs, the ledger, the queue and
+    plans; the one place it is built (``Workload.key``, ``key_of``)."""
+    return f"{namespace}/{name}"
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    """The key of a Workload object as listed or watched, parseable or not: an object without
+    a namespace is in ``default``, as ``ObjectMeta`` reads it."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        metadata = {}
+    return workload_key(
+        str(metadata.get("namespace") or DEFAULT_NAMESPACE), str(metadata.get("name"))
+    )
 
 
 def workload_path(
@@ -743,11 +763,19 @@ class Condition(_Model):
 
 
 class RejectionReason(_Model):
-    """Why nodes were rejected: a reason, how many nodes, and a few of their names."""
+    """Why nodes were rejected: a reason, how many nodes, a few of their names, and the filter
+    plugin that rejected them."""
 
     reason: str = Field(description="The reason, in the words of the filter that rejected.")
     count: int = Field(description="How many nodes were rejected for it.")
     nodes: list[str] = Field(default_factory=list, description="A few of those nodes.")
+    plugin: str | None = Field(
+        default=None,
+        max_length=63,
+        description="The filter plugin that rejected them (NodeEligibility, TaintToleration, "
+        "Runtime, CelConstraints, TopologySpread, ResourcesFit): what orca explain names per "
+        "node and orca_unschedulable_workloads counts by.",
+    )
 
 
 class WorkloadStatus(_Model):
@@ -849,7 +877,7 @@ class ObjectMeta(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     name: Annotated[str, AfterValidator(_check_name)]
-    namespace: Annotated[str, AfterValidator(_check_namespace)] = "default"
+    namespace: Annotated[str, AfterValidator(_check_namespace)] = DEFAULT_NAMESPACE
     generation: int | None = None
     resource_version: str | None = Field(default=None, alias="resourceVersion")
     uid: str | None = None
@@ -873,5 +901,5 @@ class Workload(BaseModel):
 
     @property
     def key(self) -> str:
-        """``<namespace>/<name>``: how orca names a Workload in logs, the ledger and plans."""
-        return f"{self.metadata.namespace}/{self.metadata.name}"
+        """``<namespace>/<name>`` (``workload_key``)."""
+        return workload_key(self.metadata.namespace, self.metadata.name)

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from controller.api.models import Workload
+from controller.api.models import Workload, workload_key
+from controller.cli.table import write_table
 from controller.scheduler.explain import Explanation, explain
 from controller.scheduler.plugins.topology_spread import spread_lines
 from controller.scheduler.scheduler import Scheduler
@@ -64,6 +65,7 @@ def to_json(e: Explanation, p: Preemptions | None = None) -> dict[str, Any]:
         "desired": d.desired,
         "placed": d.placed,
         "message": d.message,
+        "unschedulable": [r.model_dump(mode="json", exclude_none=True) for r in d.unschedulable],
         "errors": list(e.errors),
         "priority": d.priority,
         "preemptedBy": p.suffered,
@@ -99,11 +101,8 @@ def render(e: Explanation, out: TextIO, p: Preemptions | None = None) -> None:
         out.write(f"  preempted {victim}: {message}\n")
     if e.replicas:
         out.write("\nREPLICAS\n")
-        _table(
-            out,
-            [("ALLOC ID", "NODE", "SCORE", "WHY")],
-            [(r.alloc_id, r.node, str(r.score), r.why) for r in e.replicas],
-        )
+        replicas = [(r.alloc_id, r.node, str(r.score), r.why) for r in e.replicas]
+        write_table(out, [("ALLOC ID", "NODE", "SCORE", "WHY"), *replicas])
     if e.spread:
         out.write("\nTOPOLOGY SPREAD (domains as the next replica sees them)\n")
         out.writelines(spread_lines(e.spread))
@@ -111,7 +110,7 @@ def render(e: Explanation, out: TextIO, p: Preemptions | None = None) -> None:
         names = sorted({name for n in e.nodes for name in n.scores})
         out.write("\nNODES (as the next replica sees them, best first)\n")
         header = ("NODE", "REPLICAS", *[name.upper() for name in names], "TOTAL", "VERDICT")
-        rows = []
+        rows: list[tuple[str, ...]] = [header]
         for n in e.nodes:
             if n.filter is None:
                 parts = [str(n.scores.get(name, 0)) for name in names]
@@ -120,15 +119,7 @@ def render(e: Explanation, out: TextIO, p: Preemptions | None = None) -> None:
                 blank = ["-"] * len(names)
                 verdict = f"{n.reason} ({n.filter})"
                 rows.append((n.node, str(n.replicas), *blank, "-", verdict))
-        _table(out, [header], rows)
-
-
-def _table(out: TextIO, header: list[tuple[str, ...]], rows: list[tuple[str, ...]]) -> None:
-    all_rows = header + rows
-    widths = [max(len(r[i]) for r in all_rows) for i in range(len(all_rows[0]) - 1)]
-    for row in all_rows:
-        cells = [c.ljust(w) for c, w in zip(row, widths, strict=False)]
-        out.write(("   ".join([*cells, row[-1]])).rstrip() + "\n")
+        write_table(out, rows)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CLUSTER
-    key = f"{args.namespace}/{args.name}"
+    key = workload_key(args.namespace, args.name)
     workload = cluster.parsed.get(key)
     if workload is None:
         print(

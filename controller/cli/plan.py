@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from controller.cli.table import write_table
 from controller.cli.timings import PhaseTimer
 from controller.inputs.manifests import (
     ManifestError,
@@ -104,10 +105,7 @@ def render_table(results: Sequence[PlanResult], out: TextIO) -> None:
                 "" if r.fully_placed else (status.message or ""),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        out.write(("   ".join([*cells, row[-1]])).rstrip() + "\n")
+    write_table(out, rows)
     spreads = [r for r in results if r.spread]
     if spreads:
         out.write("\nTOPOLOGY SPREAD\n")

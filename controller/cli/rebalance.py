@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from controller.cli.flags import whole_number
 from controller.cli.plan import EXIT_BAD_INPUT, one_line
+from controller.cli.table import write_table
 from controller.inputs.manifests import ManifestError, load_nodes, load_workloads
 from controller.scheduler.ledger import ledger_from_statuses
 from controller.scheduler.rebalance import DEFAULT_MAX_MOVES, MAX_MOVES, Objective, Plan, Rebalancer
@@ -80,10 +82,7 @@ def render_table(plan: Plan, out: TextIO) -> None:
                     _objective(m.after),
                 )
             )
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-        for row in rows:
-            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-            out.write("   ".join([*cells, row[-1]]).rstrip() + "\n")
+        write_table(out, rows)
     else:
         out.write("No moves: no Workload with rebalance: Allowed has a move that improves it.\n")
     b, a = plan.before, plan.after
@@ -94,17 +93,6 @@ def render_table(plan: Plan, out: TextIO) -> None:
         f"(first-fit-decreasing: {plan.ffd_nodes}); topology skew {b.skew} -> {a.skew}"
         f" ({b.over_max_skew} -> {a.over_max_skew} Workloads over maxSkew).\n"
     )
-
-
-def max_moves_of(text: str) -> int:
-    """``--max-moves``: a whole number 0..MAX_MOVES, or ValueError with one line."""
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise ValueError(f"--max-moves: {text[:40]!r} is not a whole number") from None
-    if not 0 <= value <= MAX_MOVES:
-        raise ValueError(f"--max-moves: {value} is out of range (0..{MAX_MOVES})")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -121,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_BAD_INPUT
     try:
-        rebalancer = Rebalancer(max_moves=max_moves_of(args.max_moves))
+        rebalancer = Rebalancer(max_moves=whole_number("--max-moves", args.max_moves, 0, MAX_MOVES))
         if args.from_cluster:
             cluster = read_cluster(args.kubeconfig)
             for warning in cluster.warnings:

@@ -10,6 +10,9 @@ import os
 import re
 import sys
 
+from controller.cli.flags import whole_number
+from controller.scheduler.rebalance import DEFAULT_MAX_MOVES, MAX_MOVES
+
 logger = logging.getLogger("orca")
 
 EXIT_CONFIG = 2
@@ -63,30 +66,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument(
         "--rebalance-max-moves",
-        default="10",
+        default=str(DEFAULT_MAX_MOVES),
         metavar="N",
-        help=f"at most N moves per rebalancing pass (1..{MAX_REBALANCE_MOVES}, "
-        "default: %(default)s)",
+        help=f"at most N moves per rebalancing pass (0..{MAX_MOVES}, as orca rebalance "
+        "--max-moves; default: %(default)s)",
     )
     p.set_defaults(func=run)
 
 
-MAX_REBALANCE_MOVES = 1000
 MIN_REBALANCE_INTERVAL = 1.0
 MAX_REBALANCE_INTERVAL = 24 * 3600.0
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-
-
-def parse_max_moves(text: str) -> int:
-    """``--rebalance-max-moves``: a whole number 1..MAX_REBALANCE_MOVES, or ValueError."""
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise ValueError(f"--rebalance-max-moves: {text[:40]!r} is not a whole number") from None
-    if not 1 <= value <= MAX_REBALANCE_MOVES:
-        raise ValueError(f"--rebalance-max-moves: {value} is not 1..{MAX_REBALANCE_MOVES}")
-    return value
 
 
 def parse_duration(text: str) -> float | None:
@@ -119,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         args.rebalance_every = parse_duration(args.rebalance_interval)
-        args.rebalance_max_moves = parse_max_moves(args.rebalance_max_moves)
+        args.rebalance_max_moves = whole_number(
+            "--rebalance-max-moves", args.rebalance_max_moves, 0, MAX_MOVES
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

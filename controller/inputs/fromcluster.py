@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.api.messages import validation_message
-from controller.api.models import Workload
+from controller.api.models import Workload, key_of
 from controller.scheduler.ledger import Ledger, ledger_from_objects
 from controller.scheduler.nodes import (
     NodeError,
@@ -86,9 +86,7 @@ def view_of(
             workload = Workload.model_validate(obj)
             parsed[workload.key] = workload
         except ValidationError as exc:
-            metadata = obj.get("metadata") or {}
-            key = f"{metadata.get('namespace')}/{metadata.get('name')}"
             warnings.append(
-                f"Workload {key}: {validation_message(exc)}; its placements stay booked"
+                f"Workload {key_of(obj)}: {validation_message(exc)}; its placements stay booked"
             )
     return ClusterView(nodes, raw_workloads, warnings, parsed, PriorityClasses.of(classes))

@@ -14,10 +14,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from controller.api.models import key_of
 from controller.operator.heap import building_the_view
 from controller.operator.kube.informer import Informer
 from controller.operator.priorities import PriorityIndex
-from controller.operator.state import ClusterState, workload_key
+from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 
 logger = logging.getLogger("orca.informer")
@@ -67,7 +68,7 @@ class WorkloadEvents:
     modified = added
 
     def deleted(self, obj: Obj) -> None:
-        if self.state.delete_workload(workload_key(obj)) and self.ready.is_set():
+        if self.state.delete_workload(key_of(obj)) and self.ready.is_set():
             self.queue.add_all(self.state.keys_waiting_for_capacity())
 
     def listed(self, initial: bool) -> None:

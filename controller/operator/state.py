@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.api.messages import validation_message
-from controller.api.models import Phase, Workload, WorkloadKind, WorkloadStatus
+from controller.api.models import Phase, Workload, WorkloadKind, WorkloadStatus, key_of
 from controller.operator.telemetry import metrics
 from controller.scheduler.framework import Code
 from controller.scheduler.ledger import (
@@ -37,19 +37,6 @@ from controller.scheduler.nodes import (
 )
 
 logger = logging.getLogger("orca.nodes")
-
-
-def workload_identity(body: Mapping[str, Any]) -> tuple[str, str]:
-    """A Workload object's (namespace, name): its key is ``namespace/name``, and an object
-    without a namespace is in ``default`` (what every event, LIST and delete is keyed by)."""
-    metadata = body.get("metadata") or {}
-    return str(metadata.get("namespace") or "default"), str(metadata.get("name"))
-
-
-def workload_key(body: Mapping[str, Any]) -> str:
-    """``namespace/name`` of a Workload object (``workload_identity``)."""
-    namespace, name = workload_identity(body)
-    return f"{namespace}/{name}"
 
 
 def is_newer(candidate: str | None, known: str | None) -> bool:
@@ -172,8 +159,8 @@ class ClusterState:
         """Record a Workload from an event; returns the record if it may need a decision
         (None for a stale event or the echo of our own status write)."""
         metadata = body.get("metadata") or {}
-        namespace, name = workload_identity(body)
-        key = f"{namespace}/{name}"
+        key = key_of(body)
+        namespace, _, name = key.partition("/")
         version = metadata.get("resourceVersion")
         record = self.records.get(key)
         if record is not None and record.uid == metadata.get("uid"):

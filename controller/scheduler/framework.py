@@ -312,7 +312,8 @@ class Framework:
     def diagnose(
         self, cycle: CycleState, filtered: Filtered, ignore: BoolArray | None = None
     ) -> tuple[tuple[RejectionReason, ...], Code]:
-        """The first failing filter per node, counted per reason, with a few node names; and
+        """The first failing filter per node, counted per reason, with a few node names and the
+        plugin that rejected them (passed on to the status, the metrics and explanations); and
         ``UNSCHEDULABLE`` when some node failed only for a reason capacity can cure.
         Nodes in ``ignore`` (a DaemonSet's nodes that already hold it) are not reported."""
         table = cycle.table
@@ -330,6 +331,7 @@ class Framework:
                         reason=rejection.reason,
                         count=count,
                         nodes=table.names(failed, NODES_PER_REASON),
+                        plugin=result.plugin,
                     )
                 )
                 remaining &= rejection.passed

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from controller.api.models import Placement, Resources, Workload, WorkloadStatus
+from controller.api.models import Placement, Resources, Workload, WorkloadStatus, key_of
 from controller.scheduler.nodes import IntArray, NodeInfo, NodeTable
 
 
@@ -307,8 +307,6 @@ def ledger_from_objects(nodes: Iterable[NodeInfo], objects: Iterable[Mapping[str
     """The ledger from raw Workload objects (a LIST from the API server), parseable or not."""
     ledger = Ledger(NodeTable(nodes))
     for obj in objects:
-        metadata = obj.get("metadata")
-        if isinstance(metadata, Mapping):
-            key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
-            ledger.load(key, bookings_from_object(obj))
+        if isinstance(obj.get("metadata"), Mapping):
+            ledger.load(key_of(obj), bookings_from_object(obj))
     return ledger

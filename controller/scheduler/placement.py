@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from controller.api.models import Phase, ScheduleMode
+from controller.api.models import Phase, ScheduleMode, workload_key
 from controller.scheduler.decision import Decision, decide, phase_of, short_message
 from controller.scheduler.framework import NODES_PER_REASON, Code, CycleState, Filtered, Framework
 from controller.scheduler.ledger import Booking
@@ -28,8 +28,9 @@ _ALLOC_SUFFIX = re.compile(r"-(0|[1-9][0-9]{0,8})$")
 
 
 def alloc_id(namespace: str, name: str, index: int) -> str:
-    """``<namespace>/<name>-<index>``: stable for the life of the replica."""
-    return f"{namespace}/{name}-{index}"
+    """``<namespace>/<name>-<index>`` (the Workload's key, then the index): stable for the
+    life of the replica."""
+    return f"{workload_key(namespace, name)}-{index}"
 
 
 def alloc_index(workload_key: str, value: str) -> int | None:

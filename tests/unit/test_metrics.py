@@ -28,7 +28,14 @@ from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.nodes import Taint
-from controller.scheduler.plugins import constraints, eligibility, resources, runtime, taints
+from controller.scheduler.plugins import (
+    constraints,
+    eligibility,
+    resources,
+    runtime,
+    taints,
+    topology_spread,
+)
 from controller.scheduler.scheduler import Scheduler
 from tests.factories import node_object, stored_workload
 
@@ -305,25 +312,102 @@ def test_workloads_by_namespace_and_phase_and_a_namespace_without_workloads_has_
     assert by_phase("team-a") == {**zero, "Scheduled": 1.0, "Unschedulable": 1.0}
 
 
+ZONE = "topology.kubernetes.io/zone"
+PLUGINS = (
+    "NodeEligibility",
+    "TaintToleration",
+    "Runtime",
+    "CelConstraints",
+    "TopologySpread",
+    "ResourcesFit",
+)
+SPREAD = [{"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]
+
+
 @pytest.mark.parametrize(
-    ("reason", "plugin"),
+    ("node", "spec", "plugin", "reason"),
     [
-        (eligibility.REASON_CORDONED, "NodeEligibility"),
-        (eligibility.REASON_NOT_READY, "NodeEligibility"),
+        ({"cordoned": True}, {}, "NodeEligibility", eligibility.REASON_CORDONED),
+        ({"ready": False}, {}, "NodeEligibility", eligibility.REASON_NOT_READY),
         (
-            taints.reason_untolerated(Taint(key="dedicated", value="ml", effect="NoSchedule")),
+            {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]},
+            {},
             "TaintToleration",
+            taints.reason_untolerated(Taint(key="dedicated", value="ml", effect="NoSchedule")),
         ),
-        (constraints.reason_constraint_error('node.labels["zone"] == "x"'), "CelConstraints"),
-        (constraints.reason_constraint('"ssd" in node.tags'), "CelConstraints"),
-        (runtime.reason_runtime(["wasm", "docker"]), "Runtime"),
-        (resources.REASON_INSUFFICIENT_CPU, "ResourcesFit"),
-        (resources.REASON_INSUFFICIENT_MEMORY, "ResourcesFit"),
-        ("something a new plugin says", "Other"),
+        (
+            {},
+            {"constraints": ['node.labels["zone"] == "x"']},
+            "CelConstraints",
+            constraints.reason_constraint_error('node.labels["zone"] == "x"'),
+        ),
+        (
+            {},
+            {"constraints": ['"ssd" in node.tags']},
+            "CelConstraints",
+            constraints.reason_constraint('"ssd" in node.tags'),
+        ),
+        ({}, {"runtime": {"oneOf": ["wasm"]}}, "Runtime", runtime.reason_runtime(["wasm"])),
+        ({}, {"resources": {"cpu": "16"}}, "ResourcesFit", resources.REASON_INSUFFICIENT_CPU),
+        (
+            {},
+            {"resources": {"memory": "64Gi"}},
+            "ResourcesFit",
+            resources.REASON_INSUFFICIENT_MEMORY,
+        ),
+        (
+            {},
+            {"kind": "Service", "count": 1, "topologySpread": SPREAD},
+            "TopologySpread",
+            topology_spread.reason_missing_label(ZONE),
+        ),
+        (
+            {"labels": {ZONE: "z1"}, "cpu": "1"},
+            {"kind": "Service", "count": 3, "resources": {"cpu": "500m"}, "topologySpread": SPREAD},
+            "TopologySpread",
+            topology_spread.reason_skew(ZONE),
+        ),
+    ],
+    ids=[
+        "cordoned",
+        "not-ready",
+        "taint",
+        "constraint-error",
+        "constraint",
+        "runtime",
+        "cpu",
+        "memory",
+        "spread-missing-label",
+        "spread-skew",
     ],
 )
-def test_reasons_map_to_a_bounded_plugin_label(reason: str, plugin: str) -> None:
-    assert metrics.reason_plugin(reason) == plugin
+def test_each_rejection_carries_its_plugin_to_the_status_and_the_gauge(
+    node: dict[str, Any], spec: dict[str, Any], plugin: str, reason: str
+) -> None:
+    """The plugin that rejected a node is passed along with its reason (``diagnose``), never
+    recovered from the reason's text: the status names it, and
+    ``orca_unschedulable_workloads{plugin}`` counts under it; both TopologySpread reasons
+    too (recovered from the text, they counted as "Other")."""
+    obj = wl("w", **spec)
+    operator, _ = operator_for([obj])
+    state = operator.state
+    state.delete_node("a")
+    if spec.get("kind") == "Service" and node.get("labels"):
+        for other in ("b", "c"):  # one domain with room (z1), one without (z2)
+            labels = {ZONE: "z1" if other == "b" else "z2"}
+            state.upsert_node(
+                node_object(other, cpu="4" if other == "b" else "100m", labels=labels)
+            )
+    state.upsert_node(node_object("a", **node))
+    asyncio.run(decide(operator, "ns/w"))
+    status = state.records["ns/w"].status
+    assert status is not None
+    assert (reason, plugin) in {(r.reason, r.plugin) for r in status.unschedulable}
+    for any_plugin in (*PLUGINS, "Other"):  # the gauge is process-wide: start from zero
+        metrics.UNSCHEDULABLE_WORKLOADS.labels(plugin=any_plugin).set(0)
+    export_gauges(operator)
+    assert sample("orca_unschedulable_workloads", plugin=plugin) == 1
+    assert sample("orca_unschedulable_workloads", plugin="Other") == 0
 
 
 def test_queue_depth_follows_the_queue() -> None:

@@ -56,7 +56,7 @@ class GaugeExporter:
             phases[record.namespace, phase.value] += 1
             if phase in (Phase.UNSCHEDULABLE, Phase.PARTIALLY_SCHEDULED) and record.status:
                 parked += 1
-                rejected = {metrics.reason_plugin(r.reason) for r in record.status.unschedulable}
+                rejected = {r.plugin or metrics.PLUGIN_OTHER for r in record.status.unschedulable}
                 plugins.update(rejected)
         namespaces = {namespace for namespace, _ in phases}
         for namespace in self._namespaces - namespaces:

@@ -16,7 +16,6 @@ rules and the dashboard speak one vocabulary; the README's metrics table lists e
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -26,23 +25,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from controller.api.models import Phase, WorkloadKind
-from controller.scheduler.plugins.constraints import (
-    CelConstraints,
-    reason_constraint,
-    reason_constraint_error,
-)
-from controller.scheduler.plugins.eligibility import (
-    REASON_CORDONED,
-    REASON_NOT_READY,
-    NodeEligibility,
-)
-from controller.scheduler.plugins.resources import (
-    REASON_INSUFFICIENT_CPU,
-    REASON_INSUFFICIENT_MEMORY,
-    ResourcesFit,
-)
-from controller.scheduler.plugins.runtime import Runtime, reason_runtime
-from controller.scheduler.plugins.taints import TaintToleration
 
 # -- label values ------------------------------------------------------------------------------
 
@@ -333,34 +315,6 @@ def initialize(version: str) -> None:
         REBALANCE_MOVES.labels(outcome=outcome)
 
 
-def reason_plugin(reason: str) -> str:
-    """The filter plugin behind a rejection reason (``status.unschedulable[].reason``), so a
-    bounded label stands for unbounded text (reasons quote CEL sources, runtimes, taints).
-    The status records only the text; the plugins' own reason constants tell them apart."""
-    if reason in (REASON_CORDONED, REASON_NOT_READY):
-        return NodeEligibility.name
-    if reason in (REASON_INSUFFICIENT_CPU, REASON_INSUFFICIENT_MEMORY):
-        return ResourcesFit.name
-    for pattern, plugin in _PLUGIN_REASONS:
-        if pattern.fullmatch(reason):
-            return plugin
-    return PLUGIN_OTHER
-
-
-PLUGIN_OTHER: Final = "Other"  # a reason no plugin below produces (a plugin added since)
-
-
-def _shape(reason: str) -> re.Pattern[str]:
-    """A plugin's reason built around ``_ANY`` as a pattern matching any argument there."""
-    return re.compile(".*".join(re.escape(part) for part in reason.split(_ANY)), re.S)
-
-
-_ANY: Final = "\x00"
-
-# The shape of each plugin's parametrised reasons (controller/core/plugins/), by its name.
-_PLUGIN_REASONS: Final = (
-    (_shape(f"node(s) had untolerated taint {_ANY}"), TaintToleration.name),
-    (_shape(reason_runtime([_ANY])), Runtime.name),
-    (_shape(reason_constraint_error(_ANY)), CelConstraints.name),
-    (_shape(reason_constraint(_ANY)), CelConstraints.name),
-)
+#: The ``plugin`` of a rejection whose status does not name one (written by an orca before
+#: ``status.unschedulable[].plugin``; decided again, it names it).
+PLUGIN_OTHER: Final = "Other"
