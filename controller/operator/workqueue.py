@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+from collections import deque
 from collections.abc import Callable, Iterable
 
 from controller.operator.telemetry import metrics
@@ -49,7 +50,8 @@ class WorkQueue:
         self._processing: set[str] = set()
         self._dirty: set[str] = set()
         self._failures: dict[str, int] = {}
-        self._wakeup = asyncio.Event()
+        #: Workers waiting in ``get``, woken one per key added (not all of them at once).
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self.base_delay = base_delay
         self.max_delay = max_delay
@@ -82,7 +84,14 @@ class WorkQueue:
             self._heap = list(self._queued.values())
             heapq.heapify(self._heap)
         metrics.QUEUE_DEPTH.set(len(self._queued))
-        self._wakeup.set()
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     def add_all(self, keys: Iterable[str]) -> None:
         for key in keys:
@@ -123,8 +132,14 @@ class WorkQueue:
         while not self._queued or self._shut_down:
             if self._shut_down:
                 raise QueueShutDown()
-            self._wakeup.clear()
-            await self._wakeup.wait()
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except BaseException:  # cancelled: a key this waiter was woken for goes to another
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()
+                raise
         while True:
             entry = heapq.heappop(self._heap)
             if self._queued.get(entry[2]) == entry:
@@ -174,4 +189,7 @@ class WorkQueue:
         """Hand out nothing more: ``get`` raises ``QueueShutDown`` from now on, in every
         waiter (client-go's ``ShutDown``; what is processing finishes, with ``done``)."""
         self._shut_down = True
-        self._wakeup.set()
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
