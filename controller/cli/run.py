@@ -55,7 +55,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("--lease-name", default="orca-controller")
     p.add_argument("--resync-seconds", type=float, default=300.0, help="periodic full resync")
-    p.add_argument("--max-in-flight", type=int, default=32, help="concurrent status writes")
+    p.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=32,
+        help="concurrent status writes (the scheduling loop's workers; default: %(default)s)",
+    )
     p.add_argument(
         "--rebalance-interval",
         metavar="DURATION",
