@@ -13,7 +13,7 @@ real Prometheus scraping a real operator.
 from __future__ import annotations
 
 import json
-from typing import Final
+from typing import Final, Protocol, Self, TypeVar
 
 from grafana_foundation_sdk.builders import bargauge, dashboard, prometheus, stat, timeseries
 from grafana_foundation_sdk.builders.common import (
@@ -65,6 +65,37 @@ def _query(expr: str, legend: str = "__auto", ref: str = "A") -> prometheus.Data
     return prometheus.Dataquery().expr(expr).legend_format(legend).ref_id(ref)
 
 
+class _Framed(Protocol):
+    """What every panel builder of the SDK has: its id, texts, data source and place."""
+
+    def id(self, id_val: int) -> Self: ...
+    def title(self, title: str) -> Self: ...
+    def description(self, description: str) -> Self: ...
+    def datasource(self, datasource: DataSourceRef) -> Self: ...
+    def unit(self, unit: str) -> Self: ...
+    def min(self, min_val: float) -> Self: ...
+    def span(self, w: int) -> Self: ...
+    def height(self, h: int) -> Self: ...
+
+
+_P = TypeVar("_P", bound=_Framed)
+
+
+def _framed(panel: _P, ids: _Ids, title: str, description: str, unit: str, width: int) -> _P:
+    """A panel's frame, the same for every kind: its id, title, description, data source,
+    unit (from zero), width, and the one height."""
+    return (
+        panel.id(ids.next())
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE)
+        .unit(unit)
+        .min(0)
+        .span(width)
+        .height(8)
+    )
+
+
 def _timeseries(
     ids: _Ids,
     title: str,
@@ -75,15 +106,7 @@ def _timeseries(
     stacked: bool = False,
 ) -> timeseries.Panel:
     panel = (
-        timeseries.Panel()
-        .id(ids.next())
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .unit(unit)
-        .min(0)
-        .span(width)
-        .height(8)
+        _framed(timeseries.Panel(), ids, title, description, unit, width)
         .legend(
             VizLegendOptions()
             .display_mode(LegendDisplayMode.LIST)
@@ -109,15 +132,7 @@ def _bars(
     maximum: float | None = None,
 ) -> bargauge.Panel:
     panel = (
-        bargauge.Panel()
-        .id(ids.next())
-        .title(title)
-        .description(description)
-        .datasource(DATASOURCE)
-        .unit(unit)
-        .min(0)
-        .span(width)
-        .height(8)
+        _framed(bargauge.Panel(), ids, title, description, unit, width)
         .orientation(VizOrientation.HORIZONTAL)
         .display_mode(BarGaugeDisplayMode.GRADIENT)
         .reduce_options(ReduceDataOptions().calcs(["lastNotNull"]).values(False))
@@ -166,24 +181,18 @@ def build() -> dashboard.Dashboard:
             .multi(True)
         )
     )
-    board = board.with_row(_row(ids, "Placements and pending"))
-    for panel in _placements(ids):
-        board = board.with_panel(panel)
-    board = board.with_row(_row(ids, "Scheduling attempts and latency"))
-    for panel in _attempts(ids):
-        board = board.with_panel(panel)
-    board = board.with_row(_row(ids, "Nodes"))
-    for panel in _nodes(ids):
-        board = board.with_panel(panel)
-    board = board.with_row(_row(ids, "Why Workloads are not placed"))
-    for panel in _unschedulable(ids):
-        board = board.with_panel(panel)
-    board = board.with_row(_row(ids, "Errors"))
-    for panel in _errors(ids):
-        board = board.with_panel(panel)
-    board = board.with_row(_row(ids, "Rebalancing"))
-    for panel in _rebalancing(ids):
-        board = board.with_panel(panel)
+    rows = (
+        ("Placements and pending", _placements),
+        ("Scheduling attempts and latency", _attempts),
+        ("Nodes", _nodes),
+        ("Why Workloads are not placed", _unschedulable),
+        ("Errors", _errors),
+        ("Rebalancing", _rebalancing),
+    )
+    for title, panels in rows:
+        board = board.with_row(_row(ids, title))
+        for panel in panels(ids):
+            board = board.with_panel(panel)
     return board
 
 
