@@ -87,7 +87,9 @@ class Operator:
     elector: LeaderElector | None = None
     rebalancer: RebalanceLoop | None = None
     informers: list[Informer] = field(default_factory=list)
-    _tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _deciding: asyncio.Task[None] | None = None  # the scheduling loop, once started
+    _moving: asyncio.Task[None] | None = None  # the rebalancer, once started
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)  # every part's
 
     @classmethod
     def wire(
@@ -176,50 +178,48 @@ class Operator:
 
     def start(self, on_failure: Callable[[asyncio.Task[None]], None]) -> None:
         """Start every part as a task of its own; ``on_failure`` hears of one that died."""
-        parts: dict[str, Awaitable[None]] = {
-            "scheduling loop": self.loop.run(),
-            "start-up gate": self.gate.open(self.informers),
-            "event posters": self.events.post(),
-            "gauges": self.gauges.refresh(self.state, self.queue),
-        }
-        for informer in self.informers:
-            parts[f"informer {informer.path}"] = informer.run()
+
+        def task(part: Awaitable[None], name: str) -> asyncio.Task[None]:
+            started = asyncio.ensure_future(part)
+            started.set_name(name)
+            started.add_done_callback(on_failure)
+            self._tasks.append(started)
+            return started
+
+        self._deciding = task(self.loop.run(), "scheduling loop")
         if self.rebalancer is not None:
-            parts["rebalancer"] = self.rebalancer.run()
+            self._moving = task(self.rebalancer.run(), "rebalancer")
+        task(self.gate.open(self.informers), "start-up gate")
+        task(self.events.post(), "event posters")
+        task(self.gauges.refresh(self.state, self.queue), "gauges")
+        for informer in self.informers:
+            task(informer.run(), f"informer {informer.path}")
         if self.elector is not None:
-            parts["leader election"] = self.elector.run()
-        for name, part in parts.items():
-            task = asyncio.ensure_future(part)
-            task.set_name(name)
-            task.add_done_callback(on_failure)
-            self._tasks[name] = task
+            task(self.elector.run(), "leader election")
 
     async def stop(self) -> None:
         """Decide nothing new (a move cut short lands or not: it is one status write, and the
         ledger goes with this process), let the writes in flight land, post what is queued
         for a bounded time, then hand the Lease back (the elector's ``finally``) and end the
         rest."""
-        if not self._tasks:  # start-up itself failed
+        if self._deciding is None:  # start-up itself failed
             return
         self.loop.stop()
-        rebalancer = self._tasks.pop("rebalancer", None)
-        if rebalancer is not None:
-            rebalancer.cancel()
-            await asyncio.gather(rebalancer, return_exceptions=True)
-        loop = self._tasks.pop("scheduling loop")
+        if self._moving is not None:
+            self._moving.cancel()
+            await asyncio.gather(self._moving, return_exceptions=True)
         if not self.gate.ready.is_set():
-            loop.cancel()  # still waiting for the initial listing: nothing in flight
+            self._deciding.cancel()  # still waiting for the initial listing: nothing in flight
         logger.info("stopping: letting the status writes in flight land")
-        await asyncio.gather(loop, return_exceptions=True)
+        await asyncio.gather(self._deciding, return_exceptions=True)
         await self.events.flush()
-        rest = list(self._tasks.values())
-        for task in rest:
+        for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*rest, return_exceptions=True)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def failed(self) -> list[asyncio.Task[None]]:
         """The parts that died of an exception."""
-        return [t for t in self._tasks.values() if t.done() and not t.cancelled() and t.exception()]
+        return [t for t in self._tasks if t.done() and not t.cancelled() and t.exception()]
 
 
 # -- kopf --------------------------------------------------------------------------------------
