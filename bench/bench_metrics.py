@@ -44,7 +44,7 @@ def workload(i: int, nodes: int, rng: random.Random) -> dict[str, Any]:
                 {"node": f"n{rng.randrange(nodes)}", "allocId": f"bench/{name}-{r}", "score": 50}
                 for r in range(placed)
             ],
-            "unschedulable": [{"reason": "Insufficient cpu", "count": 1}]
+            "unschedulable": [{"reason": "Insufficient cpu", "count": 1, "plugin": "ResourcesFit"}]
             if placed < replicas
             else [],
         },
