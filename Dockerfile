@@ -31,7 +31,7 @@ COPY controller ./controller
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
     && /opt/build/bin/pip --python /opt/orca/bin/python install --no-deps --no-index \
         /wheels/orca_controller-*.whl \
-    && /opt/orca/bin/python -m controller.celcache
+    && /opt/orca/bin/python -m controller.scheduler.celcache
 
 # -- runtime: the interpreter, the venv, an unprivileged user ------------------------------
 FROM python:3.11.14-slim-bookworm

@@ -67,7 +67,7 @@ gitops:
 prometheus:
 	bash hack/install-prometheus.sh
 
-# Regenerate the Grafana dashboard from controller/dashboard.py (a unit test fails on drift).
+# Regenerate the Grafana dashboard from controller/operator/telemetry/dashboard.py (a unit test fails on drift).
 dashboard: $(STAMP)
 	$(BIN)/orca dashboard > manifests/monitoring/grafana-dashboard.json
 

@@ -2,7 +2,7 @@
 
 Issue 7 measured one Job whose constraint nests three comprehensions over ten-item literal
 lists (112 characters) taking ~116 s to plan over 1,000 nodes. This script prints, through
-``controller.plan.plan`` (the ``orca plan`` path):
+``controller.scheduler.plan.plan`` (the ``orca plan`` path):
 
 1. how long compiling each hostile expression takes to be refused, and the message;
 2. the time to plan 1 hostile Workload (constraint, then affinity target) + 20 ordinary Jobs
@@ -31,9 +31,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_scheduler import workload
-from controller.api.models import NodeInfo, Workload
-from controller.core.celexpr import CelCompileError, compile_expression
-from controller.plan import plan
+from controller.api.models import Workload
+from controller.scheduler.celexpr import CelCompileError, compile_expression
+from controller.scheduler.nodes import NodeInfo
+from controller.scheduler.plan import plan
 
 DIGITS = "[0,1,2,3,4,5,6,7,8,9]"
 DEPTH3 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, node.hostname != "")))'
@@ -162,7 +163,7 @@ def labels_per_node(count: int) -> None:
 
 def overhead(nodes: list[NodeInfo], repeats: int) -> None:
     try:
-        from controller.core.celexpr import _Meter, _MeteredEvaluator
+        from controller.scheduler.celexpr import _Meter, _MeteredEvaluator
     except ImportError:  # before the runtime limit existed: nothing to compare
         return
     from celpy.adapter import json_to_cel

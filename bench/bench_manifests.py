@@ -5,8 +5,8 @@ annotations, conditions, addresses and images a kubelet reports, about 3 KB each
 
 - ``yaml.safe_load_all`` (pure Python; what ``orca plan`` used before the bounded loader),
 - ``yaml.load_all`` with ``CSafeLoader`` (libyaml, no budgets),
-- ``controller.safeyaml.load_all`` (libyaml, with the budget pre-scan: depth, aliases, size),
-- ``controller.manifests.load_nodes`` (the bounded load plus validation into NodeInfos).
+- ``controller.inputs.safeyaml.load_all`` (libyaml, with the budget pre-scan: depth, aliases, size),
+- ``controller.inputs.manifests.load_nodes`` (the bounded load plus validation into NodeInfos).
 
     python bench/bench_manifests.py                  # 5,000 nodes
     python bench/bench_manifests.py --nodes 1000 20000
@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from controller import safeyaml
-from controller.manifests import load_nodes
+from controller.inputs import safeyaml
+from controller.inputs.manifests import load_nodes
 
 ZONES = ["eu-1a", "eu-1b", "eu-1c", "us-2a"]
 

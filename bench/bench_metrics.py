@@ -2,8 +2,8 @@
 
 Builds the operator's state in-process (Nodes as the API returns them, Workloads with
 placements in status, some of them short of replicas), then times
-``Reconciler.export_gauges`` (the periodic refresh: phases, pending queues, per-node gauges from the
-ledger) and renders ``/metrics`` as Prometheus would scrape it. Prints the figures.
+``GaugeExporter.export`` (the periodic refresh: phases, pending queues, per-node gauges from
+the ledger) and renders ``/metrics`` as Prometheus would scrape it. Prints the figures.
 
     python bench/bench_metrics.py                       # 1,000 and 5,000 nodes
     python bench/bench_metrics.py --nodes 5000 --workloads 10000
@@ -22,9 +22,8 @@ from prometheus_client import REGISTRY, generate_latest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.operator.gauges import INTERVAL
-from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
+from controller.operator.telemetry.gauges import INTERVAL, GaugeExporter
 from controller.operator.workqueue import WorkQueue
 from tests.factories import node_object
 
@@ -45,7 +44,7 @@ def workload(i: int, nodes: int, rng: random.Random) -> dict[str, Any]:
                 {"node": f"n{rng.randrange(nodes)}", "allocId": f"bench/{name}-{r}", "score": 50}
                 for r in range(placed)
             ],
-            "unschedulable": [{"reason": "Insufficient cpu", "count": 1}]
+            "unschedulable": [{"reason": "Insufficient cpu", "count": 1, "plugin": "ResourcesFit"}]
             if placed < replicas
             else [],
         },
@@ -59,11 +58,11 @@ def run(nodes: int, workloads: int, rounds: int = 20) -> None:
         state.upsert_node(node_object(f"n{n}", cpu="16", memory="64Gi"))
     for i in range(workloads):
         state.upsert_workload(workload(i, nodes, rng))
-    reconciler = Reconciler(state, WorkQueue(), api=None)  # type: ignore[arg-type]
-    reconciler.export_gauges()  # first pass builds the table and creates the series
+    gauges, queue = GaugeExporter(), WorkQueue()
+    gauges.export(state, queue)  # first pass builds the table and creates the series
     started = time.perf_counter()
     for _ in range(rounds):
-        reconciler.export_gauges()
+        gauges.export(state, queue)
     per_export = (time.perf_counter() - started) / rounds
     started = time.perf_counter()
     body = generate_latest(REGISTRY)

@@ -27,10 +27,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_scheduler import make_nodes, workload
-from controller.core.ledger import Booking, Ledger
-from controller.core.nodes import NodeTable
-from controller.core.preemption import select_victims
-from controller.core.scheduler import Scheduler
+from controller.scheduler.ledger import Booking, Ledger
+from controller.scheduler.nodes import NodeTable
+from controller.scheduler.preemption import select_victims
+from controller.scheduler.scheduler import Scheduler
 
 REPLICA_CPU = 2000
 REPLICAS_PER_WORKLOAD = 4

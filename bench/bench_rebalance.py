@@ -1,4 +1,5 @@
-"""Benchmark and figures for the rebalancer's planner (``controller.core.rebalance``, issue 13).
+"""Benchmark and figures for the rebalancer's planner (``controller.scheduler.rebalance``,
+issue 13).
 
 Prints, for the issue's scenarios, the moves proposed and the objective before/after
 (utilisation stddev, topology skew, nodes in use against first-fit-decreasing), then the
@@ -23,11 +24,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_scheduler import make_nodes, random_spec, workload
-from controller.api.models import NodeInfo, Workload
-from controller.core.ledger import Booking, Ledger
-from controller.core.nodes import NodeTable
-from controller.core.rebalance import MAX_MOVES, Plan, Rebalancer, moved
-from controller.core.scheduler import Scheduler
+from controller.api.models import Workload
+from controller.scheduler.ledger import Booking, Ledger
+from controller.scheduler.nodes import NodeInfo, NodeTable
+from controller.scheduler.rebalance import MAX_MOVES, Plan, Rebalancer, moved
+from controller.scheduler.scheduler import Scheduler
 
 GiB = 1 << 30
 ZONE = "topology.kubernetes.io/zone"

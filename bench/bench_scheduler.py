@@ -2,7 +2,7 @@
 
 Builds a synthetic cluster (zones, tags, runtimes, two node sizes, a few proxmox nodes) and a
 mixed batch of Jobs and Services (count 1-5), each with two CEL constraints drawn from a pool,
-then plans the batch with ``controller.plan.plan``. Prints workloads/s, microseconds per
+then plans the batch with ``controller.scheduler.plan.plan``. Prints workloads/s, microseconds per
 (workload, node) pair, the time of one DaemonSet across every node, and peak RSS; then the time
 of one Service of 5 and of 100 replicas on the loaded cluster, without and with a zone topology
 spread constraint (DoNotSchedule and ScheduleAnyway), the best of ``--repeat`` runs.
@@ -21,11 +21,11 @@ import sys
 import time
 from typing import Any
 
-from controller.api.models import NodeInfo, Workload
-from controller.core.ledger import Ledger
-from controller.core.nodes import NodeTable
-from controller.core.scheduler import Scheduler
-from controller.plan import plan
+from controller.api.models import Workload
+from controller.scheduler.ledger import Ledger
+from controller.scheduler.nodes import NodeInfo, NodeTable
+from controller.scheduler.plan import plan
+from controller.scheduler.scheduler import Scheduler
 
 ZONES = ["eu-1a", "eu-1b", "eu-1c", "us-2a"]
 CONSTRAINTS = [

@@ -43,12 +43,12 @@ from bench.bench_vs_kube_scheduler import (
     wait_default_service_account,
     workload_object,
 )
-from controller.core.nodes import node_info_from_node
 from controller.devcluster.controlplane import ControlPlane
-from controller.manifests import parse_workload
+from controller.inputs.manifests import parse_workload
+from controller.operator.events import PendingEvent
 from controller.operator.kube import KubeApi, load_configuration
-from controller.operator.reconciler import PendingEvent
-from controller.plan import plan
+from controller.scheduler.nodes import node_info_from_node
+from controller.scheduler.plan import plan
 
 CRD = Path(__file__).resolve().parents[1] / "crds" / "workloads.orca.cloudinit.dev.yaml"
 POD, WORKLOAD, BARE = "Pod", "Workload", "Workload, no CEL rules"

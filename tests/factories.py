@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from controller.api.models import NodeInfo, Workload
-from controller.core.framework import CycleState, Verdict
-from controller.core.ledger import Ledger
-from controller.core.nodes import NodeTable, node_info_from_node
-from controller.core.scheduler import Scheduler
+from controller.api.models import Workload
+from controller.scheduler.framework import CycleState, Verdict
+from controller.scheduler.ledger import Ledger
+from controller.scheduler.nodes import NodeInfo, NodeTable, node_info_from_node
+from controller.scheduler.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from controller.operator.state import ClusterState
 
 GiB = 1 << 30
 
@@ -95,7 +98,7 @@ def stored_workload(
     status: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A Workload object as the API server returns it (namespace ``ns``, uid, resourceVersion),
-    for tests that feed the operator's state or reconciler directly."""
+    for tests that feed the operator's state or scheduling loop directly."""
     obj: dict[str, Any] = {
         "apiVersion": "orca.cloudinit.dev/v1alpha1",
         "kind": "Workload",
@@ -111,3 +114,10 @@ def stored_workload(
     if status is not None:
         obj["status"] = status
     return obj
+
+
+def free_cpu(state: ClusterState) -> dict[str, int]:
+    """Free millicores per node, as the operator's ledger books them now."""
+    state.table()
+    free = state.ledger.free()[0]
+    return {name: int(free[i]) for name, i in state.ledger.table.index.items()}

@@ -1,4 +1,4 @@
-"""The Workload API (``orca.cloudinit.dev/v1alpha1``) and the scheduler's value types.
+"""The Workload API (``orca.cloudinit.dev/v1alpha1``).
 
 These pydantic models are the single source of truth for the API: the CRD in ``crds/`` is
 generated from them (``controller.api.crd``) and a test fails when the two drift. Models are
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import (
     AfterValidator,
@@ -30,14 +31,50 @@ from controller.api.quantity import parse_quantity
 
 GROUP = "orca.cloudinit.dev"
 VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "Workload"
 PLURAL = "workloads"
 SINGULAR = "workload"
+#: Where a Workload without a namespace is (as kubectl and the API server have it).
+DEFAULT_NAMESPACE = "default"
+
 # ``orcawl``: Kubernetes has its own ``scheduling.k8s.io`` Workload (and Kueue used ``wl``, now
 # ``kwl``), so a bare ``workloads`` or ``wl`` may name another API's resource; ``orca`` is the
 # category (``kubectl get orca``).
 SHORT_NAMES = ("orcawl",)
 CATEGORIES = ("orca",)
+
+
+def workload_key(namespace: str, name: str) -> str:
+    """``<namespace>/<name>``: how orca names a Workload in logs, the ledger, the queue and
+    plans; the one place it is built (``Workload.key``, ``key_of``)."""
+    return f"{namespace}/{name}"
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    """The key of a Workload object as listed or watched, parseable or not: an object without
+    a namespace is in ``default``, as ``ObjectMeta`` reads it."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        metadata = {}
+    return workload_key(
+        str(metadata.get("namespace") or DEFAULT_NAMESPACE), str(metadata.get("name"))
+    )
+
+
+def workload_path(
+    namespace: str | None = None, name: str | None = None, status: bool = False
+) -> str:
+    """The REST path of the Workloads (all namespaces), a namespace's, one Workload, or its
+    status subresource: the one place the operator and the commands build it."""
+    path = f"/apis/{GROUP}/{VERSION}"
+    if namespace is not None:
+        path += f"/namespaces/{namespace}"
+    path += f"/{PLURAL}"
+    if name is not None:
+        path += f"/{name}" + ("/status" if status else "")
+    return path
+
 
 # Bounds that keep a user's expressions cheap to compile and evaluate; the CRD carries them too
 # so the API server refuses an oversized spec at ``kubectl apply`` time.
@@ -76,16 +113,21 @@ QUANTITY_PATTERN = (
 _SIGNED_QUANTITY_RE = re.compile(r"[+-]?" + QUANTITY_PATTERN.removeprefix("^").removesuffix("$"))
 
 
+#: The one model config (the API's, and the scheduler's value types built on it): frozen
+#: values, camelCase aliases, unknown fields are an error.
+MODEL_CONFIG = ConfigDict(
+    frozen=True,
+    alias_generator=to_camel,
+    populate_by_name=True,
+    extra="forbid",
+    use_enum_values=False,
+)
+
+
 class _Model(BaseModel):
     """Shared config: frozen values, camelCase aliases, unknown fields are an error."""
 
-    model_config = ConfigDict(
-        frozen=True,
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        use_enum_values=False,
-    )
+    model_config = MODEL_CONFIG
 
 
 def _quantity_checker(scale: int) -> AfterValidator:
@@ -112,7 +154,7 @@ MemoryQuantity = Annotated[str | int, _quantity_checker(1), _QUANTITY_SCHEMA]
 """A non-negative Kubernetes quantity of memory (at most 2^53 bytes), kept as written."""
 
 Expression = Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION_LENGTH)]
-"""A CEL expression over ``node``; compiled by ``controller.core.celexpr``."""
+"""A CEL expression over ``node``; compiled by ``controller.scheduler.celexpr``."""
 
 RuntimeName = Annotated[
     str, Field(min_length=1, max_length=MAX_RUNTIME_NAME, pattern=RUNTIME_NAME_PATTERN)
@@ -336,6 +378,19 @@ class AffinityRule(
         return DNS1123_LABEL.fullmatch(self.target) is not None
 
 
+class TaintLike(Protocol):
+    """A node taint as a toleration reads it (the scheduler's ``Taint``, from a Node)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+    @property
+    def effect(self) -> TaintEffect: ...
+
+
 class Toleration(
     _Model,
     json_schema_extra={
@@ -391,7 +446,7 @@ class Toleration(
             raise ValueError("operator must be Exists when key is empty")
         return self
 
-    def tolerates(self, taint: Taint) -> bool:
+    def tolerates(self, taint: TaintLike) -> bool:
         """``ToleratesTaint`` of k8s.io/api/core/v1: effect, key, then operator."""
         if self.effect is not None and self.effect is not taint.effect:
             return False
@@ -708,11 +763,19 @@ class Condition(_Model):
 
 
 class RejectionReason(_Model):
-    """Why nodes were rejected: a reason, how many nodes, and a few of their names."""
+    """Why nodes were rejected: a reason, how many nodes, a few of their names, and the filter
+    plugin that rejected them."""
 
     reason: str = Field(description="The reason, in the words of the filter that rejected.")
     count: int = Field(description="How many nodes were rejected for it.")
     nodes: list[str] = Field(default_factory=list, description="A few of those nodes.")
+    plugin: str | None = Field(
+        default=None,
+        max_length=63,
+        description="The filter plugin that rejected them (NodeEligibility, TaintToleration, "
+        "Runtime, CelConstraints, TopologySpread, ResourcesFit): what orca explain names per "
+        "node and orca_unschedulable_workloads counts by.",
+    )
 
 
 class WorkloadStatus(_Model):
@@ -814,7 +877,7 @@ class ObjectMeta(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
     name: Annotated[str, AfterValidator(_check_name)]
-    namespace: Annotated[str, AfterValidator(_check_namespace)] = "default"
+    namespace: Annotated[str, AfterValidator(_check_namespace)] = DEFAULT_NAMESPACE
     generation: int | None = None
     resource_version: str | None = Field(default=None, alias="resourceVersion")
     uid: str | None = None
@@ -822,7 +885,7 @@ class ObjectMeta(BaseModel):
         default=None, alias="creationTimestamp"
     )
     """When the API server created the object: preemption's stand-in for the start time of
-    the Workload's replicas (``controller.core.preemption``)."""
+    the Workload's replicas (``controller.scheduler.preemption``)."""
 
 
 class Workload(BaseModel):
@@ -838,58 +901,5 @@ class Workload(BaseModel):
 
     @property
     def key(self) -> str:
-        """``<namespace>/<name>``: how orca names a Workload in logs, the ledger and plans."""
-        return f"{self.metadata.namespace}/{self.metadata.name}"
-
-
-class Taint(_Model):
-    """A node taint (``spec.taints`` of a Node; ``timeAdded`` and other fields are ignored)."""
-
-    model_config = ConfigDict(**{**_Model.model_config, "extra": "ignore"})
-
-    key: str
-    value: str = ""
-    effect: TaintEffect
-
-    def __str__(self) -> str:
-        """kube-scheduler's rendering in its reasons: ``{key: value}``."""
-        return f"{{{self.key}: {self.value}}}"
-
-
-class NodeInfo(_Model):
-    """The scheduler's view of a Node (DESIGN.md 3); free capacity lives in the ledger.
-
-    ``runtimes`` and ``tags`` are sorted and lower-cased so two Nodes with the same labels give
-    equal NodeInfos whatever order the API server listed their labels in.
-    """
-
-    hostname: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
-    runtimes: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-    labels: dict[str, str] = Field(default_factory=dict)
-    kind: str = "linux"
-    cpu: int = Field(default=0, ge=0, le=MAX_SCALED_QUANTITY, description="millicores")
-    memory: int = Field(default=0, ge=0, le=MAX_SCALED_QUANTITY, description="bytes")
-    ready: bool = True
-    unschedulable: bool = False
-    taints: tuple[Taint, ...] = ()
-    readable: bool = True  # False: orca could not read the Node (it takes nothing)
-
-    @property
-    def eligible(self) -> bool:
-        """Takes new placements: Ready and not cordoned."""
-        return self.ready and not self.unschedulable
-
-    def cel_view(self, free_cpu: int, free_memory: int) -> dict[str, Any]:
-        """The ``node`` variable as CEL expressions see it (camelCase field names)."""
-        return {
-            "hostname": self.hostname,
-            "runtimes": list(self.runtimes),
-            "tags": list(self.tags),
-            "labels": dict(self.labels),
-            "kind": self.kind,
-            "cpu": self.cpu,
-            "memory": self.memory,
-            "freeCpu": free_cpu,
-            "freeMemory": free_memory,
-        }
+        """``<namespace>/<name>`` (``workload_key``)."""
+        return workload_key(self.metadata.namespace, self.metadata.name)

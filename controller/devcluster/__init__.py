@@ -3,7 +3,7 @@ development and tests (envtest in Python, with heartbeating Nodes).
 
 Binaries come from ``hack/testcp/build.sh`` (built from the Go module proxy, cached outside
 the repository). ``ControlPlane`` is the library API used by the pytest fixtures;
-``orca dev-cluster`` is the command-line front end (see ``cli.py``).
+``orca dev-cluster`` is the command-line front end (``controller.cli.dev_cluster``).
 
 Names are imported lazily: ``orca`` imports this package to register its sub-command, and
 pulling in ``cryptography`` there would slow down every ``orca`` invocation.

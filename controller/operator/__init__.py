@@ -1,15 +1,22 @@
-"""The kopf operator: watches Nodes and Workloads, schedules through one loop, writes status.
+"""``orca run``: the runtime around the pure scheduler. Effects (watches, status writes,
+Events, the Lease, metrics) live here and nowhere else.
 
-Modules, from the edge inwards:
+The path of one Workload, module by module:
 
-- ``main``: ``orca run`` flags; ``app``: the process (logging, kopf settings, background tasks).
-- ``handlers``: kopf event handlers; they only feed ``ClusterState`` and the queue.
-- ``reconciler``: the one scheduling loop (decide, assume, write ``/status``, confirm/forget).
-- ``state``: the in-memory view (NodeInfos, the node table, the ledger, Workload records).
-- ``workqueue``: a de-duplicating priority work queue with per-key backoff (client-go's, in
-  small; higher priorities first, as kube-scheduler's PrioritySort).
-- ``priorities``: the PriorityClasses watched, and who to decide again when one changes.
-- ``preemption``: a preemption booked in the loop; the victims' writes before the preemptor's.
-- ``kube``: the few API calls the loop makes itself (status PATCH, Events, Leases).
-- ``leader``: Lease-based leader election so a second replica stands by.
+- ``kube.informer``: the Workload informer lists and watches its collection (the Node and
+  PriorityClass informers theirs) and delivers each change to its handler.
+- ``handlers``: the Workload's handler records it in ``state.ClusterState`` (its bookings in
+  the ledger, from its status) and queues its key in ``workqueue.WorkQueue`` (highest
+  priority first, from ``priorities``), once the start-up gate has opened.
+- ``loop``: a worker takes the key, decides it with the scheduler (``preemption`` may take
+  replicas of lower-priority Workloads), and compares the status it implies with the one
+  the object has.
+- ``transaction``: a status that differs is written: assumed in the ledger, one fenced and
+  preconditioned PATCH (``kube.client``), then confirmed, forgotten or held, and the
+  Event queued (``events``); the loop marks the key done.
+
+Around them: ``app`` (kopf's lifecycle and the wiring of these parts), ``rebalancer`` (moves
+through the same transaction), ``kube.leader`` (Lease-based leader election and the write
+fence), ``heap`` (the collector's pace while the view is built), ``telemetry`` (metrics,
+gauges, the dashboard's generator).
 """

@@ -1,145 +1,272 @@
-"""The operator process behind ``orca run``: logging, kopf settings and the tasks around the
-reconciler (scheduling loop, Event poster, periodic relist, leader election)."""
+"""The operator process behind ``orca run`` (``controller.cli.run``): kopf as the runtime, and
+the operator's named parts wired together.
+
+kopf runs the process: logging, login, start-up and clean-up, the liveness probe. It serves no
+resource (``configure_kopf``). ``Operator`` builds the parts, each owning one job::
+
+    informers    one per collection (Nodes, PriorityClasses, Workloads per namespace path):
+                 LIST and watch, into the handlers (``handlers``), which feed the state and
+                 queue whoever may need a decision; the start-up gate opens once each listed
+    loop         queue -> schedule -> write (``loop``), through the status-write transaction
+                 (``transaction``), with preemption (``preemption``)
+    events       the Event recorder and its posters (``events``)
+    gauges       the snapshot gauges, refreshed every few seconds (``telemetry.gauges``)
+    rebalancer   with ``--rebalance-interval`` (``rebalancer``)
+    elector      with ``--leader-elect`` (``kube.leader``): decisions and writes only while
+                 the Lease holds
+
+A stop (``Operator.stop``) decides nothing new, lets the writes in flight land, posts the
+queued Events for a bounded time, then hands the Lease back and ends the rest.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 import kopf
 
-from controller.api.models import GROUP
-from controller.celcache import cache_path, install_cel_parser
-from controller.core.scheduler import Scheduler
-from controller.operator import gauges, handlers, metrics
-from controller.operator.informer import (
-    WATCH_TIMEOUT,
-    Informer,
-    apply_node_event,
-    apply_workload_event,
+from controller.api.models import workload_path
+from controller.operator.events import COMPONENT, EventRecorder
+from controller.operator.handlers import (
+    NodeEvents,
+    PriorityClassEvents,
+    StartupGate,
+    WorkloadEvents,
 )
-from controller.operator.kube import KubeApi, load_configuration
-from controller.operator.leader import LeaderElector, default_identity
+from controller.operator.kube import KubeApi, authorization, load_configuration
+from controller.operator.kube.informer import Informer
+from controller.operator.kube.leader import LeaderElector, default_identity
+from controller.operator.loop import WORKERS, SchedulingLoop
+from controller.operator.preemption import Preemption
+from controller.operator.priorities import PriorityIndex
 from controller.operator.rebalancer import RebalanceLoop
-from controller.operator.reconciler import LIST_PAGE, NODES_PATH, Reconciler
 from controller.operator.state import ClusterState
+from controller.operator.telemetry import metrics
+from controller.operator.telemetry.gauges import GaugeExporter
+from controller.operator.transaction import StatusWrites
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.celcache import cache_path, install_cel_parser
+from controller.scheduler.nodes import NODES_PATH
+from controller.scheduler.priority import LIST_PATH as PRIORITY_CLASSES_PATH
+from controller.scheduler.rebalance import DEFAULT_MAX_MOVES
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import rfc3339_now
 from controller.version import version
 
 logger = logging.getLogger("orca")
 
-
-class NoDiffBaseStorage(kopf.DiffBaseStorage):
-    """No diff-base at all: orca registers only event handlers (``handlers.register``), never
-    kopf's change-detecting ones (create/update/resume), so nothing ever reads a diff-base.
-
-    kopf still fetches and builds one on every event whatever handlers exist (parsing the
-    last-handled annotation, copying the body into an essence): 8% of the operator's CPU under
-    a backlog (py-spy, ``bench/bench_vs_kube_scheduler.py``). This storage makes both free.
-    ``test_operator_state`` checks that the registry indeed holds no change handlers.
-    """
-
-    def build(
-        self, *, body: kopf.Body, extra_fields: Iterable[kopf.FieldSpec] | None = None
-    ) -> kopf.BodyEssence:
-        return kopf.BodyEssence()
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return None
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        return None
+#: What a 404 on the Workloads' LIST means, in so many words.
+NO_CRD = "the Workload CRD is not installed (kubectl apply -k crds/)"
 
 
-def configure_kopf(settings: kopf.OperatorSettings, args: argparse.Namespace) -> None:
-    """kopf for a real deployment: our own annotation prefix and finalizer name (though our
-    event handlers store nothing), warnings-only Kubernetes events from kopf itself
-    (orca posts its own), bounded retries, short batching (decisions are level-based)."""
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = NoDiffBaseStorage()
-    settings.persistence.finalizer = f"{GROUP}/kopf-finalizer"
-    settings.posting.level = logging.WARNING
-    settings.batching.batch_window = 0.01
-    # kopf keeps a worker task per object (holding its last body) until it has been idle this
-    # long (default 5 s): with a backlog listed at once that is every Workload's body at once.
-    # Ours return at once, so a worker may go as soon as its queue is empty.
-    settings.queueing.idle_timeout = 0.1
-    # And at most this many workers per resource kind: kopf otherwise queues every object of
-    # its initial listing (10,000 Workload bodies) at once, while our handlers are fast
-    # enough that a few hundred in flight keep up with the API server.
-    settings.queueing.worker_limit = 200
-    settings.watching.server_timeout = WATCH_TIMEOUT
-    settings.watching.chunk_size = LIST_PAGE  # kopf's initial listing in pages, not at once
-    settings.watching.client_timeout = 330
+def workload_paths(namespaces: Iterable[str]) -> list[str]:
+    """The Workload collections this operator serves: all namespaces, or each of its own."""
+    return [workload_path(ns) for ns in namespaces] or [workload_path()]
+
+
+@dataclass
+class Operator:
+    """The operator's named parts, wired (``wire``); ``operate`` runs them under kopf, and the
+    tests drive them one by one."""
+
+    api: KubeApi
+    state: ClusterState
+    queue: WorkQueue
+    priorities: PriorityIndex
+    gate: StartupGate
+    events: EventRecorder
+    writes: StatusWrites
+    preemption: Preemption
+    loop: SchedulingLoop
+    gauges: GaugeExporter
+    elector: LeaderElector | None = None
+    rebalancer: RebalanceLoop | None = None
+    informers: list[Informer] = field(default_factory=list)
+    _deciding: asyncio.Task[None] | None = None  # the scheduling loop, once started
+    _moving: asyncio.Task[None] | None = None  # the rebalancer, once started
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)  # every part's
+
+    @classmethod
+    def wire(
+        cls,
+        api: KubeApi,
+        state: ClusterState | None = None,
+        queue: WorkQueue | None = None,
+        scheduler: Scheduler | None = None,
+        *,
+        namespaces: Iterable[str] = (),
+        resync: float | None = None,
+        workers: int = WORKERS,
+        elector: LeaderElector | None = None,
+        rebalance_every: float | None = None,
+        rebalance_max_moves: int | None = None,
+        now: Callable[[], str] = rfc3339_now,
+        identity: str = COMPONENT,
+    ) -> Operator:
+        state = state if state is not None else ClusterState()
+        queue = queue if queue is not None else WorkQueue()
+        scheduler = scheduler if scheduler is not None else Scheduler()
+        priorities = PriorityIndex()
+        # The queue hands out higher priorities first: the priorities resolved here.
+        queue.priority_of = lambda key: priorities.resolve(state, key).value
+        is_leader = elector.holds_lease if elector is not None else (lambda: True)
+        gate = StartupGate(state, queue)
+        events = EventRecorder(api, busy=lambda: len(queue) > 0, now=now, identity=identity)
+        writes = StatusWrites(state, queue, api, events)
+        preemption = Preemption(state, queue, scheduler, priorities, writes, now)
+        loop = SchedulingLoop(
+            state,
+            queue,
+            scheduler,
+            priorities,
+            writes,
+            preemption,
+            gate.ready,
+            is_leader,
+            workers,
+            now,
+        )
+        rebalancer = None
+        if rebalance_every:
+            moves = rebalance_max_moves if rebalance_max_moves is not None else DEFAULT_MAX_MOVES
+            rebalancer = RebalanceLoop(
+                state, queue, writes, gate.ready, rebalance_every, moves, is_leader
+            )
+        operator = cls(
+            api,
+            state,
+            queue,
+            priorities,
+            gate,
+            events,
+            writes,
+            preemption,
+            loop,
+            GaugeExporter(),
+            elector,
+            rebalancer,
+        )
+        operator.informers = operator.informers_for(namespaces, resync)
+        if elector is not None:
+            elector.on_elected = lambda: queue.add_all(state.records)
+            api.fence = elector.holds_lease  # status writes and Events only while the Lease holds
+        return operator
+
+    def informers_for(self, namespaces: Iterable[str], resync: float | None) -> list[Informer]:
+        """One informer per collection: Nodes, PriorityClasses, and the Workloads of every
+        namespace served (one collection for all of them, or one per ``-n``)."""
+        api, state, queue, gate = self.api, self.state, self.queue, self.gate
+        nodes = NodeEvents(state, queue, gate)
+        classes = PriorityClassEvents(state, queue, gate, self.priorities)
+        workloads = WorkloadEvents(state, queue, gate)
+        informers = [
+            Informer(api, NODES_PATH, "nodes", nodes, resync=resync),
+            Informer(api, PRIORITY_CLASSES_PATH, "priorityclasses", classes, resync=resync),
+        ]
+        for path in workload_paths(namespaces):
+            informers.append(
+                Informer(api, path, "workloads", workloads, resync=resync, missing=NO_CRD)
+            )
+        return informers
+
+    # -- running -------------------------------------------------------------------------------
+
+    def start(self, on_failure: Callable[[asyncio.Task[None]], None]) -> None:
+        """Start every part as a task of its own; ``on_failure`` hears of one that died."""
+
+        def task(part: Awaitable[None], name: str) -> asyncio.Task[None]:
+            started = asyncio.ensure_future(part)
+            started.set_name(name)
+            started.add_done_callback(on_failure)
+            self._tasks.append(started)
+            return started
+
+        self._deciding = task(self.loop.run(), "scheduling loop")
+        if self.rebalancer is not None:
+            self._moving = task(self.rebalancer.run(), "rebalancer")
+        task(self.gate.open(self.informers), "start-up gate")
+        task(self.events.post(), "event posters")
+        task(self.gauges.refresh(self.state, self.queue), "gauges")
+        for informer in self.informers:
+            task(informer.run(), f"informer {informer.path}")
+        if self.elector is not None:
+            task(self.elector.run(), "leader election")
+
+    async def stop(self) -> None:
+        """Decide nothing new (a move cut short lands or not: it is one status write, and the
+        ledger goes with this process), let the writes in flight land, post what is queued
+        for a bounded time, then hand the Lease back (the elector's ``finally``) and end the
+        rest."""
+        if self._deciding is None:  # start-up itself failed
+            return
+        self.loop.stop()
+        if self._moving is not None:
+            self._moving.cancel()
+            await asyncio.gather(self._moving, return_exceptions=True)
+        if not self.gate.ready.is_set():
+            self._deciding.cancel()  # still waiting for the initial listing: nothing in flight
+        logger.info("stopping: letting the status writes in flight land")
+        await asyncio.gather(self._deciding, return_exceptions=True)
+        await self.events.flush()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def failed(self) -> list[asyncio.Task[None]]:
+        """The parts that died of an exception."""
+        return [t for t in self._tasks if t.done() and not t.cancelled() and t.exception()]
+
+
+# -- kopf --------------------------------------------------------------------------------------
+
+
+def configure_kopf(settings: kopf.OperatorSettings) -> None:
+    """kopf runs the process (login, start-up and clean-up, the liveness probe) and serves no
+    resource: the informers list and watch every kind the operator reads, so kopf has no
+    handler to feed and nothing to scan for (no CRD or namespace watch of its own; with
+    ``-n`` the namespaces are taken as given), and none of its per-object settings apply
+    (progress and diff-base storage, finalizers, batching, worker queues, watches)."""
+    settings.scanning.disabled = True
+    settings.posting.enabled = False  # no handler of kopf's can fail on an object
     settings.networking.request_timeout = 30
-    # Ride through an API server outage (restart, etcd down) of up to ~5 minutes: kopf's
-    # default retries give up after ~54 s, and a watcher that gives up stops the operator.
+    # Its few requests (discovery at start-up) ride through an API server outage of up to
+    # ~5 minutes: kopf's default retries give up after ~54 s, which would stop the operator.
     settings.networking.error_backoffs = [1, 1, 2, 3, 5, 8, 13, 21, 30, 30, 30, 30, 30, 30, 30, 30]
-    settings.queueing.error_delays = [1, 2, 5, 10, 30, 60]
 
 
-#: kopf's own log lines when it restarts a watch stream (``kopf._cogs.clients.watching``);
-#: kopf exposes no hook or counter for these, so its DEBUG lines are counted (and dropped
-#: unless we log at DEBUG). ``test_metrics`` drives kopf's code to keep these in step.
-WATCH_LOGGER = "kopf._cogs.clients.watching"
-_WATCH_RESTARTS = (
-    (re.compile(r"Restarting the watch-stream for (\S+)"), "expired"),
-    (re.compile(r"Watch-stream for (\S+) .*is inactive, reconnecting"), "inactive"),
-)
+def kopf_registry(
+    login: Callable[..., Awaitable[kopf.ConnectionInfo]],
+    startup: Callable[..., Awaitable[None]],
+    cleanup: Callable[..., Awaitable[None]],
+) -> kopf.OperatorRegistry:
+    """kopf's handlers: login, start-up and clean-up; no resource handler at all."""
+    registry = kopf.OperatorRegistry()
+    kopf.on.login(registry=registry)(login)
+    kopf.on.startup(registry=registry)(startup)
+    kopf.on.cleanup(registry=registry)(cleanup)
+    return registry
 
 
-class WatchRestartCounter(logging.Filter):
-    """Counts kopf's watch restarts into ``orca_watch_restarts_total`` from its log records,
-    calls ``on_restart`` for each (a restarted watch may have missed deletions, which kopf's
-    re-listing cannot replay: the operator then LISTs on its own), and passes on only the
-    records at or above ``level`` (the level the user asked for)."""
-
-    def __init__(self, level: int, on_restart: Callable[[], None] | None = None) -> None:
-        super().__init__()
-        self.level = level
-        self.on_restart = on_restart
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        for pattern, reason in _WATCH_RESTARTS:
-            match = pattern.search(message)
-            if match:
-                resource = match.group(1).split(".", 1)[0]  # "nodes.v1" -> "nodes"
-                metrics.WATCH_RESTARTS.labels(resource=resource, reason=reason).inc()
-                if self.on_restart is not None:
-                    self.on_restart()
-        return record.levelno >= self.level
-
-
-def count_watch_restarts(level: int, on_restart: Callable[[], None] | None = None) -> None:
-    """Let kopf's watch logger emit its DEBUG records so the counter sees them."""
-    watch_logger = logging.getLogger(WATCH_LOGGER)
-    for old in [f for f in watch_logger.filters if isinstance(f, WatchRestartCounter)]:
-        watch_logger.removeFilter(old)
-    watch_logger.addFilter(WatchRestartCounter(level, on_restart))
-    watch_logger.setLevel(logging.DEBUG)
-
-
-def relist_on_watch_restart(on_restart: Callable[[], None]) -> None:
-    """Route kopf's watch restarts to ``on_restart`` (the reconciler's relist request). One of
-    two signals, with the handlers' gap between listing runs: either alone can miss a relist
-    (a log wording change, a replay without a gap), and a spare LIST costs little."""
-    watch_logger = logging.getLogger(WATCH_LOGGER)
-    counters = [f for f in watch_logger.filters if isinstance(f, WatchRestartCounter)]
-    if not counters:
-        count_watch_restarts(logging.getLogger().getEffectiveLevel(), on_restart)
-    for counter in counters:
-        counter.on_restart = on_restart
-
-
-def build_version() -> str:
-    """The installed package's version (``orca_build_info{version}``): the one ``orca version``
-    prints."""
-    return version()
+def connection_info(configuration: Any) -> kopf.ConnectionInfo:
+    """A kubernetes-client Configuration as kopf's ConnectionInfo."""
+    scheme, token = None, None
+    header = authorization(configuration)
+    if header:
+        scheme, _, token = header.partition(" ")
+    return kopf.ConnectionInfo(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        scheme=scheme,
+        token=token,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+    )
 
 
 def configure_logging(args: argparse.Namespace) -> None:
@@ -151,142 +278,63 @@ def configure_logging(args: argparse.Namespace) -> None:
         log_format=log_format,
     )
     logging.getLogger().setLevel(args.log_level)
-    if args.log_level != "DEBUG":  # kopf logs every handler call at INFO: one line per event
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     for noisy in ("celpy", "lark"):  # a full dump of every CEL activation at DEBUG
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    count_watch_restarts(logging.getLevelName(args.log_level))
-
-
-async def _resync(reconciler: Reconciler, every: float) -> None:
-    """The safety net: every ``every`` seconds, or sooner when a watch expired and kopf listed
-    again (``Reconciler.request_relist``), LIST everything again (anything a watch missed,
-    deletions included, is merged) and look at every Workload again."""
-    while True:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(reconciler.relist_wanted.wait(), every)
-        if reconciler.relist_wanted.is_set():
-            await _quiet(reconciler.relist_wanted)
-            logger.info("a watch listed again (it expired or reconnected): relisting")
-        reconciler.relist_wanted.clear()
-        try:
-            await reconciler.relist()
-        except Exception as exc:
-            logger.warning("periodic relist failed: %s", exc)
-        reconciler.queue.add_all(reconciler.state.records)
-
-
-async def _quiet(flag: asyncio.Event, pause: float = 1.0, longest: float = 10.0) -> None:
-    """Wait until ``flag`` stays clear for ``pause`` seconds (kopf replays a relist object by
-    object: one LIST of ours after the replay, not one per object), at most ``longest``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + longest
-    while flag.is_set() and loop.time() < deadline:
-        flag.clear()
-        await asyncio.sleep(pause)
-
-
-async def _gauges(reconciler: Reconciler, every: float = gauges.INTERVAL) -> None:
-    """The snapshot gauges (phases, pending queues, per-node capacity), refreshed every few
-    seconds: one pass over the state, cheap next to a scrape interval."""
-    while True:
-        reconciler.export_gauges()
-        await asyncio.sleep(every)
 
 
 async def operate(args: argparse.Namespace) -> None:
-    """Run kopf and the scheduling loop until SIGINT/SIGTERM."""
-    metrics.initialize(build_version())
+    """Run kopf and the operator's parts until SIGINT/SIGTERM."""
+    metrics.initialize(version())
     # CEL's parser now, from the image's cache (else the user's, else built: 0.3 s), rather
     # than inside the first decision that compiles a constraint.
     install_cel_parser(cache_path())
-    configuration = load_configuration(args.kubeconfig)
     api = KubeApi(
-        configuration,
+        load_configuration(args.kubeconfig),
         max_connections=max(8, args.max_in_flight),
         reload=lambda: load_configuration(args.kubeconfig),
     )
-    state, queue = ClusterState(), WorkQueue()
     identity = default_identity()
-    elector: LeaderElector | None = None
+    elector = None
     if args.leader_elect:
         elector = LeaderElector(api, args.lease_namespace, args.lease_name, identity)
-    reconciler = Reconciler(
-        state,
-        queue,
-        api,
-        Scheduler(),
-        is_leader=elector.holds_lease if elector else (lambda: True),
-        max_in_flight=args.max_in_flight,
-        identity=identity,
-        namespaces=args.namespaces or (),
-    )
-    if elector is not None:
-        elector.on_elected = lambda: queue.add_all(state.records)
-        api.fence = elector.holds_lease  # status writes and Events only while the Lease holds
     else:
         metrics.IS_LEADER.set(1)
+    operator = Operator.wire(
+        api,
+        namespaces=args.namespaces or (),
+        resync=args.resync_seconds,
+        workers=args.max_in_flight,
+        elector=elector,
+        rebalance_every=args.rebalance_every,
+        rebalance_max_moves=args.rebalance_max_moves,
+        identity=identity,
+    )
+    stop = asyncio.Event()  # set when one of the parts dies: kopf then stops too
 
-    relist_on_watch_restart(reconciler.request_relist)
-    registry = kopf.OperatorRegistry()
-    handlers.register(registry, reconciler, args.kubeconfig)
-    settings = kopf.OperatorSettings()
-    configure_kopf(settings, args)
-    stop = asyncio.Event()  # set when one of our tasks dies: kopf then stops too
-    background: list[asyncio.Task[None]] = []
-
-    def stop_on_failure(task: asyncio.Task[None]) -> None:
+    def on_failure(task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             logger.error("%s failed: %r", task.get_name(), task.exception())
             stop.set()
 
-    @kopf.on.startup(registry=registry)
-    async def start_loop(**_: object) -> None:
-        background.append(asyncio.create_task(reconciler.run(), name="scheduling loop"))
-        timeout = int(settings.watching.server_timeout or WATCH_TIMEOUT)
-        informers = [Informer(reconciler, NODES_PATH, apply_node_event, "nodes", timeout)]
-        for path in reconciler.workload_paths():
-            informers.append(Informer(reconciler, path, apply_workload_event, "workloads", timeout))
-        for informer in informers:
-            name = f"watch {informer.path}"
-            background.append(asyncio.create_task(informer.run(), name=name))
-        background.append(asyncio.create_task(reconciler.post_events(), name="event poster"))
-        resync = _resync(reconciler, args.resync_seconds)
-        background.append(asyncio.create_task(resync, name="resync"))
-        background.append(asyncio.create_task(_gauges(reconciler), name="gauges"))
-        every = getattr(args, "rebalance_every", None)
-        if every:
-            loop = RebalanceLoop(reconciler, every, args.rebalance_max_moves)
-            background.append(asyncio.create_task(loop.run(), name="rebalancer"))
-        if elector is not None:
-            background.append(asyncio.create_task(elector.run(), name="leader election"))
-        for task in background:
-            task.add_done_callback(stop_on_failure)
+    async def login(**_: object) -> kopf.ConnectionInfo:
+        """kopf's own requests use the same credentials as ours (kubeconfig or in-cluster),
+        re-read on every login so rotated tokens and certificates are picked up."""
+        return connection_info(load_configuration(args.kubeconfig))
 
-    @kopf.on.cleanup(registry=registry)
-    async def stop_loop(**_: object) -> None:
-        """Let status writes in flight land, then stop deciding and hand the Lease back."""
-        if background:  # empty when start-up itself failed
-            deciders = [t for t in background if t.get_name() == "rebalancer"]
-            # The scheduling loop and the rebalancer decide nothing new (a move cut short lands
-            # or not: it is one status write, and the ledger goes with this process) ...
-            deciders.insert(0, background[0])
-            for task in deciders:
-                task.cancel()
-            await asyncio.gather(*deciders, return_exceptions=True)
-        logger.info("stopping: %d status writes in flight", len(reconciler.in_flight))
-        await reconciler.drain()  # ... let what was decided land ...
-        await reconciler.flush_events()
-        for task in background[1:]:  # ... then release the Lease (elector's finally) and the rest
-            task.cancel()
-        await asyncio.gather(*background[1:], return_exceptions=True)
+    async def startup(**_: object) -> None:
+        operator.start(on_failure)
+
+    async def cleanup(**_: object) -> None:
+        await operator.stop()
         await api.close()
         stop.set()  # kopf also waits on this flag; set it so kopf exits at once
 
+    settings = kopf.OperatorSettings()
+    configure_kopf(settings)
     namespaces = args.namespaces or []
     try:
         await kopf.operator(
-            registry=registry,
+            registry=kopf_registry(login, startup, cleanup),
             settings=settings,
             clusterwide=not namespaces,
             namespaces=namespaces,
@@ -296,6 +344,6 @@ async def operate(args: argparse.Namespace) -> None:
         )
     finally:
         await api.close()
-    failed = [t for t in background if not t.cancelled() and t.exception() is not None]
+    failed = operator.failed()
     if failed:
         raise RuntimeError(f"{failed[0].get_name()} failed: {failed[0].exception()!r}")

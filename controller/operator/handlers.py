@@ -1,80 +1,131 @@
-"""kopf wiring: login, and PriorityClass watch events into the reconciler's index. Nothing
-else: Nodes and Workloads, the hot path, are watched by orca itself (``informer``).
+"""The informers' handlers: each kind's events into the operator's view, and who may need a
+decision again into the scheduling queue.
 
-Event handlers return nothing and store nothing, so kopf never patches an object. They are
-``async``: kopf runs sync handlers in threads, and the state has no locks.
-
-The initial view is *not* built from these events: the reconciler LISTs PriorityClasses
-itself before deciding anything (``Reconciler.relist``). A watch that expires (410 Gone: the
-API server's watch cache no longer holds our resourceVersion, e.g. after it restarted) makes
-kopf LIST again and replay what exists as ``type=None`` events; what was deleted in the gap is
-never reported. So a replay after the initial listing asks the reconciler for its own LIST,
-which merges deletions too (once kopf's replay has gone quiet: ``app._resync``).
+Nothing is queued before the start-up gate opens (``StartupGate``): until every informer has
+listed once the view is partial (a Workload naming a PriorityClass not listed yet would be
+decided Invalid), and routing a Node change then would look at every Workload for each of
+thousands of Nodes. The gate queues every Workload at once when it opens.
 """
 
 from __future__ import annotations
 
-import time
+import asyncio
+import logging
+from collections.abc import Iterable
 from typing import Any
 
-import kopf
+from controller.api.models import key_of
+from controller.operator.heap import building_the_view
+from controller.operator.kube.informer import Informer
+from controller.operator.priorities import PriorityIndex
+from controller.operator.state import ClusterState
+from controller.operator.workqueue import WorkQueue
 
-from controller.operator.kube import authorization, load_configuration
-from controller.operator.reconciler import Reconciler
+logger = logging.getLogger("orca.informer")
 
-#: Seconds without a ``None`` event that separate two listings of one kind by kopf.
-RELIST_GAP = 1.0
-
-
-def register(
-    registry: kopf.OperatorRegistry, reconciler: Reconciler, kubeconfig: str | None = None
-) -> None:
-    """Register the handlers on ``registry`` (not kopf's global one, so tests can run many)."""
-    state, queue = reconciler.state, reconciler.queue
-
-    @kopf.on.login(registry=registry)
-    async def login(**_: Any) -> kopf.ConnectionInfo:
-        """kopf's watches use the same credentials as our writes (kubeconfig or in-cluster),
-        re-read on every login so rotated tokens and certificates are picked up."""
-        return connection_info(load_configuration(kubeconfig))
-
-    last_listed: dict[str, float] = {}  # kind -> when kopf last replayed one of its objects
-
-    def listed_again(kind: str, type: str | None) -> None:
-        """kopf replays a listing as a run of ``None`` events. The first run of a kind is its
-        initial listing (our own LIST covers it); a run that starts later (a pause of more
-        than ``RELIST_GAP`` since the last ``None`` event) is a relist: a watch expired."""
-        if type is not None:
-            return
-        now = time.monotonic()
-        previous = last_listed.get(kind)
-        last_listed[kind] = now
-        if previous is not None and now - previous > RELIST_GAP and reconciler.ready.is_set():
-            reconciler.request_relist()
-
-    @kopf.on.event("scheduling.k8s.io", "v1", "priorityclasses", registry=registry)
-    async def priority_class_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
-        """A class created, changed or deleted: decide again the Workloads that name it (and
-        those that name none, when the globalDefault changed)."""
-        listed_again("priorityclasses", type)
-        priorities = reconciler.priorities
-        touched = priorities.delete(name) if type == "DELETED" else priorities.upsert(body)
-        if touched and reconciler.ready.is_set():
-            queue.add_all(priorities.keys_naming(state, touched))
+Obj = dict[str, Any]
 
 
-def connection_info(configuration: Any) -> kopf.ConnectionInfo:
-    """A kubernetes-client Configuration as kopf's ConnectionInfo."""
-    scheme, token = None, None
-    header = authorization(configuration)
-    if header:
-        scheme, _, token = header.partition(" ")
-    return kopf.ConnectionInfo(
-        server=configuration.host,
-        ca_path=configuration.ssl_ca_cert,
-        insecure=not configuration.verify_ssl,
-        scheme=scheme,
-        token=token,
-        certificate_path=configuration.cert_file,
-        private_key_path=configuration.key_file,
-    )
+class StartupGate:
+    """ "Nothing decided before every informer has listed once": ``ready`` is set when each
+    informer's ``synced`` is, and every Workload is queued then (nothing says which ones
+    need a decision). The collector waits while the view is built (``heap``)."""
+
+    def __init__(
+        self, state: ClusterState, queue: WorkQueue, ready: asyncio.Event | None = None
+    ) -> None:
+        self.state = state
+        self.queue = queue
+        self.ready = ready if ready is not None else asyncio.Event()
+
+    async def open(self, informers: Iterable[Informer]) -> None:
+        with building_the_view():
+            await asyncio.gather(*(informer.synced.wait() for informer in informers))
+        state = self.state
+        self.queue.add_all(state.records)
+        self.ready.set()
+        logger.info(
+            "initial listing complete: %d nodes, %d workloads, %d placements",
+            len(state.nodes),
+            len(state.records),
+            len(state.ledger),
+        )
+
+
+class WorkloadEvents:
+    """A Workload added or changed is queued if it may need a decision (not the echo of our
+    own status write); one deleted frees its capacity for whoever waits for some; after a
+    relist every Workload is looked at again."""
+
+    def __init__(self, state: ClusterState, queue: WorkQueue, gate: StartupGate) -> None:
+        self.state, self.queue, self.ready = state, queue, gate.ready
+
+    def added(self, obj: Obj) -> None:
+        record = self.state.upsert_workload(obj)
+        if record is not None and self.ready.is_set():
+            self.queue.add(record.key)
+
+    modified = added
+
+    def deleted(self, obj: Obj) -> None:
+        if self.state.delete_workload(key_of(obj)) and self.ready.is_set():
+            self.queue.add_all(self.state.keys_waiting_for_capacity())
+
+    def listed(self, initial: bool) -> None:
+        if not initial and self.ready.is_set():
+            self.queue.add_all(self.state.records)
+
+
+class NodeEvents:
+    """A Node added, changed (in what the scheduler reads: not a heartbeat) or deleted: who
+    could care are the Workloads with replicas on it, DaemonSets, and whatever a node could
+    cure."""
+
+    def __init__(self, state: ClusterState, queue: WorkQueue, gate: StartupGate) -> None:
+        self.state, self.queue, self.ready = state, queue, gate.ready
+
+    def added(self, obj: Obj) -> None:
+        self._changed(self.state.upsert_node(obj))
+
+    modified = added
+
+    def deleted(self, obj: Obj) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        self._changed(name if isinstance(name, str) and self.state.delete_node(name) else None)
+
+    def listed(self, initial: bool) -> None:
+        """Each Node that changed while nobody watched was delivered on its own."""
+
+    def _changed(self, name: str | None) -> None:
+        if name and self.ready.is_set():
+            state = self.state
+            self.queue.add_all(
+                state.keys_on_node(name) | state.daemon_keys() | state.keys_waiting_for_nodes()
+            )
+
+
+class PriorityClassEvents:
+    """A class created, changed or deleted: decide again the Workloads that name it (and
+    those that name none, when the globalDefault changed)."""
+
+    def __init__(
+        self, state: ClusterState, queue: WorkQueue, gate: StartupGate, priorities: PriorityIndex
+    ) -> None:
+        self.state, self.queue, self.ready = state, queue, gate.ready
+        self.priorities = priorities
+
+    def added(self, obj: Obj) -> None:
+        self._touched(self.priorities.upsert(obj))
+
+    modified = added
+
+    def deleted(self, obj: Obj) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        self._touched(self.priorities.delete(name) if isinstance(name, str) else None)
+
+    def listed(self, initial: bool) -> None:
+        """Each class that changed while nobody watched was delivered on its own."""
+
+    def _touched(self, names: set[str | None] | None) -> None:
+        if names and self.ready.is_set():
+            self.queue.add_all(self.priorities.keys_naming(self.state, names))

@@ -1,22 +1,23 @@
-"""Preemption in the operator: one decision in the ledger, then victims' writes before the
+"""Preemption in the operator: one decision in the ledger, then the victims' writes before the
 preemptor's (DESIGN.md 4).
 
-The reconciler asks ``consider`` after each decision. When the core says the Workload may
-preempt (``controller.core.preemption``) and finds victims, everything is booked at once, in
-the scheduling loop, before any write::
+The scheduling loop asks ``consider`` after each decision. When the scheduler says the
+Workload may preempt and finds victims (``controller.scheduler.preemption.preempt``, the same
+search and retry ``orca plan`` makes), everything is booked at once, in the loop, before any
+write::
 
-    take       the victims' keys in the queue (the loop does not decide them meanwhile) and
-               mark their records writing (watch events do not reload their old statuses)
-    assume     each victim's bookings without the preempted replicas, then the preemptor
-               decided again on that ledger: its new bookings are assumed by the reconciler
-               as usual, so no one else is handed the freed room
-    write      every victim's status (placements removed, condition reason ``Preempted``,
-               a message naming the preemptor), each preconditioned on the resourceVersion
-               decided on; confirmed one by one, each with an Event ``Preempted``; the
-               victims are then released and queued again (they land elsewhere if room exists)
-    then       only when every victim write landed, the preemptor's status write; if one
-               failed, that victim's bookings come back (forget), the preemptor's assumption
-               is forgotten and it is retried with backoff
+    take       the victims' keys in the queue (the loop does not decide them meanwhile)
+    begin      each victim's status write (``transaction``): its bookings without the
+               preempted replicas, assumed at once (the room goes to the preemptor), its
+               status with the placements removed, condition reason ``Preempted`` and a
+               message naming the preemptor; then the preemptor's own write, decided on that
+               ledger, is begun by the loop as usual, so no one else is handed the freed room
+    write      every victim's status, each preconditioned on the resourceVersion decided on,
+               each with an Event ``Preempted`` once it landed; the victims are then released
+               and queued again (they land elsewhere if room exists)
+    then       only when every victim write landed, the preemptor's status write; if one did
+               not land, the transaction rolled that victim back, and the preemptor's write is
+               abandoned and retried with back-off
 
 A crash between the two leaves the victims' room free in the statuses (the ledger is rebuilt
 from them on start), never booked twice. ``ORCA_TEST_FAILPOINT=preempt-after-victims`` (a test
@@ -34,25 +35,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from controller.api.models import Workload, WorkloadStatus
-from controller.core.decision import Decision
-from controller.core.ledger import Assumption, Ledger
-from controller.core.preemption import (
-    PreemptionPlan,
-    Victim,
-    gained_nodes,
+from controller.api.models import WorkloadStatus
+from controller.operator.priorities import PriorityIndex
+from controller.operator.state import ClusterState, WorkloadRecord
+from controller.operator.telemetry import metrics
+from controller.operator.transaction import EventSpec, Result, StatusWrite, StatusWrites
+from controller.operator.workqueue import WorkQueue
+from controller.scheduler.decision import Decision
+from controller.scheduler.preemption import (
     may_preempt,
+    preempt,
     preempted_status,
     preemption_message,
-    select_victims,
 )
-from controller.core.scheduler import Scheduler
-from controller.core.vocabulary import EVENT_PREEMPTED
-from controller.operator import metrics
-from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
-from controller.operator.priorities import PriorityIndex
-from controller.operator.state import ClusterState, WorkloadRecord, is_newer
-from controller.operator.workqueue import WorkQueue
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.vocabulary import EVENT_PREEMPTED
 
 logger = logging.getLogger("orca.preemption")
 
@@ -61,75 +58,47 @@ FAILPOINT_AFTER_VICTIMS: Final = "preempt-after-victims"
 
 
 @dataclass
-class VictimWrite:
-    """One victim Workload's status write: what it loses and what it will say."""
-
-    key: str
-    status: WorkloadStatus
-    assumption: Assumption
-    victims: tuple[Victim, ...]
-    resource_version: str | None
-
-
-@dataclass
-class PendingPreemption:
-    """A preemption decided and booked, its victims' writes not yet sent."""
-
-    plan: PreemptionPlan
-    writes: list[VictimWrite] = field(default_factory=list)
-
-
 class Preemption:
     """Decides preemptions in the loop and writes the victims' statuses."""
 
-    def __init__(
-        self,
-        state: ClusterState,
-        queue: WorkQueue,
-        api: KubeApi,
-        scheduler: Scheduler,
-        priorities: PriorityIndex,
-        post_event: Callable[[WorkloadRecord, str, str, str | None], None],
-        now: Callable[[], str],
-    ) -> None:
-        self.state = state
-        self.queue = queue
-        self.api = api
-        self.scheduler = scheduler
-        self.priorities = priorities
-        self.post_event = post_event
-        self.now = now
-        self.failpoint = os.environ.get(FAILPOINT_ENV) == FAILPOINT_AFTER_VICTIMS
-
-    @property
-    def ledger(self) -> Ledger:
-        return self.state.ledger
+    state: ClusterState
+    queue: WorkQueue
+    scheduler: Scheduler
+    priorities: PriorityIndex
+    writes: StatusWrites
+    now: Callable[[], str]
+    #: The test hook (``ORCA_TEST_FAILPOINT``), read once.
+    failpoint: bool = field(
+        default_factory=lambda: os.environ.get(FAILPOINT_ENV) == FAILPOINT_AFTER_VICTIMS
+    )
 
     # -- in the loop ---------------------------------------------------------------------------
 
     def consider(
         self, record: WorkloadRecord, decision: Decision
-    ) -> tuple[Decision, PendingPreemption | None]:
+    ) -> tuple[Decision, list[StatusWrite]]:
         """The decision to write for ``record``: ``decision`` itself, or, when preempting
-        places more of it, the one made after its victims' replicas were removed (booked)."""
+        places more of it, the one made without its victims' replicas, and the victims'
+        writes (begun: their bookings already assumed)."""
         workload = record.workload
         if workload is None:
-            return decision, None
-        priority = self.priorities.classes.resolve(workload.spec.priority_class_name)
+            return decision, []
+        classes = self.priorities.classes
+        priority = classes.resolve(workload.spec.priority_class_name)
         if not may_preempt(workload, decision, priority):
-            return decision, None
-        if priority.value <= self.priorities.classes.lowest:
-            return decision, None  # nothing can be below it: no search (no attempt)
+            return decision, []
+        if priority.value <= classes.lowest:
+            return decision, []  # nothing can be below it: no search (no attempt)
         metrics.PREEMPTION_ATTEMPTS.inc()
         preemptible: dict[str, int] = {}
-        started: dict[str, datetime] = {}  # the start-time stand-in (core.preemption)
-        records, classes = self.state.records, self.priorities.classes
-        for key in self.ledger.workload_keys():  # those holding replicas
+        started: dict[str, datetime] = {}  # the start-time stand-in (scheduler.preemption)
+        ledger, records = self.state.ledger, self.state.records
+        for key in ledger.workload_keys():  # those holding replicas
             other = records.get(key)
             if (
                 other is None
                 or other.workload is None  # unparseable: its priority is unknown
-                or other.writing  # its own write in flight: not ours to change now
+                or ledger.assumed(key)  # its own write in flight: not ours to change now
                 or key == record.key
                 or self.queue.processing(key)
             ):
@@ -139,27 +108,21 @@ class Preemption:
                 preemptible[key] = value
                 if (created := other.workload.metadata.creation_timestamp) is not None:
                     started[key] = created
-        plan = select_victims(
-            self.scheduler, workload, self.ledger, decision, priority.value, preemptible, started
-        )
-        if plan is None:
-            return decision, None
-        tried = self._try(plan, workload, decision)
-        if tried is None:
-            return decision, None
-        plan, assumptions, after = tried
-        pending = PendingPreemption(plan)
+        found = preempt(self.scheduler, workload, ledger, decision, classes, preemptible, started)
+        if found is None:
+            return decision, []
+        plan, after = found
         now = self.now()
-        for key, assumption in assumptions.items():
-            victim = self.state.records[key]
+        victims = []
+        for key, kept in plan.remaining(ledger).items():
+            victim = records[key]
             lost = tuple(v for v in plan.victims if v.key == key)
             previous = victim.status if victim.status is not None else WorkloadStatus()
             status = preempted_status(previous, lost, record.key, priority.value, now)
+            message = preemption_message(lost, plan.preemptor, plan.priority)
             self.queue.take(key)
-            victim.writing = True
-            pending.writes.append(
-                VictimWrite(key, status, assumption, lost, victim.resource_version)
-            )
+            event = EventSpec(EVENT_PREEMPTED, message)
+            victims.append(self.writes.begin(victim, status, kept, event, victim=True))
         metrics.PREEMPTION_VICTIMS.observe(len(plan.victims))
         logger.info(
             "%s (priority %d) preempts %s",
@@ -167,97 +130,41 @@ class Preemption:
             priority.value,
             ", ".join(f"{v.booking.alloc_id} on {v.booking.node}" for v in plan.victims),
         )
-        return after, pending
-
-    def _try(
-        self, plan: PreemptionPlan, workload: Workload, decision: Decision
-    ) -> tuple[PreemptionPlan, dict[str, Assumption], Decision] | None:
-        """Book the victims' removal and decide again; keep only the nominations where the
-        preemptor then landed (trying again without the others). None: it does not help."""
-        while True:
-            remaining = plan.remaining(self.ledger)
-            assumptions = {key: self.ledger.assume(key, kept) for key, kept in remaining.items()}
-            after = self.scheduler.schedule(workload, self.ledger, self.priorities.classes)
-            trimmed = plan.only_on(gained_nodes(decision, after))
-            if after.placed > decision.placed and trimmed == plan:
-                return plan, assumptions, after
-            for assumption in assumptions.values():
-                self.ledger.forget(assumption)
-            if after.placed <= decision.placed or trimmed is None:
-                return None
-            plan = trimmed  # fewer nominations each round: this ends
+        return after, victims
 
     # -- the writes ----------------------------------------------------------------------------
 
-    async def write_victims(self, pending: PendingPreemption) -> bool:
+    async def write_victims(self, victims: list[StatusWrite], preemptor: str) -> bool:
         """Every victim's status write; True when all landed (the preemptor may write)."""
-        results = await asyncio.gather(
-            *(self._write_victim(w, pending.plan) for w in pending.writes)
-        )
-        landed = all(results)
+        handed, victims[:] = list(victims), []  # theirs from here on, not ``release``'s
+        landed = all(await asyncio.gather(*(self._write_victim(w, preemptor) for w in handed)))
         if landed and self.failpoint:
             logger.warning(
                 "failpoint %s: the victims' writes landed; holding the preemptor's write of %s",
                 FAILPOINT_AFTER_VICTIMS,
-                pending.plan.preemptor,
+                preemptor,
             )
             await asyncio.Event().wait()  # until the test kills the process
         return landed
 
-    async def _write_victim(self, write: VictimWrite, plan: PreemptionPlan) -> bool:
+    def release(self, victims: list[StatusWrite]) -> None:
+        """Victims begun but never written (a bug between ``consider`` and ``write_victims``):
+        their bookings back, their keys released and queued again."""
+        for write in victims:
+            self.writes.abandon(write)
+            self.queue.done(write.key)
+            self.queue.add(write.key)
+        victims.clear()
+
+    async def _write_victim(self, write: StatusWrite, preemptor: str) -> bool:
         key = write.key
-        namespace, _, name = key.partition("/")
-        payload = write.status.model_dump(by_alias=True, mode="json", exclude_none=True)
-        landed = False
         try:
-            response = await self.api.patch_workload_status(
-                namespace, name, payload, write.resource_version
-            )
-        except ApiError as exc:
-            if exc.not_found:  # gone: its room is free anyway
-                self.ledger.confirm(write.assumption)
-                self.state.delete_workload(key)
-                metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_NOT_FOUND).inc()
-                landed = True
-            else:
-                self.ledger.forget(write.assumption)
-                outcome = metrics.WRITE_CONFLICT if exc.conflict else metrics.WRITE_FAILED
-                metrics.STATUS_WRITES.labels(outcome=outcome).inc()
-                metrics.STATUS_WRITE_FAILURES.labels(code=str(exc.status)).inc()
-                logger.info("preemption of %s for %s failed: %s", key, plan.preemptor, exc)
-        except Fenced:
-            self.ledger.forget(write.assumption)
-            metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FENCED).inc()
-        except TransportError as exc:
-            self.ledger.forget(write.assumption)
-            metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FAILED).inc()
-            metrics.STATUS_WRITE_FAILURES.labels(code=exc.kind).inc()
-            logger.warning("preemption of %s for %s failed: %s", key, plan.preemptor, exc)
-        else:
-            self.ledger.confirm(write.assumption)
-            metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_WRITTEN).inc()
-            version = (response.get("metadata") or {}).get("resourceVersion")
-            record = self.state.records.get(key)
-            if record is not None and is_newer(version, record.resource_version):
-                record.written_version = version
-                record.resource_version = version
-                record.status = write.status
-            if record is not None:
-                self._event(record, write, plan, version)
-            landed = True
+            result = await self.writes.commit(write)
         finally:
-            record = self.state.records.get(key)
-            if record is not None:
-                record.writing = False
             self.queue.done(key)
             if key in self.state.records:
                 self.queue.add(key)  # decided again: it lands elsewhere if room exists
-        return landed
-
-    def _event(
-        self, record: WorkloadRecord, write: VictimWrite, plan: PreemptionPlan, version: str | None
-    ) -> None:
-        """``Preempted`` on the victim, naming the preemptor (kube-scheduler's wording:
-        ``Preempted by pod <uid> on node <node>``; here the preemptor's key and priority)."""
-        message = preemption_message(write.victims, plan.preemptor, plan.priority)
-        self.post_event(record, EVENT_PREEMPTED, message, version)
+        if result not in (Result.WRITTEN, Result.GONE):  # gone: its room is free anyway
+            logger.info("preemption of %s for %s failed: %s", key, preemptor, write.error)
+            return False
+        return True

@@ -1,33 +1,30 @@
 """The PriorityClasses the operator watches, and who to decide again when one changes.
 
-Fed by the reconciler's LIST (before anything is decided, so a Workload naming a class is never
-briefly Invalid at start-up) and by kopf's watch (``handlers``). Resolution itself is pure
-(``controller.core.priority``); this keeps the current ``PriorityClasses`` value and answers
-the queue's "how important is this key" and the handlers' "who cares about this class".
+Fed by the PriorityClass informer (``handlers.PriorityClassEvents``; nothing is decided before
+it has listed once, so a Workload naming a class is never briefly Invalid at start-up).
+Resolution itself is pure (``controller.scheduler.priority``); this keeps the current
+``PriorityClasses`` value and answers the queue's "how important is this key" and the
+handlers' "who cares about this class".
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Any
 
-from controller.core.priority import (
-    API_GROUP,
+from controller.operator.state import ClusterState, is_newer
+from controller.scheduler.priority import (
     NO_CLASSES,
     NO_PRIORITY,
-    PLURAL,
     Priority,
     PriorityClass,
     PriorityClassError,
     PriorityClasses,
     priority_class_from_object,
 )
-from controller.operator.state import ClusterState, is_newer
 
 logger = logging.getLogger("orca.priorities")
-
-LIST_PATH: Final = f"/apis/{API_GROUP}/v1/{PLURAL}"
 
 
 class PriorityIndex:
@@ -71,17 +68,6 @@ class PriorityIndex:
         if name not in self._classes:
             return None
         return self._set(name, None)
-
-    def sync(self, objects: Iterable[Mapping[str, Any]]) -> bool:
-        """Replace everything with a full LIST; True if what resolves changed (a watch
-        event was missed, or this is the first listing)."""
-        before = self.classes
-        self._classes.clear()
-        self._versions.clear()
-        for obj in objects:
-            self.upsert(obj)
-        self.classes = PriorityClasses.of(self._classes.values())
-        return dict(before.by_name) != dict(self.classes.by_name)
 
     def _set(self, name: str, parsed: PriorityClass | None) -> set[str | None]:
         before = self.classes.default

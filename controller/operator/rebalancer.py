@@ -14,13 +14,13 @@ Every interval, on the leader only, after the initial listing::
                 loop decided meanwhile is seen), else "stale"
       claim     the key is taken in the work queue, so the scheduling loop does not decide
                 the Workload while its move is in flight
-      assume    the moved replica booked on its target, and still on its source until the
-                write lands (``reconciler.held_until_written``): capacity is never
-                counted free twice
-      write     one status PATCH, preconditioned on the resourceVersion planned on: a
-                Workload its owner changed meanwhile gets 409, is forgotten and queued for
-                the scheduling loop, never overwritten ("conflict")
-      confirm   the ledger holds the replica on its target only; Event ``Rebalanced``
+      write     the status-write transaction (``transaction``), as the loop's: the moved
+                replica booked on its target, and still on its source until the write lands
+                (capacity is never counted free twice); one status PATCH, preconditioned on
+                the resourceVersion planned on: a Workload its owner changed meanwhile gets
+                409, is forgotten and queued for the scheduling loop, never overwritten
+                ("conflict"); landed, the ledger holds the replica on its target only, and
+                an Event ``Rebalanced``
     a move not made drops that Workload's later moves from this pass (each assumed the one
     before it); the others go on, each checked on the live ledger. All are planned afresh
     next pass.
@@ -35,17 +35,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from controller.api.models import WorkloadStatus
-from controller.core.ledger import Booking
-from controller.core.rebalance import DEFAULT_MAX_MOVES, Move, Rebalancer, moved
-from controller.core.scheduler import Scheduler
-from controller.core.status import nodes_summary
-from controller.core.vocabulary import EVENT_REBALANCED
-from controller.operator import metrics
-from controller.operator.kube import ApiError, Fenced, TransportError
-from controller.operator.reconciler import Reconciler, held_until_written, write_outcome
-from controller.operator.state import is_newer
+from controller.operator.state import ClusterState
+from controller.operator.telemetry import metrics
+from controller.operator.transaction import EventSpec, Result, StatusWrites
+from controller.operator.workqueue import WorkQueue
+from controller.scheduler.ledger import Booking
+from controller.scheduler.rebalance import DEFAULT_MAX_MOVES, Move, Rebalancer, moved
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import nodes_summary
+from controller.scheduler.vocabulary import EVENT_REBALANCED
 
 logger = logging.getLogger("orca.rebalancer")
 
@@ -69,17 +70,28 @@ class RebalanceLoop:
     """Plans and applies moves every ``interval`` seconds while this replica leads."""
 
     def __init__(
-        self, reconciler: Reconciler, interval: float, max_moves: int = DEFAULT_MAX_MOVES
+        self,
+        state: ClusterState,
+        queue: WorkQueue,
+        writes: StatusWrites,
+        ready: asyncio.Event,
+        interval: float,
+        max_moves: int = DEFAULT_MAX_MOVES,
+        is_leader: Callable[[], bool] = lambda: True,
     ) -> None:
-        self.reconciler = reconciler
+        self.state = state
+        self.queue = queue
+        self.writes = writes
+        self.ready = ready
         self.interval = interval
+        self.is_leader = is_leader
         # Its own scheduler (memo caches, CEL evaluator): the plan runs in a worker thread,
         # and the scheduling loop's scheduler is not thread-safe.
         self.planner = Rebalancer(Scheduler(), max_moves=max_moves)
 
     async def run(self) -> None:
         """Forever: wait for the initial listing, then a pass every interval."""
-        await self.reconciler.ready.wait()
+        await self.ready.wait()
         while True:
             await asyncio.sleep(self.interval)
             try:
@@ -89,20 +101,19 @@ class RebalanceLoop:
 
     async def rebalance(self) -> int:
         """One pass: plan, then make the moves in order; returns how many were made."""
-        r = self.reconciler
-        if not r.is_leader() or not r.ready.is_set():
+        if not self.is_leader() or not self.ready.is_set():
             return 0
-        state = r.state
+        state, ledger = self.state, self.state.ledger
         state.table()
         started = time.perf_counter()
         candidates = {
             key: record
             for key, record in state.records.items()
-            if record.workload is not None and not record.writing and not r.queue.busy(key)
+            if record.workload is not None and not ledger.assumed(key) and not self.queue.busy(key)
         }
         planned = {key: rec.resource_version for key, rec in candidates.items()}
         workloads = [rec.workload for rec in candidates.values() if rec.workload is not None]
-        plan = await asyncio.to_thread(self.planner.plan, workloads, state.ledger.copy())
+        plan = await asyncio.to_thread(self.planner.plan, workloads, ledger.copy())
         metrics.REBALANCE_PLANNING_DURATION.observe(time.perf_counter() - started)
         if plan.moves:
             logger.info(
@@ -140,75 +151,41 @@ class RebalanceLoop:
     async def make(self, move: Move, planned_version: str | None) -> tuple[str, str | None]:
         """Make one planned move; returns its outcome (``metrics.MOVE_*``) and, when it was
         made, the resourceVersion it wrote."""
-        r = self.reconciler
-        state, key = r.state, move.workload
+        state, key = self.state, move.workload
         record = state.records.get(key)
         if (
             record is None
             or record.workload is None
             or record.status is None
-            or record.writing
+            or state.ledger.assumed(key)
             or record.resource_version != planned_version
-            or not r.is_leader()
+            or not self.is_leader()
         ):
             return metrics.MOVE_CHANGED, None
         state.table()
         checked = self.planner.check(move, record.workload, state.ledger)
         if checked is None:
             return metrics.MOVE_STALE, None
-        if not r.queue.claim(key):
+        if not self.queue.claim(key):
             return metrics.MOVE_CHANGED, None
-        previous = state.ledger.bookings(key)
-        decided = moved(previous, checked)
-        status = moved_status(record.status, decided)
-        assumption = state.ledger.assume(key, held_until_written(previous, decided))
-        record.writing = True
-        payload = status.model_dump(by_alias=True, mode="json", exclude_none=True)
         try:
-            response = await r.api.patch_workload_status(
-                record.namespace, record.name, payload, planned_version
-            )
-        except (Fenced, ApiError, TransportError) as exc:
-            state.ledger.forget(assumption)
-            r.queue.add(key)  # the scheduling loop looks at it again, after ``done``
-            if isinstance(exc, Fenced):
-                metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FENCED).inc()
-            else:
-                code = str(exc.status) if isinstance(exc, ApiError) else exc.kind
-                metrics.STATUS_WRITES.labels(outcome=write_outcome(exc)).inc()
-                metrics.STATUS_WRITE_FAILURES.labels(code=code).inc()
-            if isinstance(exc, ApiError) and exc.not_found:
-                state.delete_workload(key)
-            conflict = isinstance(exc, ApiError) and exc.conflict
-            logger.info("move of %s to %s not made: %s", move.alloc_id, move.target, exc)
-            return (metrics.MOVE_CONFLICT if conflict else metrics.MOVE_FAILED), None
-        except BaseException:  # cancelled mid-write (shutdown): the status says which it is
-            state.ledger.forget(assumption)
-            raise
-        else:
-            state.ledger.confirm(assumption)
-            metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_WRITTEN).inc()
-            if state.records.get(key) is not None:
-                state.ledger.load(key, decided)  # the replica is on its target only now
-            version = (response.get("metadata") or {}).get("resourceVersion")
-            current = state.records.get(key)
-            if current is not None and is_newer(version, current.resource_version):
-                # The record holds what we wrote: the echo of this write is then a no-op.
-                current.written_version = version
-                current.resource_version = version
-                current.status = status
+            decided = moved(state.ledger.bookings(key), checked)
             message = (
                 f"moved replica {checked.alloc_id} from {checked.source} to {checked.target}: "
                 f"{_objective(checked)}"
             )
-            r.post_event(record, EVENT_REBALANCED, message, version)
-            r.queue.add_all(state.keys_waiting_for_capacity() - {key})  # the source has room
-            return metrics.MOVE_MOVED, version
+            status = moved_status(record.status, decided)
+            write = self.writes.begin(record, status, decided, EventSpec(EVENT_REBALANCED, message))
+            result = await self.writes.commit(write)
         finally:
-            current = state.records.get(key)
-            if current is not None:
-                current.writing = False
-            r.queue.done(key)
+            self.queue.done(key)
+        if result is Result.WRITTEN:
+            return metrics.MOVE_MOVED, write.version
+        if result is not Result.GONE:
+            self.queue.add(key)  # the scheduling loop looks at it again
+        logger.info("move of %s to %s not made: %s", move.alloc_id, move.target, write.error)
+        conflict = result is Result.REFUSED and getattr(write.error, "conflict", False)
+        return (metrics.MOVE_CONFLICT if conflict else metrics.MOVE_FAILED), None
 
 
 def _objective(move: Move) -> str:

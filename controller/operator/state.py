@@ -1,9 +1,10 @@
 """The operator's in-memory view of the cluster: nodes, Workloads and the placement ledger.
 
-Fed by kopf's watch events (``handlers``), read and written by the one scheduling loop
-(``reconciler``); everything runs on one asyncio loop, so there are no locks. The ledger is
-rebuilt from every Workload's ``status.placements`` during kopf's initial listing, before the
-loop decides anything: a restarted operator never double-books.
+Fed by the informers' handlers (``handlers``), read by the scheduling loop (``loop``) and
+written through the status-write transaction (``transaction``); everything runs on one
+asyncio loop, so there are no locks. The ledger is
+rebuilt from every Workload's ``status.placements`` during the informers' initial listing,
+before the loop decides anything: a restarted operator never double-books.
 """
 
 from __future__ import annotations
@@ -17,32 +18,25 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.api.messages import validation_message
-from controller.api.models import NodeInfo, Phase, Workload, WorkloadKind, WorkloadStatus
-from controller.core.framework import Code
-from controller.core.ledger import Ledger, bookings_from_object, bookings_from_status, placements_of
-from controller.core.nodes import (
+from controller.api.models import Phase, Workload, WorkloadKind, WorkloadStatus, key_of
+from controller.operator.telemetry import metrics
+from controller.scheduler.framework import Code
+from controller.scheduler.ledger import (
+    Ledger,
+    bookings_from_object,
+    bookings_from_status,
+    placements_of,
+)
+from controller.scheduler.nodes import (
     NodeError,
+    NodeInfo,
     NodeTable,
     node_info_from_node,
     node_name,
     unreadable_node_info,
 )
-from controller.operator import metrics
 
 logger = logging.getLogger("orca.nodes")
-
-
-def workload_identity(body: Mapping[str, Any]) -> tuple[str, str]:
-    """A Workload object's (namespace, name): its key is ``namespace/name``, and an object
-    without a namespace is in ``default`` (what every event, LIST and delete is keyed by)."""
-    metadata = body.get("metadata") or {}
-    return str(metadata.get("namespace") or "default"), str(metadata.get("name"))
-
-
-def workload_key(body: Mapping[str, Any]) -> str:
-    """``namespace/name`` of a Workload object (``workload_identity``)."""
-    namespace, name = workload_identity(body)
-    return f"{namespace}/{name}"
 
 
 def is_newer(candidate: str | None, known: str | None) -> bool:
@@ -71,7 +65,6 @@ class WorkloadRecord:
     error: str | None = None  # why it does not parse, in the user's field names
     status: WorkloadStatus | None = None
     written_version: str | None = None  # resourceVersion our last status write produced
-    writing: bool = False  # a status write is in flight (its decision is assumed)
     code: Code | None = None  # who can cure what the last decision lacked (None: not decided)
     seen: float | None = None  # monotonic time of the first event not yet answered by a write
 
@@ -166,8 +159,8 @@ class ClusterState:
         """Record a Workload from an event; returns the record if it may need a decision
         (None for a stale event or the echo of our own status write)."""
         metadata = body.get("metadata") or {}
-        namespace, name = workload_identity(body)
-        key = f"{namespace}/{name}"
+        key = key_of(body)
+        namespace, _, name = key.partition("/")
         version = metadata.get("resourceVersion")
         record = self.records.get(key)
         if record is not None and record.uid == metadata.get("uid"):
@@ -194,12 +187,13 @@ class ClusterState:
             error=error,
             status=status,
             written_version=record.written_version if record else None,
-            writing=record.writing if record else False,
             code=record.code if record else None,
             seen=record.seen if record and record.seen is not None else time.monotonic(),
         )
         self.records[key] = record
-        if not record.writing:  # parseable or not, what its status records stays booked
+        # Parseable or not, what its status records stays booked; but not while a write of
+        # ours is in flight (its assumption is the booking until it settles: ``transaction``).
+        if not self.ledger.assumed(key):
             bookings = (
                 bookings_from_status(workload)
                 if workload is not None
@@ -214,44 +208,6 @@ class ClusterState:
         held = bool(self.ledger.bookings(key))
         self.ledger.remove(key)
         return held
-
-    def sync(
-        self,
-        nodes: list[dict[str, Any]],
-        workloads: list[dict[str, Any]],
-        list_versions: tuple[str | None, str | None],
-    ) -> None:
-        """Merge a full LIST of Nodes and Workloads: add and update what it holds, drop what
-        it lacks unless the watch told us of it after the LIST was taken (a newer version)."""
-        nodes_version, workloads_version = list_versions
-        self.drop_unlisted_nodes({self.merge_listed_node(obj) for obj in nodes}, nodes_version)
-        listed = {self.merge_listed_workload(obj) for obj in workloads}
-        self.drop_unlisted_workloads(listed, workloads_version)
-
-    def merge_listed_node(self, obj: Mapping[str, Any]) -> str | None:
-        """One Node of a LIST, merged; returns its name (what ``drop_unlisted_nodes`` keeps)."""
-        self.upsert_node(obj)
-        name = (obj.get("metadata") or {}).get("name")
-        return name if isinstance(name, str) else None
-
-    def merge_listed_workload(self, obj: Mapping[str, Any]) -> str:
-        """One Workload of a LIST, merged; returns its key (``drop_unlisted_workloads``)."""
-        self.upsert_workload(obj)
-        return workload_key(obj)
-
-    def drop_unlisted_nodes(self, listed: set[str | None], version: str | None) -> None:
-        """After a LIST: forget the Nodes it lacks, unless a watch event newer than the LIST
-        told us of them."""
-        for name in set(self.nodes) - listed:
-            if is_newer(version, self.node_versions.get(name)):
-                self.delete_node(name)
-
-    def drop_unlisted_workloads(self, listed: set[str], version: str | None) -> None:
-        """After a LIST: forget the Workloads it lacks (and free their capacity), unless a
-        watch event newer than the LIST told us of them."""
-        for key in set(self.records) - listed:
-            if is_newer(version, self.records[key].resource_version):
-                self.delete_workload(key)
 
     # -- who to retry when something changes ----------------------------------------------------
 

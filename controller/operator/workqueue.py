@@ -24,9 +24,14 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+from collections import deque
 from collections.abc import Callable, Iterable
 
-from controller.operator import metrics
+from controller.operator.telemetry import metrics
+
+
+class QueueShutDown(Exception):
+    """The queue hands out nothing more (``WorkQueue.shut_down``)."""
 
 
 class WorkQueue:
@@ -45,10 +50,12 @@ class WorkQueue:
         self._processing: set[str] = set()
         self._dirty: set[str] = set()
         self._failures: dict[str, int] = {}
-        self._wakeup = asyncio.Event()
+        #: Workers waiting in ``get``, woken one per key added (not all of them at once).
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self.base_delay = base_delay
         self.max_delay = max_delay
+        self._shut_down = False
 
     def __len__(self) -> int:
         return len(self._queued)
@@ -77,7 +84,14 @@ class WorkQueue:
             self._heap = list(self._queued.values())
             heapq.heapify(self._heap)
         metrics.QUEUE_DEPTH.set(len(self._queued))
-        self._wakeup.set()
+        self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     def add_all(self, keys: Iterable[str]) -> None:
         for key in keys:
@@ -115,9 +129,17 @@ class WorkQueue:
 
     async def get(self) -> str:
         """The next key to process; it stays *processing* until ``done``."""
-        while not self._queued:
-            self._wakeup.clear()
-            await self._wakeup.wait()
+        while not self._queued or self._shut_down:
+            if self._shut_down:
+                raise QueueShutDown()
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except BaseException:  # cancelled: a key this waiter was woken for goes to another
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()
+                raise
         while True:
             entry = heapq.heappop(self._heap)
             if self._queued.get(entry[2]) == entry:
@@ -163,6 +185,11 @@ class WorkQueue:
             self._dirty.discard(key)
             self.add(key)
 
-    def idle(self) -> bool:
-        """Nothing waiting, nothing processing, no timers pending."""
-        return not self._queued and not self._processing and not self._timers
+    def shut_down(self) -> None:
+        """Hand out nothing more: ``get`` raises ``QueueShutDown`` from now on, in every
+        waiter (client-go's ``ShutDown``; what is processing finishes, with ``done``)."""
+        self._shut_down = True
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)

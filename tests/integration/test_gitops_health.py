@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 
 from controller.api.models import Condition, WorkloadStatus
-from controller.core.ledger import Booking
-from controller.core.preemption import Victim, preempted_status
-from controller.core.scheduler import Scheduler
-from controller.core.status import status_from_decision
 from controller.devcluster.controlplane import KubectlRunner
+from controller.scheduler.ledger import Booking
+from controller.scheduler.preemption import Victim, preempted_status
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import status_from_decision
 from tests.factories import ledger_for, node, node_object, workload
 from tests.integration.harness import (
     REPO_ROOT,

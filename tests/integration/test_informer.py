@@ -1,6 +1,6 @@
-"""orca's own Workload and Node watches (``controller.operator.informer``) against the real API
-server: what a watch delivers from a LIST's version, a version the server no longer holds
-(410 Gone), and an informer that must LIST again and lose nothing."""
+"""The informers (``controller.operator.kube.informer``) against the real API server: what a
+watch delivers from a LIST's version, a version the server no longer holds (410 Gone), and an
+informer that must LIST again and lose nothing."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane
-from controller.operator.informer import Informer, apply_node_event, apply_workload_event
+from controller.operator.handlers import NodeEvents, StartupGate, WorkloadEvents
 from controller.operator.kube import ApiError, KubeApi, load_configuration
-from controller.operator.reconciler import NODES_PATH, Reconciler
+from controller.operator.kube.informer import Informer
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.nodes import NODES_PATH
 from tests.factories import node_object
 from tests.integration.harness import Cluster, workload_obj
 
@@ -104,20 +105,23 @@ def test_an_expired_watch_lists_again_and_loses_nothing(
     cluster.apply(*(workload_obj(n, namespace, kind="Job") for n in ("kept", "gone")))
 
     async def body(api: KubeApi) -> None:
-        reconciler = Reconciler(ClusterState(), WorkQueue(), api, namespaces=[namespace])
-        await reconciler.relist()
-        state = reconciler.state
+        state, queue = ClusterState(), WorkQueue()
+        gate = StartupGate(state, queue)
+        informers = [
+            Informer(api, NODES_PATH, "nodes", NodeEvents(state, queue, gate), timeout=30),
+            Informer(
+                api, _path(namespace), "workloads", WorkloadEvents(state, queue, gate), timeout=30
+            ),
+        ]
+        for informer in informers:
+            await informer.list_once(initial=True)
         assert {"n1"} <= set(state.nodes) and len(state.records) == 2
         await asyncio.to_thread(cluster.run, "delete", "workload", "gone", "-n", namespace)
         await asyncio.to_thread(cluster.apply, node_object("n2"))
-        informers = [
-            Informer(reconciler, NODES_PATH, apply_node_event, "nodes", 30),
-            Informer(reconciler, _path(namespace), apply_workload_event, "workloads", 30),
-        ]
-        for path in (NODES_PATH, _path(namespace)):
-            reconciler.list_versions[path] = "1"  # long gone
-        reconciler.ready.set()
-        tasks = [asyncio.create_task(i.run()) for i in informers]
+        for informer in informers:
+            informer.version = "1"  # long gone
+        gate.ready.set()
+        tasks = [asyncio.create_task(i.watch_forever()) for i in informers]
         try:
             await _until(lambda: f"{namespace}/gone" not in state.records, "the delete merged")
             await _until(lambda: "n2" in state.nodes, "the new node listed")
@@ -144,14 +148,13 @@ def test_the_watches_go_on_when_the_requests_session_is_closed(
     without an error, until its read timeout (minutes): each watch has a session of its own."""
 
     async def body(api: KubeApi) -> None:
-        reconciler = Reconciler(ClusterState(), WorkQueue(), api, namespaces=[namespace])
-        await reconciler.relist()
-        reconciler.ready.set()
-        informer = Informer(reconciler, _path(namespace), apply_workload_event, "workloads", 300)
+        state, queue = ClusterState(), WorkQueue()
+        handler = WorkloadEvents(state, queue, StartupGate(state, queue))
+        informer = Informer(api, _path(namespace), "workloads", handler)
         task = asyncio.create_task(informer.run())
         try:
+            await informer.synced.wait()
             await asyncio.to_thread(cluster.apply, workload_obj("first", namespace, kind="Job"))
-            state = reconciler.state
             await _until(lambda: f"{namespace}/first" in state.records, "the first Workload")
             await api.close()  # what a 401 does to the requests' session, at worst
             await asyncio.to_thread(cluster.apply, workload_obj("second", namespace, kind="Job"))

@@ -125,7 +125,7 @@ def test_delete_frees_capacity_for_a_pending_workload(
     )
     assert waiting["status"]["message"] == "0/1 nodes are available: 1 Insufficient cpu."
     assert waiting["status"]["unschedulable"] == [
-        {"reason": "Insufficient cpu", "count": 1, "nodes": ["a"]}
+        {"reason": "Insufficient cpu", "count": 1, "nodes": ["a"], "plugin": "ResourcesFit"}
     ]
     cluster.run("delete", "workload", "-n", namespace, "first")
     assert placements(placed(cluster, namespace, "second", 1)) == [(f"{namespace}/second-0", "a")]

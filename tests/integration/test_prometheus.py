@@ -254,8 +254,11 @@ def test_prometheus_sees_what_the_operator_did(scraped: Prometheus, namespace: s
     requests = prom.by("resource", 'sum by (resource) (orca_api_requests_total{verb="PATCH"})')
     assert requests == {"workloads/status": 4.0}
     assert prom.value("orca_leader") == 1.0
-    relists = prom.by("outcome", "orca_relists_total")  # the start-up LIST (resync: 300 s);
-    assert relists["listed"] == 1.0  # a fresh CRD may first answer 429, counted as failed
+    # Each informer's start-up LIST (resync: 300 s); a fresh CRD may first answer 429,
+    # counted as failed.
+    listed = prom.by("resource", 'orca_relists_total{outcome="listed"}')
+    assert listed == {"nodes": 1.0, "priorityclasses": 1.0, "workloads": 1.0}
+    relists = prom.by("outcome", "sum by (outcome) (orca_relists_total)")
     assert set(relists) == {"listed", "failed"}
     assert prom.query("orca_build_info")[0]["metric"]["version"]
 

@@ -13,10 +13,7 @@ graceful stop, and log no permission denial.
   makes a named step of the scenario fail: no permission is unused. These trials run in
   parallel, each in its own namespace (its Lease, Role and Workloads there; its own
   ClusterRole and bindings; its own Nodes, which only its Workloads may use), with
-  ``-n <namespace>`` so that trials do not place each other's Workloads. With ``-n`` kopf lists
-  and watches namespaces (denied, it retries for about a minute before it starts watching
-  Workloads), so the trials' roles also grant that (``NAMESPACED_MODE``); the Deployment runs
-  without ``-n``, and the first run shows it needs no such right.
+  ``-n <namespace>`` so that trials do not place each other's Workloads.
 """
 
 from __future__ import annotations
@@ -56,16 +53,14 @@ RESCHEDULED = "moves a replica off a cordoned Node"
 EVENT = "posts a Scheduled Event"
 RELEASED = "hands the Lease back on a graceful stop"
 NO_DENIAL = "logs no permission denial"
-# WATCHED comes after RESCHEDULED: kopf starts its Node and Workload watches together, so once
+# WATCHED comes after RESCHEDULED: the Node and Workload informers start together, so once
 # a cordon has been seen, a Workload created next can only arrive through the Workload watch
-# (not through kopf's first LIST, which would pick it up without the watch right).
+# (not through the first LIST, which would pick it up without the watch right).
 STEPS = (LIVE, LEASE_TAKEN, LEASE_RENEWED, PLACED, RESCHEDULED, EVENT, WATCHED, RELEASED, NO_DENIAL)
 
 DENIAL = re.compile(r"\b403\b|forbidden|not enough permissions", re.IGNORECASE)
 # A log line's own timestamp, "[2026-11-30 08:43:56,403] ", whose milliseconds can read 403.
 TIMESTAMP = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,.]+\] ")
-# What `orca run -n NS` needs on top of the shipped ClusterRole (the trials run that way).
-NAMESPACED_MODE = {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
 
 
 @dataclass(frozen=True, order=True)
@@ -92,14 +87,10 @@ NEEDED_FOR: dict[tuple[str, str, str, str], str] = {
     ("ClusterRole", "", "nodes", "list"): PLACED,
     ("ClusterRole", "", "nodes", "watch"): RESCHEDULED,
     ("ClusterRole", "", "events", "create"): EVENT,
-    # The initial LIST reads PriorityClasses before deciding anything; the watch follows them
-    # (kopf logs the denial when it cannot).
+    # The PriorityClass informer lists them before anything is decided; its watch follows
+    # them (and logs the refusal when it cannot).
     ("ClusterRole", "scheduling.k8s.io", "priorityclasses", "list"): PLACED,
     ("ClusterRole", "scheduling.k8s.io", "priorityclasses", "watch"): NO_DENIAL,
-    # Without these kopf cannot follow the Workload CRD being (re)installed while it runs; it
-    # says so in the log at start-up.
-    ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "list"): NO_DENIAL,
-    ("ClusterRole", "apiextensions.k8s.io", "customresourcedefinitions", "watch"): NO_DENIAL,
     ("Role", "coordination.k8s.io", "leases", "create"): LEASE_TAKEN,
     ("Role", "coordination.k8s.io", "leases", "get"): LEASE_TAKEN,
     ("Role", "coordination.k8s.io", "leases", "update"): LEASE_RENEWED,
@@ -323,7 +314,6 @@ def install_roles(
     role["metadata"] = {"name": shipped.role["metadata"]["name"], "namespace": namespace}
     for obj in (cluster_role, role):
         obj["rules"] = rules_of([p for p in permissions(obj) if p != without])
-    cluster_role["rules"].append(NAMESPACED_MODE)
     subjects = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]
     objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},

@@ -18,12 +18,9 @@ from typing import Any
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane
-from controller.operator import metrics
+from controller.operator.app import Operator
 from controller.operator.kube import KubeApi, load_configuration
-from controller.operator.rebalancer import RebalanceLoop
-from controller.operator.reconciler import Reconciler
-from controller.operator.state import ClusterState
-from controller.operator.workqueue import WorkQueue
+from controller.operator.telemetry import metrics
 from tests.factories import node_object
 from tests.integration.harness import (
     Cluster,
@@ -240,11 +237,13 @@ def test_a_move_on_a_workload_its_owner_changed_meanwhile_is_refused_by_the_serv
     async def scenario() -> tuple[tuple[str, str | None], tuple[str, str | None]]:
         api = KubeApi(load_configuration(str(control_plane.kubeconfig_path)))
         try:
-            reconciler = Reconciler(ClusterState(), WorkQueue(), api, namespaces=[namespace])
-            await reconciler.relist()
-            reconciler.ready.set()
-            loop = RebalanceLoop(reconciler, 1.0)
-            state = reconciler.state
+            operator = Operator.wire(api, namespaces=[namespace], rebalance_every=1.0)
+            for informer in operator.informers:  # the operator's start-up listing
+                await informer.list_once(initial=True)
+            operator.gate.ready.set()
+            loop = operator.rebalancer
+            assert loop is not None
+            state = operator.state
             state.table()
             record = state.records[key]
             assert record.workload is not None
@@ -252,12 +251,14 @@ def test_a_move_on_a_workload_its_owner_changed_meanwhile_is_refused_by_the_serv
             # The owner changes the Workload after the plan (the watch has not told us yet).
             cluster.run("label", "workload", "web", "-n", namespace, "team=shop")
             refused = await loop.make(move, record.resource_version)
-            await reconciler.relist()  # what the watch would have delivered
-            assert reconciler.queue.busy(key)  # handed back to the scheduling loop ...
-            while reconciler.queue.busy(key):  # ... which decides it (nothing to write)
-                queued = await reconciler.queue.get()
-                assert not await reconciler.reconcile(queued)
-                reconciler.queue.done(queued)
+            for informer in operator.informers:  # what the watch would have delivered
+                await informer.list_once()
+            queue = operator.queue
+            assert queue.busy(key)  # handed back to the scheduling loop ...
+            while queue.busy(key):  # ... which decides it (nothing to write)
+                queued = await queue.get()
+                assert not await operator.loop.process(queued)
+                queue.done(queued)
             state.table()
             record = state.records[key]
             assert record.workload is not None

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-import controller.operator.metrics  # noqa: F401  (declares the metrics in the registry)
+import controller.operator.telemetry.metrics  # noqa: F401  (declares the metrics in the registry)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MONITORING = REPO_ROOT / "manifests" / "monitoring"

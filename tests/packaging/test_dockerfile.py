@@ -74,7 +74,7 @@ def test_the_build_context_holds_what_is_copied_and_nothing_private() -> None:
     context = build_context()
     for source in copy_sources(stages()[0]):
         assert source in context, f"COPY {source}: excluded by .dockerignore"
-    assert "controller/cli.py" in context
+    assert "controller/cli/__init__.py" in context
     for private in (".git", ".venv", ".venv-tools", "tests", ".dev-cluster", "bench", "hack"):
         assert not any(p == private or p.startswith(private + "/") for p in context), private
     assert not any("__pycache__" in p for p in context)

@@ -296,7 +296,7 @@ def test_orca_run_starts_and_reports_a_missing_cluster_in_one_line(image: Image)
 # Run by the image's Python: where its CEL parser comes from, and whether the file was rewritten.
 CEL_PARSER_PROBE = """
 from celpy import Environment
-from controller.celcache import cache_path, install_cel_parser, shipped_cache_path
+from controller.scheduler.celcache import cache_path, install_cel_parser, shipped_cache_path
 path = cache_path()
 assert path == shipped_cache_path(), path
 written = path.stat().st_mtime_ns

@@ -5,6 +5,8 @@ source named where it is:
 
 - objects get a ``resourceVersion`` from one counter (etcd's revision); LIST returns the
   counter as the list's version;
+- a merge PATCH of a ``status`` subresource replaces the status, preconditioned on the
+  ``metadata.resourceVersion`` it carries (409 when it differs, 404 when the object is gone);
 - PUT is an update preconditioned on ``metadata.resourceVersion``: 409 Conflict when it differs,
   422 when it is missing (a Lease has ``AllowUnconditionalUpdate`` false), created when the
   object does not exist and no version is given (``AllowCreateOnUpdate`` true), 409 when one
@@ -355,6 +357,20 @@ class FakeApiServer:
                 message = f'{resource} "{name}" not found'
                 return self._answer(seen, status(404, "NotFound", message), 404)
             return self._answer(seen, copy.deepcopy(current), 200)
+        if request.method == "PATCH" and match["sub"] == "status":
+            # A merge patch of the status subresource, preconditioned on the resourceVersion
+            # it carries (what the operator's status writes send): 404 when the object is
+            # gone, 409 when it changed since.
+            if current is None:
+                message = f'{resource} "{name}" not found'
+                return self._answer(seen, status(404, "NotFound", message), 404)
+            body = seen.body or {}
+            version = (body.get("metadata") or {}).get("resourceVersion")
+            if version and version != current["metadata"]["resourceVersion"]:
+                conflict = status(409, "Conflict", "the object has been modified")
+                return self._answer(seen, conflict, 409)
+            patched = {**copy.deepcopy(current), "status": body.get("status")}
+            return self._answer(seen, self._store(key, patched, "MODIFIED"), 200)
         if request.method == "PUT":
             obj = dict(seen.body or {})
             version = (obj.get("metadata") or {}).get("resourceVersion")

@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 
 from controller.api.models import WorkloadStatus
-from controller.core.ledger import Booking
-from controller.core.preemption import Victim, preempted_status
-from controller.core.scheduler import Scheduler
-from controller.core.status import status_from_decision
+from controller.scheduler.ledger import Booking
+from controller.scheduler.preemption import Victim, preempted_status
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import status_from_decision
 from tests.factories import ledger_for, node, workload
 
 ARGOCD = Path(__file__).resolve().parents[2] / "manifests" / "argocd"

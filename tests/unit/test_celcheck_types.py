@@ -22,12 +22,11 @@ from pydantic import ValidationError
 
 from controller.api.models import AffinityRule, Phase
 from controller.cli import main
-from controller.core.celexpr import CelCompileError, compile_expression
-from controller.core.scheduler import Scheduler
+from controller.operator.app import Operator
 from controller.operator.kube import KubeApi
-from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
-from controller.operator.workqueue import WorkQueue
+from controller.scheduler.celexpr import CelCompileError, compile_expression
+from controller.scheduler.scheduler import Scheduler
 from tests.factories import ledger_for, node, node_object, stored_workload, workload
 
 ILL_TYPED = [
@@ -155,13 +154,10 @@ def test_the_operator_writes_invalid_with_the_checkers_message() -> None:
         async def create_event(self, *_: Any) -> dict[str, Any]:
             return {}
 
-    reconciler = Reconciler(
-        state, WorkQueue(), cast(KubeApi, Api()), now=lambda: "2026-01-01T00:00:00Z"
-    )
+    operator = Operator.wire(cast(KubeApi, Api()), state, now=lambda: "2026-01-01T00:00:00Z")
 
     async def decide() -> None:
-        assert await reconciler.reconcile("ns/typo")
-        await reconciler.drain()
+        assert await operator.loop.process("ns/typo")
 
     asyncio.run(decide())
     (written,) = patches

@@ -12,8 +12,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.core import celcheck
-from controller.core.celexpr import (
+from controller.scheduler import celcheck
+from controller.scheduler.celexpr import (
     COST_LIMIT_ERROR,
     MAX_ERROR_LENGTH,
     RUNTIME_COST_LIMIT,
@@ -25,7 +25,7 @@ from controller.core.celexpr import (
     _one_line,
     compile_expression,
 )
-from controller.core.nodes import NodeTable
+from controller.scheduler.nodes import NodeTable
 from tests.factories import node
 
 ROOT = Path(__file__).resolve().parents[2]

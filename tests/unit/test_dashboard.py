@@ -1,12 +1,12 @@
-"""The Grafana dashboard is generated from controller/dashboard.py and checked in without drift;
-it has the datasource variable and the rows users look for, and queries only metrics the
-operator exports."""
+"""The Grafana dashboard is generated from controller/operator/telemetry/dashboard.py and
+checked in without drift; it has the datasource variable and the rows users look for, and
+queries only metrics the operator exports."""
 
 from __future__ import annotations
 
 import pytest
 
-from controller.dashboard import dashboard_json
+from controller.operator.telemetry.dashboard import dashboard_json
 from tests.monitoring import (
     DASHBOARD,
     dashboard,
@@ -18,7 +18,8 @@ from tests.monitoring import (
 
 def test_checked_in_dashboard_matches_the_generator() -> None:
     assert DASHBOARD.read_text() == dashboard_json(), (
-        "manifests/monitoring/grafana-dashboard.json drifted from controller/dashboard.py: "
+        "manifests/monitoring/grafana-dashboard.json drifted from "
+        "controller/operator/telemetry/dashboard.py: "
         f"run `orca dashboard > {DASHBOARD}`"
     )
 

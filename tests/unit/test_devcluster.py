@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.devcluster.cli import NODE_TIMING_DEFAULTS
+from controller.cli.dev_cluster import NODE_TIMING_DEFAULTS
 from controller.devcluster.controlplane import NodeTiming
 
 

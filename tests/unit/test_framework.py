@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from controller.api.models import NodeInfo, Phase
-from controller.core.celexpr import CelEvaluator
-from controller.core.framework import Code, CycleState, Profile, Rejection, Verdict
-from controller.core.plugins import default_profile
-from controller.core.scheduler import Scheduler
+from controller.api.models import Phase
+from controller.scheduler.celexpr import CelEvaluator
+from controller.scheduler.framework import Code, CycleState, Profile, Rejection, Verdict
+from controller.scheduler.nodes import NodeInfo
+from controller.scheduler.plugins import default_profile
+from controller.scheduler.scheduler import Scheduler
 from tests.factories import ledger_for, node, workload
 
 

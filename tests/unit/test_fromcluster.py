@@ -1,4 +1,5 @@
-"""``controller.fromcluster.view_of``: listed objects as the dry run reads them (no cluster)."""
+"""``controller.inputs.fromcluster.view_of``: listed objects as the dry run reads them (no
+cluster); and ``controller.cli.cluster.read_cluster``'s one line when there is none."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from controller.fromcluster import ClusterError, read_cluster, view_of
+from controller.cli.cluster import read_cluster
+from controller.inputs.fromcluster import ClusterError, view_of
 from tests.factories import node_object
 
 
@@ -49,8 +51,8 @@ def test_unreadable_nodes_are_not_ready_and_refused_workloads_stay_booked() -> N
 
 
 def test_an_api_server_out_of_reach_is_one_line_not_a_traceback(tmp_path: Path) -> None:
-    """The kubernetes client raises urllib3's MaxRetryError (not an OSError) when the server
-    refuses the connection: ``orca plan/explain/rebalance --from-cluster`` say so in a line."""
+    """A server that refuses the connection: ``orca plan/explain/rebalance --from-cluster``
+    say so in a line, in the socket's words, not the client's exception."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there

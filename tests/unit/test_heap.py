@@ -78,10 +78,10 @@ def test_a_dropped_view_leaves_nothing_for_the_collector() -> None:
     gc.collect()
     gc.disable()
     state = ClusterState()
-    state.merge_listed_node(node_object("a", cpu="4", memory="8Gi"))
+    state.upsert_node(node_object("a", cpu="4", memory="8Gi"))
     for i in range(50):
-        state.merge_listed_workload(stored_workload(f"w{i}", "1", spec, status))
-    state.merge_listed_workload(stored_workload("w0", "2", spec, None))  # one record replaced
+        state.upsert_workload(stored_workload(f"w{i}", "1", spec, status))
+    state.upsert_workload(stored_workload("w0", "2", spec, None))  # one record replaced
     assert len(state.records) == 50
     del state
     assert gc.collect() == 0

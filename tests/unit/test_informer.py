@@ -1,6 +1,7 @@
-"""orca's Node and Workload watches (``controller/operator/informer.py``) and the start-up LIST
-(``Reconciler.list_until_done``), against an in-process API server (``fakeapi``) over loopback
-HTTP through the real ``KubeApi``.
+"""The informers (``controller/operator/kube/informer.py``) for Nodes, Workloads and
+PriorityClasses, with the operator's handlers (``controller/operator/handlers.py``) and the
+start-up gate, against an in-process API server (``fakeapi``) over loopback HTTP through the
+real ``KubeApi``.
 
 Written against behaviour: objects and faults go in at the server, the operator's state and
 what its scheduling queue is handed come out. The informer's clock and sleep are fake, so a
@@ -18,21 +19,24 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from controller.operator import reconciler as reconciler_module
-from controller.operator.informer import Informer, apply_node_event, apply_workload_event
-from controller.operator.reconciler import NODES_PATH, Reconciler
+from controller.operator.app import NO_CRD
+from controller.operator.handlers import (
+    NodeEvents,
+    PriorityClassEvents,
+    StartupGate,
+    WorkloadEvents,
+)
+from controller.operator.kube.informer import Handler, Informer
+from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.nodes import NODES_PATH
+from controller.scheduler.priority import LIST_PATH as PRIORITY_CLASSES
 from tests.factories import node_object, stored_workload
 from tests.unit.fakeapi import FakeApiServer, FakeClock, Fault, until
 
 WORKLOADS = "/apis/orca.cloudinit.dev/v1alpha1/workloads"
-
-
-@pytest.fixture(autouse=True)
-def quick_list_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The LIST's retry back-off (real sleeps) in milliseconds: its steps are not under test."""
-    monkeypatch.setattr(reconciler_module, "LIST_BACKOFF", (0.001, 0.004))
+PATHS = {"workloads": WORKLOADS, "nodes": NODES_PATH, "priorityclasses": PRIORITY_CLASSES}
 
 
 def restarts(resource: str, reason: str) -> float:
@@ -41,29 +45,50 @@ def restarts(resource: str, reason: str) -> float:
 
 
 class Watching:
-    """One operator's view of one collection: the reconciler's LIST, then the informer."""
+    """One operator's view: an informer per kind given (the first one watched by the test),
+    its handler, and the start-up gate; fake clocks and sleeps."""
 
-    def __init__(self, server: FakeApiServer, kind: str = "workloads") -> None:
+    def __init__(self, server: FakeApiServer, *kinds: str) -> None:
+        kinds = kinds or ("workloads",)
         self.server = server
         self.api = server.client()
-        self.reconciler = Reconciler(ClusterState(), WorkQueue(), self.api)
-        self.path = WORKLOADS if kind == "workloads" else NODES_PATH
-        apply = apply_workload_event if kind == "workloads" else apply_node_event
-        self.informer = Informer(self.reconciler, self.path, apply, kind, timeout=300)
+        self.state, self.queue = ClusterState(), WorkQueue()
+        self.priorities = PriorityIndex()
+        self.gate = StartupGate(self.state, self.queue)
         self.clock = FakeClock()
         self.delays: list[float] = []
-        self.informer.clock = self.clock
-        self.informer.sleep = self._sleep
-        self.task: asyncio.Task[None] | None = None
+        self.informers = [self._informer(kind) for kind in kinds]
+        self.informer = self.informers[0]
+        self.path = self.informer.path
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def _informer(self, kind: str) -> Informer:
+        handler: Handler
+        if kind == "workloads":
+            handler = WorkloadEvents(self.state, self.queue, self.gate)
+        elif kind == "nodes":
+            handler = NodeEvents(self.state, self.queue, self.gate)
+        else:
+            handler = PriorityClassEvents(self.state, self.queue, self.gate, self.priorities)
+        missing = NO_CRD if kind == "workloads" else None
+        informer = Informer(self.api, PATHS[kind], kind, handler, timeout=300, missing=missing)
+        informer.clock = self.clock
+        informer.sleep = self._sleep
+        return informer
 
     async def _sleep(self, delay: float) -> None:
         self.delays.append(delay)
         self.clock.advance(delay)
         await asyncio.sleep(0.002)  # let the loop run; the back-off itself is the record
 
+    async def listed(self) -> Watching:
+        """Until every informer has listed once and the gate opened (the operator's start)."""
+        self.tasks = [asyncio.create_task(i.run()) for i in self.informers]
+        await self.gate.open(self.informers)
+        return self
+
     async def start(self) -> Watching:
-        await self.reconciler.start()
-        self.task = asyncio.create_task(self.informer.run())
+        await self.listed()
         await self.watching()
         return self
 
@@ -83,15 +108,19 @@ class Watching:
 
     @property
     def keys(self) -> set[str]:
-        return set(self.reconciler.state.records)
+        return set(self.state.records)
 
     @property
     def nodes(self) -> set[str]:
-        return set(self.reconciler.state.nodes)
+        return set(self.state.nodes)
+
+    @property
+    def classes(self) -> set[str]:
+        return set(self.priorities.classes.by_name)
 
     async def handed_out(self) -> set[str]:
         """What the scheduling queue holds now, taken as the loop would take it."""
-        queue, keys = self.reconciler.queue, set()
+        queue, keys = self.queue, set()
         while len(queue):
             key = await queue.get()
             queue.done(key)
@@ -99,10 +128,10 @@ class Watching:
         return keys
 
     async def stop(self) -> None:
-        assert self.task is not None
-        assert not self.task.done(), self.task  # the informer never ends by itself
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
+        for task in self.tasks:
+            assert not task.done(), task  # an informer never ends by itself
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.api.close()
 
 
@@ -116,6 +145,11 @@ def run(scenario: Callable[[FakeApiServer], Awaitable[None]]) -> None:
 
 def workload(name: str) -> dict[str, Any]:
     return stored_workload(name)
+
+
+def priority_class(name: str, value: int = 1000) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value}  # fmt: skip
 
 
 def test_events_go_into_the_state_and_the_queue_from_the_lists_version_on() -> None:
@@ -136,15 +170,19 @@ def test_events_go_into_the_state_and_the_queue_from_the_lists_version_on() -> N
     run(scenario)
 
 
-@pytest.mark.parametrize("kind", ["workloads", "nodes"])
+@pytest.mark.parametrize("kind", ["workloads", "nodes", "priorityclasses"])
 def test_an_expired_watch_lists_again_and_what_was_deleted_meanwhile_is_gone(kind: str) -> None:
     """The watch is down while one object is deleted and one created, and the server forgets
     that history (a restart, a compaction): the watch from the old version gets 410, the
     informer LISTs again (its first LIST attempt dropped, for good measure), the deleted
-    object leaves the state, and the watch goes on from the new LIST's version."""
+    object leaves the state, and the watch goes on from the new LIST's version. The same for
+    each kind: a PriorityClass deleted while nobody watched is gone too (kopf's watch, which
+    followed them before, replays what a relist finds but never what went)."""
 
     async def scenario(server: FakeApiServer) -> None:
         def obj(name: str) -> dict[str, Any]:
+            if kind == "priorityclasses":
+                return priority_class(name)
             return workload(name) if kind == "workloads" else node_object(name)
 
         def key(name: str) -> str:
@@ -155,7 +193,7 @@ def test_an_expired_watch_lists_again_and_what_was_deleted_meanwhile_is_gone(kin
         w = await Watching(server, kind).start()
 
         def seen() -> set[str]:
-            return w.keys if kind == "workloads" else w.nodes
+            return {"workloads": w.keys, "nodes": w.nodes, "priorityclasses": w.classes}[kind]
 
         assert seen() == {key("a"), key("b")}
         old_version = w.watches()[-1]
@@ -276,8 +314,7 @@ def test_a_watch_that_ends_at_once_backs_off_instead_of_spinning() -> None:
         server.put("workloads", workload("a"))
         w = Watching(server)
         w.informer.timeout = 0  # the server ends every watch as soon as it starts
-        await w.reconciler.start()
-        w.task = asyncio.create_task(w.informer.run())
+        await w.listed()
         await until(lambda: len(w.watches()) >= 5, "five watches")
         assert w.delays[:4] == [0.5, 1.0, 2.0, 4.0]
         assert set(w.watches()) == {str(server.revision)}
@@ -290,8 +327,9 @@ def test_a_watch_that_ends_at_once_backs_off_instead_of_spinning() -> None:
 def test_the_startup_list_retries_until_the_api_answers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The first LIST gets no answer (connection closed), then the Workload resource is not
-    there (404: the CRD is not installed, said in so many words), then it is."""
+    """The first LIST of Nodes gets no answer (connection closed), the Workload resource is
+    not there (404: the CRD is not installed, said in so many words), then it is; the gate
+    opens only once every informer has listed."""
 
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
@@ -300,19 +338,22 @@ def test_the_startup_list_retries_until_the_api_answers(
         server.add(Fault("GET", NODES_PATH, "drop", times=2, watch=False))
         crd = server.add(Fault("GET", WORKLOADS, "status", times=2, status=404, watch=False))
         crd.reason = "NotFound"
-        w = Watching(server)
-        with caplog.at_level(logging.WARNING, logger="orca.scheduler"):
-            await w.reconciler.start()
-        assert w.reconciler.ready.is_set()
+        w = Watching(server, "workloads", "nodes")
+        with caplog.at_level(logging.WARNING, logger="orca.informer"):
+            await w.listed()
+        assert w.gate.ready.is_set()
         assert w.keys == {"ns/a"} and w.nodes == {"n1"}
         assert await w.handed_out() == {"ns/a"}
-        messages = [r.getMessage() for r in caplog.records if r.name == "orca.scheduler"]
+        messages = [r.getMessage() for r in caplog.records if r.name == "orca.informer"]
         assert len(messages) == 3, messages
-        assert "initial listing failed" in messages[0]
-        assert "ServerDisconnectedError" in messages[0]
-        for message in messages[1:]:
+        assert all(m.startswith("initial listing of ") for m in messages)
+        (no_answer,) = [m for m in messages if "nodes" in m]
+        assert "ServerDisconnectedError" in no_answer
+        crd_missing = [m for m in messages if "workloads" in m]
+        assert len(crd_missing) == 2
+        for message in crd_missing:
             assert "the Workload CRD is not installed (kubectl apply -k crds/)" in message
-        await w.api.close()
+        await w.stop()
 
     run(scenario)
 
@@ -324,11 +365,182 @@ def test_the_startup_list_gives_a_refusal_that_is_not_a_missing_crd_as_it_is(
         forbidden = server.add(Fault("GET", WORKLOADS, "status", status=403, watch=False))
         forbidden.reason = "Forbidden"
         w = Watching(server)
-        with caplog.at_level(logging.WARNING, logger="orca.scheduler"):
-            await w.reconciler.start()
-        messages = [r.getMessage() for r in caplog.records if r.name == "orca.scheduler"]
+        with caplog.at_level(logging.WARNING, logger="orca.informer"):
+            await w.listed()
+        messages = [r.getMessage() for r in caplog.records if r.name == "orca.informer"]
         assert len(messages) == 1 and "403 Forbidden" in messages[0]
         assert "CRD" not in messages[0]
-        await w.api.close()
+        await w.stop()
+
+    run(scenario)
+
+
+class Recording:
+    """A handler that records what it is given, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def added(self, obj: dict[str, Any]) -> None:
+        self.calls.append(("added", obj["metadata"]["name"]))
+
+    def modified(self, obj: dict[str, Any]) -> None:
+        self.calls.append(("modified", obj["metadata"]["name"]))
+
+    def deleted(self, obj: dict[str, Any]) -> None:
+        self.calls.append(("deleted", obj["metadata"]))
+
+    def listed(self, initial: bool) -> None:
+        self.calls.append(("listed", initial))
+
+
+def test_a_relist_delivers_what_changed_and_what_went_and_nothing_else() -> None:
+    """client-go's ``Replace``: against the informer's own store, an unchanged object is not
+    delivered again, a changed one is, and one the list lacks is deleted with the metadata
+    last seen (the object itself went while nobody watched)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        for name in ("same", "changed", "gone"):
+            server.put("workloads", workload(name))
+        recording = Recording()
+        informer = Informer(server.client(), WORKLOADS, "workloads", recording)
+        await informer.list_once(initial=True)
+        gone = server.get("workloads", "gone", "ns")
+        assert gone is not None
+        gone_version = gone["metadata"]["resourceVersion"]
+        server.put("workloads", {**workload("changed"), "spec": {"kind": "Job", "count": None}})
+        server.delete("workloads", "gone", "ns")
+        server.put("workloads", workload("new"))
+        recording.calls.clear()
+        await informer.list_once()
+        assert sorted(recording.calls[:-1], key=str) == sorted(
+            [
+                ("added", "new"),
+                ("modified", "changed"),
+                ("deleted", {"name": "gone", "namespace": "ns", "resourceVersion": gone_version}),
+            ],
+            key=str,
+        )
+        assert recording.calls[-1] == ("listed", False)
+        assert informer.version == str(server.revision)
+        await informer.api.close()
+
+    run(scenario)
+
+
+def test_a_list_is_read_page_by_page() -> None:
+    """LISTs come in pages (``limit`` + ``continue``): every page is read and merged."""
+    from kubernetes import client as k8s_client
+
+    from controller.operator.kube import KubeApi
+
+    items = [workload(f"w{i}") for i in range(7)]
+
+    class Paging(KubeApi):
+        def __init__(self) -> None:
+            super().__init__(k8s_client.Configuration())
+            self.calls: list[dict[str, str]] = []
+
+        async def request(self, method: str, path: str, *_: Any, **kwargs: Any) -> Any:
+            params = kwargs["params"]
+            self.calls.append(dict(params))
+            start = int(params.get("continue", "0"))
+            end = start + int(params["limit"])
+            more = str(end) if end < len(items) else ""
+            return {
+                "items": items[start:end],
+                "metadata": {"resourceVersion": "9", "continue": more},
+            }
+
+    async def scenario() -> None:
+        api = Paging()
+        state, queue = ClusterState(), WorkQueue()
+        handler = WorkloadEvents(state, queue, StartupGate(state, queue))
+        informer = Informer(api, WORKLOADS, "workloads", handler, page=2)
+        await informer.list_once(initial=True)
+        assert sorted(state.records) == [f"ns/w{i}" for i in range(7)]
+        assert len(api.calls) == 4 and all(c["limit"] == "2" for c in api.calls)
+        assert informer.version == "9"
+
+    asyncio.run(scenario())
+
+
+def test_a_list_whose_own_version_is_already_expired_backs_off() -> None:
+    """Every watch from the list's version gets 410 at once (the server compacted past it):
+    the informer lists again, but not in a tight loop: the back-off grows as for any failure
+    (without it: a LIST and a watch, again and again, as fast as the server answers)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("workloads", workload("a"))
+        w = Watching(server)
+        server.compacted = server.revision + 10**6  # every version the server gives is "too old"
+        await w.listed()
+        await until(lambda: w.lists() >= 5, "five LISTs")
+        assert w.delays[:4] == [0.5, 1.0, 2.0, 4.0]
+        assert restarts("workloads", "expired") >= 4
+        await w.stop()
+
+    run(scenario)
+
+
+def test_nothing_is_queued_before_every_informer_has_listed() -> None:
+    """The start-up gate: Workloads listed while the PriorityClasses are not are not handed
+    to the scheduling loop (they would be decided Invalid, naming a class not yet known);
+    once the last informer lists, every Workload is, at its class's priority."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("priorityclasses", priority_class("high", 1000))
+        spec = {"kind": "Job", "priorityClassName": "high"}
+        server.put("workloads", stored_workload("vip", spec=spec))
+        server.put("workloads", workload("plain"))
+        held = server.add(Fault("GET", PRIORITY_CLASSES, "hold", watch=False))
+        w = Watching(server, "workloads", "priorityclasses")
+        w.queue.priority_of = lambda key: w.priorities.resolve(w.state, key).value
+        opening = asyncio.create_task(w.listed())
+        await until(lambda: w.informers[0].synced.is_set(), "the Workloads listed")
+        server.put("workloads", workload("late"))  # a watch event before the gate: not queued
+        await until(lambda: "ns/late" in w.keys, "late seen")
+        assert not w.gate.ready.is_set() and len(w.queue) == 0
+        held.gate.set()
+        await opening
+        assert w.gate.ready.is_set()
+        assert await w.queue.get() == "ns/vip"  # first: the higher priority
+        await w.stop()
+
+    run(scenario)
+
+
+def test_a_class_that_changes_queues_the_workloads_naming_it() -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("priorityclasses", priority_class("high", 1000))
+        server.put(
+            "workloads", stored_workload("vip", spec={"kind": "Job", "priorityClassName": "high"})
+        )
+        server.put("workloads", workload("plain"))
+        w = await Watching(server, "priorityclasses", "workloads").start()
+        await w.handed_out()
+        server.put("priorityclasses", priority_class("high", 2000))
+        await until(lambda: len(w.queue) == 1, "a Workload queued")
+        assert await w.handed_out() == {"ns/vip"}
+        assert w.priorities.classes.by_name["high"].value == 2000
+        await w.stop()
+
+    run(scenario)
+
+
+def test_the_periodic_resync_lists_again_and_looks_at_every_workload() -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("workloads", workload("a"))
+        w = Watching(server)
+        w.informer.resync = 60.0
+        await w.start()
+        await w.handed_out()
+        w.clock.advance(61)
+        server.end_watches()  # the watch ends (its timeout): the resync is due, LIST first
+        await until(lambda: w.lists() == 2, "the resync's LIST")
+        await until(lambda: len(w.queue) == 1, "a queued again")
+        assert await w.handed_out() == {"ns/a"}
+        assert w.watches()[-1] == str(server.revision)
+        await w.stop()
 
     run(scenario)

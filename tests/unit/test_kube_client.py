@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 from kubernetes import client as k8s_client
 
-from controller.operator import kube
 from controller.operator.kube import ApiError, KubeApi, TransportError
+from controller.operator.kube import client as kube
 from tests.unit.fakeapi import FakeApiServer, Fault, until
 
 NODES = "/api/v1/nodes"

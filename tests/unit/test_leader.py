@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from controller.operator.kube import KubeApi
-from controller.operator.leader import LeaderElector
+from controller.operator.kube.leader import LeaderElector
 from tests.unit.fakeapi import FakeApiServer, FakeClock, Fault, until
 
 NS, NAME = "orca-system", "orca-controller"

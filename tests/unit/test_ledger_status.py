@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from controller.api.models import Phase, WorkloadStatus
-from controller.core.decision import Decision
-from controller.core.ledger import Booking, Ledger, bookings_from_object, ledger_from_objects
-from controller.core.nodes import NodeTable
-from controller.core.status import nodes_summary, status_from_decision
+from controller.scheduler.decision import Decision
+from controller.scheduler.ledger import Booking, Ledger, bookings_from_object, ledger_from_objects
+from controller.scheduler.nodes import NodeTable
+from controller.scheduler.status import nodes_summary, status_from_decision
 from tests.factories import node
 
 
@@ -43,6 +43,36 @@ def test_confirmed_assumption_is_not_forgotten() -> None:
     ledger.confirm(assumption)
     ledger.forget(assumption)
     assert int(ledger.used_cpu[0]) == 500
+
+
+def test_an_assumption_is_assumed_until_settled_once() -> None:
+    """``assumed`` is the one record of a write in flight: set by ``assume``, cleared by the
+    first of confirm, hold or forget (the others then do nothing), and by ``remove``."""
+    ledger = Ledger(NodeTable([node("a", cpu="4")]))
+    first = ledger.assume("ns/w", [Booking("a", "ns/w-0", 1000, 0)])
+    assert ledger.assumed("ns/w") and not ledger.assumed("ns/other")
+    ledger.confirm(first)
+    assert not ledger.assumed("ns/w")
+    ledger.forget(first)  # settled already: nothing
+    assert int(ledger.used_cpu[0]) == 1000
+    second = ledger.assume("ns/w", [Booking("a", "ns/w-0", 2000, 0)])
+    ledger.remove("ns/w")  # the Workload went while its write was in flight
+    assert not ledger.assumed("ns/w")
+    ledger.forget(second)
+    assert int(ledger.used_cpu[0]) == 0  # nothing restored for a Workload that is gone
+
+
+def test_hold_books_both_outcomes_of_a_write_that_got_no_answer() -> None:
+    """Moved from a to b and shrunk: held, the replica is on both nodes at its larger size
+    (the write may have landed or not) until the Workload is read back."""
+    ledger = Ledger(NodeTable([node("a", cpu="4"), node("b", cpu="4")]))
+    ledger.load("ns/w", [Booking("a", "ns/w-0", 2000, 0)])
+    assumption = ledger.assume("ns/w", [Booking("b", "ns/w-0", 1000, 0)])
+    ledger.hold(assumption)
+    assert not ledger.assumed("ns/w")
+    assert [int(c) for c in ledger.used_cpu] == [2000, 1000]
+    ledger.forget(assumption)  # settled by hold: nothing restored
+    assert [int(c) for c in ledger.used_cpu] == [2000, 1000]
 
 
 def test_rebind_keeps_bookings_on_nodes_that_left() -> None:
@@ -151,7 +181,7 @@ def test_ledger_from_objects_books_what_the_models_refuse() -> None:
 def test_a_status_validates_back_from_its_json_unchanged() -> None:
     """What ``status_from_decision`` builds, written as JSON and read back (as the operator's
     status round-trips through the API server), is the same status, for every phase."""
-    from controller.core.scheduler import Scheduler
+    from controller.scheduler.scheduler import Scheduler
     from tests.factories import ledger_for, workload
 
     ledger = ledger_for(node("a", cpu="4"), node("b", cpu="1", runtimes=("wasmtime",)))

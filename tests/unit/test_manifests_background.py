@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller import manifests
 from controller.cli import main
-from controller.manifests import ManifestError, PendingRead, read_manifests
+from controller.inputs import manifests
+from controller.inputs.manifests import ManifestError, PendingRead, read_manifests
 from tests.factories import node_object
 
 

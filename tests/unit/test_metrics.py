@@ -1,6 +1,6 @@
 """Each metric moves when the operator does the thing it counts.
 
-The reconciler is driven in-process (its real loop, state, queue, ledger and scheduler) over a
+The operator is driven in-process (its real loop, state, queue, ledger and scheduler) over a
 fake API that answers like the API server would; values are read from prometheus_client's
 registry as deltas, since the registry is process-wide.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from importlib import metadata
 from typing import Any
 
@@ -19,14 +19,24 @@ from aiohttp import web
 from kubernetes import client as k8s_client
 from prometheus_client import REGISTRY
 
-from controller.api.models import Taint
-from controller.core.plugins import constraints, eligibility, resources, runtime, taints
-from controller.core.scheduler import Scheduler
-from controller.operator import metrics
+from controller.operator.app import Operator
+from controller.operator.events import PendingEvent
+from controller.operator.handlers import StartupGate, WorkloadEvents
 from controller.operator.kube import ApiError, KubeApi, TransportError, api_resource
-from controller.operator.reconciler import PendingEvent, Reconciler
+from controller.operator.kube.informer import Informer
 from controller.operator.state import ClusterState
+from controller.operator.telemetry import metrics
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.nodes import Taint
+from controller.scheduler.plugins import (
+    constraints,
+    eligibility,
+    resources,
+    runtime,
+    taints,
+    topology_spread,
+)
+from controller.scheduler.scheduler import Scheduler
 from tests.factories import node_object, stored_workload
 
 
@@ -54,7 +64,7 @@ def wl(name: str, version: str = "1", **spec: Any) -> dict[str, Any]:
 
 
 class FakeApi:
-    """Answers the reconciler's calls like an API server: LISTs from ``nodes``/``workloads``,
+    """Answers the operator's calls like an API server: LISTs from ``nodes``/``workloads``,
     status PATCHes succeed (new resourceVersion) unless ``fail_with`` holds an error."""
 
     def __init__(self, nodes: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> None:
@@ -63,11 +73,12 @@ class FakeApi:
         self.list_error: Exception | None = None
         self.version = 100
 
-    async def request(self, method: str, path: str, *_: Any, **__: Any) -> dict[str, Any]:
+    async def list_objects(self, path: str, each: Any, page: int = 500) -> str:
         if self.list_error is not None:
             raise self.list_error
-        items = self.nodes if path.endswith("/nodes") else self.workloads
-        return {"items": items, "metadata": {"resourceVersion": "50"}}
+        for obj in self.nodes if path.endswith("/nodes") else self.workloads:
+            each(obj)
+        return "50"
 
     async def patch_workload_status(
         self, namespace: str, name: str, status: Mapping[str, Any], version: str | None
@@ -81,19 +92,25 @@ class FakeApi:
         return {}
 
 
-def reconciler_for(
+def operator_for(
     workloads: list[dict[str, Any]], scheduler: Scheduler | None = None
-) -> tuple[Reconciler, FakeApi]:
+) -> tuple[Operator, FakeApi]:
     api = FakeApi([node_object("a", cpu="4", memory="8Gi")], workloads)
     state = ClusterState()
-    state.sync(api.nodes, workloads, ("50", "50"))
-    reconciler = Reconciler(state, WorkQueue(), api, scheduler)  # type: ignore[arg-type]
-    return reconciler, api
+    for node in api.nodes:
+        state.upsert_node(node)
+    for obj in workloads:
+        state.upsert_workload(obj)
+    operator = Operator.wire(api, state, WorkQueue(), scheduler)  # type: ignore[arg-type]
+    return operator, api
 
 
-async def decide(reconciler: Reconciler, key: str) -> None:
-    if await reconciler.reconcile(key):
-        await reconciler.drain()
+async def decide(operator: Operator, key: str) -> None:
+    await operator.loop.process(key)
+
+
+def export_gauges(operator: Operator) -> None:
+    operator.gauges.export(operator.state, operator.queue)
 
 
 ATTEMPTS = "orca_schedule_attempts_total"
@@ -112,30 +129,30 @@ ATTEMPTS = "orca_schedule_attempts_total"
 def test_attempts_count_each_decision_by_kind_and_result(
     spec: dict[str, Any], kind: str, result: str
 ) -> None:
-    reconciler, _ = reconciler_for([wl("w", **spec)])
+    operator, _ = operator_for([wl("w", **spec)])
     with (
         Delta(ATTEMPTS, kind=kind, result=result) as attempts,
         Delta("orca_scheduling_algorithm_duration_seconds_count") as timed,
         Delta("orca_status_writes_total", outcome="written") as written,
         Delta("orca_schedule_unchanged_total", kind=kind, result=result) as unchanged,
     ):
-        asyncio.run(decide(reconciler, "ns/w"))
+        asyncio.run(decide(operator, "ns/w"))
     assert (attempts.value, timed.value, written.value, unchanged.value) == (1, 1, 1, 0)
     with (
         Delta(ATTEMPTS, kind=kind, result=result) as again,
         Delta("orca_schedule_unchanged_total", kind=kind, result=result) as unchanged,
     ):
-        asyncio.run(decide(reconciler, "ns/w"))  # same state, same decision: nothing written
+        asyncio.run(decide(operator, "ns/w"))  # same state, same decision: nothing written
     assert (again.value, unchanged.value) == (1, 1)
 
 
 def test_end_to_end_latency_is_observed_once_per_event_answered() -> None:
-    reconciler, _ = reconciler_for([wl("w")])
+    operator, _ = operator_for([wl("w")])
     with Delta("orca_e2e_scheduling_duration_seconds_count") as e2e:
-        asyncio.run(decide(reconciler, "ns/w"))
-        asyncio.run(decide(reconciler, "ns/w"))  # unchanged: no write, nothing to observe
+        asyncio.run(decide(operator, "ns/w"))
+        asyncio.run(decide(operator, "ns/w"))  # unchanged: no write, nothing to observe
     assert e2e.value == 1
-    assert reconciler.state.records["ns/w"].seen is None
+    assert operator.state.records["ns/w"].seen is None
 
 
 def test_an_internal_error_counts_as_result_error_and_backs_off() -> None:
@@ -144,13 +161,15 @@ def test_an_internal_error_counts_as_result_error_and_backs_off() -> None:
             raise RuntimeError("a bug")
 
     async def scenario() -> int:
-        reconciler, _ = reconciler_for([wl("w")], Broken())
-        loop = asyncio.create_task(reconciler.run())
+        operator, _ = operator_for([wl("w")], Broken())
+        operator.queue.add("ns/w")
+        operator.gate.ready.set()  # every informer has listed (the start-up gate)
+        loop = asyncio.create_task(operator.loop.run())
         for _ in range(100):
             await asyncio.sleep(0.01)
-            if reconciler.queue.backing_off:
+            if operator.queue.backing_off:
                 break
-        reconciler.export_gauges()
+        export_gauges(operator)
         backoff = sample("orca_pending_workloads", queue="backoff")
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)
@@ -158,22 +177,31 @@ def test_an_internal_error_counts_as_result_error_and_backs_off() -> None:
 
     logging.getLogger("orca.scheduler").disabled = True  # the expected traceback
     try:
-        with (
-            Delta(ATTEMPTS, kind="Job", result="error") as errors,
-            Delta("orca_relists_total", outcome="listed") as listed,
-        ):
+        with Delta(ATTEMPTS, kind="Job", result="error") as errors:
             backoff = asyncio.run(scenario())
     finally:
         logging.getLogger("orca.scheduler").disabled = False
-    assert errors.value >= 1 and listed.value == 1 and backoff == 1
+    assert errors.value >= 1 and backoff == 1
 
 
-def test_a_failed_relist_is_counted() -> None:
-    reconciler, api = reconciler_for([])
+def test_lists_are_counted_per_resource_and_outcome() -> None:
+    """Each informer counts its own LISTs: the one that failed, then the one that worked."""
+    operator, api = operator_for([wl("w")])
+    state, queue = operator.state, operator.queue
+    handler = WorkloadEvents(state, queue, StartupGate(state, queue))
+    informer = Informer(api, "/apis/orca.cloudinit.dev/v1alpha1/workloads", "workloads", handler)  # type: ignore[arg-type]
     api.list_error = ApiError(500, "InternalError", "etcd")
-    with Delta("orca_relists_total", outcome="failed") as failed, pytest.raises(ApiError):
-        asyncio.run(reconciler.relist())
-    assert failed.value == 1
+    labels = {"resource": "workloads"}
+    with (
+        Delta("orca_relists_total", **labels, outcome="failed") as failed,
+        Delta("orca_relists_total", **labels, outcome="listed") as listed,
+        Delta("orca_relists_total", resource="nodes", outcome="listed") as nodes,
+    ):
+        with pytest.raises(ApiError):
+            asyncio.run(informer.list_once())
+        api.list_error = None
+        asyncio.run(informer.list_once())
+    assert (failed.value, listed.value, nodes.value) == (1, 1, 0)
 
 
 @pytest.mark.parametrize(
@@ -191,45 +219,45 @@ def test_a_failed_relist_is_counted() -> None:
     ids=["conflict", "not_found", "5xx", "disconnected"],
 )
 def test_status_write_outcomes(error: Exception, outcome: str, code: str) -> None:
-    reconciler, api = reconciler_for([wl("w")])
+    operator, api = operator_for([wl("w")])
     api.fail_with = error
     with (
         Delta("orca_status_writes_total", outcome=outcome) as writes,
         Delta("orca_status_write_failures_total", code=code) as failures,
         Delta("orca_e2e_scheduling_duration_seconds_count") as e2e,
     ):
-        asyncio.run(decide(reconciler, "ns/w"))
+        asyncio.run(decide(operator, "ns/w"))
     assert (writes.value, failures.value, e2e.value) == (1, 1, 0)
 
 
 def test_cel_errors_and_cost_limit_hits_are_counted_as_they_grow() -> None:
     zone = wl("w", constraints=['node.labels["zone"] == "x"'])  # no such label: an error
-    reconciler, _ = reconciler_for([zone])
+    operator, _ = operator_for([zone])
     with Delta("orca_cel_evaluation_errors_total") as errors:
-        asyncio.run(decide(reconciler, "ns/w"))
+        asyncio.run(decide(operator, "ns/w"))
     assert errors.value >= 1
     # The evaluator's running total of cost-limit hits (read with getattr until it lands).
-    cel = reconciler.scheduler.cel
+    cel = operator.loop.scheduler.cel
     with Delta("orca_cel_cost_limit_hits_total") as hits:
         cel.cost_limit_hits = 3
-        asyncio.run(decide(reconciler, "ns/w"))
-        asyncio.run(decide(reconciler, "ns/w"))  # no new hits: no new counts
+        asyncio.run(decide(operator, "ns/w"))
+        asyncio.run(decide(operator, "ns/w"))  # no new hits: no new counts
     assert hits.value == 3
 
 
 def test_gauges_follow_the_ledger_per_node_and_drop_deleted_nodes() -> None:
-    reconciler, _ = reconciler_for(
+    operator, _ = operator_for(
         [
             wl("web", kind="Service", count=2, resources={"cpu": "1500m", "memory": "1Gi"}),
             wl("big", resources={"cpu": "16"}),
             wl("wasm", runtime={"oneOf": ["wasm"]}),
         ]
     )
-    state = reconciler.state
+    state = operator.state
     state.upsert_node(node_object("b", cpu="2", memory="4Gi"))
     for key in sorted(state.records):
-        asyncio.run(decide(reconciler, key))
-    reconciler.export_gauges()
+        asyncio.run(decide(operator, key))
+    export_gauges(operator)
     assert sample("orca_node_allocatable_cpu_cores", node="a") == 4.0
     assert sample("orca_node_allocatable_memory_bytes", node="b") == 4 * 2**30
     free = {n: sample("orca_node_free_cpu_cores", node=n) for n in ("a", "b")}
@@ -244,7 +272,7 @@ def test_gauges_follow_the_ledger_per_node_and_drop_deleted_nodes() -> None:
     assert sample("orca_nodes", eligible="true") == 2.0
 
     state.delete_node("b")
-    reconciler.export_gauges()
+    export_gauges(operator)
     assert REGISTRY.get_sample_value("orca_node_free_cpu_cores", {"node": "b"}) is None
     assert REGISTRY.get_sample_value("orca_node_placements", {"node": "b"}) is None
     assert sample("orca_node_allocatable_cpu_cores", node="a") == 4.0
@@ -261,10 +289,10 @@ def test_workloads_by_namespace_and_phase_and_a_namespace_without_workloads_has_
     )
     placed["metadata"]["namespace"] = short["metadata"]["namespace"] = "team-a"
     gone["metadata"]["namespace"] = "team-b"
-    reconciler, _ = reconciler_for([placed, short, gone])
-    for key in sorted(reconciler.state.records):
-        asyncio.run(decide(reconciler, key))
-    reconciler.export_gauges()
+    operator, _ = operator_for([placed, short, gone])
+    for key in sorted(operator.state.records):
+        asyncio.run(decide(operator, key))
+    export_gauges(operator)
 
     def by_phase(namespace: str) -> dict[str, float | None]:
         return {
@@ -278,31 +306,108 @@ def test_workloads_by_namespace_and_phase_and_a_namespace_without_workloads_has_
     assert by_phase("team-a") == {**zero, "Scheduled": 1.0, "Unschedulable": 1.0}
     assert by_phase("team-b") == {**zero, "Scheduled": 0.0, "Unschedulable": 1.0}
 
-    reconciler.state.delete_workload("team-b/lone")
-    reconciler.export_gauges()
+    operator.state.delete_workload("team-b/lone")
+    export_gauges(operator)
     assert by_phase("team-b") == dict.fromkeys(by_phase("team-b"))  # every value None
     assert by_phase("team-a") == {**zero, "Scheduled": 1.0, "Unschedulable": 1.0}
 
 
+ZONE = "topology.kubernetes.io/zone"
+PLUGINS = (
+    "NodeEligibility",
+    "TaintToleration",
+    "Runtime",
+    "CelConstraints",
+    "TopologySpread",
+    "ResourcesFit",
+)
+SPREAD = [{"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]
+
+
 @pytest.mark.parametrize(
-    ("reason", "plugin"),
+    ("node", "spec", "plugin", "reason"),
     [
-        (eligibility.REASON_CORDONED, "NodeEligibility"),
-        (eligibility.REASON_NOT_READY, "NodeEligibility"),
+        ({"cordoned": True}, {}, "NodeEligibility", eligibility.REASON_CORDONED),
+        ({"ready": False}, {}, "NodeEligibility", eligibility.REASON_NOT_READY),
         (
-            taints.reason_untolerated(Taint(key="dedicated", value="ml", effect="NoSchedule")),
+            {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]},
+            {},
             "TaintToleration",
+            taints.reason_untolerated(Taint(key="dedicated", value="ml", effect="NoSchedule")),
         ),
-        (constraints.reason_constraint_error('node.labels["zone"] == "x"'), "CelConstraints"),
-        (constraints.reason_constraint('"ssd" in node.tags'), "CelConstraints"),
-        (runtime.reason_runtime(["wasm", "docker"]), "Runtime"),
-        (resources.REASON_INSUFFICIENT_CPU, "ResourcesFit"),
-        (resources.REASON_INSUFFICIENT_MEMORY, "ResourcesFit"),
-        ("something a new plugin says", "Other"),
+        (
+            {},
+            {"constraints": ['node.labels["zone"] == "x"']},
+            "CelConstraints",
+            constraints.reason_constraint_error('node.labels["zone"] == "x"'),
+        ),
+        (
+            {},
+            {"constraints": ['"ssd" in node.tags']},
+            "CelConstraints",
+            constraints.reason_constraint('"ssd" in node.tags'),
+        ),
+        ({}, {"runtime": {"oneOf": ["wasm"]}}, "Runtime", runtime.reason_runtime(["wasm"])),
+        ({}, {"resources": {"cpu": "16"}}, "ResourcesFit", resources.REASON_INSUFFICIENT_CPU),
+        (
+            {},
+            {"resources": {"memory": "64Gi"}},
+            "ResourcesFit",
+            resources.REASON_INSUFFICIENT_MEMORY,
+        ),
+        (
+            {},
+            {"kind": "Service", "count": 1, "topologySpread": SPREAD},
+            "TopologySpread",
+            topology_spread.reason_missing_label(ZONE),
+        ),
+        (
+            {"labels": {ZONE: "z1"}, "cpu": "1"},
+            {"kind": "Service", "count": 3, "resources": {"cpu": "500m"}, "topologySpread": SPREAD},
+            "TopologySpread",
+            topology_spread.reason_skew(ZONE),
+        ),
+    ],
+    ids=[
+        "cordoned",
+        "not-ready",
+        "taint",
+        "constraint-error",
+        "constraint",
+        "runtime",
+        "cpu",
+        "memory",
+        "spread-missing-label",
+        "spread-skew",
     ],
 )
-def test_reasons_map_to_a_bounded_plugin_label(reason: str, plugin: str) -> None:
-    assert metrics.reason_plugin(reason) == plugin
+def test_each_rejection_carries_its_plugin_to_the_status_and_the_gauge(
+    node: dict[str, Any], spec: dict[str, Any], plugin: str, reason: str
+) -> None:
+    """The plugin that rejected a node is passed along with its reason (``diagnose``), never
+    recovered from the reason's text: the status names it, and
+    ``orca_unschedulable_workloads{plugin}`` counts under it; both TopologySpread reasons
+    too (recovered from the text, they counted as "Other")."""
+    obj = wl("w", **spec)
+    operator, _ = operator_for([obj])
+    state = operator.state
+    state.delete_node("a")
+    if spec.get("kind") == "Service" and node.get("labels"):
+        for other in ("b", "c"):  # one domain with room (z1), one without (z2)
+            labels = {ZONE: "z1" if other == "b" else "z2"}
+            state.upsert_node(
+                node_object(other, cpu="4" if other == "b" else "100m", labels=labels)
+            )
+    state.upsert_node(node_object("a", **node))
+    asyncio.run(decide(operator, "ns/w"))
+    status = state.records["ns/w"].status
+    assert status is not None
+    assert (reason, plugin) in {(r.reason, r.plugin) for r in status.unschedulable}
+    for any_plugin in (*PLUGINS, "Other"):  # the gauge is process-wide: start from zero
+        metrics.UNSCHEDULABLE_WORKLOADS.labels(plugin=any_plugin).set(0)
+    export_gauges(operator)
+    assert sample("orca_unschedulable_workloads", plugin=plugin) == 1
+    assert sample("orca_unschedulable_workloads", plugin="Other") == 0
 
 
 def test_queue_depth_follows_the_queue() -> None:
@@ -376,7 +481,7 @@ def test_api_requests_are_counted_by_verb_resource_and_code() -> None:
 
 
 def test_leader_gauge_follows_the_lease() -> None:
-    from controller.operator.leader import LeaderElector
+    from controller.operator.kube.leader import LeaderElector
 
     elector = LeaderElector(None, "ns", "lease")  # type: ignore[arg-type]
     elector._set(True)
@@ -386,11 +491,11 @@ def test_leader_gauge_follows_the_lease() -> None:
 
 
 def test_build_info_carries_the_installed_version_and_labelled_series_start_at_zero() -> None:
-    from controller.operator.app import build_version
+    from controller.version import version
 
-    assert build_version() == metadata.version("orca-controller")
-    metrics.initialize(build_version())
-    assert sample("orca_build_info", version=build_version()) == 1.0
+    assert version() == metadata.version("orca-controller")
+    metrics.initialize(version())  # what operate() does at start
+    assert sample("orca_build_info", version=version()) == 1.0
     for result in ("scheduled", "partial", "unschedulable", "invalid", "error"):
         assert (
             REGISTRY.get_sample_value(ATTEMPTS, {"kind": "DaemonSet", "result": result}) is not None
@@ -401,56 +506,11 @@ def test_build_info_carries_the_installed_version_and_labelled_series_start_at_z
         )
 
 
-def test_kopf_watch_restarts_are_counted_from_kopf_itself(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Drives kopf's own watch loop to a 410 Gone, so a change in kopf's wording shows here."""
-    import kopf
-    from kopf._cogs.clients import fetching, watching
-    from kopf._cogs.structs import references
-
-    from controller.operator.app import WATCH_LOGGER, count_watch_restarts, relist_on_watch_restart
-
-    async def listed(**_: Any) -> AsyncIterator[tuple[list[Any], str]]:
-        yield [], "1"
-
-    async def gone(**_: Any) -> AsyncIterator[dict[str, Any]]:
-        yield {"type": "ERROR", "object": {"code": 410}}
-
-    monkeypatch.setattr(fetching, "fetch_objs", listed)
-    monkeypatch.setattr(watching, "watch_objs", gone)
-    count_watch_restarts(logging.INFO)
-    relists: list[str] = []
-    relist_on_watch_restart(lambda: relists.append("requested"))
-    resource = references.Resource("orca.cloudinit.dev", "v1alpha1", "workloads")
-
-    async def scenario() -> None:
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        async for _ in watching.continuous_watch(
-            settings=kopf.OperatorSettings(),
-            resource=resource,
-            namespace=None,
-            operator_pause_waiter=waiter,
-        ):
-            pass
-
-    labels = {"resource": "workloads"}
-    with Delta("orca_watch_restarts_total", **labels, reason="expired") as expired:
-        asyncio.run(scenario())
-    assert expired.value == 1
-    assert relists == ["requested"]  # the operator LISTs on its own: deletions were missed
-    # kopf's other restart: no event within the inactivity timeout (logged by watch_objs).
-    with Delta("orca_watch_restarts_total", resource="nodes", reason="inactive") as inactive:
-        logging.getLogger(WATCH_LOGGER).debug(
-            "Watch-stream for nodes.v1 cluster-wide is inactive, reconnecting."
-        )
-    assert inactive.value == 1
-    assert relists == ["requested", "requested"]
-
-
 def test_events_that_do_not_fit_their_queue_are_counted_as_dropped() -> None:
-    reconciler, _ = reconciler_for([wl("w")])
+    operator, _ = operator_for([wl("w")])
     full: asyncio.Queue[PendingEvent] = asyncio.Queue(maxsize=1)
     full.put_nowait(PendingEvent("other", "ns", None, "1", "Scheduled", "", False, "", "me"))
-    reconciler._events = full
+    operator.events.queue = full
     with Delta("orca_events_dropped_total") as dropped:
-        asyncio.run(decide(reconciler, "ns/w"))  # Pending -> Scheduled: an Event is due
+        asyncio.run(decide(operator, "ns/w"))  # Pending -> Scheduled: an Event is due
     assert dropped.value == 1

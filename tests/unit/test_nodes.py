@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.core.nodes import (
+from controller.scheduler.nodes import (
     NodeError,
     NodeTable,
     node_info_from_node,

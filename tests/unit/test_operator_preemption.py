@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+from controller.operator.app import Operator
 from controller.operator.kube import ApiError, KubeApi
-from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from tests.factories import node_object, stored_workload
@@ -63,20 +63,18 @@ def cluster(preemptor_class: str) -> ClusterState:
     return state
 
 
-def run(state: ClusterState, api: RecordingApi) -> Reconciler:
+def run(state: ClusterState, api: RecordingApi) -> Operator:
     queue = WorkQueue(base_delay=10.0)
-    reconciler = Reconciler(state, queue, cast(KubeApi, api), now=lambda: "2026-01-01T00:00:00Z")
-    reconciler.priorities.sync(CLASSES)
+    operator = Operator.wire(cast(KubeApi, api), state, queue, now=lambda: "2026-01-01T00:00:00Z")
+    for priority_class in CLASSES:
+        operator.priorities.upsert(priority_class)
 
     async def scenario() -> None:
         queue.add("ns/high")
-        key = await queue.get()
-        if not await reconciler.reconcile(key):
-            queue.done(key)
-        await reconciler.drain()
+        await operator.loop.process_next()
 
     asyncio.run(scenario())
-    return reconciler
+    return operator
 
 
 def used_cpu(state: ClusterState) -> int:
@@ -86,7 +84,7 @@ def used_cpu(state: ClusterState) -> int:
 def test_victims_are_written_first_then_the_preemptor() -> None:
     state = cluster("high")
     api = RecordingApi()
-    reconciler = run(state, api)
+    operator = run(state, api)
     assert [name for name, _ in api.patches] == ["low", "high"]
     (_, low), (_, high) = api.patches
     assert low["placements"] == [] and low["phase"] == "Unschedulable"
@@ -96,8 +94,8 @@ def test_victims_are_written_first_then_the_preemptor() -> None:
     assert conditions["Preempted"]["message"] == message
     assert high["placements"][0]["node"] == "a" and high["priority"] == 1000
     assert used_cpu(state) == 2000  # only the preemptor
-    assert len(reconciler.queue) == 1  # the victim, queued again to land elsewhere
-    queued = [reconciler._events.get_nowait() for _ in range(reconciler._events.qsize())]
+    assert len(operator.queue) == 1  # the victim, queued again to land elsewhere
+    queued = [operator.events.queue.get_nowait() for _ in range(operator.events.queue.qsize())]
     events = [e.body() for e in queued]
     assert [(e["involvedObject"]["name"], e["reason"], e["message"]) for e in events] == [
         ("low", "Preempted", message),
@@ -108,12 +106,12 @@ def test_victims_are_written_first_then_the_preemptor() -> None:
 def test_a_failed_victim_write_holds_the_preemptor_back() -> None:
     state = cluster("high")
     api = RecordingApi(refuse=frozenset({"low"}))
-    reconciler = run(state, api)
+    operator = run(state, api)
     assert api.patches == []  # nothing written: not the preemptor either
     assert used_cpu(state) == 4000  # the victim's booking is back, the preemptor's gone
     assert state.ledger.bookings("ns/high") == ()
-    assert reconciler.queue.backing_off == 1  # the preemptor retries with backoff
-    assert not state.records["ns/high"].writing and not state.records["ns/low"].writing
+    assert operator.queue.backing_off == 1  # the preemptor retries with backoff
+    assert not state.ledger.assumed("ns/high") and not state.ledger.assumed("ns/low")
 
 
 def test_preemption_policy_never_waits_instead() -> None:

@@ -10,11 +10,11 @@ from typing import Any, cast
 import pytest
 from prometheus_client import REGISTRY
 
-from controller.core.ledger import Booking
+from controller.operator.app import Operator
 from controller.operator.kube import KubeApi
-from controller.operator.reconciler import Reconciler, _freed
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.ledger import Booking, gives_back
 from tests.factories import node_object, stored_workload
 
 
@@ -25,12 +25,12 @@ def wl_obj(
     return stored_workload(name, version, spec, {"placements": placements or []})
 
 
-def test_freed_counts_replicas_not_just_nodes() -> None:
+def test_giving_back_counts_replicas_not_just_nodes() -> None:
     two = (Booking("a", "ns/w-0", 1000, 0), Booking("a", "ns/w-1", 1000, 0))
-    assert _freed(two, two[:1])  # scale down on one node frees a replica's worth
-    assert not _freed(two[:1], two)
-    assert _freed((Booking("a", "ns/w-0", 1000, 0),), (Booking("b", "ns/w-0", 1000, 0),))
-    assert not _freed((Booking("a", "ns/w-0", 0, 0),), ())  # zero-sized: nothing to give back
+    assert gives_back(two, two[:1])  # scale down on one node frees a replica's worth
+    assert not gives_back(two[:1], two)
+    assert gives_back((Booking("a", "ns/w-0", 1000, 0),), (Booking("b", "ns/w-0", 1000, 0),))
+    assert not gives_back((Booking("a", "ns/w-0", 0, 0),), ())  # zero-sized: nothing to give back
 
 
 def test_queue_deduplicates_and_requeues_a_key_added_while_processing() -> None:
@@ -75,38 +75,31 @@ def test_state_rebuilds_the_ledger_from_status_and_ignores_stale_events() -> Non
     assert int(state.ledger.used_cpu[0]) == 1000
 
 
-def test_sync_drops_what_a_list_no_longer_holds_but_keeps_newer_arrivals() -> None:
-    state = ClusterState()
-    state.upsert_workload(wl_obj("gone", "5", [{"node": "a", "allocId": "ns/gone-0", "score": 1}]))
-    state.upsert_workload(wl_obj("fresh", "30"))  # seen on the watch after the LIST was taken
-    state.upsert_node(node_object("a"))
-    state.sync([node_object("a")], [wl_obj("kept", "12")], ("20", "20"))
-    assert sorted(state.records) == ["ns/fresh", "ns/kept"]
-    assert state.ledger.bookings("ns/gone") == ()
-
-
-def test_kopf_needs_no_diffbase_for_our_handlers() -> None:
-    """The operator hands kopf a diff-base storage that stores and builds nothing; that is
-    sound only while no handler kopf registers for us detects changes (create/update/resume)."""
+def test_kopf_serves_no_resource() -> None:
+    """kopf runs the process (login, start-up, clean-up) and registers no resource handler:
+    the informers list and watch every kind, so none of kopf's per-object machinery (watch
+    streams, worker queues, diff-bases, progress storage, finalizers) runs, and it scans for
+    nothing (no CRD or namespace watch of its own)."""
     import kopf
 
-    from controller.operator import handlers
-    from controller.operator.app import NoDiffBaseStorage
-    from controller.operator.reconciler import Reconciler
-    from controller.operator.workqueue import WorkQueue
+    from controller.operator.app import configure_kopf, kopf_registry
 
-    registry = kopf.OperatorRegistry()
-    handlers.register(registry, Reconciler(ClusterState(), WorkQueue(), cast(Any, None)))
+    async def login(**_: Any) -> kopf.ConnectionInfo:
+        return kopf.ConnectionInfo(server="https://127.0.0.1")
+
+    async def activity(**_: Any) -> None:
+        return None
+
+    registry = kopf_registry(login, activity, activity)
+    assert registry._watching.get_all_handlers() == []
     assert registry._changing.get_all_handlers() == []
-    assert registry._watching.get_all_handlers()  # Nodes, Workloads, ...: event handlers only
-
-    body = kopf.Body(cast(kopf.RawBody, {"metadata": {"name": "w"}, "spec": {"kind": "Job"}}))
-    storage = NoDiffBaseStorage()
-    assert storage.fetch(body=body) is None
-    assert storage.build(body=body) == {}
-    patch = kopf.Patch()
-    storage.store(body=body, patch=patch, essence=storage.build(body=body))
-    assert not patch
+    assert registry._indexing.get_all_handlers() == []
+    assert registry._spawning.get_all_handlers() == []
+    assert registry._webhooks.get_all_handlers() == []
+    assert len(registry._activities.get_all_handlers()) == 3  # login, start-up, clean-up
+    settings = kopf.OperatorSettings()
+    configure_kopf(settings)
+    assert settings.scanning.disabled
 
 
 # -- Nodes orca cannot read; Workloads the models refuse -------------------------------------------
@@ -135,7 +128,7 @@ def test_an_unreadable_node_after_a_good_one_is_not_eligible_and_counted_once(
     with caplog.at_level(logging.WARNING, logger="orca.nodes"):
         assert state.upsert_node(broken) == "a"  # changed: replicas on it are requeued
         assert state.upsert_node(copy.deepcopy(broken)) is None  # the same event again
-        state.sync([copy.deepcopy(broken)], [wl_obj("w", "5", placed)], ("2", "5"))  # a relist
+        state.upsert_workload(wl_obj("w", "5", placed))  # and its Workload again (a relist)
     table = state.table()
     assert table.eligible.tolist() == [False]  # the old 4-cpu NodeInfo is gone, not stale
     assert state.nodes["a"].cpu == 0
@@ -171,13 +164,10 @@ def test_an_unparseable_workload_keeps_its_placements_booked_and_is_written_inva
     assert int(state.ledger.used_cpu[0]) == 1000  # spec.resources read on its own
 
     api = FakeApi()
-    reconciler = Reconciler(
-        state, WorkQueue(), cast(KubeApi, api), now=lambda: "2026-01-01T00:00:00Z"
-    )
+    operator = Operator.wire(cast(KubeApi, api), state, now=lambda: "2026-01-01T00:00:00Z")
 
     async def decide() -> None:
-        assert await reconciler.reconcile("ns/odd")
-        await reconciler.drain()
+        assert await operator.loop.process("ns/odd")
 
     asyncio.run(decide())
     (written,) = api.patches
@@ -198,42 +188,3 @@ class FakeApi:
     ) -> dict[str, Any]:
         self.patches.append(status)
         return {"metadata": {"resourceVersion": str(100 + len(self.patches))}}
-
-
-def test_relist_reads_every_page() -> None:
-    """The operator's own LISTs come in pages (``limit`` + ``continue``): every page is read
-    and merged, Nodes and Workloads alike."""
-    from controller.operator import reconciler as reconciler_module
-
-    workloads = [wl_obj(f"w{i}", str(10 + i)) for i in range(7)]
-    nodes = [node_object(f"n{i}") for i in range(3)]
-
-    class PagingApi:
-        def __init__(self) -> None:
-            self.calls: list[tuple[str, dict[str, str]]] = []
-
-        async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-            if "priorityclasses" in path:
-                return {"items": [], "metadata": {"resourceVersion": "99"}}
-            params = kwargs["params"]
-            self.calls.append((path, dict(params)))
-            items = nodes if path.endswith("/nodes") else workloads
-            start = int(params.get("continue", "0"))
-            end = start + int(params["limit"])
-            more = str(end) if end < len(items) else ""
-            page = copy.deepcopy(items[start:end])
-            return {"items": page, "metadata": {"resourceVersion": "99", "continue": more}}
-
-    api = PagingApi()
-    state = ClusterState()
-    reconciler = Reconciler(state, WorkQueue(), cast(KubeApi, api))
-    original = reconciler_module.LIST_PAGE
-    reconciler_module.LIST_PAGE = 2
-    try:
-        asyncio.run(reconciler.relist())
-    finally:
-        reconciler_module.LIST_PAGE = original
-    assert sorted(state.records) == [f"ns/w{i}" for i in range(7)]
-    assert sorted(state.nodes) == ["n0", "n1", "n2"]
-    assert len(api.calls) == 2 + 4  # nodes in 2 pages of 2, Workloads in 4
-    assert all(c["limit"] == "2" for _, c in api.calls)

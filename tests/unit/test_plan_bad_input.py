@@ -19,8 +19,8 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from controller import safeyaml
 from controller.cli import main
+from controller.inputs import safeyaml
 from tests.factories import node_object
 
 NODE = """apiVersion: v1

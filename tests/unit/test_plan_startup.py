@@ -15,8 +15,8 @@ import yaml
 from celpy import celparser
 
 from controller.api.quantity import parse_quantity
-from controller.celcache import build_cel_parser, cache_path, ship
 from controller.cli import main
+from controller.scheduler.celcache import build_cel_parser, cache_path, ship
 from tests.factories import node_object
 
 EXPRESSIONS = [

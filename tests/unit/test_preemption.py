@@ -1,4 +1,4 @@
-"""Preemption (``controller.core.preemption``): which lower-priority replicas a short Workload
+"""Preemption (``controller.scheduler.preemption``): which lower-priority replicas a short Workload
 removes, on which node; and the victim's status afterwards.
 
 The property test re-states kube-scheduler's DefaultPreemption in plain Python, from
@@ -25,11 +25,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from controller.api.models import NodeInfo, Phase, WorkloadStatus
-from controller.core.framework import Code
-from controller.core.ledger import Booking, Ledger
-from controller.core.nodes import NodeTable
-from controller.core.preemption import (
+from controller.api.models import Phase, WorkloadStatus
+from controller.scheduler.framework import Code
+from controller.scheduler.ledger import Booking, Ledger
+from controller.scheduler.nodes import NodeInfo, NodeTable
+from controller.scheduler.plan import plan as plan_offline
+from controller.scheduler.preemption import (
     PreemptionPlan,
     Victim,
     may_preempt,
@@ -37,10 +38,9 @@ from controller.core.preemption import (
     select_victims,
     victims_on_node,
 )
-from controller.core.priority import Priority, PriorityClass, PriorityClasses
-from controller.core.scheduler import Scheduler
-from controller.core.vocabulary import CONDITION_PREEMPTED, CONDITION_SCHEDULED
-from controller.plan import plan as plan_offline
+from controller.scheduler.priority import Priority, PriorityClass, PriorityClasses
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.vocabulary import CONDITION_PREEMPTED, CONDITION_SCHEDULED
 from tests.factories import GiB, node, workload
 
 CPU = 1000  # millicores per core

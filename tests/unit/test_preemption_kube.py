@@ -28,13 +28,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.core.framework import Code
-from controller.core.ledger import Booking, Ledger
-from controller.core.nodes import NodeTable
-from controller.core.preemption import Victim, select_victims, victims_on_node
-from controller.core.priority import PriorityClass, PriorityClasses
-from controller.core.scheduler import Scheduler
-from controller.plan import plan as plan_offline
+from controller.scheduler.framework import Code
+from controller.scheduler.ledger import Booking, Ledger
+from controller.scheduler.nodes import NodeTable
+from controller.scheduler.plan import plan as plan_offline
+from controller.scheduler.preemption import Victim, select_victims, victims_on_node
+from controller.scheduler.priority import PriorityClass, PriorityClasses
+from controller.scheduler.scheduler import Scheduler
 from tests.factories import node, workload
 
 CPU = 1000

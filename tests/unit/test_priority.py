@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from controller.api.models import Phase
-from controller.core.ledger import Ledger, ledger_from_statuses
-from controller.core.nodes import NodeTable
-from controller.core.priority import (
+from controller.scheduler.ledger import Ledger, ledger_from_statuses
+from controller.scheduler.nodes import NodeTable
+from controller.scheduler.priority import (
     NO_CLASSES,
     PreemptionPolicy,
     Priority,
@@ -19,8 +19,8 @@ from controller.core.priority import (
     PriorityClasses,
     priority_class_from_object,
 )
-from controller.core.scheduler import Scheduler
-from controller.core.status import status_from_decision
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import status_from_decision
 from tests.factories import node, workload
 
 HIGH = PriorityClass("high", 1000)

@@ -27,7 +27,8 @@ def state_with(*names: str | None) -> ClusterState:
 def test_a_class_change_touches_the_workloads_naming_it_and_default_ones() -> None:
     state = state_with("high", None, "low")
     index = PriorityIndex()
-    assert index.sync([pc("high", 1000, "1"), pc("low", 1, "2")])
+    assert index.upsert(pc("high", 1000, "1")) == {"high"}
+    assert index.upsert(pc("low", 1, "2")) == {"low"}
     assert index.resolve(state, "ns/w0").value == 1000
     assert index.upsert(pc("high", 1000, "1")) is None  # already known
     touched = index.upsert(pc("high", 900, "3"))
@@ -48,4 +49,4 @@ def test_stale_and_unreadable_classes() -> None:
     assert index.upsert(pc("high", 1, "4")) is None  # older than what is known
     assert index.upsert(pc("high", 1000, "6", preemptionPolicy="Sometimes")) == {"high"}
     assert "high" not in index.classes.by_name  # treated as absent, logged once
-    assert not index.sync([])  # nothing resolvable changed
+    assert index.delete("high") is None  # gone: nothing resolvable changed

@@ -34,9 +34,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings, target
 from hypothesis import strategies as st
 
-from controller.api.models import NodeInfo, Phase
-from controller.core.nodes import node_info_from_node
-from controller.plan import PlanResult, plan
+from controller.api.models import Phase
+from controller.scheduler.nodes import NodeInfo, node_info_from_node
+from controller.scheduler.plan import PlanResult, plan
 from tests.factories import node_object, workload
 from tests.unit import oracles
 from tests.unit.oracles import Node, Spec

@@ -1,4 +1,4 @@
-"""The rebalancer's planner (``controller.core.rebalance``, issue 13): scenarios a cluster
+"""The rebalancer's planner (``controller.scheduler.rebalance``, issue 13): scenarios a cluster
 operator meets (new empty nodes, a fragmented BinPack cluster, a zone restored) and property
 tests over random drifted clusters (every move valid when made, strictly improving, never
 over-committing; a second run proposes nothing; node order does not matter; Never Workloads
@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.api.models import NodeInfo, Strategy, Workload
-from controller.core.ledger import Booking, Ledger
-from controller.core.nodes import NodeTable
-from controller.core.rebalance import Move, Plan, Rebalancer, ffd_nodes, moved
-from controller.core.scheduler import Scheduler
+from controller.api.models import Strategy, Workload
+from controller.scheduler.ledger import Booking, Ledger
+from controller.scheduler.nodes import NodeInfo, NodeTable
+from controller.scheduler.rebalance import Move, Plan, Rebalancer, ffd_nodes, moved
+from controller.scheduler.scheduler import Scheduler
 from tests.factories import node, workload
 
 GiB = 1 << 30

@@ -11,13 +11,12 @@ from typing import Any, cast
 import pytest
 from prometheus_client import REGISTRY
 
-from controller.operator import metrics
+from controller.cli.run import parse_duration, run
+from controller.operator.app import Operator
 from controller.operator.kube import ApiError, KubeApi
-from controller.operator.main import parse_duration, run
 from controller.operator.rebalancer import RebalanceLoop
-from controller.operator.reconciler import Reconciler
 from controller.operator.state import ClusterState
-from controller.operator.workqueue import WorkQueue
+from controller.operator.telemetry import metrics
 from tests.factories import node_object, stored_workload
 
 
@@ -58,20 +57,19 @@ def service(
 
 def cluster(
     *workloads: dict[str, Any], new: int = 2
-) -> tuple[ClusterState, RecordingApi, Reconciler]:
+) -> tuple[ClusterState, RecordingApi, Operator]:
     """The Workloads placed by the scheduling loop on two old nodes, then ``new`` empty
     nodes joined: the drift a rebalancing pass is for."""
     state, api = ClusterState(), RecordingApi()
-    reconciler = Reconciler(state, WorkQueue(), cast(KubeApi, api))
-    reconciler.ready.set()
+    operator = Operator.wire(cast(KubeApi, api), state, rebalance_every=1.0)
+    operator.gate.ready.set()
 
     async def place() -> None:
         for w in workloads:
             state.upsert_workload(w)
-            assert await reconciler.reconcile(
+            assert await operator.loop.process(
                 w["metadata"]["namespace"] + "/" + w["metadata"]["name"]
             )
-            await reconciler.drain()
 
     for name in ("old-0", "old-1"):
         state.upsert_node(node_object(name))
@@ -79,9 +77,14 @@ def cluster(
     for i in range(new):
         state.upsert_node(node_object(f"new-{i}"))
     api.writes.clear()
-    while not reconciler._events.empty():
-        reconciler._events.get_nowait()
-    return state, api, reconciler
+    while not operator.events.queue.empty():
+        operator.events.queue.get_nowait()
+    return state, api, operator
+
+
+def rebalancer(operator: Operator) -> RebalanceLoop:
+    assert operator.rebalancer is not None
+    return operator.rebalancer
 
 
 def moves(outcome: str) -> float:
@@ -93,9 +96,9 @@ def nodes_of(state: ClusterState, key: str) -> list[str]:
 
 
 def test_a_pass_moves_allowed_replicas_with_a_write_an_event_and_a_count() -> None:
-    state, api, reconciler = cluster(service("web", 2), service("db", 2, "Never"))
+    state, api, operator = cluster(service("web", 2), service("db", 2, "Never"))
     before = moves(metrics.MOVE_MOVED)
-    made = asyncio.run(RebalanceLoop(reconciler, 1.0).rebalance())
+    made = asyncio.run(rebalancer(operator).rebalance())
 
     assert made == 2 == len(api.writes)
     assert all(key == "ns/web" for key, _, _ in api.writes)  # db is Never: untouched
@@ -108,34 +111,34 @@ def test_a_pass_moves_allowed_replicas_with_a_write_an_event_and_a_count() -> No
     assert record.status.nodes == "new-0,new-1" or record.status.nodes == "new-1,new-0"
     assert moves(metrics.MOVE_MOVED) - before == 2
     queued = []
-    while not reconciler._events.empty():
-        queued.append(reconciler._events.get_nowait().body())
+    while not operator.events.queue.empty():
+        queued.append(operator.events.queue.get_nowait().body())
     assert [e["reason"] for e in queued] == ["Rebalanced", "Rebalanced"]
     assert "moved replica ns/web-" in queued[0]["message"]
     assert queued[0]["involvedObject"]["name"] == "web"
     # The moves are stable: the scheduling loop, deciding again, writes nothing.
-    assert asyncio.run(reconciler.reconcile("ns/web")) is False
+    assert asyncio.run(operator.loop.process("ns/web")) is False
     # And a second pass proposes nothing.
-    assert asyncio.run(RebalanceLoop(reconciler, 1.0).rebalance()) == 0
+    assert asyncio.run(rebalancer(operator).rebalance()) == 0
 
 
 def test_a_workload_changed_by_its_owner_is_replanned_not_overwritten() -> None:
-    state, api, reconciler = cluster(service("web", 2), service("db", 2, "Never"))
+    state, api, operator = cluster(service("web", 2), service("db", 2, "Never"))
     api.error = ApiError(409, "Conflict", "the object has been modified")
     before = moves(metrics.MOVE_CONFLICT)
-    assert asyncio.run(RebalanceLoop(reconciler, 1.0).rebalance()) == 0
+    assert asyncio.run(rebalancer(operator).rebalance()) == 0
     assert moves(metrics.MOVE_CONFLICT) - before == 1
     assert nodes_of(state, "ns/web") == ["old-0", "old-1"]  # the assumption was forgotten
     assert state.ledger.free()[0].tolist() == [4000, 4000, 2000, 2000]  # new-*, old-*
-    assert not state.records["ns/web"].writing
-    assert len(reconciler.queue) == 1  # handed to the scheduling loop to decide afresh
+    assert not state.ledger.assumed("ns/web")
+    assert len(operator.queue) == 1  # handed to the scheduling loop to decide afresh
 
 
 def test_a_refused_move_drops_only_that_workloads_later_moves() -> None:
-    state, api, reconciler = cluster(
+    state, api, operator = cluster(
         service("web", 2), service("api", 2), service("db", 2, "Never"), new=4
     )
-    loop = RebalanceLoop(reconciler, 1.0)
+    loop = rebalancer(operator)
     state.table()
     workloads = [r.workload for r in state.records.values() if r.workload is not None]
     planned = [m.workload for m in loop.planner.plan(workloads, state.ledger).moves]
@@ -149,8 +152,8 @@ def test_a_refused_move_drops_only_that_workloads_later_moves() -> None:
 
 
 def test_a_move_planned_on_an_older_version_is_not_made() -> None:
-    state, api, reconciler = cluster(service("web", 2), service("db", 2, "Never"))
-    loop = RebalanceLoop(reconciler, 1.0)
+    state, api, operator = cluster(service("web", 2), service("db", 2, "Never"))
+    loop = rebalancer(operator)
     record = state.records["ns/web"]
     assert record.workload is not None
     state.table()
@@ -165,17 +168,17 @@ def test_a_move_planned_on_an_older_version_is_not_made() -> None:
 
 
 def test_a_busy_workload_is_left_to_the_scheduling_loop_and_the_others_move() -> None:
-    state, api, reconciler = cluster(service("web", 2), service("api", 2))
-    reconciler.queue.add("ns/web")  # an event is waiting to be decided
-    assert asyncio.run(RebalanceLoop(reconciler, 1.0).rebalance()) >= 1
+    state, api, operator = cluster(service("web", 2), service("api", 2))
+    operator.queue.add("ns/web")  # an event is waiting to be decided
+    assert asyncio.run(rebalancer(operator).rebalance()) >= 1
     assert {key for key, _, _ in api.writes} == {"ns/api"}
     assert nodes_of(state, "ns/web") == ["old-0", "old-1"]
 
 
 def test_only_the_leader_rebalances() -> None:
-    _, api, reconciler = cluster(service("web", 2), service("db", 2, "Never"))
-    reconciler.is_leader = lambda: False
-    assert asyncio.run(RebalanceLoop(reconciler, 1.0).rebalance()) == 0
+    _, api, operator = cluster(service("web", 2), service("db", 2, "Never"))
+    rebalancer(operator).is_leader = lambda: False
+    assert asyncio.run(rebalancer(operator).rebalance()) == 0
     assert api.writes == []
 
 
@@ -218,7 +221,10 @@ def test_bad_durations_are_one_clear_line(text: str, message: str) -> None:
         (["--rebalance-interval", "soon"], "--rebalance-interval: 'soon' is not a duration"),
         (["--rebalance-interval", "0.5s"], "--rebalance-interval: '0.5s' is out of range"),
         (["--rebalance-max-moves", "many"], "--rebalance-max-moves: 'many' is not a whole number"),
-        (["--rebalance-max-moves", "0"], "--rebalance-max-moves: 0 is not 1..1000"),
+        (
+            ["--rebalance-max-moves", "100000"],
+            "--rebalance-max-moves: 100000 is out of range (0..10000)",  # as orca rebalance's
+        ),
     ],
 )
 def test_orca_run_refuses_bad_rebalance_flags_in_one_line(

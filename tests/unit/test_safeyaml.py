@@ -1,4 +1,4 @@
-"""``controller.safeyaml``: JSON-shaped values, and the budgets at their edges."""
+"""``controller.inputs.safeyaml``: JSON-shaped values, and the budgets at their edges."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller import safeyaml
-from controller.safeyaml import YAMLLimitError, load_all
+from controller.inputs import safeyaml
+from controller.inputs.safeyaml import YAMLLimitError, load_all
 
 
 def aliased(copies: int) -> bytes:

@@ -8,21 +8,21 @@ from typing import Any
 import numpy as np
 import pytest
 
-from controller.api.models import NodeInfo, Phase, Strategy, Workload
-from controller.core.decision import Decision
-from controller.core.ledger import Ledger, ledger_from_statuses
-from controller.core.nodes import NodeTable
-from controller.core.placement import alloc_index
-from controller.core.plugins.capacity import capacity_score
-from controller.core.scheduler import Scheduler
-from controller.core.status import status_from_decision
-from controller.core.vocabulary import (
+from controller.api.models import Phase, Strategy, Workload
+from controller.scheduler.decision import Decision
+from controller.scheduler.ledger import Ledger, ledger_from_statuses
+from controller.scheduler.nodes import NodeInfo, NodeTable
+from controller.scheduler.placement import alloc_index
+from controller.scheduler.plan import plan
+from controller.scheduler.plugins.capacity import capacity_score
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import status_from_decision
+from controller.scheduler.vocabulary import (
     REASON_ALL_PLACED,
     REASON_INVALID_SPEC,
     REASON_PARTIALLY_PLACED,
     REASON_UNSCHEDULABLE,
 )
-from controller.plan import plan
 from tests.factories import GiB, ledger_for, node, workload
 
 

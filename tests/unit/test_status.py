@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from controller.api.models import Condition, WorkloadStatus
-from controller.core.ledger import Booking
-from controller.core.preemption import Victim, preempted_status
-from controller.core.scheduler import Scheduler
-from controller.core.status import status_from_decision
+from controller.scheduler.ledger import Booking
+from controller.scheduler.preemption import Victim, preempted_status
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import status_from_decision
 from tests.factories import ledger_for, node, workload
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from controller.api.models import NodeInfo, TopologySpreadConstraint
-from controller.core.nodes import NodeTable
-from controller.core.topology import NO_DOMAIN, counts, domains, skew, spread_domains
+from controller.api.models import TopologySpreadConstraint
+from controller.scheduler.nodes import NodeInfo, NodeTable
+from controller.scheduler.topology import NO_DOMAIN, counts, domains, skew, spread_domains
 
 ZONE = "topology.kubernetes.io/zone"
 

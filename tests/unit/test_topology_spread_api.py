@@ -152,8 +152,14 @@ def test_orca_plan_shows_the_spread_reason(
             "reason": f"node(s) didn't match pod topology spread constraints ({ZONE})",
             "count": 2,
             "nodes": ["eu-1a-1", "eu-1a-2"],
+            "plugin": "TopologySpread",
         },
-        {"reason": "Insufficient cpu", "count": 4, "nodes": ["eu-1b-1", "eu-1b-2", "eu-1c-1"]},
+        {
+            "reason": "Insufficient cpu",
+            "count": 4,
+            "nodes": ["eu-1b-1", "eu-1b-2", "eu-1c-1"],
+            "plugin": "ResourcesFit",
+        },
     ]
     assert main(args) == 1
     table = capsys.readouterr().out

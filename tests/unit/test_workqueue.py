@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from controller.operator.workqueue import WorkQueue
+import pytest
+
+from controller.operator.workqueue import QueueShutDown, WorkQueue
 
 
 def drain(queue: WorkQueue) -> list[str]:
@@ -76,6 +78,34 @@ def test_take_takes_a_waiting_key_out_and_refuses_one_being_processed() -> None:
         queue.done("b")
         assert await queue.get() == "b"
         queue.done("b")
-        assert queue.idle()
+        assert len(queue) == 0 and queue.backing_off == 0  # nothing waiting, no timers,
+        assert not queue.busy("a") and not queue.busy("b")  # nothing processing
+
+    asyncio.run(scenario())
+
+
+def test_shut_down_hands_out_nothing_more_and_wakes_every_waiter() -> None:
+    """client-go's ``ShutDown``: the workers waiting in ``get`` end, so does any later ``get``
+    (keys still waiting included), and a key being processed is still released by ``done``."""
+
+    async def scenario() -> None:
+        queue = WorkQueue()
+        queue.add("a")
+        assert await queue.get() == "a"
+        waiters = [asyncio.create_task(queue.get()) for _ in range(3)]
+        await asyncio.sleep(0)
+        queue.add("b")
+        await asyncio.sleep(0)
+        (first,) = [w for w in waiters if w.done()]  # one waiter took b
+        assert first.result() == "b"
+        queue.add("c")  # waiting when the queue shuts down: never handed out
+        queue.shut_down()
+        results = await asyncio.gather(*waiters, return_exceptions=True)
+        assert sum(isinstance(r, QueueShutDown) for r in results) == 2
+        with pytest.raises(QueueShutDown):
+            await queue.get()
+        queue.done("a")
+        queue.done("b")
+        assert not queue.busy("a") and not queue.busy("b")
 
     asyncio.run(scenario())

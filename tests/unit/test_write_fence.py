@@ -11,7 +11,7 @@ from aiohttp import web
 from kubernetes import client as k8s_client
 
 from controller.operator.kube import Fenced, KubeApi
-from controller.operator.leader import LeaderElector
+from controller.operator.kube.leader import LeaderElector
 
 
 class Clock:

@@ -28,9 +28,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.api.models import Strategy
-from controller.core.ledger import Booking
-from controller.core.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
-from controller.core.scheduler import Scheduler
+from controller.scheduler.ledger import Booking
+from controller.scheduler.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
+from controller.scheduler.scheduler import Scheduler
 from tests.factories import cycle_for, ledger_for, node, workload
 
 GiB = 1 << 30

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from controller.core.framework import Code
-from controller.core.nodes import unreadable_node_info
-from controller.core.plugins.constraints import CelConstraints
-from controller.core.plugins.eligibility import NodeEligibility
-from controller.core.plugins.resources import ResourcesFit
-from controller.core.plugins.runtime import Runtime
-from controller.core.scheduler import Scheduler
+from controller.scheduler.framework import Code
+from controller.scheduler.nodes import unreadable_node_info
+from controller.scheduler.plugins.constraints import CelConstraints
+from controller.scheduler.plugins.eligibility import NodeEligibility
+from controller.scheduler.plugins.resources import ResourcesFit
+from controller.scheduler.plugins.runtime import Runtime
+from controller.scheduler.scheduler import Scheduler
 from tests.factories import cycle_for, ledger_for, node, rejected, workload
 
 

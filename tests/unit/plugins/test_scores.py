@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.api.models import Strategy
-from controller.core.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
-from controller.core.plugins.cel_affinity import CelAffinity
-from controller.core.plugins.name_affinity import NameAffinity
-from controller.core.scheduler import Scheduler
+from controller.scheduler.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
+from controller.scheduler.plugins.cel_affinity import CelAffinity
+from controller.scheduler.plugins.name_affinity import NameAffinity
+from controller.scheduler.scheduler import Scheduler
 from tests.factories import cycle_for, ledger_for, node, workload
 
 

@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from controller.api.models import Taint, Toleration
-from controller.core.plugins.taints import TaintToleration
+from controller.api.models import Toleration
+from controller.scheduler.nodes import Taint
+from controller.scheduler.plugins.taints import TaintToleration
 from tests.factories import cycle_for, ledger_for, node, rejected, workload
 
 CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}

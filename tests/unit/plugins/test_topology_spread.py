@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from controller.api.models import Phase
-from controller.core.explain import explain
-from controller.core.framework import Code, CycleState
-from controller.core.ledger import Ledger
-from controller.core.plugins.topology_spread import TopologySpread
-from controller.core.scheduler import Scheduler
+from controller.scheduler.explain import explain
+from controller.scheduler.framework import Code, CycleState
+from controller.scheduler.ledger import Ledger
+from controller.scheduler.plugins.topology_spread import TopologySpread
+from controller.scheduler.scheduler import Scheduler
 from tests.factories import ledger_for, node, rejected, workload
 
 ZONE = "topology.kubernetes.io/zone"

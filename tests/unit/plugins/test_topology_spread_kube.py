@@ -32,12 +32,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.api.models import NodeInfo, Phase
-from controller.core.explain import explain
-from controller.core.framework import CycleState
-from controller.core.ledger import Booking, Ledger
-from controller.core.plugins.topology_spread import TopologySpread
-from controller.core.scheduler import Scheduler
+from controller.api.models import Phase
+from controller.scheduler.explain import explain
+from controller.scheduler.framework import CycleState
+from controller.scheduler.ledger import Booking, Ledger
+from controller.scheduler.nodes import NodeInfo
+from controller.scheduler.plugins.topology_spread import TopologySpread
+from controller.scheduler.scheduler import Scheduler
 from tests.factories import ledger_for, node, rejected, workload
 
 ZONE = "topology.kubernetes.io/zone"

@@ -1,0 +1,73 @@
+"""The live cluster as ``orca plan --from-cluster``, ``orca rebalance --from-cluster`` and
+``orca explain`` read it: through the operator's own client (``KubeApi``: one HTTP stack), with
+the operator's credentials in the operator's order (in-cluster first, then the kubeconfig),
+LISTs in pages as its informers make them; every problem one line (``ClusterError``).
+
+Reads only: Nodes, every Workload and the PriorityClasses, handed to
+``controller.inputs.fromcluster.view_of``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from kubernetes import config as k8s_config
+
+from controller.api.models import GROUP, PLURAL, workload_path
+from controller.inputs.fromcluster import ClusterError, ClusterView, view_of
+from controller.operator.kube import ApiError, KubeApi, TransportError, load_configuration
+from controller.scheduler.nodes import NODES_PATH
+from controller.scheduler.priority import LIST_PATH as PRIORITY_CLASSES_PATH
+
+
+def read_cluster(kubeconfig: str | None) -> ClusterView:
+    """Every Node, Workload and PriorityClass, as ``view_of`` reads them."""
+    try:
+        configuration = load_configuration(kubeconfig)
+    except (k8s_config.ConfigException, OSError) as exc:
+        raise ClusterError(f"kubeconfig: {exc}") from None
+    return asyncio.run(_read(KubeApi(configuration)))
+
+
+async def _read(api: KubeApi) -> ClusterView:
+    async with api:
+        try:
+            nodes = await _list(api, NODES_PATH)
+            workloads = await _list(api, workload_path())
+            warnings: list[str] = []
+            try:
+                classes = await _list(api, PRIORITY_CLASSES_PATH)
+            except ApiError as exc:  # e.g. 403: plan on, and say what it means
+                classes = []
+                warnings.append(
+                    f"PriorityClasses cannot be listed ({exc.status} {exc.reason}): Workloads "
+                    "naming one are Invalid in this plan"
+                )
+        except ApiError as exc:
+            hint = ""
+            if exc.not_found:
+                crd = f"{PLURAL}.{GROUP}"
+                hint = f" (is the Workload CRD, {crd}, installed? kubectl apply -k crds/)"
+            raise ClusterError(f"{exc.status} {exc.reason}: {exc.message}{hint}") from None
+        except TransportError as exc:
+            where = api.configuration.host
+            raise ClusterError(f"cannot reach the API server: {_why(exc)} ({where})") from None
+    return view_of(nodes, workloads, classes, warnings)
+
+
+async def _list(api: KubeApi, path: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    await api.list_objects(path, items.append)
+    return items
+
+
+def _why(exc: TransportError) -> str:
+    """What went wrong, in the words a user knows: the socket's own (``Connection refused``)
+    where there is one, else the error's (a TLS failure, a timeout)."""
+    cause = getattr(exc.cause, "os_error", exc.cause)
+    errno = getattr(cause, "errno", None)
+    if isinstance(errno, int) and errno > 0:
+        return os.strerror(errno)
+    return str(exc.cause).strip() or type(exc.cause).__name__

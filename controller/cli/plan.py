@@ -1,0 +1,264 @@
+"""``orca plan``: the scheduler offline, on the same YAML a user would apply.
+
+Workloads are planned highest priority first (their PriorityClass, read from either file;
+equal priorities in file order), each seeing the placements made before it, as the operator's
+queue orders them; placements already in a Workload's ``status`` (say, from ``kubectl get
+workloads -o yaml``) are booked first, so they are kept where still valid, as the operator
+would. A Workload short of room preempts lower-priority replicas as the operator would
+(``controller.scheduler.preemption``): the results say who was preempted by whom. Exit codes: 0
+when every Workload is fully placed, 1 when some are not, 2 for bad input (one line, no
+traceback), which includes a spec the operator would mark ``Invalid`` whatever the cluster
+(CEL that does not compile or is ill-typed, an unknown runtime alias:
+``Scheduler.spec_errors``); a Workload ``Invalid`` for the cluster's sake (a PriorityClass
+that does not exist) is planned as such, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from controller.cli.table import write_table
+from controller.cli.timings import PhaseTimer
+from controller.inputs.manifests import (
+    ManifestError,
+    PendingRead,
+    load_nodes,
+    load_priority_classes,
+    load_workloads,
+    read_manifests,
+)
+from controller.scheduler.celcache import cache_path, install_cel_parser
+from controller.scheduler.plan import PlanResult, plan
+from controller.scheduler.plugins.topology_spread import spread_lines
+from controller.scheduler.priority import PriorityClasses
+from controller.scheduler.scheduler import Scheduler
+
+EXIT_PLACED, EXIT_SHORT, EXIT_BAD_INPUT = 0, 1, 2
+MAX_NODES_SHOWN = 6
+MAX_ERROR_CHARS = 1000
+GC_THRESHOLDS = (100_000, 50, 100)
+
+
+def to_json(results: Sequence[PlanResult]) -> dict[str, Any]:
+    """``{"results": [{"workload": "<ns>/<name>", <status fields>, "priority": N}]}`` in
+    planning order; a preemptor's result lists its ``victims``, a victim's its
+    ``preemptedBy`` (each ``{workload, allocId, node, priority}`` / ``{allocId, node, by,
+    priority}``), present only when there are some; a Workload with ``topologySpread`` its
+    constraints with every field (defaults filled in: ``minDomains``, ``nodeAffinityPolicy``,
+    ``nodeTaintsPolicy``) and the domains counted after its placement."""
+    out = []
+    for r in results:
+        item: dict[str, Any] = {
+            "workload": r.workload.key,
+            **r.status.model_dump(by_alias=True, mode="json", exclude_none=True),
+        }
+        if r.victims:
+            item["victims"] = [
+                {
+                    "workload": p.victim.key,
+                    "allocId": p.victim.booking.alloc_id,
+                    "node": p.victim.booking.node,
+                    "priority": p.victim.priority,
+                }
+                for p in r.victims
+            ]
+        if r.spread:
+            item["topologySpread"] = [c.to_json() for c in r.spread]
+        if r.preempted:
+            item["preemptedBy"] = [
+                {
+                    "allocId": p.victim.booking.alloc_id,
+                    "node": p.victim.booking.node,
+                    "by": p.by,
+                    "priority": p.priority,
+                }
+                for p in r.preempted
+            ]
+        out.append(item)
+    return {"results": out}
+
+
+def render_table(results: Sequence[PlanResult], out: TextIO) -> None:
+    """A kubectl-style table: workload, kind, placed/desired, phase, nodes, reason when short."""
+    rows = [("WORKLOAD", "KIND", "PLACED", "PHASE", "NODES", "REASON")]
+    for r in results:
+        status = r.status
+        placements = status.placements
+        shown = " ".join(f"{p.node}({p.score})" for p in placements[:MAX_NODES_SHOWN])
+        if len(placements) > MAX_NODES_SHOWN:
+            shown += f" +{len(placements) - MAX_NODES_SHOWN} more"
+        rows.append(
+            (
+                r.workload.key,
+                r.workload.spec.kind.value,
+                f"{status.placed}/{status.desired}",
+                status.phase.value if status.phase else "",
+                shown or "-",
+                "" if r.fully_placed else (status.message or ""),
+            )
+        )
+    write_table(out, rows)
+    spreads = [r for r in results if r.spread]
+    if spreads:
+        out.write("\nTOPOLOGY SPREAD\n")
+        for r in spreads:
+            out.write(f"{r.workload.key}\n")
+            out.writelines(spread_lines(r.spread, indent="  "))
+    preemptions = [p for r in results for p in r.victims]
+    if preemptions:
+        out.write("\nPREEMPTED\n")
+        for p in preemptions:
+            v = p.victim
+            out.write(
+                f"{v.booking.alloc_id} (priority {v.priority}) on {v.booking.node} "
+                f"by {p.by} (priority {p.priority})\n"
+            )
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``orca plan`` command.
+
+    A batch run builds a large heap that lives to the end (the Nodes, the Workloads, the
+    results) and makes little cyclic garbage: at the collector's default pace (a young
+    collection every 700 allocations, full ones as the heap grows) validating 20,000 Workloads
+    after 5,000 Nodes took 0.9 s, 0.3 s of it validating. So it collects less often, not never,
+    while it runs (and as before after, for a caller in the same process)."""
+    previous = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        return _run(args)
+    finally:
+        gc.set_threshold(*previous)
+
+
+def _run(args: argparse.Namespace) -> int:
+    timer = PhaseTimer()
+    if bool(args.nodes) == bool(args.from_cluster):
+        print("error: give exactly one of --nodes FILE and --from-cluster", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    install_cel_parser(cache_path())
+    timer.phase("start-up")  # the interpreter, the imports and the CEL parser
+    try:
+        if args.from_cluster:
+            results = _plan_from_cluster(args, timer)
+        else:
+            results = _plan_from_files(args, timer)
+    except ManifestError as exc:
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    timer.phase("planning")
+    if args.output == "json":
+        # orjson: the standard encoder is pure Python when indenting (0.5 s for 5,000 results)
+        sys.stdout.write(orjson.dumps(to_json(results), option=orjson.OPT_INDENT_2).decode())
+        sys.stdout.write("\n")
+    else:
+        render_table(results, sys.stdout)
+    sys.stdout.flush()
+    timer.phase("output")
+    if args.timings:
+        timer.report(sys.stderr)
+    return EXIT_PLACED if all(r.fully_placed for r in results) else EXIT_SHORT
+
+
+def _plan_from_files(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanResult]:
+    """Nodes, Workloads and PriorityClasses from the files, each file read once (a large
+    Workloads file in a child process, while the Nodes are read)."""
+    pending = PendingRead(Path(args.workloads))
+    try:
+        nodes_file = read_manifests(Path(args.nodes))
+        nodes = load_nodes(nodes_file)
+        nodes_file = nodes_file.priority_classes()  # the Node objects' memory is free to go
+        timer.phase("nodes")
+        workloads_file = pending.result()
+    finally:
+        pending.cancel()
+    classes = load_priority_classes(nodes_file, workloads_file)
+    scheduler = Scheduler()
+    workloads = load_workloads(workloads_file, check=scheduler.spec_errors)
+    del workloads_file
+    timer.phase("workloads")
+    first = functools.partial(timer.point, "first decision")
+    return plan(nodes, workloads, scheduler=scheduler, classes=classes, on_first_decision=first)
+
+
+def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanResult]:
+    """``--from-cluster``: the Workloads from the file, the rest from the cluster. Imported
+    here: the client (aiohttp, the kubernetes client's credential loaders) costs start-up
+    that planning from files never needs."""
+    from controller.cli.cluster import read_cluster
+    from controller.inputs.fromcluster import ClusterError
+
+    workloads_file = read_manifests(Path(args.workloads))
+    scheduler = Scheduler()
+    workloads = load_workloads(workloads_file, check=scheduler.spec_errors)
+    given = load_priority_classes(workloads_file)
+    timer.phase("workloads")
+    try:
+        cluster = read_cluster(args.kubeconfig)
+    except ClusterError as exc:
+        raise ManifestError(str(exc)) from None
+    timer.phase("cluster")
+    for warning in cluster.warnings:
+        print(f"warning: {one_line(warning)}", file=sys.stderr)
+    classes = PriorityClasses.of([*cluster.classes.by_name.values(), *given.by_name.values()])
+    known = {
+        key: w.status.priority
+        for key, w in cluster.parsed.items()
+        if w.status is not None and w.status.priority is not None
+    }
+    started = {
+        key: w.metadata.creation_timestamp
+        for key, w in cluster.parsed.items()
+        if w.metadata.creation_timestamp is not None
+    }
+    return plan(
+        cluster.nodes,
+        workloads,
+        ledger=cluster.ledger(),
+        scheduler=scheduler,
+        classes=classes,
+        known_priorities=known,
+        on_first_decision=functools.partial(timer.point, "first decision"),
+        known_started=started,
+    )
+
+
+def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """The error contract (one line on stderr) held even if a message quotes user input."""
+    flat = " ".join(message.splitlines())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``plan`` on the ``orca`` command line."""
+    p = subparsers.add_parser(
+        "plan",
+        help="plan Workloads onto Nodes offline (no cluster needed)",
+        description="Run orca's scheduler on Node and Workload manifests. Exit 0: all placed; "
+        "1: some not placed; 2: bad input.",
+    )
+    p.add_argument("--nodes", metavar="FILE", help="Node manifests (YAML)")
+    p.add_argument("--workloads", required=True, metavar="FILE", help="Workload manifests")
+    p.add_argument(
+        "--from-cluster",
+        action="store_true",
+        help="dry run against the live cluster: its Nodes and the placements already made "
+        "(every Workload's status); writes nothing",
+    )
+    p.add_argument("--kubeconfig", help="with --from-cluster (default: $KUBECONFIG)")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument(
+        "--timings",
+        action="store_true",
+        help="print where the time went on stderr: start-up, reading each file, the first "
+        "decision (since the process started), planning, output",
+    )
+    p.set_defaults(func=run)

@@ -1,0 +1,452 @@
+"""The API calls the operator makes itself: requests over one pooled aiohttp session, each
+watch over a session of its own.
+
+Every request the operator makes goes through this small client: the informers' LISTs and
+watches (Nodes, Workloads, PriorityClasses), status writes, Events and the leader Lease; and
+the commands that read a live cluster (``orca plan --from-cluster``, ``orca explain``) use it
+too. JSON is read and
+written by orjson: decoding watch events and PATCH answers was the largest single cost of the
+operator's CPU in a backlog (7%, py-spy) with the standard library's decoder.
+
+Credentials come from the kubernetes client's own loaders (kubeconfig, in-cluster
+service account, exec plugins), and the bearer token is re-read per request through the
+client's refresh hook, so rotated service-account tokens keep working.
+
+Errors: a request (or watch) either gets an answer or raises ``TransportError``. An answer
+that is not 2xx is an ``ApiError`` (a watch's ``ERROR`` event too); a write the fence refused
+is ``Fenced``; everything that means "no answer came" (refused, reset or closed connections,
+TLS, timeouts, a watch cut mid-stream) is one ``TransportError``, so callers catch those three
+and nothing of aiohttp, ``OSError`` or ``TimeoutError``: the operator's background tasks
+(leader election, the watches, the writers) each retry on it, and a network hiccup never
+stops the process.
+
+Write fencing: a request made with ``fenced=True`` (status writes, Events) is checked against
+``KubeApi.fence`` when it starts and again at the last moment before its bytes leave the
+process: aiohttp writes a request's headers and body from a task of its own, one loop
+iteration or more after the request started, and a replica frozen in between (SIGSTOP, a long
+GC pause) wakes up with that write queued. The second check finds the Lease expired, drops
+the connection with nothing sent, and the caller gets ``Fenced``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import ssl
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.connector import Connection
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from yarl import URL
+
+from controller.api.models import workload_path
+from controller.operator.telemetry import metrics
+
+MERGE_PATCH = "application/merge-patch+json"
+#: Objects per page of a LIST (``KubeApi.list_objects``).
+LIST_PAGE = 500
+#: Seconds a session replaced after a 401 lives on for the requests it carries (their
+#: timeout is 30 s).
+RETIRED_SESSION_GRACE = 35.0
+
+logger = logging.getLogger("orca.kube")
+
+
+def api_resource(path: str) -> str:
+    """The resource (and subresource) an API path addresses, for a bounded metric label:
+    ``/apis/G/V/namespaces/NS/workloads/NAME/status`` -> ``workloads/status``,
+    ``/api/v1/nodes`` -> ``nodes``."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if parts[:1] == ["api"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"]:
+        rest = parts[3:]
+    else:
+        return "other"
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        rest = rest[2:]  # /namespaces/NS/<resource>...; /namespaces/NS alone is a namespace
+    if not rest:
+        return "other"
+    return f"{rest[0]}/{rest[2]}" if len(rest) >= 3 else rest[0]
+
+
+class ApiError(Exception):
+    """A non-2xx answer: the HTTP status and the API server's message."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+
+class TransportError(Exception):
+    """The request got no answer: the connection was refused, reset or closed by the server
+    (``ServerDisconnectedError``, a body or a watch cut short), TLS failed, it timed out, the
+    answer was not JSON (a proxy's page with a 200), or the credentials to send could not be
+    read. A write may or may not have been applied (its answer lost): callers retry, as after
+    a 5xx. ``cause`` is the original exception (also ``__cause__``)."""
+
+    def __init__(self, what: str, cause: BaseException) -> None:
+        detail = str(cause).strip()
+        name = type(cause).__name__
+        super().__init__(f"{what}: {name}: {detail}" if detail else f"{what}: {name}")
+        self.what = what
+        self.cause = cause
+
+    @property
+    def kind(self) -> str:
+        """The cause's class name: a bounded metric label (``ServerDisconnectedError``...)."""
+        return type(self.cause).__name__
+
+
+#: What aiohttp and the socket layer raise when a request gets no answer, each mapped to
+#: ``TransportError`` (with ``orjson.JSONDecodeError`` for a 2xx body or a watch line that
+#: is not JSON, and the credential loaders' errors). ``aiohttp.ClientError`` covers
+#: connection errors (refused, reset, ``ServerDisconnectedError``, TLS: ``ClientSSLError``,
+#: ``ClientConnectorCertificateError``), a body cut short (``ClientPayloadError``), an answer
+#: that is not HTTP (``ClientResponseError``) and aiohttp's timeouts (``ServerTimeoutError``);
+#: ``OSError`` the socket's own (``ConnectionResetError``, ``ssl.SSLError``) and
+#: ``TimeoutError`` (``asyncio.TimeoutError`` is the same class since Python 3.11: the
+#: client's total timeout).
+NO_ANSWER: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+class Fenced(Exception):
+    """A write refused locally: this replica no longer holds a valid leader Lease."""
+
+    def __init__(self) -> None:
+        super().__init__("not sent: this replica does not hold a valid leader Lease")
+
+
+#: The fence of the request being made in this task (None: not fenced). A context variable
+#: because aiohttp's body-writing task inherits the context of the request that created it.
+_FENCE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "orca_fence", default=None
+)
+
+
+class _FencedRequest(aiohttp.ClientRequest):
+    """Asks the fence right before the request's bytes are written (headers included: aiohttp
+    holds them back to send with the body); refused, the connection is closed unsent."""
+
+    async def write_bytes(
+        self, writer: AbstractStreamWriter, conn: Connection, content_length: int | None = None
+    ) -> None:
+        fence = _FENCE.get()
+        if fence is not None and not fence():
+            conn.close()
+            return
+        await super().write_bytes(writer, conn, content_length)
+
+
+def api_error(status: int, reason: str | None, text: bytes) -> ApiError:
+    """An ``ApiError`` from an answer's status and body (a ``Status`` object when the API
+    server wrote it; anything else, e.g. a proxy's page, is quoted in part)."""
+    try:
+        payload = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        payload = None
+    if not isinstance(payload, dict):
+        payload = {}
+    message = payload.get("message") or text[:200].decode(errors="replace")
+    return ApiError(status, str(payload.get("reason") or reason), str(message).strip())
+
+
+def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+    """In-cluster config when running in a Pod, else the kubeconfig (``$KUBECONFIG``)."""
+    configuration = k8s_client.Configuration()
+    try:
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except k8s_config.ConfigException:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=configuration
+        )
+    return configuration
+
+
+def authorization(configuration: k8s_client.Configuration) -> str | None:
+    """The ``Authorization`` header value of a client Configuration, or None (client certs).
+
+    The loaders store a token under ``BearerToken`` (in-cluster and kubeconfig tokens, with
+    the refresh hook that re-reads a rotated token file); ``authorization`` is the older key.
+    """
+    token: str | None = configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+    return token
+
+
+@dataclass
+class KubeApi:
+    """A minimal async JSON client for the Kubernetes API."""
+
+    configuration: k8s_client.Configuration
+    max_connections: int = 32
+    #: Asked right before a ``fenced`` request is sent; False refuses it (``Fenced``).
+    fence: Callable[[], bool] | None = None
+    #: Loads the credentials again (``load_configuration``): used once after a 401, so a
+    #: token that was rotated and revoked at once does not wait for the periodic re-read.
+    reload: Callable[[], k8s_client.Configuration] | None = None
+    _session: aiohttp.ClientSession | None = None
+    _retired: set[aiohttp.ClientSession] = field(default_factory=set)
+
+    async def __aenter__(self) -> KubeApi:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    def _ssl(self) -> ssl.SSLContext | bool:
+        cfg = self.configuration
+        if not cfg.verify_ssl:
+            return False
+        context = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+        if cfg.cert_file:
+            context.load_cert_chain(cfg.cert_file, cfg.key_file)
+        return context
+
+    async def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self.max_connections, ssl=self._ssl())
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=30),
+                request_class=_FencedRequest,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        for retired in list(self._retired):
+            await retired.close()
+
+    def _retire_session(self) -> None:
+        """Start a new session for the next requests (new credentials), and close the old
+        one only once what it carries is done: aiohttp leaves a response pending on a closed
+        session silent until its timeout, so closing it at once stalls the requests in
+        flight (status writes, a Lease renew) for that long."""
+        old, self._session = self._session, None
+        if old is None:
+            return
+        self._retired.add(old)
+
+        def close_old() -> None:
+            closing = asyncio.ensure_future(old.close())
+            closing.add_done_callback(lambda _: self._retired.discard(old))
+
+        asyncio.get_running_loop().call_later(RETIRED_SESSION_GRACE, close_old)
+
+    def _headers(self, extra: dict[str, str]) -> dict[str, str]:
+        """JSON, with the bearer token read now (rotated tokens) when there is one."""
+        headers = {"Accept": "application/json", **extra}
+        try:
+            token = authorization(self.configuration)  # may re-read a token file or run a plugin
+        except (k8s_config.ConfigException, OSError) as exc:
+            raise TransportError("reading the credentials", exc) from exc
+        if token:
+            headers["Authorization"] = token
+        return headers
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+        fenced: bool = False,
+    ) -> dict[str, Any]:
+        """One API call; raises ``ApiError`` on a non-2xx answer, ``Fenced`` when ``fenced``
+        and the fence refuses it (now, or as its bytes were about to be written)."""
+        fence = self.fence if fenced else None
+        if fence is not None and not fence():
+            raise Fenced()
+        token = _FENCE.set(fence)
+        try:
+            try:
+                return await self._send(method, path, body, content_type, params)
+            except ApiError as exc:
+                if exc.status != 401 or not self._reload(f"401 on {method} {path}"):
+                    raise
+            self._retire_session()  # the TLS client certificate may have been rotated too
+            return await self._send(method, path, body, content_type, params)
+        except TransportError:
+            if fence is not None and not fence():
+                raise Fenced() from None  # closed unsent by _FencedRequest
+            raise
+        finally:
+            _FENCE.reset(token)
+
+    def _reload(self, why: str) -> bool:
+        """Load the credentials again after a 401; False (the 401 stands) when there is no
+        loader or it fails (a token file being replaced, an exec plugin down): the caller
+        retries later, as after any refusal, instead of the error escaping as something else."""
+        if self.reload is None:
+            return False
+        logger.info("credentials refused (%s): loading them again", why)
+        try:
+            self.configuration = self.reload()
+        except Exception as exc:  # ConfigException, OSError, a plugin's own errors
+            logger.warning("could not load the credentials again: %s", exc)
+            return False
+        return True
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        content_type: str,
+        params: Mapping[str, str] | None,
+    ) -> dict[str, Any]:
+        headers = self._headers({"Content-Type": content_type})
+        data = None if body is None else orjson.dumps(body)
+        resource = api_resource(path)
+        try:
+            session = await self.session()  # reads the CA and client certificate files
+            async with session.request(
+                method,
+                # Already encoded: API paths are built from names the API server validated
+                # (DNS labels and subdomains), and yarl's parsing and re-encoding of every URL
+                # was a tenth of a status write's CPU.
+                URL(self.configuration.host + path, encoded=True),
+                data=data,
+                headers=headers,
+                params=params,
+            ) as response:
+                text = await response.read()
+        except NO_ANSWER as exc:  # refused, reset, closed, TLS, timed out: still a request made
+            metrics.api_requests(method, resource, "error").inc()
+            raise TransportError(f"{method} {path}", exc) from exc
+        except BaseException:  # cancelled
+            metrics.api_requests(method, resource, "error").inc()
+            raise
+        metrics.api_requests(method, resource, str(response.status)).inc()
+        if response.status >= 300:
+            raise api_error(response.status, response.reason, text)
+        try:
+            result: dict[str, Any] = orjson.loads(text) if text else {}
+        except orjson.JSONDecodeError as exc:
+            raise TransportError(f"{method} {path} (unreadable answer)", exc) from exc
+        return result
+
+    async def list_objects(
+        self, path: str, each: Callable[[dict[str, Any]], None], page: int = LIST_PAGE
+    ) -> str | None:
+        """``each`` object at ``path``, read in pages of ``page`` (one consistent snapshot: the
+        API server serves the pages of one list from the same revision), each object without
+        ``managedFields`` (nothing in orca reads them, and they are a third to a half of a
+        Workload with a status); returns the list's resourceVersion. Each page is handed on as
+        it arrives: the whole list never sits in memory at once (10,000 Workloads as dicts
+        were the operator's peak of memory)."""
+        params = {"limit": str(page)}
+        while True:
+            answer = await self.request("GET", path, params=params)
+            for obj in answer.get("items") or []:
+                (obj.get("metadata") or {}).pop("managedFields", None)
+                each(obj)
+            metadata = answer.get("metadata") or {}
+            if not metadata.get("continue"):
+                version: str | None = metadata.get("resourceVersion")
+                return version
+            params = {"limit": str(page), "continue": metadata["continue"]}
+
+    async def watch(
+        self, path: str, version: str | None, timeout: int
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The events of one watch of ``path`` from ``version`` (bookmarks asked for), until
+        the server ends it (after ``timeout`` seconds). Raises ``ApiError`` when the watch is
+        refused, and for an ``ERROR`` event (410 Gone: the version is too old, LIST again);
+        ``TransportError`` when it could not start or broke mid-stream (the events before the
+        break were yielded: watch again from the last version seen). A 401 loads the
+        credentials again once."""
+        params = {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout)}
+        if version:
+            params["resourceVersion"] = version
+        for attempt in (1, 2):
+            try:
+                async for event in self._watch(path, params, timeout):
+                    yield event
+                return
+            except ApiError as exc:
+                if exc.status != 401 or attempt == 2 or not self._reload(f"401 watching {path}"):
+                    raise
+            except NO_ANSWER as exc:
+                raise TransportError(f"WATCH {path}", exc) from exc
+            except orjson.JSONDecodeError as exc:  # a line cut or mangled (by a proxy)
+                raise TransportError(f"WATCH {path} (unreadable event)", exc) from exc
+            # The next attempt's session uses the credentials just loaded.
+
+    async def _watch(
+        self, path: str, params: Mapping[str, str], timeout: int
+    ) -> AsyncIterator[dict[str, Any]]:
+        headers = self._headers({})
+        resource = api_resource(path)
+        # No total timeout: the server ends the watch; a silent connection is cut after a
+        # minute past that (a half-open TCP connection never errors by itself).
+        limits = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout + 60)
+        url = self.configuration.host + path
+        # A session (and connection) of its own per watch: a shared session closed under a
+        # streaming response (``request`` does so after a 401, to load rotated credentials)
+        # leaves that stream silent, without an error, until ``sock_read`` runs out. One TLS
+        # handshake per watch, every few minutes, is nothing next to that.
+        connector = aiohttp.TCPConnector(limit=1, ssl=self._ssl())
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            session.get(url, params=params, headers=headers, timeout=limits) as response,
+        ):
+            metrics.api_requests("WATCH", resource, str(response.status)).inc()
+            if response.status >= 300:
+                raise api_error(response.status, response.reason, await response.read())
+            pending = bytearray()
+            async for chunk in response.content.iter_any():
+                pending += chunk
+                if b"\n" not in chunk:
+                    continue  # a large object arrives in several chunks
+                *lines, rest = pending.split(b"\n")
+                pending = bytearray(rest)
+                for line in lines:
+                    if not line:
+                        continue
+                    event: dict[str, Any] = orjson.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        raise ApiError(
+                            int(status.get("code") or 500),
+                            str(status.get("reason") or "Error"),
+                            str(status.get("message") or "").strip(),
+                        )
+                    yield event
+
+    # -- the calls the loop makes ------------------------------------------------------------
+
+    async def patch_workload_status(
+        self, namespace: str, name: str, status: Mapping[str, Any], resource_version: str | None
+    ) -> dict[str, Any]:
+        """One merge PATCH of ``/status``; with ``resource_version`` it is a precondition
+        (409 Conflict when the object changed since the decision was made)."""
+        body: dict[str, Any] = {"status": status}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        path = workload_path(namespace, name, status=True)
+        return await self.request("PATCH", path, body, MERGE_PATCH, fenced=True)
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        path = f"/api/v1/namespaces/{namespace}/events"
+        return await self.request("POST", path, event, fenced=True)

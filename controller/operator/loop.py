@@ -1,0 +1,200 @@
+"""The scheduling loop: queue -> schedule -> write. Every decision is made here, against one
+ledger, in the order the queue hands keys out (higher priorities first).
+
+Workers take keys from the queue, controller-runtime's ``processNextWorkItem`` each: ``get``,
+process, and ``done`` in a ``finally``, the one place a key is marked done. Processing a key
+(kube-scheduler's ``schedule_one``, in miniature)::
+
+    snapshot   the node table (rebuilt only after node changes) and the ledger
+    decide     Scheduler.schedule: pure, microseconds to milliseconds; then preemption may
+               change the decision (``preemption.consider``: victims booked first)
+    compare    the status it implies vs the one the object has: equal -> write nothing
+    write      the status-write transaction (``transaction``): assume, the fenced and
+               preconditioned PATCH, then confirm, forget or hold, and the Event
+    after      refused or unanswered: retried with back-off (an unanswered write is read
+               back before the key is decided again); fenced: dropped, the next leader
+               decides; gone: nothing left to decide
+
+A decision has no ``await`` between reading the ledger and assuming in it, so the workers'
+decisions never interleave: they are serialized on the one event loop while their writes run
+concurrently, as many as there are workers. A key stays *processing* in the queue until its
+write settles, so one Workload never has two decisions in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from controller.api.models import Phase, WorkloadStatus
+from controller.operator.preemption import Preemption
+from controller.operator.priorities import PriorityIndex
+from controller.operator.state import ClusterState, WorkloadRecord
+from controller.operator.telemetry import metrics
+from controller.operator.telemetry.gauges import CelCounters
+from controller.operator.transaction import EventSpec, Result, StatusWrite, StatusWrites
+from controller.operator.workqueue import QueueShutDown, WorkQueue
+from controller.scheduler.decision import Decision
+from controller.scheduler.framework import Code
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import rfc3339_now, status_from_decision
+from controller.scheduler.vocabulary import (
+    EVENT_FAILED_SCHEDULING,
+    EVENT_SCHEDULED,
+    REASON_INVALID_SPEC,
+)
+
+logger = logging.getLogger("orca.scheduler")
+
+#: Workers, so status writes in flight at once (``orca run --max-in-flight``).
+WORKERS = 32
+
+
+@dataclass
+class SchedulingLoop:
+    """Decides the keys the queue hands out and writes their statuses."""
+
+    state: ClusterState
+    queue: WorkQueue
+    scheduler: Scheduler
+    priorities: PriorityIndex
+    writes: StatusWrites
+    preemption: Preemption
+    ready: asyncio.Event  # set by the start-up gate: every informer has listed once
+    is_leader: Callable[[], bool] = lambda: True
+    workers: int = WORKERS
+    now: Callable[[], str] = rfc3339_now
+    cel: CelCounters = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cel = CelCounters(self.scheduler.cel)
+
+    async def run(self) -> None:
+        """Process keys until the queue shuts down; nothing is decided before every informer
+        has listed once (``handlers.StartupGate`` sets ``ready``)."""
+        await self.ready.wait()
+        await asyncio.gather(*(self._worker() for _ in range(self.workers)))
+
+    def stop(self) -> None:
+        """Decide nothing more: ``run`` returns once every write in flight has settled."""
+        self.queue.shut_down()
+
+    async def _worker(self) -> None:
+        try:
+            while True:
+                await self.process_next()
+        except QueueShutDown:
+            return
+
+    async def process_next(self) -> None:
+        """controller-runtime's ``processNextWorkItem``: one key, marked done here only."""
+        key = await self.queue.get()
+        try:
+            await self.process(key)
+        except Exception:
+            logger.exception("reconcile of %s failed; retrying with backoff", key)
+            metrics.SCHEDULE_ATTEMPTS.labels(
+                kind=self._kind(key), result=metrics.RESULT_ERROR
+            ).inc()
+            self.queue.add_rate_limited(key)
+        finally:
+            self.queue.done(key)
+
+    async def process(self, key: str) -> bool:
+        """Decide ``key`` and write what it implies; True when a status write was sent."""
+        record = self.state.records.get(key)
+        if record is None or not self.is_leader():
+            return False
+        if key in self.writes.unsure:
+            await self.writes.reread(record)
+            return False
+        self.state.table()
+        started = time.perf_counter()
+        decision, victims = self.preemption.consider(record, self._decide(record))
+        try:
+            return await self._write(record, decision, victims, started)
+        finally:
+            self.preemption.release(victims)  # those not handed to write_victims (a bug)
+
+    async def _write(
+        self,
+        record: WorkloadRecord,
+        decision: Decision,
+        victims: list[StatusWrite],
+        started: float,
+    ) -> bool:
+        key = record.key
+        record.code = decision.code
+        metrics.SCHEDULING_ALGORITHM_DURATION.observe(time.perf_counter() - started)
+        self.cel.update()
+        kind = self._kind(key)
+        result = metrics.RESULT_BY_PHASE[decision.phase]
+        metrics.SCHEDULE_ATTEMPTS.labels(kind=kind, result=result).inc()
+        status = status_from_decision(decision, record.generation, record.status, self.now())
+        logger.debug("%s: %s %d/%d", key, decision.phase.value, decision.placed, decision.desired)
+        if status == record.status and not victims:
+            metrics.SCHEDULE_UNCHANGED.labels(kind=kind, result=result).inc()
+            record.seen = None  # nothing to write: no end-to-end latency to observe
+            if self.state.ledger.bookings(key) != decision.bookings:
+                self.state.ledger.load(key, decision.bookings)  # e.g. a resize: new sizes
+            self.queue.forget(key)
+            return False
+        write = self.writes.begin(record, status, decision.bookings, _transition(record, status))
+        try:
+            if victims and not await self.preemption.write_victims(victims, key):
+                delay = self.queue.add_rate_limited(key)
+                logger.info("preemption for %s did not land; retrying in %.2fs", key, delay)
+                return True  # abandoned below: never sent
+            outcome = await self.writes.commit(write)
+        finally:
+            self.writes.abandon(write)  # not sent, or a bug or a cancellation: nothing stays
+        self._after(record, outcome, write.error)
+        return True
+
+    def _after(self, record: WorkloadRecord, outcome: Result, error: Exception | None) -> None:
+        key = record.key
+        if outcome is Result.WRITTEN:
+            if record.seen is not None:
+                metrics.E2E_SCHEDULING_DURATION.observe(time.monotonic() - record.seen)
+            current = self.state.records.get(key)
+            if current is not None:
+                current.seen = None  # observed once; a later change starts a new clock
+        elif outcome is Result.FENCED:
+            # Not sent. Re-election requeues every Workload (``on_elected``): drop the key.
+            logger.info("status write for %s not sent: the leader Lease lapsed", key)
+        elif outcome in (Result.REFUSED, Result.UNANSWERED):
+            delay = self.queue.add_rate_limited(key)
+            conflict = outcome is Result.REFUSED and getattr(error, "conflict", False)
+            log = logger.info if conflict else logger.warning
+            log("status write for %s failed (%s); retrying in %.2fs", key, error, delay)
+
+    def _decide(self, record: WorkloadRecord) -> Decision:
+        if record.workload is None:  # the API server accepted what our models refuse
+            return Decision(
+                phase=Phase.INVALID,
+                reason=REASON_INVALID_SPEC,
+                desired=0,
+                placements=tuple(record.status.placements) if record.status else (),
+                message=record.error or "invalid spec",
+                bookings=self.state.ledger.bookings(record.key),
+                code=Code.INVALID,
+            )
+        return self.scheduler.schedule(record.workload, self.state.ledger, self.priorities.classes)
+
+    def _kind(self, key: str) -> str:
+        record = self.state.records.get(key)
+        if record is None or record.workload is None:
+            return metrics.KIND_UNKNOWN
+        return record.workload.spec.kind.value
+
+
+def _transition(record: WorkloadRecord, status: WorkloadStatus) -> EventSpec | None:
+    """``Scheduled`` / ``FailedScheduling`` on a phase transition, never per pass."""
+    if record.phase == status.phase:
+        return None
+    scheduled = status.phase is Phase.SCHEDULED
+    reason = EVENT_SCHEDULED if scheduled else EVENT_FAILED_SCHEDULING
+    return EventSpec(reason, status.message or "", warning=not scheduled)

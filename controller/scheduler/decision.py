@@ -1,0 +1,84 @@
+"""A scheduling ``Decision``: what a Workload's status should say, and the bookings behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from controller.api.models import Phase, Placement, RejectionReason, Resources
+from controller.scheduler.framework import Code
+from controller.scheduler.ledger import Booking
+from controller.scheduler.vocabulary import CONDITION_REASON_BY_PHASE
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a Workload's status should say, the bookings that back it, and ``code``: who can
+    cure what is missing (``Code.UNSCHEDULABLE``: freed capacity; ``UNRESOLVABLE``: a spec or
+    node change; ``INVALID``: a spec change). A DaemonSet may be ``Scheduled`` with code
+    ``UNSCHEDULABLE``: some node it wants lacks room, and freed capacity would add it there."""
+
+    phase: Phase
+    reason: str
+    desired: int
+    placements: tuple[Placement, ...]
+    message: str
+    unschedulable: tuple[RejectionReason, ...] = ()
+    bookings: tuple[Booking, ...] = ()
+    code: Code = Code.SUCCESS
+    resources: Resources | None = None  # what each placement holds; None: as before
+    priority: int | None = None  # the resolved priority (None: not resolved, e.g. Invalid)
+
+    @property
+    def placed(self) -> int:
+        return len(self.placements)
+
+
+def placement_of(booking: Booking) -> Placement:
+    return Placement(node=booking.node, alloc_id=booking.alloc_id, score=booking.score)
+
+
+def decide(
+    phase: Phase,
+    desired: int,
+    bookings: Sequence[Booking],
+    message: str,
+    diagnosis: tuple[RejectionReason, ...] = (),
+    code: Code = Code.SUCCESS,
+) -> Decision:
+    return Decision(
+        phase=phase,
+        reason=CONDITION_REASON_BY_PHASE[phase],
+        desired=desired,
+        placements=tuple(placement_of(b) for b in bookings),
+        message=message,
+        unschedulable=diagnosis,
+        bookings=tuple(bookings),
+        code=code,
+    )
+
+
+def invalid(errors: Sequence[str], desired: int, existing: Sequence[Booking]) -> Decision:
+    """A spec that cannot run: say why; existing placements stay until it is fixed."""
+    return decide(Phase.INVALID, desired, existing, "; ".join(errors), code=Code.INVALID)
+
+
+def phase_of(placed: int, desired: int) -> Phase:
+    if placed >= desired:
+        return Phase.SCHEDULED
+    return Phase.PARTIALLY_SCHEDULED if placed else Phase.UNSCHEDULABLE
+
+
+def short_message(
+    placed: int, desired: int, total: int, diagnosis: Sequence[RejectionReason]
+) -> str:
+    """kube-scheduler style: ``0/5 nodes are available: 3 runtime wasm not offered, ...``."""
+    rejected = sum(r.count for r in diagnosis)
+    if total == 0:
+        detail = "0/0 nodes are available: no nodes in the cluster."
+    else:
+        parts = ", ".join(f"{r.count} {r.reason}" for r in diagnosis)
+        detail = f"{total - rejected}/{total} nodes are available: {parts}."
+    if desired == 0 or placed == 0:
+        return detail
+    return f"{placed}/{desired} replicas placed; {detail}"

@@ -1,0 +1,390 @@
+"""The scheduling framework: plugins at extension points, run by one engine over the node table.
+
+kube-scheduler's framework (``pkg/scheduler/framework``), in miniature. A *profile* lists the
+plugins in order, each with its score weight; a plugin implements one or more extension points:
+
+    PreFilter   once per Workload and cycle: compile and check what the schema cannot
+                (CEL, runtime aliases); any error makes the Workload Invalid
+    Filter      a boolean mask over the node table per rejection reason. Filters are
+                memoised per node table and per ``signature``, what the plugin declares it
+                reads of the spec, so two Workloads with equal signatures share the masks
+                and no hand-kept key can leak masks between different specs. A signature of
+                None means "reads this cycle's free capacity": computed every cycle.
+    Filter (per replica)  ``per_replica`` filters (capacity, topology spread) run again
+                before each replica is placed, as the cycle's own placements use capacity
+                up and fill domains; they may read the static filters' mask, ``cycle.passes``
+    Score       an int per candidate node, multiplied by the profile weight and summed
+
+The engine builds the diagnosis from the plugins' reasons (the first failing filter per node,
+in profile order) and a ``Code`` that tells the scheduling loop who can cure a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Final, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.api.models import RejectionReason, ScheduleMode, WorkloadKind, WorkloadSpec
+from controller.scheduler.ledger import Ledger
+from controller.scheduler.nodes import BoolArray, IntArray, NodeTable
+
+IndexArray = npt.NDArray[np.intp]
+NODES_PER_REASON: Final = 3  # node names listed per rejection reason
+
+
+class Code(IntEnum):
+    """What a decision that is not complete asks of the scheduling loop (kube-scheduler's
+    ``framework.Code``, the subset orca needs)."""
+
+    SUCCESS = 0
+    UNSCHEDULABLE = 1
+    """Some node failed only for lack of capacity: retry when capacity frees."""
+    UNRESOLVABLE = 2
+    """``UnschedulableAndUnresolvable``: runtime, constraints, taints, eligibility. Only a
+    spec or node change can cure it; freed capacity cannot."""
+    INVALID = 3
+    """The spec cannot run; only a spec change can cure it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Nodes a filter rejects for one reason: ``passed`` is False where it rejects.
+
+    ``code`` overrides the plugin's for this reason, for a plugin whose reasons differ in who
+    can cure them (topology spread: a node without the key is ``UNRESOLVABLE``, a skew
+    ``UNSCHEDULABLE``, as in kube-scheduler); None means the plugin's ``code``.
+    """
+
+    reason: str
+    passed: BoolArray
+    code: Code | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A filter plugin's answer over the whole table.
+
+    ``keeps`` says where an *existing* replica may stay (DESIGN.md 5); None means the
+    plugin's ``evicts`` attribute decides: the same as passing, or everywhere.
+    """
+
+    rejections: tuple[Rejection, ...]
+    keeps: BoolArray | None = None
+    cacheable: bool = True  # False: depends on this cycle (e.g. a CEL budget ran out)
+
+
+@dataclass(frozen=True)
+class FilterResult:
+    """A filter plugin's verdict, folded: its masks and what a rejection means."""
+
+    plugin: str
+    code: Code
+    selects: bool
+    rejections: tuple[Rejection, ...]
+    passes: BoolArray
+    keeps: BoolArray
+    cacheable: bool = True
+
+
+@dataclass
+class CycleState:
+    """One scheduling cycle of one Workload: the spec, the cluster, and scratch copies.
+
+    The ledger is read, never written; ``free_cpu``/``free_memory``/``own`` are this cycle's
+    own copies, updated as the cycle places replicas. ``data`` holds what plugins prepared
+    for later extension points, under their own name (kube-scheduler's CycleState.Write).
+    ``passes`` is set by ``Framework.filter``: the nodes that pass every static filter, and
+    ``results`` each static filter's verdict, which per-replica filters may read (topology
+    spread counts its domains over the nodes that pass some of them).
+    """
+
+    key: str
+    namespace: str
+    name: str
+    spec: WorkloadSpec
+    ledger: Ledger
+    free_cpu: IntArray
+    free_memory: IntArray
+    own: IntArray
+    cpu: int  # the spec's request, millicores (parsed once per cycle)
+    memory: int  # bytes
+    data: dict[str, Any] = field(default_factory=dict)
+    passes: BoolArray | None = None
+    results: tuple[FilterResult, ...] = ()
+
+    @property
+    def table(self) -> NodeTable:
+        return self.ledger.table
+
+    @property
+    def daemon(self) -> bool:
+        return self.spec.kind is WorkloadKind.DAEMONSET
+
+    @property
+    def uses_constraints(self) -> bool:
+        """``EveryNode`` DaemonSets ignore constraints (DESIGN.md 4)."""
+        return not (self.daemon and self.spec.mode is ScheduleMode.EVERY_NODE)
+
+
+# -- the extension points ------------------------------------------------------------------------
+
+
+@runtime_checkable
+class PreFilterPlugin(Protocol):
+    """Checks and compiles a spec once per cycle; returns errors naming the field."""
+
+    name: str
+
+    def pre_filter(self, cycle: CycleState) -> Sequence[str]: ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    """Rejects nodes. Class attributes say what a rejection means:
+
+    - ``code``: ``UNSCHEDULABLE`` if freed capacity could cure it, else ``UNRESOLVABLE``;
+    - ``evicts``: whether failing it moves an existing replica (when ``keeps`` is None);
+    - ``selects``: whether failing it means "not a node this Workload wants" (a Mandatory
+      DaemonSet counts the other rejections, runtime and capacity, as missing nodes);
+    - ``per_replica``: re-run before each replica (it reads what the cycle's placements
+      change: free capacity, ``own``); it runs after the static filters and may read
+      ``cycle.passes``.
+    """
+
+    name: str
+    code: Code
+    evicts: bool
+    selects: bool
+    per_replica: bool
+
+    def signature(self, cycle: CycleState) -> Hashable | None: ...
+
+    def filter(self, cycle: CycleState) -> Verdict: ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    """Scores candidate nodes (indexes into the table); each plugin documents its range.
+    None means it adds nothing for this Workload (no affinity rules, no soft taints), which
+    spares the hot path an array of zeros per replica."""
+
+    name: str
+
+    def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray | None: ...
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The plugins in the order they run (and are reported), with their score weights."""
+
+    plugins: tuple[tuple[object, int], ...]
+
+    def __post_init__(self) -> None:
+        names = [getattr(p, "name", None) for p, _ in self.plugins]
+        if None in names or len(set(names)) != len(names):
+            raise ValueError(f"plugins need distinct names: {names}")
+        for plugin, _ in self.plugins:
+            if not isinstance(plugin, PreFilterPlugin | FilterPlugin | ScorePlugin):
+                raise TypeError(f"{plugin!r} implements no extension point")
+
+    @property
+    def pre_filters(self) -> list[PreFilterPlugin]:
+        return [p for p, _ in self.plugins if isinstance(p, PreFilterPlugin)]
+
+    @property
+    def filters(self) -> list[FilterPlugin]:
+        return [p for p, _ in self.plugins if isinstance(p, FilterPlugin)]
+
+    @property
+    def scores(self) -> list[tuple[ScorePlugin, int]]:
+        return [(p, w) for p, w in self.plugins if isinstance(p, ScorePlugin) and w]
+
+
+@dataclass(frozen=True)
+class Filtered:
+    """The static (not per-replica) filters of one cycle, folded."""
+
+    results: tuple[FilterResult, ...]
+    passes: BoolArray
+    keeps: BoolArray
+
+
+class Framework:
+    """Runs a profile's plugins. Holds only memo caches, so one instance can serve a whole
+    ``orca plan`` run or the operator's lifetime (not thread-safe: one loop owns it)."""
+
+    MAX_CACHED_FILTERS: Final = 4096
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self._pre_filters = profile.pre_filters
+        self._static = [f for f in profile.filters if not f.per_replica]
+        self._per_replica = [f for f in profile.filters if f.per_replica]
+        self._scores = profile.scores
+        self._memo: dict[Hashable, FilterResult] = {}
+        self._folded: dict[Hashable, Filtered] = {}
+        self._table_version = -1
+
+    # -- PreFilter -----------------------------------------------------------------------------
+
+    def pre_filter(self, cycle: CycleState) -> list[str]:
+        """Every plugin's errors (all of them, so a user fixes a spec in one go)."""
+        errors: list[str] = []
+        for plugin in self._pre_filters:
+            errors.extend(plugin.pre_filter(cycle))
+        return errors
+
+    # -- Filter --------------------------------------------------------------------------------
+
+    def filter(self, cycle: CycleState) -> Filtered:
+        """The static filters over the whole table, memoised per table and signature; their
+        verdicts and conjunction are also left in ``cycle.results`` and ``cycle.passes`` for the
+        per-replica filters."""
+        folded = self._filter(cycle)
+        cycle.passes = folded.passes
+        cycle.results = folded.results
+        return folded
+
+    def _filter(self, cycle: CycleState) -> Filtered:
+        table = cycle.table
+        if table.version != self._table_version or len(self._memo) > self.MAX_CACHED_FILTERS:
+            self._memo.clear()
+            self._folded.clear()
+            self._table_version = table.version
+        signatures = [(f.name, f.signature(cycle)) for f in self._static]
+        cacheable = all(sig is not None for _, sig in signatures)
+        folded_key = tuple(signatures)
+        if cacheable and (hit := self._folded.get(folded_key)) is not None:
+            return hit
+        results: list[FilterResult] = []
+        for plugin, key in zip(self._static, signatures, strict=True):
+            result = self._memo.get(key) if key[1] is not None else None
+            if result is None:
+                result = _run_filter(plugin, cycle)
+                if key[1] is not None and result.cacheable:
+                    self._memo[key] = result
+            cacheable = cacheable and result.cacheable
+            results.append(result)
+        size = len(table)
+        folded = Filtered(
+            tuple(results),
+            _conjunction((r.passes for r in results), size),
+            _conjunction((r.keeps for r in results), size),
+        )
+        if cacheable:
+            self._folded[folded_key] = folded
+        return folded
+
+    def filter_replica(self, cycle: CycleState) -> tuple[FilterResult, ...]:
+        """The per-replica filters, on the cycle's free capacity as it is now."""
+        return tuple(_run_filter(plugin, cycle) for plugin in self._per_replica)
+
+    def fits(self, cycle: CycleState, filtered: Filtered) -> BoolArray:
+        """Nodes that pass every filter right now (the hot path: once per replica, so it
+        folds the per-replica rejections directly, without building FilterResults)."""
+        fit = filtered.passes
+        for plugin in self._per_replica:
+            for rejection in plugin.filter(cycle).rejections:
+                fit = fit & rejection.passed  # a new array: the memoised mask stays intact
+        return fit
+
+    # -- Score ---------------------------------------------------------------------------------
+
+    def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray:
+        """Sum over score plugins of weight x score, per candidate."""
+        total: IntArray | None = None
+        for plugin, weight in self._scores:
+            part = plugin.score(cycle, candidates)
+            if part is None:
+                continue
+            if weight != 1:
+                part = part * weight
+            total = part if total is None else total + part
+        return total if total is not None else np.zeros(len(candidates), dtype=np.int64)
+
+    # -- diagnosis -----------------------------------------------------------------------------
+
+    def diagnose(
+        self, cycle: CycleState, filtered: Filtered, ignore: BoolArray | None = None
+    ) -> tuple[tuple[RejectionReason, ...], Code]:
+        """The first failing filter per node, counted per reason, with a few node names and the
+        plugin that rejected them (passed on to the status, the metrics and explanations); and
+        ``UNSCHEDULABLE`` when some node failed only for a reason capacity can cure.
+        Nodes in ``ignore`` (a DaemonSet's nodes that already hold it) are not reported."""
+        table = cycle.table
+        remaining = np.ones(len(table), dtype=np.bool_) if ignore is None else ~ignore
+        reasons: list[RejectionReason] = []
+        code = Code.UNRESOLVABLE
+        for result in (*filtered.results, *self.filter_replica(cycle)):
+            for rejection in result.rejections:
+                failed = remaining & ~rejection.passed
+                count = int(failed.sum())
+                if not count:
+                    continue
+                reasons.append(
+                    RejectionReason(
+                        reason=rejection.reason,
+                        count=count,
+                        nodes=table.names(failed, NODES_PER_REASON),
+                        plugin=result.plugin,
+                    )
+                )
+                remaining &= rejection.passed
+                cure = result.code if rejection.code is None else rejection.code
+                if cure is Code.UNSCHEDULABLE:
+                    code = Code.UNSCHEDULABLE
+        return tuple(reasons), code
+
+    # -- explanation (``orca explain``) ---------------------------------------------------------
+
+    def first_rejections(
+        self, cycle: CycleState, filtered: Filtered
+    ) -> list[tuple[str, str] | None]:
+        """Per node: (plugin, reason) of the first filter that rejects it now, or None."""
+        first: list[tuple[str, str] | None] = [None] * len(cycle.table)
+        for result in (*filtered.results, *self.filter_replica(cycle)):
+            for rejection in result.rejections:
+                for i in np.flatnonzero(~rejection.passed).tolist():
+                    if first[i] is None:
+                        first[i] = (result.plugin, rejection.reason)
+        return first
+
+    def score_parts(self, cycle: CycleState, candidates: IndexArray) -> dict[str, IntArray]:
+        """Each score plugin's weighted part per candidate (their sum is ``score``)."""
+        zeros = np.zeros(len(candidates), dtype=np.int64)
+        parts = {plugin.name: plugin.score(cycle, candidates) for plugin, _ in self._scores}
+        return {
+            name: zeros if part is None else part * w
+            for (name, part), (_, w) in zip(parts.items(), self._scores, strict=True)
+        }
+
+
+def _run_filter(plugin: FilterPlugin, cycle: CycleState) -> FilterResult:
+    verdict = plugin.filter(cycle)
+    size = len(cycle.table)
+    passes = _conjunction((r.passed for r in verdict.rejections), size)
+    if verdict.keeps is not None:
+        keeps = verdict.keeps
+    else:
+        keeps = passes if plugin.evicts else np.ones(size, dtype=np.bool_)
+    return FilterResult(
+        plugin=plugin.name,
+        code=plugin.code,
+        selects=plugin.selects,
+        rejections=verdict.rejections,
+        passes=passes,
+        keeps=keeps,
+        cacheable=verdict.cacheable,
+    )
+
+
+def _conjunction(masks: Any, size: int) -> BoolArray:
+    out = np.ones(size, dtype=np.bool_)
+    for mask in masks:
+        out &= mask
+    return out

@@ -1,0 +1,312 @@
+"""The placement ledger: every Workload's placements, and the capacity they use per node.
+
+The ledger is the only code that changes booked capacity. The scheduler reads it (free
+capacity, replicas per node for name affinity, a Workload's current placements) and never
+writes it; whoever acts on a decision books it here.
+
+A Workload's bookings move through these states (kube-scheduler's assume/bind, in miniature)::
+
+      (none) --assume--> ASSUMED --confirm--> CONFIRMED
+                            |  |
+                            |  +--hold--> HELD: the write got no answer; both outcomes booked
+                            |             (each replica where either puts it), until read back
+                            +--forget--> previous   (forget restores what was there before)
+
+``load`` sets CONFIRMED bookings directly (status read from the API server). ``assume``
+returns an ``Assumption``; ``confirm``, ``hold`` and ``forget`` take it, each settles it once
+(the first one wins; the others do nothing), and ``forget`` only restores when the Workload's
+bookings are still the assumed ones, so a newer decision is never undone by an older failure.
+While an assumption is not settled its status write is in flight: ``assumed`` says so, and
+that is the one place the operator keeps that fact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from controller.api.models import Placement, Resources, Workload, WorkloadStatus, key_of
+from controller.scheduler.nodes import IntArray, NodeInfo, NodeTable
+
+
+@dataclass(frozen=True, slots=True)
+class Booking:
+    """One placed replica and the resources it holds on its node.
+
+    ``sized`` is False when the size is a guess: a status that does not record the size its
+    placements hold (written by hand, or by an older orca). The scheduler then re-checks
+    that the node holds the replica, as for a resize.
+    """
+
+    node: str
+    alloc_id: str
+    cpu: int
+    memory: int
+    score: int = 0
+    sized: bool = True
+
+
+@dataclass(eq=False)
+class Assumption:
+    """A decision booked before its status write; confirm or forget it exactly once."""
+
+    key: str
+    bookings: tuple[Booking, ...]
+    previous: tuple[Booking, ...]
+    settled: bool = field(default=False)
+
+
+class Ledger:
+    """Bookings per Workload key (``<namespace>/<name>``), with per-node usage arrays."""
+
+    def __init__(self, table: NodeTable | None = None) -> None:
+        self._bookings: dict[str, tuple[Booking, ...]] = {}
+        self._assumed: dict[str, Assumption] = {}  # key -> its assumption not yet settled
+        self.table = table if table is not None else NodeTable(())
+        self.used_cpu: IntArray = np.zeros(len(self.table), dtype=np.int64)
+        self.used_memory: IntArray = np.zeros(len(self.table), dtype=np.int64)
+        #: Replicas booked per node (of every Workload): the per-node gauge, kept in step.
+        self.replicas: IntArray = np.zeros(len(self.table), dtype=np.int64)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def bookings(self, key: str) -> tuple[Booking, ...]:
+        return self._bookings.get(key, ())
+
+    def assumed(self, key: str) -> bool:
+        """Whether ``key`` has an assumption not yet settled: its status write is in flight."""
+        return key in self._assumed
+
+    def workload_keys(self) -> Iterator[str]:
+        """Keys of the Workloads that hold bookings."""
+        return iter(self._bookings)
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self._bookings.values())
+
+    def free(self) -> tuple[IntArray, IntArray]:
+        """Free cpu and memory per node of the bound table (allocatable minus bookings)."""
+        return self.table.cpu - self.used_cpu, self.table.memory - self.used_memory
+
+    def replicas_per_node(self, key: str) -> IntArray:
+        """How many replicas of Workload ``key`` each node holds (for name affinity)."""
+        counts = np.zeros(len(self.table), dtype=np.int64)
+        for booking in self._bookings.get(key, ()):
+            i = self.table.index.get(booking.node)
+            if i is not None:
+                counts[i] += 1
+        return counts
+
+    def copy(self) -> Ledger:
+        """A scratch copy on the same table (the rebalancer plans its moves on one): the
+        bookings are shared (immutable tuples), the usage arrays are its own."""
+        other = Ledger(self.table)
+        other._bookings = dict(self._bookings)
+        other.used_cpu = self.used_cpu.copy()
+        other.used_memory = self.used_memory.copy()
+        other.replicas = self.replicas.copy()
+        return other
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def rebind(self, table: NodeTable) -> None:
+        """Follow a new node table: usage is recomputed from the bookings (nothing is lost;
+        bookings on nodes that left the table keep their place until rescheduled)."""
+        self.table = table
+        self.used_cpu = np.zeros(len(table), dtype=np.int64)
+        self.used_memory = np.zeros(len(table), dtype=np.int64)
+        self.replicas = np.zeros(len(table), dtype=np.int64)
+        for bookings in self._bookings.values():
+            self._apply(bookings, +1)
+
+    def load(self, key: str, bookings: Iterable[Booking]) -> None:
+        """Record a Workload's confirmed bookings (read from its status)."""
+        self._replace(key, tuple(bookings))
+
+    def remove(self, key: str) -> None:
+        """A Workload is gone: its capacity is free again (and a write of it in flight is
+        moot: its assumption is no longer the key's)."""
+        self._assumed.pop(key, None)
+        self._replace(key, ())
+
+    def assume(self, key: str, bookings: Iterable[Booking]) -> Assumption:
+        """Book a decision before its status write lands; returns what to settle."""
+        new = tuple(bookings)
+        previous = self._replace(key, new)
+        assumption = Assumption(key=key, bookings=new, previous=previous)
+        self._assumed[key] = assumption
+        return assumption
+
+    def confirm(self, assumption: Assumption) -> None:
+        """The status write landed: the assumed bookings are the truth."""
+        self._settle(assumption)
+
+    def hold(self, assumption: Assumption) -> None:
+        """The status write got no answer: it may have landed or not, so both outcomes stay
+        booked (``held_until_written`` of the two) until the Workload is read back."""
+        if (
+            self._settle(assumption)
+            and self._bookings.get(assumption.key, ()) == assumption.bookings
+        ):
+            held = held_until_written(assumption.previous, assumption.bookings)
+            self._replace(assumption.key, held)
+
+    def forget(self, assumption: Assumption) -> None:
+        """The status write failed: restore the previous bookings (if not superseded)."""
+        if (
+            self._settle(assumption)
+            and self._bookings.get(assumption.key, ()) == assumption.bookings
+        ):
+            self._replace(assumption.key, assumption.previous)
+
+    def _settle(self, assumption: Assumption) -> bool:
+        """Settle ``assumption``; False if it was settled already."""
+        if assumption.settled:
+            return False
+        assumption.settled = True
+        if self._assumed.get(assumption.key) is assumption:
+            del self._assumed[assumption.key]
+        return True
+
+    def _replace(self, key: str, new: tuple[Booking, ...]) -> tuple[Booking, ...]:
+        old = self._bookings.pop(key, ())
+        self._apply(old, -1)
+        if new:
+            self._bookings[key] = new
+        self._apply(new, +1)
+        return old
+
+    def _apply(self, bookings: Iterable[Booking], sign: int) -> None:
+        index = self.table.index
+        for b in bookings:
+            i = index.get(b.node)
+            if i is not None:
+                self.used_cpu[i] += sign * b.cpu
+                self.used_memory[i] += sign * b.memory
+                self.replicas[i] += sign
+
+
+def held_until_written(
+    previous: tuple[Booking, ...], decided: tuple[Booking, ...]
+) -> tuple[Booking, ...]:
+    """What to book while a decision's write is in flight: the decided bookings, plus every
+    previous one it gives up, each replica at the larger of its two sizes where it stays.
+
+    Capacity a decision frees is not free until its status write lands. Handing it out at once
+    let another Workload's write land first; a crash (or a 409) then lost the first write and
+    left both on the node, over capacity, which nothing repairs. (DESIGN.md asks the same
+    order of preemption: victims' writes confirmed before the preemptor's.)"""
+    held = {(b.node, b.alloc_id): b for b in decided}
+    for b in previous:
+        now = held.get((b.node, b.alloc_id))
+        if now is None:
+            held[(b.node, b.alloc_id)] = b
+        elif b.cpu > now.cpu or b.memory > now.memory:
+            held[(b.node, b.alloc_id)] = Booking(
+                b.node, b.alloc_id, max(b.cpu, now.cpu), max(b.memory, now.memory), now.score
+            )
+    return tuple(held.values())
+
+
+def gives_back(previous: tuple[Booking, ...], current: tuple[Booking, ...]) -> bool:
+    """Whether ``current`` gives capacity back on some node, next to ``previous`` (a replica
+    moved away, fewer replicas, or smaller ones)."""
+    usage: dict[str, list[int]] = {}
+    for sign, bookings in ((1, previous), (-1, current)):
+        for b in bookings:
+            node = usage.setdefault(b.node, [0, 0])
+            node[0] += sign * b.cpu
+            node[1] += sign * b.memory
+    return any(cpu > 0 or memory > 0 for cpu, memory in usage.values())
+
+
+def bookings_from_status(workload: Workload) -> list[Booking]:
+    """A Workload's recorded placements (its ``status``), booked at the size the status
+    records (``status.resources``), or else at the spec's, marked as a guess."""
+    status = workload.status
+    if status is None:
+        return []
+    held = status.resources
+    sized = held is not None
+    cpu = held.cpu_millis if held is not None else workload.spec.cpu_millis
+    memory = held.memory_bytes if held is not None else workload.spec.memory_bytes
+    return [Booking(p.node, p.alloc_id, cpu, memory, p.score, sized) for p in status.placements]
+
+
+def ledger_from_statuses(nodes: Iterable[NodeInfo], workloads: Iterable[Workload]) -> Ledger:
+    """The ledger as the operator rebuilds it on start: every Workload's recorded placements."""
+    ledger = Ledger(NodeTable(nodes))
+    for workload in workloads:
+        ledger.load(workload.key, bookings_from_status(workload))
+    return ledger
+
+
+def bookings_from_object(obj: Mapping[str, Any]) -> list[Booking]:
+    """The placements recorded in a raw Workload object's status, whether or not its spec
+    parses: capacity a Workload holds stays held until the Workload is fixed or deleted.
+
+    Best effort on what the models refuse: each placement is read on its own (one that does
+    not parse is not booked; it names no node orca can account to). The size is the one the
+    status records (``status.resources``), else the spec's (``spec.resources``, marked as a
+    guess like ``bookings_from_status`` does), each of cpu and memory read on its own; one that
+    does not parse either way books zero (the replica keeps its node and allocId, not that
+    capacity).
+    """
+    try:
+        return bookings_from_status(Workload.model_validate(obj))
+    except ValidationError:
+        pass
+    status, spec = obj.get("status"), obj.get("spec")
+    held = _size_of(status.get("resources") if isinstance(status, Mapping) else None)
+    wanted = _size_of(spec.get("resources") if isinstance(spec, Mapping) else None)
+    sized = held[0] is not None and held[1] is not None
+    cpu = held[0] if held[0] is not None else wanted[0] or 0
+    memory = held[1] if held[1] is not None else wanted[1] or 0
+    return [Booking(p.node, p.alloc_id, cpu, memory, p.score, sized) for p in placements_of(obj)]
+
+
+def placements_of(obj: Mapping[str, Any]) -> list[Placement]:
+    """``status.placements`` of a raw Workload object, those that parse, in order."""
+    status = obj.get("status")
+    if not isinstance(status, Mapping):
+        return []
+    try:
+        return WorkloadStatus.model_validate(status).placements
+    except ValidationError:
+        pass
+    raw = status.get("placements")
+    placements = []
+    for item in raw if isinstance(raw, list) else ():
+        try:
+            placements.append(Placement.model_validate(item))
+        except ValidationError:
+            continue
+    return placements
+
+
+def _size_of(raw: object) -> tuple[int | None, int | None]:
+    """(millicores, bytes) of a raw ``resources`` object, each None when absent or refused."""
+    if not isinstance(raw, Mapping):
+        return None, None
+    cpu = memory = None
+    if raw.get("cpu") is not None:
+        with contextlib.suppress(ValidationError):
+            cpu = Resources.model_validate({"cpu": raw["cpu"]}).cpu_millis
+    if raw.get("memory") is not None:
+        with contextlib.suppress(ValidationError):
+            memory = Resources.model_validate({"memory": raw["memory"]}).memory_bytes
+    return cpu, memory
+
+
+def ledger_from_objects(nodes: Iterable[NodeInfo], objects: Iterable[Mapping[str, Any]]) -> Ledger:
+    """The ledger from raw Workload objects (a LIST from the API server), parseable or not."""
+    ledger = Ledger(NodeTable(nodes))
+    for obj in objects:
+        if isinstance(obj.get("metadata"), Mapping):
+            ledger.load(key_of(obj), bookings_from_object(obj))
+    return ledger

@@ -1,0 +1,367 @@
+"""The scheduler's node types (``NodeInfo``, ``Taint``), Node objects to ``NodeInfo`` (DESIGN.md 3),
+and the ``NodeTable`` the scheduler works on.
+
+The table is an immutable snapshot of the cluster's nodes, sorted by hostname so that array
+index order *is* the tie-break order, with the per-node numbers the filters and scores need
+held in numpy arrays: one vector operation per workload instead of a Python loop per node.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from controller.api.models import (
+    DNS1123_SUBDOMAIN_PATTERN,
+    MAX_NAME_LENGTH,
+    MAX_SCALED_QUANTITY,
+    MAX_TAINTS,
+    MODEL_CONFIG,
+    TaintEffect,
+    quantity_to_int,
+)
+
+#: Where the Node objects this module reads are listed (core/v1).
+NODES_PATH = "/api/v1/nodes"
+RUNTIME_LABEL_PREFIX = "runtime.orca.cloudinit.dev/"
+TAG_LABEL_PREFIX = "tag.orca.cloudinit.dev/"
+KIND_LABEL = "orca.cloudinit.dev/kind"
+DEFAULT_KIND = "linux"
+
+# Label syntax as apimachinery validates it (IsQualifiedName, IsValidLabelValue).
+_DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_PATTERN.removesuffix("$") + r"\Z")
+_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+MAX_LABEL_NAME_LENGTH = 63
+MAX_LABEL_PREFIX_LENGTH = 253
+MAX_LABEL_VALUE_LENGTH = 63
+_MAX_SHOWN = 40
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+
+class Taint(BaseModel):
+    """A node taint (``spec.taints`` of a Node; ``timeAdded`` and other fields are ignored)."""
+
+    model_config = ConfigDict(**{**MODEL_CONFIG, "extra": "ignore"})
+
+    key: str
+    value: str = ""
+    effect: TaintEffect
+
+    def __str__(self) -> str:
+        """kube-scheduler's rendering in its reasons: ``{key: value}``."""
+        return f"{{{self.key}: {self.value}}}"
+
+
+class NodeInfo(BaseModel):
+    """The scheduler's view of a Node (DESIGN.md 3); free capacity lives in the ledger.
+
+    ``runtimes`` and ``tags`` are sorted and lower-cased so two Nodes with the same labels give
+    equal NodeInfos whatever order the API server listed their labels in.
+    """
+
+    model_config = MODEL_CONFIG
+
+    hostname: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    runtimes: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    labels: dict[str, str] = Field(default_factory=dict)
+    kind: str = "linux"
+    cpu: int = Field(default=0, ge=0, le=MAX_SCALED_QUANTITY, description="millicores")
+    memory: int = Field(default=0, ge=0, le=MAX_SCALED_QUANTITY, description="bytes")
+    ready: bool = True
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    readable: bool = True  # False: orca could not read the Node (it takes nothing)
+
+    @property
+    def eligible(self) -> bool:
+        """Takes new placements: Ready and not cordoned."""
+        return self.ready and not self.unschedulable
+
+    def cel_view(self, free_cpu: int, free_memory: int) -> dict[str, Any]:
+        """The ``node`` variable as CEL expressions see it (camelCase field names)."""
+        return {
+            "hostname": self.hostname,
+            "runtimes": list(self.runtimes),
+            "tags": list(self.tags),
+            "labels": dict(self.labels),
+            "kind": self.kind,
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "freeCpu": free_cpu,
+            "freeMemory": free_memory,
+        }
+
+
+class NodeError(ValueError):
+    """A Node object that cannot be read (what is wrong, in the user's field names)."""
+
+
+def node_info_from_node(node: Mapping[str, Any]) -> NodeInfo:
+    """Map a Node object (as a dict, the API's JSON) to the scheduler's ``NodeInfo``.
+
+    Every field orca reads is checked the way the API server checks it (a DNS-1123 name, label
+    syntax, quantities), plus orca's own bound on quantities (``MAX_SCALED_QUANTITY``), so
+    ``orca plan`` accepts what ``kubectl apply`` accepts and a Node from a live cluster that
+    orca cannot represent is refused with a ``NodeError`` naming the field, never half-read.
+    One reader per NodeInfo field: a new field is one line here and one small function.
+    """
+    if not isinstance(node, Mapping):
+        raise NodeError(f"expected an object, got {_type(node)}")
+    metadata = _object(node, "metadata", "metadata")
+    spec = _object(node, "spec", "spec")
+    status = _object(node, "status", "status")
+    labels = _labels(metadata)
+    return NodeInfo(
+        hostname=_name(metadata),
+        runtimes=_runtimes(labels),
+        tags=_tags(labels),
+        labels=labels,
+        kind=labels.get(KIND_LABEL, DEFAULT_KIND).lower() or DEFAULT_KIND,
+        cpu=_allocatable(status, "cpu", 1000),
+        memory=_allocatable(status, "memory", 1),
+        ready=_ready(status),
+        unschedulable=_unschedulable(spec),
+        taints=_taints(spec.get("taints")),
+    )
+
+
+def node_name(node: Mapping[str, Any]) -> str | None:
+    """The Node's ``metadata.name`` if it is a valid one (to key a Node that is otherwise
+    unreadable), else None."""
+    metadata = node.get("metadata") if isinstance(node, Mapping) else None
+    if not isinstance(metadata, Mapping):
+        return None
+    try:
+        return _name(metadata)
+    except NodeError:
+        return None
+
+
+def unreadable_node_info(name: str) -> NodeInfo:
+    """What the scheduler sees of a Node orca cannot read: a node that is not ready, with no
+    capacity and no labels. It takes nothing new, and the replicas on it move (or, for a
+    DaemonSet, are dropped), as they would from a NotReady node; never a stale NodeInfo."""
+    return NodeInfo(hostname=name, ready=False, readable=False)
+
+
+# -- one reader per field ------------------------------------------------------------------------
+
+
+def _object(parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise NodeError(f"{path}: expected an object, got {_type(value)}")
+    return value
+
+
+def _name(metadata: Mapping[str, Any]) -> str:
+    name = metadata.get("name")
+    if name is None or name == "":
+        raise NodeError("metadata.name is required")
+    if not isinstance(name, str):
+        raise NodeError(f"metadata.name: expected a string, got {_type(name)}")
+    if len(name) > MAX_NAME_LENGTH or not _DNS1123_SUBDOMAIN.match(name):
+        raise NodeError(
+            f"metadata.name: {_shown(name)} is not a valid Node name (a DNS-1123 subdomain: "
+            f"lower-case letters, digits, '-' and '.', at most {MAX_NAME_LENGTH} characters)"
+        )
+    return name
+
+
+def _labels(metadata: Mapping[str, Any]) -> dict[str, str]:
+    labels = _object(metadata, "labels", "metadata.labels")
+    for key, value in labels.items():
+        if isinstance(key, str) and isinstance(value, str) and _valid_label(key, value):
+            continue  # the usual case, decided once per distinct label: say why otherwise
+        if not isinstance(key, str):
+            raise NodeError(
+                f"metadata.labels: key {_shown(str(key))} is {_type(key)}, not a string"
+            )
+        problem = _label_key_problem(key)
+        if problem:
+            raise NodeError(f"metadata.labels: key {_shown(key)} {problem}")
+        if not isinstance(value, str):
+            raise NodeError(f"metadata.labels[{key}]: expected a string, got {_type(value)}")
+        if not _valid_label_value(value):
+            raise NodeError(
+                f"metadata.labels[{key}]: {_shown(value)} is not a valid label value (at most "
+                f"{MAX_LABEL_VALUE_LENGTH} letters, digits, '-', '_' or '.', starting and "
+                "ending with a letter or digit)"
+            )
+    return dict(labels)
+
+
+@functools.lru_cache(maxsize=16384)
+def _valid_label(key: str, value: str) -> bool:
+    """Whether ``key: value`` is a valid label. Cached: a cluster's Nodes repeat a few dozen
+    keys and values (zone, instance type, os...), so each is checked once, not per Node."""
+    return _label_key_problem(key) is None and _valid_label_value(value)
+
+
+def _valid_label_value(value: str) -> bool:
+    return not value or (
+        len(value) <= MAX_LABEL_VALUE_LENGTH and bool(_LABEL_NAME.fullmatch(value))
+    )
+
+
+def _label_key_problem(key: str) -> str | None:
+    """Why ``key`` is not a label key (``[prefix/]name``), or None when it is one."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (
+        not prefix or len(prefix) > MAX_LABEL_PREFIX_LENGTH or not _DNS1123_SUBDOMAIN.match(prefix)
+    ):
+        return "has a prefix that is not a DNS-1123 subdomain"
+    if not name or len(name) > MAX_LABEL_NAME_LENGTH or not _LABEL_NAME.fullmatch(name):
+        return (
+            f"is not a valid label key (a name of at most {MAX_LABEL_NAME_LENGTH} letters, digits,"
+            " '-', '_' or '.', optionally after a DNS-1123 prefix and '/')"
+        )
+    return None
+
+
+def _runtimes(labels: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(
+        sorted(
+            {
+                key[len(RUNTIME_LABEL_PREFIX) :].lower()
+                for key, value in labels.items()
+                if key.startswith(RUNTIME_LABEL_PREFIX) and value.lower() == "true"
+            }
+        )
+    )
+
+
+def _tags(labels: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(
+        sorted({key[len(TAG_LABEL_PREFIX) :] for key in labels if key.startswith(TAG_LABEL_PREFIX)})
+    )
+
+
+def _allocatable(status: Mapping[str, Any], resource: str, scale: int) -> int:
+    allocatable = _object(status, "allocatable", "status.allocatable")
+    try:
+        return quantity_to_int(allocatable.get(resource, 0), scale)
+    except ValueError as exc:
+        raise NodeError(f"status.allocatable.{resource}: {exc}") from None
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    """The Ready condition is True (no Ready condition: not ready)."""
+    conditions = status.get("conditions")
+    if conditions is None:
+        return False
+    if not isinstance(conditions, list):
+        raise NodeError(f"status.conditions: expected a list, got {_type(conditions)}")
+    ready = False
+    for i, condition in enumerate(conditions):
+        if not isinstance(condition, Mapping):
+            raise NodeError(f"status.conditions[{i}]: expected an object, got {_type(condition)}")
+        if condition.get("type") == "Ready":
+            ready = condition.get("status") == "True"
+    return ready
+
+
+def _unschedulable(spec: Mapping[str, Any]) -> bool:
+    value = spec.get("unschedulable")
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise NodeError(f"spec.unschedulable: expected true or false, got {_type(value)}")
+    return value
+
+
+def _taints(raw: Any) -> tuple[Taint, ...]:
+    """``spec.taints`` as the scheduler sees them: sorted, so listing order does not matter."""
+    if not raw:
+        return ()
+    if not isinstance(raw, list):
+        raise NodeError("spec.taints: expected a list")
+    if len(raw) > MAX_TAINTS:
+        raise NodeError(f"spec.taints: more than {MAX_TAINTS} taints")
+    taints: list[Taint] = []
+    for i, item in enumerate(raw):
+        try:
+            taints.append(Taint.model_validate(item))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise NodeError(f"spec.taints[{i}].{field}: {first['msg']}") from None
+    return tuple(sorted(set(taints), key=lambda t: (t.key, t.effect.value, t.value)))
+
+
+def _type(value: object) -> str:
+    """A value's type in JSON's words, with its article, for messages."""
+    names = {list: "a list", str: "a string", int: "an integer", float: "a number"}
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, Mapping):
+        return "an object"
+    return names.get(type(value), type(value).__name__)
+
+
+def _shown(value: str) -> str:
+    """A user's string in a message: quoted, escaped, cut short."""
+    return repr(value if len(value) <= _MAX_SHOWN else value[: _MAX_SHOWN - 3] + "...")
+
+
+class NodeTable:
+    """An immutable, hostname-sorted snapshot of the nodes, with numpy columns.
+
+    ``version`` is a counter the CEL caches key on; a new table (node added, removed,
+    relabelled, resized) gets a new version, while caches keyed on *values* survive.
+    """
+
+    _next_version = 0
+
+    def __init__(self, nodes: Iterable[NodeInfo]) -> None:
+        by_name: dict[str, NodeInfo] = {}
+        for info in nodes:
+            by_name[info.hostname] = info  # last one wins, like an API watch
+        self.nodes: tuple[NodeInfo, ...] = tuple(by_name[h] for h in sorted(by_name))
+        self.index: dict[str, int] = {n.hostname: i for i, n in enumerate(self.nodes)}
+        self.hostnames: tuple[str, ...] = tuple(n.hostname for n in self.nodes)
+        self.cpu: IntArray = np.array([n.cpu for n in self.nodes], dtype=np.int64)
+        self.memory: IntArray = np.array([n.memory for n in self.nodes], dtype=np.int64)
+        self.ready: BoolArray = np.array([n.ready for n in self.nodes], dtype=np.bool_)
+        self.cordoned: BoolArray = np.array([n.unschedulable for n in self.nodes], dtype=np.bool_)
+        self.readable: BoolArray = np.array([n.readable for n in self.nodes], dtype=np.bool_)
+        self.eligible: BoolArray = self.ready & ~self.cordoned
+        # Most nodes carry no taint: the taint plugin looks only at those that do.
+        self.tainted: tuple[int, ...] = tuple(i for i, n in enumerate(self.nodes) if n.taints)
+        # Divisors for the capacity scores: allocatable as float, inf where there is none.
+        self.cpu_divisor: FloatArray = np.where(self.cpu > 0, self.cpu, np.inf)
+        self.memory_divisor: FloatArray = np.where(self.memory > 0, self.memory, np.inf)
+        for arr in (
+            self.cpu,
+            self.memory,
+            self.ready,
+            self.cordoned,
+            self.readable,
+            self.eligible,
+            self.cpu_divisor,
+            self.memory_divisor,
+        ):
+            arr.setflags(write=False)
+        NodeTable._next_version += 1
+        self.version = NodeTable._next_version
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def names(self, mask: BoolArray, limit: int) -> list[str]:
+        """The first ``limit`` hostnames where ``mask`` is true (for rejection reasons)."""
+        return [self.hostnames[i] for i in np.flatnonzero(mask)[:limit]]

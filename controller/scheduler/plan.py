@@ -1,0 +1,118 @@
+"""The scheduler over a batch of Workloads, offline: ``orca plan``'s core.
+
+Workloads are planned highest priority first (equal priorities in the order given), each
+seeing the placements made before it, as the operator's queue orders them; a Workload short
+of room preempts lower-priority replicas as the operator would
+(``controller.scheduler.preemption``). Pure: the ledger given (or built from the Workloads'
+statuses) is the only thing written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from controller.api.models import Phase, Workload, WorkloadStatus
+from controller.scheduler.ledger import Ledger, ledger_from_statuses
+from controller.scheduler.nodes import NodeInfo
+from controller.scheduler.plugins.topology_spread import ConstraintVerdict, explain_spread
+from controller.scheduler.preemption import Victim, may_preempt, preempt
+from controller.scheduler.priority import NO_CLASSES, PriorityClasses
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import rfc3339_now, status_from_decision
+
+
+@dataclass(frozen=True)
+class Preempted:
+    """One replica a preemption removed: whose, where, and for whom."""
+
+    victim: Victim
+    by: str  # the preemptor's key
+    priority: int  # the preemptor's
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    workload: Workload
+    status: WorkloadStatus
+    victims: tuple[Preempted, ...] = ()  # what this Workload preempted
+    preempted: list[Preempted] = field(default_factory=list)  # its replicas preempted
+    spread: tuple[ConstraintVerdict, ...] = ()  # its topologySpread, after its decision
+
+    @property
+    def fully_placed(self) -> bool:
+        return self.status.phase is Phase.SCHEDULED
+
+
+def plan(
+    nodes: Iterable[NodeInfo],
+    workloads: Sequence[Workload],
+    ledger: Ledger | None = None,
+    scheduler: Scheduler | None = None,
+    now: str | None = None,
+    classes: PriorityClasses = NO_CLASSES,
+    known_priorities: dict[str, int] | None = None,
+    on_first_decision: Callable[[], None] | None = None,
+    known_started: Mapping[str, datetime] | None = None,
+) -> list[PlanResult]:
+    """Plan ``workloads`` onto ``nodes`` (or onto ``ledger``'s table if given), highest
+    priority first, ties in the order given; results in planning order.
+
+    Preemption may remove replicas of the given Workloads planned later (lower priority) and
+    of the Workloads in ``known_priorities`` (others in the ledger, e.g. the cluster's, by
+    the priority their status records); the ledger holds anything else out of reach. Between
+    equal candidate nodes it prefers the victims started last: a Workload's
+    ``metadata.creationTimestamp`` (from the files, or ``known_started`` for the others); a
+    Workload without one counts as started now."""
+    if ledger is None:
+        ledger = ledger_from_statuses(nodes, workloads)
+    scheduler = scheduler or Scheduler()
+    timestamp = now or rfc3339_now()
+    resolved = {w.key: classes.resolve(w.spec.priority_class_name) for w in workloads}
+    priorities = dict(known_priorities or {})
+    priorities.update({key: p.value for key, p in resolved.items() if p.error is None})
+    started = dict(known_started or {})
+    started.update(
+        {w.key: w.metadata.creation_timestamp for w in workloads if w.metadata.creation_timestamp}
+    )
+    order = sorted(workloads, key=lambda w: -resolved[w.key].value)  # stable: file order
+    floor = min([classes.lowest, *priorities.values()])  # nothing to preempt at or below it
+    preempted: dict[str, list[Preempted]] = {}
+    results: list[PlanResult] = []
+    for workload in order:
+        key = workload.key
+        decision = scheduler.schedule(workload, ledger, classes)
+        victims: tuple[Preempted, ...] = ()
+        priority = resolved[key]
+        if may_preempt(workload, decision, priority) and priority.value > floor:
+            preemptible = {k: v for k, v in priorities.items() if k != key and ledger.bookings(k)}
+            found = preempt(scheduler, workload, ledger, decision, classes, preemptible, started)
+            if found is not None:  # as the operator does (controller.operator.preemption)
+                chosen, decision = found
+                for victim_key, kept in chosen.remaining(ledger).items():
+                    ledger.load(victim_key, kept)
+                victims = tuple(Preempted(v, key, priority.value) for v in chosen.victims)
+                for p in victims:
+                    preempted.setdefault(p.victim.key, []).append(p)
+        ledger.load(key, decision.bookings)
+        status = status_from_decision(
+            decision, workload.metadata.generation, workload.status, timestamp
+        )
+        spread = _spread(scheduler, workload, ledger) if workload.spec.topology_spread else ()
+        results.append(PlanResult(workload, status, victims, preempted.setdefault(key, []), spread))
+        if on_first_decision is not None and len(results) == 1:
+            on_first_decision()
+    return results
+
+
+def _spread(
+    scheduler: Scheduler, workload: Workload, ledger: Ledger
+) -> tuple[ConstraintVerdict, ...]:
+    """The Workload's topology spread constraints (defaults filled in) and domains with the
+    replicas it now holds, as its next cycle would count them (later preemptions of its
+    replicas are not reflected)."""
+    prepared = scheduler.prepare(workload, ledger)
+    if prepared.filtered is None:
+        return ()
+    return explain_spread(prepared.cycle)

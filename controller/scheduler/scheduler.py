@@ -1,0 +1,110 @@
+"""orca's scheduler: one Workload and the cluster in, the status it should have out.
+
+The scheduling cycle reads as a pipeline (kube-scheduler's ``schedule_one``, in miniature)::
+
+    snapshot     a CycleState: the spec, the ledger's free capacity (copies), this
+                 Workload's own bookings given back (the cycle re-decides them)
+    pre_filter   every plugin checks and compiles what it needs; errors -> Invalid
+    filter       the static filters over the node table, memoised per plugin signature
+    keep         existing placements stay where the filters' ``keeps`` hold (capacity
+                 changes never evict; a resize re-checks fit)
+    place        per kind (``controller.scheduler.placement``): fit, score, select, book
+    diagnose     when short: the first failing filter per rejected node, counted, which
+                 becomes the status message, with a Code saying who can cure it
+
+``Scheduler.schedule`` is a pure function of (Workload, Ledger): the ledger is read, never
+written, and the memo caches inside only remember answers. The caller books the decision.
+The plugins and their order are the profile's (``controller.scheduler.plugins``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from controller.api.models import Resources, Workload
+from controller.scheduler.celexpr import CelEvaluator
+from controller.scheduler.decision import Decision, invalid
+from controller.scheduler.framework import CycleState, Filtered, Framework, Profile
+from controller.scheduler.ledger import Booking, Ledger
+from controller.scheduler.placement import keep, place_daemonset, place_replicas, release
+from controller.scheduler.plugins import default_profile
+from controller.scheduler.priority import NO_CLASSES, PriorityClasses
+
+_NO_NODES = Ledger()  # the pre-filters read the spec only
+
+
+@dataclass(frozen=True)
+class PreparedCycle:
+    """A cycle before placement. ``filtered`` is None when the spec is invalid (``errors``)."""
+
+    cycle: CycleState
+    existing: tuple[Booking, ...]
+    errors: tuple[str, ...] = ()
+    filtered: Filtered | None = None
+    kept: dict[int, Booking] = field(default_factory=dict)
+
+
+class Scheduler:
+    """Runs the scheduling cycle. Holds only memo caches (CEL outcomes, filter masks per node
+    table), so one instance can serve a whole ``orca plan`` run or the operator's lifetime."""
+
+    def __init__(self, cel: CelEvaluator | None = None, profile: Profile | None = None) -> None:
+        self.cel = cel if cel is not None else CelEvaluator()
+        self.framework = Framework(profile if profile is not None else default_profile(self.cel))
+
+    def schedule(
+        self, workload: Workload, ledger: Ledger, classes: PriorityClasses = NO_CLASSES
+    ) -> Decision:
+        """The status ``workload`` should have, given the cluster in ``ledger`` and the
+        PriorityClasses its ``priorityClassName`` is resolved against (a missing class makes
+        it Invalid, as Pod admission refuses such a Pod)."""
+        priority = classes.resolve(workload.spec.priority_class_name)
+        prepared = self.prepare(workload, ledger)
+        if prepared.filtered is None or priority.error is not None:
+            errors = (*prepared.errors, *((priority.error,) if priority.error else ()))
+            return invalid(errors, workload.spec.replicas, prepared.existing)
+        place = place_daemonset if prepared.cycle.daemon else place_replicas
+        decision = place(self.framework, prepared.cycle, prepared.filtered, prepared.kept)
+        # The size the placements hold, recorded in status so a rebuilt ledger is exact.
+        return replace(
+            decision, resources=workload.spec.resources or Resources(), priority=priority.value
+        )
+
+    def prepare(self, workload: Workload, ledger: Ledger) -> PreparedCycle:
+        """The cycle up to placing: snapshot, pre-filter, give back this Workload's bookings,
+        filter, keep. ``schedule`` places from here; ``orca explain`` narrates it."""
+        cycle = self.snapshot(workload, ledger)
+        self.cel.start_cycle()
+        existing = ledger.bookings(workload.key)
+        errors = tuple(self.framework.pre_filter(cycle))
+        if errors:
+            return PreparedCycle(cycle, existing, errors)
+        release(cycle, existing)
+        filtered = self.framework.filter(cycle)
+        kept = keep(cycle, existing, filtered.keeps)
+        return PreparedCycle(cycle, existing, (), filtered, kept)
+
+    def spec_errors(self, workload: Workload) -> tuple[str, ...]:
+        """What the pre-filters refuse in the spec alone (CEL that does not compile or is
+        ill-typed, an unknown runtime alias), each naming the field: the Workload is
+        ``Invalid`` whatever the cluster. ``orca plan`` refuses such input outright."""
+        return tuple(self.framework.pre_filter(self.snapshot(workload, _NO_NODES)))
+
+    @staticmethod
+    def snapshot(workload: Workload, ledger: Ledger) -> CycleState:
+        """The cycle's scratch state: copies of the ledger's free capacity."""
+        free_cpu, free_memory = ledger.free()
+        return CycleState(
+            key=workload.key,
+            namespace=workload.metadata.namespace,
+            name=workload.metadata.name,
+            spec=workload.spec,
+            ledger=ledger,
+            free_cpu=free_cpu,
+            free_memory=free_memory,
+            own=np.zeros(len(ledger.table), dtype=np.int64),
+            cpu=workload.spec.cpu_millis,
+            memory=workload.spec.memory_bytes,
+        )

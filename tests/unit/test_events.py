@@ -1,0 +1,203 @@
+"""The Event poster: Events wait while Workloads wait for decisions, then go out several at a
+time (one at a time, a 10,000-Workload backlog's Events took half a minute after its last
+placement and cost the API server more per Event)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import pytest
+
+from controller.operator.events import EVENT_POSTERS, EventRecorder, PendingEvent
+from controller.operator.kube import ApiError, Fenced, TransportError
+from controller.operator.workqueue import WorkQueue
+from tests.unit.fakeapi import until
+
+
+class GatedApi:
+    """``create_event`` answers once ``gate`` is set; counts how many are in flight at once."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.posted: list[str] = []
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await self.gate.wait()
+        self.in_flight -= 1
+        self.posted.append(event["involvedObject"]["name"])
+        return {}
+
+
+def queued(recorder: EventRecorder, count: int) -> list[str]:
+    names = [f"w{i}" for i in range(count)]
+    for name in names:
+        event = PendingEvent(name, "ns", None, "1", "Scheduled", "placed", False, "", "me")
+        recorder.queue.put_nowait(event)
+    return names
+
+
+async def settle() -> None:
+    for _ in range(50):  # enough loop turns for every poster to take what it can
+        await asyncio.sleep(0)
+
+
+def test_when_idle_events_go_out_several_at_a_time_and_all_are_posted() -> None:
+    async def scenario() -> None:
+        api = GatedApi()
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        names = queued(recorder, 3 * EVENT_POSTERS + 1)
+        poster = asyncio.create_task(recorder.post())
+        await settle()
+        assert api.in_flight == EVENT_POSTERS  # not one by one, and no more than the limit
+        api.gate.set()
+        while len(api.posted) < len(names):
+            await asyncio.sleep(0)
+        poster.cancel()
+        assert sorted(api.posted) == sorted(names)
+        assert api.most_in_flight == EVENT_POSTERS
+
+    asyncio.run(scenario())
+
+
+def test_events_wait_while_workloads_wait_for_a_decision() -> None:
+    async def scenario() -> None:
+        api = GatedApi()
+        api.gate.set()
+        queue = WorkQueue()
+        queue.add("ns/undecided")
+        recorder = EventRecorder(api, busy=lambda: len(queue) > 0)  # type: ignore[arg-type]
+        names = queued(recorder, 5)
+        poster = asyncio.create_task(recorder.post(busy_interval=3600))
+        await settle()
+        assert api.posted == []  # status writes get the API server first
+        assert recorder.queue.qsize() == len(names)  # held in the queue, none taken
+        poster.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_stop_posts_the_queued_events_several_at_a_time() -> None:
+    async def scenario() -> None:
+        api = GatedApi()
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        names = queued(recorder, 3 * EVENT_POSTERS + 1)
+        flush = asyncio.create_task(recorder.flush())
+        await settle()
+        assert api.in_flight == EVENT_POSTERS
+        api.gate.set()
+        assert await flush == 0
+        assert sorted(api.posted) == sorted(names)
+
+    asyncio.run(scenario())
+
+
+def test_a_stop_does_not_wait_on_events_past_its_bound(caplog: pytest.LogCaptureFixture) -> None:
+    """The Lease is handed back only after the flush: an API server that does not answer must
+    not hold it (the gate is never opened here)."""
+
+    async def scenario() -> int:
+        api = GatedApi()
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        queued(recorder, 3 * EVENT_POSTERS + 1)
+        return await recorder.flush(within=0.05)
+
+    assert asyncio.run(scenario()) == 3 * EVENT_POSTERS + 1  # 8 cut short, 17 never taken
+    assert "25 queued Events not posted within 0.05s" in caplog.text
+
+
+class FencedApi:
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        self.attempts += 1
+        raise Fenced()
+
+
+def test_a_stop_gives_up_on_events_once_the_lease_is_lost() -> None:
+    async def scenario() -> tuple[int, int]:
+        api = FencedApi()
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        queued(recorder, 100)
+        left = await recorder.flush(within=60)
+        return left, api.attempts
+
+    left, attempts = asyncio.run(scenario())
+    assert attempts == EVENT_POSTERS  # one refusal per poster, not one per queued Event
+    assert left == 100 - EVENT_POSTERS
+
+
+class RefusingApi:
+    """Refuses the Events on ``refused`` (403, as for a terminating namespace), takes the rest."""
+
+    def __init__(self, refused: set[str]) -> None:
+        self.refused = refused
+        self.posted: list[str] = []
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        name = event["involvedObject"]["name"]
+        if name in self.refused:
+            raise ApiError(403, "Forbidden", "namespace is being terminated")
+        self.posted.append(name)
+        return {}
+
+
+def test_a_stop_goes_on_past_an_event_the_server_refuses() -> None:
+    async def scenario() -> tuple[int, list[str], list[str]]:
+        names = [f"w{i}" for i in range(3 * EVENT_POSTERS)]
+        api = RefusingApi(set(names[: 2 * EVENT_POSTERS : 2]))
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        queued(recorder, len(names))
+        left = await recorder.flush(within=60)
+        return left, api.posted, [n for n in names if n not in api.refused]
+
+    left, posted, accepted = asyncio.run(scenario())
+    assert sorted(posted) == sorted(accepted) and left == 0
+
+
+class FlakyApi:
+    """Fails each Event's first post: no answer (``TransportError``) for some, a bug (an
+    unexpected exception) for others; takes every Event the second time."""
+
+    def __init__(self) -> None:
+        self.tried: set[str] = set()
+        self.posted: list[str] = []
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        name = event["involvedObject"]["name"]
+        if name not in self.tried:
+            self.tried.add(name)
+            if int(name[1:]) % 2:
+                raise RuntimeError("a bug in building or reading the Event")
+            raise TransportError("POST events", aiohttp.ServerDisconnectedError())
+        self.posted.append(name)
+        return {}
+
+
+def test_the_posters_outlive_dropped_connections_and_unexpected_errors() -> None:
+    """Events are informational: neither a dropped connection nor a bug in one Event stops
+    the posters (the task's death would stop the whole operator: ``app.operate``)."""
+
+    async def scenario() -> tuple[bool, list[str]]:
+        api = FlakyApi()
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        names = queued(recorder, 2 * EVENT_POSTERS)
+        poster = asyncio.create_task(recorder.post())
+        await until(lambda: len(api.tried) == len(names), "every Event tried")
+        second = queued(recorder, 2 * EVENT_POSTERS)  # the same names, posted this time
+        await until(lambda: len(api.posted) == len(second), "the second round posted")
+        alive = not poster.done()
+        poster.cancel()
+        await asyncio.gather(poster, return_exceptions=True)
+        return alive, api.posted
+
+    alive, posted = asyncio.run(scenario())
+    assert alive
+    assert sorted(posted) == sorted(f"w{i}" for i in range(2 * EVENT_POSTERS))
