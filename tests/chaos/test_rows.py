@@ -22,3 +22,14 @@ def test_a_violation_fails_the_run_even_with_every_fault_proven() -> None:
 
 def test_every_fault_proven_and_nothing_violated_passes() -> None:
     assert failed([Row("burst", wanted=1, trials=1, proven=1)]) == []
+
+
+def test_only_a_late_status_write_that_landed_is_a_split_brain_violation() -> None:
+    """From the audit log: an old leader's status write past its deadline is a violation when
+    the API server accepted it; refused by its precondition (409) or an Event, it changes no
+    placement and is only counted."""
+    from tests.chaos.scenarios import _Audit, late_write_landed
+
+    assert late_write_landed(_Audit("patch", "workloads/status", "j27", 200, 0.0))
+    assert not late_write_landed(_Audit("patch", "workloads/status", "j27", 409, 0.0))
+    assert not late_write_landed(_Audit("create", "events", "", 201, 0.0))
