@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_scheduler import ZONES, random_spec
 from bench.bench_vs_kube_scheduler import wait_not_ready_lifted
-from controller.devcluster.controlplane import ControlPlane
+from controller.devcluster.controlplane import LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS, ControlPlane
 from controller.operator.kube import KubeApi, load_configuration
 from tests.integration.harness import REPO_ROOT, OperatorProcess, phase
 
@@ -306,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with (
         tempfile.TemporaryDirectory(prefix="orca-bench-") as tmp,
-        ControlPlane(Path(tmp) / "cp") as plane,
+        ControlPlane(
+            Path(tmp) / "cp", controller_manager_args=LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS
+        ) as plane,
     ):
         run(plane, args.nodes, args.workloads, args.seed, Path(tmp))
     return 0

@@ -60,7 +60,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.api.models import quantity_to_int
-from controller.devcluster.controlplane import ControlPlane
+from controller.devcluster.controlplane import LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS, ControlPlane
 from controller.operator.kube import KubeApi, load_configuration
 from tests.integration.harness import REPO_ROOT, OperatorProcess
 
@@ -372,7 +372,9 @@ def run_side(name: str, args: argparse.Namespace) -> Result:
     with tempfile.TemporaryDirectory(prefix=f"orca-vs-{name}-") as tmp:
         workdir = Path(tmp)
         try:
-            with ControlPlane(workdir / "cp") as plane:
+            with ControlPlane(
+                workdir / "cp", controller_manager_args=LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS
+            ) as plane:
                 return asyncio.run(_run_side(side, plane, workdir, args))
         finally:
             if args.logs:  # the schedulers' logs outlive the run's control plane

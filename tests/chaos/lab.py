@@ -39,7 +39,11 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from controller.api.models import GROUP, PLURAL, VERSION
-from controller.devcluster.controlplane import ControlPlane, NodeTiming
+from controller.devcluster.controlplane import (
+    LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS,
+    ControlPlane,
+    NodeTiming,
+)
 from tests.chaos.invariants import Observer, Snapshot, Violation, check, liveness
 from tests.integration.harness import INSTALL, OperatorProcess
 
@@ -136,6 +140,7 @@ def chaos_control_plane(directory: Path) -> ControlPlane:
             "--audit-log-mode=blocking",
         ],
         node_timing=CHAOS_NODE_TIMING,
+        controller_manager_args=LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS,  # the 5,000-Node burst
     )
 
 

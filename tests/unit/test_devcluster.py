@@ -76,3 +76,19 @@ def test_dev_cluster_start_refuses_a_bad_timing_in_one_line(tmp_path: Path) -> N
         "a Node would flap to Unknown"
     ]
     assert not (tmp_path / "state.json").exists()
+
+
+def test_extra_controller_manager_flags_reach_its_command_line(tmp_path: Path) -> None:
+    """The benchmarks' and chaos suite's faster controller manager is a flag on the real
+    binary's command line, after the timing flags (a later flag wins in Go's pflag)."""
+    from controller.devcluster.controlplane import (
+        LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS,
+        ControlPlane,
+    )
+
+    plane = ControlPlane(tmp_path, controller_manager_args=LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS)
+    command = plane._controller_manager_args(tmp_path, 10257)
+    assert command[-2:] == ["--kube-api-qps=200", "--kube-api-burst=400"]
+    assert "--kube-api-qps=200" not in ControlPlane(tmp_path)._controller_manager_args(
+        tmp_path, 10257
+    )
