@@ -94,7 +94,10 @@ class FlakyProxy:
         self._cutting_requests = False
         self._live: set[_Connection] = set()
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="flaky-proxy")
+        # A daemon: a proxy a failed test never stopped must not keep pytest's process alive.
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="flaky-proxy", daemon=True
+        )
         self._server: asyncio.Server | None = None
         self.port = 0
 
@@ -111,12 +114,16 @@ class FlakyProxy:
         return f"https://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
+        # The server is closed in its own loop: asyncio's Server is not thread-safe, and closing
+        # it from the test's thread raced the loop detaching a connection (a TypeError in
+        # ``Server._wakeup``).
         if self._server is not None:
-            self._server.close()
+            self._call(self._close_server())
             self.cut_all("stop")
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
-        self._loop.close()
+        if not self._thread.is_alive():
+            self._loop.close()
 
     def cut_all(self, reason: str = "all") -> int:
         """Cut every live connection now; how many there were."""
@@ -136,6 +143,10 @@ class FlakyProxy:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
 
     # -- in the proxy's loop -------------------------------------------------------------------
+
+    async def _close_server(self) -> None:
+        assert self._server is not None
+        self._server.close()
 
     async def _cut_all(self, reason: str) -> int:
         live = [c for c in self._live if not c.closed]
