@@ -70,20 +70,24 @@ def run(
         spec["constraints"] = ['"ssd" in node.tags']
     boss = workload("boss", spec)
     scheduler = Scheduler()
-    scheduler.schedule(boss, ledger)  # warm the filter memo, as a running operator has it
+    scheduler.schedule(
+        boss, ledger, now=time.time()
+    )  # warm the filter memo, as a running operator has it
     decide, select, again = [], [], []
     victims = 0
     for _ in range(repeat):
         t0 = time.perf_counter()
-        decision = scheduler.schedule(boss, ledger)
+        decision = scheduler.schedule(boss, ledger, now=time.time())
         t1 = time.perf_counter()
-        plan = select_victims(scheduler, boss, ledger, decision, 100, priorities, started)
+        plan = select_victims(
+            scheduler, boss, ledger, decision, 100, priorities, started, now=time.time()
+        )
         t2 = time.perf_counter()
         assert plan is not None
         before = {key: ledger.bookings(key) for key in plan.victim_keys()}
         for key, kept in plan.remaining(ledger).items():
             ledger.load(key, kept)
-        after = scheduler.schedule(boss, ledger)
+        after = scheduler.schedule(boss, ledger, now=time.time())
         t3 = time.perf_counter()
         assert after.placed == count, after.message
         for key, bookings in before.items():

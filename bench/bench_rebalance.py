@@ -45,7 +45,7 @@ def node(
 def placed(nodes: list[NodeInfo], workloads: list[Workload], scheduler: Scheduler) -> Ledger:
     ledger = Ledger(NodeTable(nodes))
     for w in workloads:
-        ledger.load(w.key, scheduler.schedule(w, ledger).bookings)
+        ledger.load(w.key, scheduler.schedule(w, ledger, now=time.time()).bookings)
     return ledger
 
 
@@ -68,7 +68,7 @@ def report(title: str, plan: Plan, seconds: float) -> None:
 
 def timed(rebalancer: Rebalancer, workloads: list[Workload], ledger: Ledger) -> tuple[Plan, float]:
     started = time.perf_counter()
-    plan = rebalancer.plan(workloads, ledger)
+    plan = rebalancer.plan(workloads, ledger, now=time.time())
     return plan, time.perf_counter() - started
 
 

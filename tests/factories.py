@@ -18,6 +18,12 @@ if TYPE_CHECKING:
 GiB = 1 << 30
 
 
+#: The clock the unit tests decide at (seconds since the epoch: 2026-12-01T10:00:00Z), so a
+#: case's times (a taint's ``timeAdded``, a condition's ``lastTransitionTime``) read relative
+#: to it.
+NOW = 1_796_119_200.0
+
+
 def node_object(
     name: str,
     cpu: str = "4",
@@ -26,11 +32,17 @@ def node_object(
     tags: tuple[str, ...] = (),
     labels: dict[str, str] | None = None,
     kind: str | None = None,
-    ready: bool = True,
+    ready: bool | str = True,
     cordoned: bool = False,
     taints: list[dict[str, str]] | None = None,
+    since: str | None = None,
 ) -> dict[str, Any]:
-    """A Node object as ``kubectl get node -o json`` would show it."""
+    """A Node object as ``kubectl get node -o json`` would show it. ``ready``: the Ready
+    condition's status (True/False or "Unknown"), ``since`` its ``lastTransitionTime``."""
+    state = ready if isinstance(ready, str) else ("True" if ready else "False")
+    condition = {"type": "Ready", "status": state}
+    if since is not None:
+        condition["lastTransitionTime"] = since
     all_labels = dict(labels or {})
     all_labels.update({f"runtime.orca.cloudinit.dev/{r}": "true" for r in runtimes})
     all_labels.update({f"tag.orca.cloudinit.dev/{t}": "" for t in tags})
@@ -46,7 +58,7 @@ def node_object(
         },
         "status": {
             "allocatable": {"cpu": cpu, "memory": memory},
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "conditions": [condition],
         },
     }
 
@@ -80,7 +92,7 @@ def ledger_for(*nodes: NodeInfo) -> Ledger:
 def cycle_for(w: Workload, ledger: Ledger) -> CycleState:
     """A prepared scheduling cycle (pre-filters run), as the Scheduler makes one."""
     scheduler = Scheduler()
-    cycle = scheduler.snapshot(w, ledger)
+    cycle = scheduler.snapshot(w, ledger, NOW)
     errors = scheduler.framework.pre_filter(cycle)
     assert not errors, errors
     return cycle

@@ -406,11 +406,9 @@ class Toleration(
         ]
     },
 ):
-    """A Kubernetes Toleration (core/v1): which node taints a Workload accepts.
-
-    ``tolerationSeconds`` is accepted so tolerations copied from Pod specs apply unchanged,
-    but a placement is a decision, not a process: nothing is evicted on a timer.
-    """
+    """A Kubernetes Toleration (core/v1): which node taints a Workload accepts, and for a
+    NoExecute taint for how long (``tolerationSeconds``, counted from the taint's
+    ``timeAdded``, as kube's taint-eviction controller does for Pods)."""
 
     key: str | None = Field(
         default=None,
@@ -434,8 +432,13 @@ class Toleration(
     )
     toleration_seconds: int | None = Field(
         default=None,
-        description="Accepted so that tolerations copied from a Pod apply unchanged, and "
-        "ignored: a replica on a node whose NoExecute taint it tolerates stays there.",
+        ge=-(10**15),
+        le=10**15,  # 31 million years: exact as a float, so a JSON Schema bound
+        description="For a NoExecute taint: how long a replica already on the node stays "
+        "after the taint was added (timeAdded) before it moves; unset: forever; 0 or less: "
+        "at once. Jobs and Services tolerate node.kubernetes.io/not-ready and "
+        "node.kubernetes.io/unreachable for 300 s unless they list their own toleration for "
+        "that key; DaemonSets tolerate both forever.",
     )
 
     @model_validator(mode="after")
@@ -734,7 +737,8 @@ class Condition(_Model):
     """A condition as the Kubernetes API conventions define it."""
 
     type: str = Field(
-        description="Ready, Reconciling, Stalled, Scheduled or Preempted (see conditions)."
+        description="Ready, Reconciling, Stalled, Scheduled, Preempted or MovePending (see "
+        "conditions)."
     )
     status: str = Field(
         json_schema_extra={"enum": ["True", "False", "Unknown"]},
@@ -742,7 +746,8 @@ class Condition(_Model):
     )
     reason: str = Field(
         description="The situation in one CamelCase word: AllPlaced, PartiallyPlaced, "
-        "Unschedulable, WaitingForCapacity, Unresolvable, InvalidSpec, Preempted or PlacedAgain."
+        "Unschedulable, WaitingForCapacity, Unresolvable, InvalidSpec, Preempted, PlacedAgain, "
+        "NodeUnreachable, NodeNotReady or NoExecuteTaint."
     )
     # None when empty: every status write costs the API server by its fields (the body, and
     # managedFields), and the conditions that are False say nothing more than their reason.
@@ -810,8 +815,10 @@ class WorkloadStatus(_Model):
         "--for=condition=Ready). Reconciling: waiting for capacity, or to be placed again "
         "after a preemption. Stalled: nothing changes until the spec or the nodes do (an "
         "invalid spec, or only reasons freed capacity cannot cure). Scheduled: as Ready, kept "
-        "for older clients. Preempted: the last preemption, who and where. kstatus (Flux, "
-        "cli-utils) and Argo CD read Ready, Reconciling and Stalled.",
+        "for older clients. Preempted: the last preemption, who and where. MovePending "
+        "(present only while it holds): a replica on a NotReady, unreachable or NoExecute-"
+        "tainted node it tolerates for a while, and when it moves. kstatus (Flux, cli-utils) "
+        "and Argo CD read Ready, Reconciling and Stalled.",
     )
     message: str | None = Field(
         default=None,

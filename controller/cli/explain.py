@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -141,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_FOUND
-    explanation = explain(Scheduler(), workload, cluster.ledger(), cluster.classes)
+    explanation = explain(Scheduler(), workload, cluster.ledger(), cluster.classes, now=time.time())
     who = preemptions(key, cluster.parsed)
     if args.output == "json":
         json.dump(to_json(explanation, who), sys.stdout, indent=2)

@@ -36,6 +36,7 @@ from controller.inputs.manifests import (
     read_manifests,
 )
 from controller.scheduler.celcache import cache_path, install_cel_parser
+from controller.scheduler.nodes import rfc3339_to_epoch
 from controller.scheduler.plan import PlanResult, plan
 from controller.scheduler.plugins.topology_spread import spread_lines
 from controller.scheduler.priority import PriorityClasses
@@ -144,6 +145,12 @@ def _run(args: argparse.Namespace) -> int:
     if bool(args.nodes) == bool(args.from_cluster):
         print("error: give exactly one of --nodes FILE and --from-cluster", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.now is not None:
+        try:
+            rfc3339_to_epoch(args.now)
+        except ValueError as exc:
+            print(f"error: --now: {one_line(str(exc))}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     install_cel_parser(cache_path())
     timer.phase("start-up")  # the interpreter, the imports and the CEL parser
     try:
@@ -186,7 +193,14 @@ def _plan_from_files(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanRe
     del workloads_file
     timer.phase("workloads")
     first = functools.partial(timer.point, "first decision")
-    return plan(nodes, workloads, scheduler=scheduler, classes=classes, on_first_decision=first)
+    return plan(
+        nodes,
+        workloads,
+        scheduler=scheduler,
+        classes=classes,
+        on_first_decision=first,
+        now=args.now,
+    )
 
 
 def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanResult]:
@@ -228,6 +242,7 @@ def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[Plan
         known_priorities=known,
         on_first_decision=functools.partial(timer.point, "first decision"),
         known_started=started,
+        now=args.now,
     )
 
 
@@ -255,6 +270,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("--kubeconfig", help="with --from-cluster (default: $KUBECONFIG)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument(
+        "--now",
+        metavar="RFC3339",
+        help="the plan's clock, e.g. 2026-12-01T10:00:00Z (default: the current time): when "
+        "replicas on a NotReady node or one with a NoExecute taint they tolerate for a while "
+        "move, and the conditions' times; the same files and --now plan the same",
+    )
     p.add_argument(
         "--timings",
         action="store_true",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             cluster = read_cluster(args.kubeconfig)
             for warning in cluster.warnings:
                 print(f"warning: {one_line(warning)}", file=sys.stderr)
-            plan = rebalancer.plan(cluster.parsed.values(), cluster.ledger())
+            plan = rebalancer.plan(cluster.parsed.values(), cluster.ledger(), now=time.time())
         else:
             nodes = load_nodes(Path(args.nodes))
             workloads = load_workloads(Path(args.workloads))
@@ -122,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
             if len(set(keys)) != len(keys):
                 duplicate = next(k for k in keys if keys.count(k) > 1)
                 raise ManifestError(f"{args.workloads}: Workload {duplicate} appears twice")
-            plan = rebalancer.plan(workloads, ledger_from_statuses(nodes, workloads))
+            ledger = ledger_from_statuses(nodes, workloads)
+            plan = rebalancer.plan(workloads, ledger, now=time.time())
     except (ValueError, ManifestError, ClusterError) as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT

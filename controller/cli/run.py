@@ -11,6 +11,7 @@ import re
 import sys
 
 from controller.cli.flags import whole_number
+from controller.scheduler.plugins.taints import DEFAULT_TOLERATION_SECONDS
 from controller.scheduler.rebalance import DEFAULT_MAX_MOVES, MAX_MOVES
 
 logger = logging.getLogger("orca")
@@ -76,9 +77,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help=f"at most N moves per rebalancing pass (0..{MAX_MOVES}, as orca rebalance "
         "--max-moves; default: %(default)s)",
     )
+    for key in ("not-ready", "unreachable"):
+        p.add_argument(
+            f"--default-{key}-toleration-seconds",
+            default=str(DEFAULT_TOLERATION_SECONDS),
+            metavar="SECONDS",
+            help=f"how long Jobs and Services without their own toleration for "
+            f"node.kubernetes.io/{key} stay on such a node before they move (0..{MAX_SECONDS}; "
+            "kube-apiserver's flag of the same name; default: %(default)s)",
+        )
     p.set_defaults(func=run)
 
 
+MAX_SECONDS = 10 * 365 * 24 * 3600  # ten years: "forever" is a toleration without seconds
 MIN_REBALANCE_INTERVAL = 1.0
 MAX_REBALANCE_INTERVAL = 24 * 3600.0
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -118,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
         args.rebalance_max_moves = whole_number(
             "--rebalance-max-moves", args.rebalance_max_moves, 0, MAX_MOVES
         )
+        for key in ("not_ready", "unreachable"):
+            name = f"default_{key}_toleration_seconds"
+            flag = "--" + name.replace("_", "-")
+            setattr(args, name, whole_number(flag, getattr(args, name), 0, MAX_SECONDS))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -52,6 +52,7 @@ from controller.operator.transaction import StatusWrites
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.celcache import cache_path, install_cel_parser
 from controller.scheduler.nodes import NODES_PATH
+from controller.scheduler.plugins.taints import DefaultTolerations
 from controller.scheduler.priority import LIST_PATH as PRIORITY_CLASSES_PATH
 from controller.scheduler.rebalance import DEFAULT_MAX_MOVES
 from controller.scheduler.scheduler import Scheduler
@@ -107,10 +108,11 @@ class Operator:
         rebalance_max_moves: int | None = None,
         now: Callable[[], str] = rfc3339_now,
         identity: str = COMPONENT,
+        tolerations: DefaultTolerations | None = None,
     ) -> Operator:
         state = state if state is not None else ClusterState()
         queue = queue if queue is not None else WorkQueue()
-        scheduler = scheduler if scheduler is not None else Scheduler()
+        scheduler = scheduler if scheduler is not None else Scheduler(tolerations=tolerations)
         priorities = PriorityIndex()
         # The queue hands out higher priorities first: the priorities resolved here.
         queue.priority_of = lambda key: priorities.resolve(state, key).value
@@ -135,7 +137,7 @@ class Operator:
         if rebalance_every:
             moves = rebalance_max_moves if rebalance_max_moves is not None else DEFAULT_MAX_MOVES
             rebalancer = RebalanceLoop(
-                state, queue, writes, gate.ready, rebalance_every, moves, is_leader
+                state, queue, writes, gate.ready, rebalance_every, moves, is_leader, tolerations
             )
         operator = cls(
             api,
@@ -308,6 +310,10 @@ async def operate(args: argparse.Namespace) -> None:
         rebalance_every=args.rebalance_every,
         rebalance_max_moves=args.rebalance_max_moves,
         identity=identity,
+        tolerations=DefaultTolerations(
+            not_ready=args.default_not_ready_toleration_seconds,
+            unreachable=args.default_unreachable_toleration_seconds,
+        ),
     )
     stop = asyncio.Event()  # set when one of the parts dies: kopf then stops too
 

@@ -42,7 +42,9 @@ from controller.scheduler.framework import Code
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import rfc3339_now, status_from_decision
 from controller.scheduler.vocabulary import (
+    CONDITION_MOVE_PENDING,
     EVENT_FAILED_SCHEDULING,
+    EVENT_MOVE_PENDING,
     EVENT_SCHEDULED,
     REASON_INVALID_SPEC,
 )
@@ -51,6 +53,8 @@ logger = logging.getLogger("orca.scheduler")
 
 #: Workers, so status writes in flight at once (``orca run --max-in-flight``).
 WORKERS = 32
+#: A pending move is looked at again this long after it is due, so the clock has passed it.
+PENDING_SLACK = 0.05
 
 
 @dataclass
@@ -67,6 +71,7 @@ class SchedulingLoop:
     is_leader: Callable[[], bool] = lambda: True
     workers: int = WORKERS
     now: Callable[[], str] = rfc3339_now
+    clock: Callable[[], float] = time.time  # the scheduler's clock (NoExecute taints' times)
     cel: CelCounters = field(init=False)
 
     def __post_init__(self) -> None:
@@ -113,7 +118,10 @@ class SchedulingLoop:
             return False
         self.state.table()
         started = time.perf_counter()
-        decision, victims = self.preemption.consider(record, self._decide(record))
+        clock = self.clock()
+        decision, victims = self.preemption.consider(record, self._decide(record, clock), clock)
+        if decision.pending:  # look again when the first one is due (one timer per key)
+            self.queue.add_after(key, decision.pending[0].at - clock + PENDING_SLACK)
         try:
             return await self._write(record, decision, victims, started)
         finally:
@@ -171,7 +179,7 @@ class SchedulingLoop:
             log = logger.info if conflict else logger.warning
             log("status write for %s failed (%s); retrying in %.2fs", key, error, delay)
 
-    def _decide(self, record: WorkloadRecord) -> Decision:
+    def _decide(self, record: WorkloadRecord, clock: float) -> Decision:
         if record.workload is None:  # the API server accepted what our models refuse
             return Decision(
                 phase=Phase.INVALID,
@@ -182,7 +190,9 @@ class SchedulingLoop:
                 bookings=self.state.ledger.bookings(record.key),
                 code=Code.INVALID,
             )
-        return self.scheduler.schedule(record.workload, self.state.ledger, self.priorities.classes)
+        return self.scheduler.schedule(
+            record.workload, self.state.ledger, self.priorities.classes, now=clock
+        )
 
     def _kind(self, key: str) -> str:
         record = self.state.records.get(key)
@@ -192,9 +202,22 @@ class SchedulingLoop:
 
 
 def _transition(record: WorkloadRecord, status: WorkloadStatus) -> EventSpec | None:
-    """``Scheduled`` / ``FailedScheduling`` on a phase transition, never per pass."""
-    if record.phase == status.phase:
-        return None
-    scheduled = status.phase is Phase.SCHEDULED
-    reason = EVENT_SCHEDULED if scheduled else EVENT_FAILED_SCHEDULING
-    return EventSpec(reason, status.message or "", warning=not scheduled)
+    """``Scheduled`` / ``FailedScheduling`` on a phase transition, else ``MovePending`` when
+    a replica starts waiting out its toleration of a node (the condition appears or says
+    something new); never per pass."""
+    if record.phase != status.phase:
+        scheduled = status.phase is Phase.SCHEDULED
+        reason = EVENT_SCHEDULED if scheduled else EVENT_FAILED_SCHEDULING
+        return EventSpec(reason, status.message or "", warning=not scheduled)
+    pending = _move_pending(status)
+    if pending is not None and pending != _move_pending(record.status):
+        return EventSpec(EVENT_MOVE_PENDING, pending, warning=True)
+    return None
+
+
+def _move_pending(status: WorkloadStatus | None) -> str | None:
+    """The MovePending condition's message, None when there is none."""
+    for condition in status.conditions if status is not None else ():
+        if condition.type == CONDITION_MOVE_PENDING:
+            return condition.message or ""
+    return None

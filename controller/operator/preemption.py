@@ -75,11 +75,11 @@ class Preemption:
     # -- in the loop ---------------------------------------------------------------------------
 
     def consider(
-        self, record: WorkloadRecord, decision: Decision
+        self, record: WorkloadRecord, decision: Decision, clock: float
     ) -> tuple[Decision, list[StatusWrite]]:
         """The decision to write for ``record``: ``decision`` itself, or, when preempting
-        places more of it, the one made without its victims' replicas, and the victims'
-        writes (begun: their bookings already assumed)."""
+        places more of it, the one made without its victims' replicas (at time ``clock``,
+        the decision's), and the victims' writes (begun: their bookings already assumed)."""
         workload = record.workload
         if workload is None:
             return decision, []
@@ -108,7 +108,9 @@ class Preemption:
                 preemptible[key] = value
                 if (created := other.workload.metadata.creation_timestamp) is not None:
                     started[key] = created
-        found = preempt(self.scheduler, workload, ledger, decision, classes, preemptible, started)
+        found = preempt(
+            self.scheduler, workload, ledger, decision, classes, preemptible, started, now=clock
+        )
         if found is None:
             return decision, []
         plan, after = found

@@ -33,6 +33,7 @@ same ledger (DESIGN.md 5). ``orca_rebalance_moves_total{outcome}`` counts each o
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from controller.operator.telemetry import metrics
 from controller.operator.transaction import EventSpec, Result, StatusWrites
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.ledger import Booking
+from controller.scheduler.plugins.taints import DefaultTolerations
 from controller.scheduler.rebalance import DEFAULT_MAX_MOVES, Move, Rebalancer, moved
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import nodes_summary
@@ -78,6 +80,7 @@ class RebalanceLoop:
         interval: float,
         max_moves: int = DEFAULT_MAX_MOVES,
         is_leader: Callable[[], bool] = lambda: True,
+        tolerations: DefaultTolerations | None = None,
     ) -> None:
         self.state = state
         self.queue = queue
@@ -87,7 +90,7 @@ class RebalanceLoop:
         self.is_leader = is_leader
         # Its own scheduler (memo caches, CEL evaluator): the plan runs in a worker thread,
         # and the scheduling loop's scheduler is not thread-safe.
-        self.planner = Rebalancer(Scheduler(), max_moves=max_moves)
+        self.planner = Rebalancer(Scheduler(tolerations=tolerations), max_moves=max_moves)
 
     async def run(self) -> None:
         """Forever: wait for the initial listing, then a pass every interval."""
@@ -113,7 +116,9 @@ class RebalanceLoop:
         }
         planned = {key: rec.resource_version for key, rec in candidates.items()}
         workloads = [rec.workload for rec in candidates.values() if rec.workload is not None]
-        plan = await asyncio.to_thread(self.planner.plan, workloads, ledger.copy())
+        plan = await asyncio.to_thread(
+            functools.partial(self.planner.plan, workloads, ledger.copy(), now=time.time())
+        )
         metrics.REBALANCE_PLANNING_DURATION.observe(time.perf_counter() - started)
         if plan.moves:
             logger.info(
@@ -163,7 +168,7 @@ class RebalanceLoop:
         ):
             return metrics.MOVE_CHANGED, None
         state.table()
-        checked = self.planner.check(move, record.workload, state.ledger)
+        checked = self.planner.check(move, record.workload, state.ledger, now=time.time())
         if checked is None:
             return metrics.MOVE_STALE, None
         if not self.queue.claim(key):

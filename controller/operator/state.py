@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from controller.scheduler.nodes import (
     node_info_from_node,
     node_name,
     unreadable_node_info,
+    with_taint_times,
 )
 
 logger = logging.getLogger("orca.nodes")
@@ -86,6 +87,7 @@ class ClusterState:
     records: dict[str, WorkloadRecord] = field(default_factory=dict)
     ledger: Ledger = field(default_factory=Ledger)
     unreadable_nodes: dict[str, str | None] = field(default_factory=dict)  # name -> version logged
+    clock: Callable[[], float] = time.time  # when a NoExecute taint without a time was seen
     _table_dirty: bool = False
 
     # -- nodes -----------------------------------------------------------------------------
@@ -115,6 +117,8 @@ class ClusterState:
             info = unreadable_node_info(name)
         else:
             self.unreadable_nodes.pop(name, None)
+            # A NoExecute taint without ``timeAdded`` counts from when it was first seen.
+            info = with_taint_times(info, self.clock(), self.nodes.get(name))
         self.node_versions[info.hostname] = version
         if self.nodes.get(info.hostname) == info:
             return None  # a heartbeat: nothing the scheduler reads changed

@@ -2,13 +2,43 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from controller.api.models import Phase, Placement, RejectionReason, Resources
 from controller.scheduler.framework import Code
 from controller.scheduler.ledger import Booking
+from controller.scheduler.nodes import TAINT_NOT_READY, TAINT_UNREACHABLE
 from controller.scheduler.vocabulary import CONDITION_REASON_BY_PHASE
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMove:
+    """A replica that stays on its node for now and moves at ``at`` (seconds since the epoch)
+    unless the node recovers first: it tolerates the node's NoExecute ``taints`` (e.g.
+    ``node.kubernetes.io/unreachable``) only for a while."""
+
+    alloc_id: str
+    node: str
+    at: float
+    taints: tuple[str, ...]
+
+
+def format_time(epoch: float) -> str:
+    """Seconds since the epoch as RFC 3339, whole seconds, UTC (``2026-12-01T10:05:00Z``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(epoch)))
+
+
+def pending_why(move: PendingMove) -> str:
+    """Why a replica is about to move, for people."""
+    if TAINT_UNREACHABLE in move.taints:
+        what = "node unreachable"
+    elif TAINT_NOT_READY in move.taints:
+        what = "node not ready"
+    else:
+        what = "NoExecute taint " + ", ".join(move.taints)
+    return f"{what}; moves unless the node recovers first"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +58,7 @@ class Decision:
     code: Code = Code.SUCCESS
     resources: Resources | None = None  # what each placement holds; None: as before
     priority: int | None = None  # the resolved priority (None: not resolved, e.g. Invalid)
+    pending: tuple[PendingMove, ...] = ()  # replicas that move later unless their node recovers
 
     @property
     def placed(self) -> int:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controller.api.models import Workload
-from controller.scheduler.decision import Decision
+from controller.scheduler.decision import Decision, format_time, pending_why
 from controller.scheduler.framework import FilterResult
 from controller.scheduler.ledger import Ledger
 from controller.scheduler.placement import alloc_index
@@ -71,12 +71,14 @@ def explain(
     workload: Workload,
     ledger: Ledger,
     classes: PriorityClasses = NO_CLASSES,
+    *,
+    now: float,
 ) -> Explanation:
-    """The explanation of ``workload``'s placement in the cluster ``ledger`` describes (its
-    priority resolved against ``classes``)."""
-    decision = scheduler.schedule(workload, ledger, classes)
+    """The explanation of ``workload``'s placement in the cluster ``ledger`` describes at time
+    ``now`` (its priority resolved against ``classes``)."""
+    decision = scheduler.schedule(workload, ledger, classes, now=now)
     framework = scheduler.framework
-    prepared = scheduler.prepare(workload, ledger)  # a fresh cycle: schedule's placed replicas
+    prepared = scheduler.prepare(workload, ledger, now=now)  # a fresh cycle
     cycle, existing, filtered = prepared.cycle, prepared.existing, prepared.filtered
     if filtered is None:
         why = "kept while the spec is invalid"
@@ -86,12 +88,16 @@ def explain(
     kept = prepared.kept
     table = cycle.table
     kept_ids = {b.alloc_id for b in kept.values()}
+    leaving = {m.alloc_id: m for m in decision.pending}
     first_rejections = framework.first_rejections(cycle, filtered)
     replicas: list[ReplicaVerdict] = []
     for b in existing:
         i = table.index.get(b.node)
         index = alloc_index(workload.key, b.alloc_id)
-        if b.alloc_id in kept_ids:
+        if b.alloc_id in leaving:
+            move = leaving[b.alloc_id]
+            why = f"kept until {format_time(move.at)}: {pending_why(move)}"
+        elif b.alloc_id in kept_ids:
             why = "kept"
         elif i is None:
             why = "moves: the node is gone"

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from controller.api.models import RejectionReason, ScheduleMode, WorkloadKind, WorkloadSpec
 from controller.scheduler.ledger import Ledger
-from controller.scheduler.nodes import BoolArray, IntArray, NodeTable
+from controller.scheduler.nodes import BoolArray, FloatArray, IntArray, NodeTable
 
 IndexArray = npt.NDArray[np.intp]
 NODES_PER_REASON: Final = 3  # node names listed per rejection reason
@@ -76,6 +76,10 @@ class Verdict:
     rejections: tuple[Rejection, ...]
     keeps: BoolArray | None = None
     cacheable: bool = True  # False: depends on this cycle (e.g. a CEL budget ran out)
+    #: Where ``keeps`` holds, until when (seconds since the epoch, after the cycle's ``now``;
+    #: inf: for good), e.g. a NoExecute taint tolerated for ``tolerationSeconds``. None: for
+    #: good everywhere. What the status reports as a pending move.
+    leaves: FloatArray | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class FilterResult:
     passes: BoolArray
     keeps: BoolArray
     cacheable: bool = True
+    leaves: FloatArray | None = None
 
 
 @dataclass
@@ -113,6 +118,7 @@ class CycleState:
     own: IntArray
     cpu: int  # the spec's request, millicores (parsed once per cycle)
     memory: int  # bytes
+    now: float = 0.0  # the cycle's time, seconds since the epoch (``Verdict.leaves``)
     data: dict[str, Any] = field(default_factory=dict)
     passes: BoolArray | None = None
     results: tuple[FilterResult, ...] = ()
@@ -212,6 +218,7 @@ class Filtered:
     results: tuple[FilterResult, ...]
     passes: BoolArray
     keeps: BoolArray
+    leaves: FloatArray | None = None  # the earliest of the filters' ``leaves`` (None: none)
 
 
 class Framework:
@@ -271,10 +278,12 @@ class Framework:
             cacheable = cacheable and result.cacheable
             results.append(result)
         size = len(table)
+        leaves = [r.leaves for r in results if r.leaves is not None]
         folded = Filtered(
             tuple(results),
             _conjunction((r.passes for r in results), size),
             _conjunction((r.keeps for r in results), size),
+            np.minimum.reduce(leaves) if leaves else None,
         )
         if cacheable:
             self._folded[folded_key] = folded
@@ -380,6 +389,7 @@ def _run_filter(plugin: FilterPlugin, cycle: CycleState) -> FilterResult:
         passes=passes,
         keeps=keeps,
         cacheable=verdict.cacheable,
+        leaves=verdict.leaves,
     )
 
 

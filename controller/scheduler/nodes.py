@@ -11,11 +11,12 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from controller.api.models import (
     DNS1123_SUBDOMAIN_PATTERN,
@@ -47,14 +48,43 @@ BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 
 
+#: The taints Kubernetes' node lifecycle controller puts on a Node whose Ready condition is
+#: ``False`` (not-ready) or ``Unknown`` (unreachable: its kubelet went silent), with both effects.
+TAINT_NOT_READY = "node.kubernetes.io/not-ready"
+TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+
+
 class Taint(BaseModel):
-    """A node taint (``spec.taints`` of a Node; ``timeAdded`` and other fields are ignored)."""
+    """A node taint (``spec.taints`` of a Node; fields other than these are ignored).
+
+    ``time_added`` (``timeAdded``, RFC 3339, as seconds since the epoch) is when a NoExecute
+    taint was put on: a replica that tolerates it for ``tolerationSeconds`` moves that long
+    after. None when the Node does not say (the API server does not fill it in; ``kubectl
+    taint`` and the node lifecycle controller do): the operator then counts from when it first
+    saw the taint, and ``orca plan`` and ``explain`` from the moment they look (``--now``), as
+    kube's taint-eviction controller counts from when it first saw it.
+    """
 
     model_config = ConfigDict(**{**MODEL_CONFIG, "extra": "ignore"})
 
     key: str
     value: str = ""
     effect: TaintEffect
+    time_added: float | None = None
+
+    @field_validator("time_added", mode="before")
+    @classmethod
+    def _rfc3339(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return rfc3339_to_epoch(value)
+        if isinstance(value, datetime):  # a YAML timestamp
+            return value.timestamp()
+        return value
+
+    @property
+    def same(self) -> tuple[str, str, TaintEffect]:
+        """What makes two taints the same taint (kube's ``Taint.MatchTaint`` plus value)."""
+        return (self.key, self.value, self.effect)
 
     def __str__(self) -> str:
         """kube-scheduler's rendering in its reasons: ``{key: value}``."""
@@ -77,7 +107,7 @@ class NodeInfo(BaseModel):
     kind: str = "linux"
     cpu: int = Field(default=0, ge=0, le=MAX_SCALED_QUANTITY, description="millicores")
     memory: int = Field(default=0, ge=0, le=MAX_SCALED_QUANTITY, description="bytes")
-    ready: bool = True
+    ready: bool = True  # the Ready condition is True (else: takes nothing new)
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
     readable: bool = True  # False: orca could not read the Node (it takes nothing)
@@ -121,6 +151,8 @@ def node_info_from_node(node: Mapping[str, Any]) -> NodeInfo:
     spec = _object(node, "spec", "spec")
     status = _object(node, "status", "status")
     labels = _labels(metadata)
+    ready, since = _ready_condition(status)
+    taints = _taints(spec.get("taints"))
     return NodeInfo(
         hostname=_name(metadata),
         runtimes=_runtimes(labels),
@@ -129,9 +161,9 @@ def node_info_from_node(node: Mapping[str, Any]) -> NodeInfo:
         kind=labels.get(KIND_LABEL, DEFAULT_KIND).lower() or DEFAULT_KIND,
         cpu=_allocatable(status, "cpu", 1000),
         memory=_allocatable(status, "memory", 1),
-        ready=_ready(status),
+        ready=ready == "True",
         unschedulable=_unschedulable(spec),
-        taints=_taints(spec.get("taints")),
+        taints=_with_lifecycle_taint(taints, ready, since),
     )
 
 
@@ -145,6 +177,23 @@ def node_name(node: Mapping[str, Any]) -> str | None:
         return _name(metadata)
     except NodeError:
         return None
+
+
+def with_taint_times(info: NodeInfo, seen: float, previous: NodeInfo | None = None) -> NodeInfo:
+    """``info`` with a time on every NoExecute taint that has none: the time ``previous`` (the
+    same Node as seen before) had for the same taint, else ``seen``, when it was first seen.
+    Done where the Node is read (the operator's informer, ``orca plan``), so the scheduler
+    works on complete facts and stays a pure function of them."""
+    if all(t.time_added is not None or t.effect is not TaintEffect.NO_EXECUTE for t in info.taints):
+        return info
+    known = {t.same: t.time_added for t in previous.taints} if previous is not None else {}
+    taints = tuple(
+        t
+        if t.time_added is not None or t.effect is not TaintEffect.NO_EXECUTE
+        else t.model_copy(update={"time_added": known.get(t.same) or seen})
+        for t in info.taints
+    )
+    return info.model_copy(update={"taints": taints})
 
 
 def unreadable_node_info(name: str) -> NodeInfo:
@@ -257,20 +306,65 @@ def _allocatable(status: Mapping[str, Any], resource: str, scale: int) -> int:
         raise NodeError(f"status.allocatable.{resource}: {exc}") from None
 
 
-def _ready(status: Mapping[str, Any]) -> bool:
-    """The Ready condition is True (no Ready condition: not ready)."""
+def rfc3339_to_epoch(value: str) -> float:
+    """An RFC 3339 timestamp (``2026-12-01T10:00:00Z``) as seconds since the epoch."""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{_shown(value)} is not an RFC 3339 timestamp") from None
+    if parsed.tzinfo is None:
+        raise ValueError(f"{_shown(value)} has no time zone (RFC 3339 needs Z or an offset)")
+    return parsed.timestamp()
+
+
+def _ready_condition(status: Mapping[str, Any]) -> tuple[str, float | None]:
+    """The Ready condition's status (``True``, ``False``, ``Unknown``; ``""`` when the Node
+    has none: not ready) and its ``lastTransitionTime`` (None when absent). Only the last
+    transition is read, never ``lastHeartbeatTime``: a heartbeat changes nothing here."""
     conditions = status.get("conditions")
     if conditions is None:
-        return False
+        return "", None
     if not isinstance(conditions, list):
         raise NodeError(f"status.conditions: expected a list, got {_type(conditions)}")
-    ready = False
+    ready: tuple[str, float | None] = ("", None)
     for i, condition in enumerate(conditions):
         if not isinstance(condition, Mapping):
             raise NodeError(f"status.conditions[{i}]: expected an object, got {_type(condition)}")
         if condition.get("type") == "Ready":
-            ready = condition.get("status") == "True"
+            state = condition.get("status")
+            since = condition.get("lastTransitionTime")
+            if state == "True":
+                ready = ("True", None)  # when it became Ready matters to no rule
+                continue
+            if since is None:
+                ready = (str(state or ""), None)
+                continue
+            try:
+                ready = (str(state), rfc3339_to_epoch(str(since)))
+            except ValueError as exc:
+                raise NodeError(f"status.conditions[{i}].lastTransitionTime: {exc}") from None
     return ready
+
+
+def _with_lifecycle_taint(
+    taints: tuple[Taint, ...], ready: str, since: float | None
+) -> tuple[Taint, ...]:
+    """A Node whose Ready condition is not True carries the NoExecute taint the node lifecycle
+    controller would put on it (``unreachable`` when Unknown, else ``not-ready``) since the
+    condition's ``lastTransitionTime``, unless it already carries one of the two: a cluster
+    without that controller (or before it acts) evicts on the same clock as one with it."""
+    if ready == "True" or any(
+        t.effect is TaintEffect.NO_EXECUTE and t.key in (TAINT_NOT_READY, TAINT_UNREACHABLE)
+        for t in taints
+    ):
+        return taints
+    key = TAINT_UNREACHABLE if ready == "Unknown" else TAINT_NOT_READY
+    implied = Taint(key=key, effect=TaintEffect.NO_EXECUTE, time_added=since)
+    return tuple(sorted((*taints, implied), key=_taint_order))
+
+
+def _taint_order(t: Taint) -> tuple[str, str, str]:
+    return (t.key, t.effect.value, t.value)
 
 
 def _unschedulable(spec: Mapping[str, Any]) -> bool:
@@ -298,7 +392,7 @@ def _taints(raw: Any) -> tuple[Taint, ...]:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
             raise NodeError(f"spec.taints[{i}].{field}: {first['msg']}") from None
-    return tuple(sorted(set(taints), key=lambda t: (t.key, t.effect.value, t.value)))
+    return tuple(sorted(set(taints), key=_taint_order))
 
 
 def _type(value: object) -> str:

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from controller.api.models import Phase, Workload, WorkloadStatus
 from controller.scheduler.ledger import Ledger, ledger_from_statuses
-from controller.scheduler.nodes import NodeInfo
+from controller.scheduler.nodes import NodeInfo, rfc3339_to_epoch
 from controller.scheduler.plugins.topology_spread import ConstraintVerdict, explain_spread
 from controller.scheduler.preemption import Victim, may_preempt, preempt
 from controller.scheduler.priority import NO_CLASSES, PriorityClasses
@@ -64,11 +64,16 @@ def plan(
     the priority their status records); the ledger holds anything else out of reach. Between
     equal candidate nodes it prefers the victims started last: a Workload's
     ``metadata.creationTimestamp`` (from the files, or ``known_started`` for the others); a
-    Workload without one counts as started now."""
+    Workload without one counts as started now.
+
+    ``now`` (RFC 3339; default the current time) is the plan's clock: the conditions' times,
+    and when replicas on a node with a NoExecute taint they tolerate for a while move (the
+    same files and ``now`` plan the same)."""
     if ledger is None:
         ledger = ledger_from_statuses(nodes, workloads)
     scheduler = scheduler or Scheduler()
     timestamp = now or rfc3339_now()
+    clock = rfc3339_to_epoch(timestamp)
     resolved = {w.key: classes.resolve(w.spec.priority_class_name) for w in workloads}
     priorities = dict(known_priorities or {})
     priorities.update({key: p.value for key, p in resolved.items() if p.error is None})
@@ -82,12 +87,14 @@ def plan(
     results: list[PlanResult] = []
     for workload in order:
         key = workload.key
-        decision = scheduler.schedule(workload, ledger, classes)
+        decision = scheduler.schedule(workload, ledger, classes, now=clock)
         victims: tuple[Preempted, ...] = ()
         priority = resolved[key]
         if may_preempt(workload, decision, priority) and priority.value > floor:
             preemptible = {k: v for k, v in priorities.items() if k != key and ledger.bookings(k)}
-            found = preempt(scheduler, workload, ledger, decision, classes, preemptible, started)
+            found = preempt(
+                scheduler, workload, ledger, decision, classes, preemptible, started, now=clock
+            )
             if found is not None:  # as the operator does (controller.operator.preemption)
                 chosen, decision = found
                 for victim_key, kept in chosen.remaining(ledger).items():
@@ -99,7 +106,9 @@ def plan(
         status = status_from_decision(
             decision, workload.metadata.generation, workload.status, timestamp
         )
-        spread = _spread(scheduler, workload, ledger) if workload.spec.topology_spread else ()
+        spread = (
+            _spread(scheduler, workload, ledger, clock) if workload.spec.topology_spread else ()
+        )
         results.append(PlanResult(workload, status, victims, preempted.setdefault(key, []), spread))
         if on_first_decision is not None and len(results) == 1:
             on_first_decision()
@@ -107,12 +116,12 @@ def plan(
 
 
 def _spread(
-    scheduler: Scheduler, workload: Workload, ledger: Ledger
+    scheduler: Scheduler, workload: Workload, ledger: Ledger, now: float
 ) -> tuple[ConstraintVerdict, ...]:
     """The Workload's topology spread constraints (defaults filled in) and domains with the
     replicas it now holds, as its next cycle would count them (later preemptions of its
     replicas are not reflected)."""
-    prepared = scheduler.prepare(workload, ledger)
+    prepared = scheduler.prepare(workload, ledger, now=now)
     if prepared.filtered is None:
         return ()
     return explain_spread(prepared.cycle)

@@ -185,6 +185,8 @@ def select_victims(
     priority: int,
     preemptible: Mapping[str, int],
     started: Mapping[str, datetime] | None = None,
+    *,
+    now: float,
 ) -> PreemptionPlan | None:
     """The victims ``workload`` (at ``priority``, short as ``decision`` says) would need.
 
@@ -200,7 +202,7 @@ def select_victims(
     its hostname), computed with numpy for every node at once; nodes are evaluated in that
     order and the search stops when the next bound cannot beat the best rank found.
     """
-    prepared = scheduler.prepare(workload, ledger)
+    prepared = scheduler.prepare(workload, ledger, now=now)
     if prepared.filtered is None:
         return None
     cycle = prepared.cycle
@@ -255,6 +257,8 @@ def preempt(
     classes: PriorityClasses,
     preemptible: Mapping[str, int],
     started: Mapping[str, datetime] | None = None,
+    *,
+    now: float,
 ) -> tuple[PreemptionPlan, Decision] | None:
     """The preemption ``orca plan`` and the operator both make: the victims
     (``select_victims``), then ``workload`` decided again on a scratch copy of ``ledger``
@@ -265,12 +269,14 @@ def preempt(
     plan and the decision made without its victims, or None when preempting does not help.
     Pure: ``ledger`` is read, never written; the caller removes the victims' replicas."""
     priority = classes.resolve(workload.spec.priority_class_name).value
-    plan = select_victims(scheduler, workload, ledger, decision, priority, preemptible, started)
+    plan = select_victims(
+        scheduler, workload, ledger, decision, priority, preemptible, started, now=now
+    )
     while plan is not None:
         trial = ledger.copy()
         for key, kept in plan.remaining(ledger).items():
             trial.load(key, kept)
-        after = scheduler.schedule(workload, trial, classes)
+        after = scheduler.schedule(workload, trial, classes, now=now)
         trimmed = plan.only_on(gained_nodes(decision, after))
         if after.placed > decision.placed and trimmed == plan:
             return plan, after

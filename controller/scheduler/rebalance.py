@@ -157,13 +157,14 @@ class Rebalancer:
 
     # -- planning ------------------------------------------------------------------------------
 
-    def plan(self, workloads: Iterable[Workload], ledger: Ledger) -> Plan:
+    def plan(self, workloads: Iterable[Workload], ledger: Ledger, *, now: float) -> Plan:
         """The moves for ``workloads`` (the Allowed ones move; all are measured), made on a
-        scratch copy of ``ledger``, which is not changed."""
+        scratch copy of ``ledger``, which is not changed, at time ``now`` (NoExecute taints
+        tolerated for a while)."""
         scratch = ledger.copy()
         usage = _Usage(scratch)
         allowed = sorted((w for w in workloads if movable(w)), key=lambda w: w.key)
-        before = self.totals(allowed, scratch)
+        before = self.totals(allowed, scratch, now=now)
         moves: list[Move] = []
         complete = True
         progress = True
@@ -173,7 +174,7 @@ class Rebalancer:
                 if len(moves) >= self.max_moves:
                     complete = False
                     break
-                move = self._best(workload, scratch, usage)
+                move = self._best(workload, scratch, usage, now)
                 if move is not None:
                     scratch.load(move.workload, moved(scratch.bookings(move.workload), move))
                     usage.moved(scratch, move)
@@ -181,27 +182,27 @@ class Rebalancer:
                     progress = True
             if not complete:
                 # Out of budget: "complete" only if nothing was left to improve anyway.
-                complete = not any(self._best(w, scratch, usage) is not None for w in allowed)
+                complete = not any(self._best(w, scratch, usage, now) is not None for w in allowed)
                 break
         return Plan(
             moves=tuple(moves),
             before=before,
-            after=self.totals(allowed, scratch),
+            after=self.totals(allowed, scratch, now=now),
             ffd_nodes=ffd_nodes(ledger),
             max_moves=self.max_moves,
             complete=complete,
         )
 
-    def check(self, move: Move, workload: Workload, ledger: Ledger) -> Move | None:
+    def check(self, move: Move, workload: Workload, ledger: Ledger, *, now: float) -> Move | None:
         """``move`` judged again on ``ledger`` as it is now: the same move with fresh figures
         if its target still passes every filter and it still improves the objective, else
         None (the operator calls this just before making a planned move)."""
         if not movable(workload) or workload.key != move.workload:
             return None
         only = (move.alloc_id, move.source, move.target)
-        return self._best(workload, ledger, _Usage(ledger), only)
+        return self._best(workload, ledger, _Usage(ledger), now, only)
 
-    def totals(self, workloads: Iterable[Workload], ledger: Ledger) -> Totals:
+    def totals(self, workloads: Iterable[Workload], ledger: Ledger, *, now: float) -> Totals:
         """The cluster's figures: utilisation stddev, nodes in use, and the skew of the
         given Workloads that have topologySpread."""
         usage = _Usage(ledger)
@@ -209,7 +210,7 @@ class Rebalancer:
         for workload in workloads:
             if not workload.spec.topology_spread:
                 continue
-            prepared = self.scheduler.prepare(workload, ledger)
+            prepared = self.scheduler.prepare(workload, ledger, now=now)
             if prepared.filtered is None:
                 continue
             spreads = _spreads(prepared)
@@ -224,11 +225,12 @@ class Rebalancer:
         workload: Workload,
         ledger: Ledger,
         usage: _Usage,
+        now: float,
         only: tuple[str, str, str] | None = None,
     ) -> Move | None:
         """The Workload's best improving move on ``ledger`` (or the one move ``only`` names:
         allocId, source, target), or None."""
-        prepared = self.scheduler.prepare(workload, ledger)
+        prepared = self.scheduler.prepare(workload, ledger, now=now)
         if prepared.filtered is None or not _settled(prepared):
             return None
         cycle, filtered = prepared.cycle, prepared.filtered

@@ -7,13 +7,14 @@ The scheduling cycle reads as a pipeline (kube-scheduler's ``schedule_one``, in 
     pre_filter   every plugin checks and compiles what it needs; errors -> Invalid
     filter       the static filters over the node table, memoised per plugin signature
     keep         existing placements stay where the filters' ``keeps`` hold (capacity
-                 changes never evict; a resize re-checks fit)
+                 changes never evict; a resize re-checks fit); those that stay only until
+                 a time (a NoExecute taint tolerated for a while) are reported as pending
     place        per kind (``controller.scheduler.placement``): fit, score, select, book
     diagnose     when short: the first failing filter per rejected node, counted, which
                  becomes the status message, with a Code saying who can cure it
 
-``Scheduler.schedule`` is a pure function of (Workload, Ledger): the ledger is read, never
-written, and the memo caches inside only remember answers. The caller books the decision.
+``Scheduler.schedule`` is a pure function of (Workload, Ledger, time): the ledger is read,
+never written, and the memo caches inside only remember answers. The caller books the decision.
 The plugins and their order are the profile's (``controller.scheduler.plugins``).
 """
 
@@ -23,13 +24,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from controller.api.models import Resources, Workload
+from controller.api.models import Resources, TaintEffect, Workload
 from controller.scheduler.celexpr import CelEvaluator
-from controller.scheduler.decision import Decision, invalid
+from controller.scheduler.decision import Decision, PendingMove, invalid
 from controller.scheduler.framework import CycleState, Filtered, Framework, Profile
 from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.placement import keep, place_daemonset, place_replicas, release
 from controller.scheduler.plugins import default_profile
+from controller.scheduler.plugins.taints import DefaultTolerations
 from controller.scheduler.priority import NO_CLASSES, PriorityClasses
 
 _NO_NODES = Ledger()  # the pre-filters read the spec only
@@ -50,18 +52,31 @@ class Scheduler:
     """Runs the scheduling cycle. Holds only memo caches (CEL outcomes, filter masks per node
     table), so one instance can serve a whole ``orca plan`` run or the operator's lifetime."""
 
-    def __init__(self, cel: CelEvaluator | None = None, profile: Profile | None = None) -> None:
+    def __init__(
+        self,
+        cel: CelEvaluator | None = None,
+        profile: Profile | None = None,
+        tolerations: DefaultTolerations | None = None,
+    ) -> None:
         self.cel = cel if cel is not None else CelEvaluator()
-        self.framework = Framework(profile if profile is not None else default_profile(self.cel))
+        self.framework = Framework(
+            profile if profile is not None else default_profile(self.cel, tolerations)
+        )
 
     def schedule(
-        self, workload: Workload, ledger: Ledger, classes: PriorityClasses = NO_CLASSES
+        self,
+        workload: Workload,
+        ledger: Ledger,
+        classes: PriorityClasses = NO_CLASSES,
+        *,
+        now: float,
     ) -> Decision:
-        """The status ``workload`` should have, given the cluster in ``ledger`` and the
-        PriorityClasses its ``priorityClassName`` is resolved against (a missing class makes
-        it Invalid, as Pod admission refuses such a Pod)."""
+        """The status ``workload`` should have at time ``now`` (seconds since the epoch: the
+        NoExecute taints' clock), given the cluster in ``ledger`` and the PriorityClasses its
+        ``priorityClassName`` is resolved against (a missing class makes it Invalid, as Pod
+        admission refuses such a Pod)."""
         priority = classes.resolve(workload.spec.priority_class_name)
-        prepared = self.prepare(workload, ledger)
+        prepared = self.prepare(workload, ledger, now=now)
         if prepared.filtered is None or priority.error is not None:
             errors = (*prepared.errors, *((priority.error,) if priority.error else ()))
             return invalid(errors, workload.spec.replicas, prepared.existing)
@@ -69,13 +84,16 @@ class Scheduler:
         decision = place(self.framework, prepared.cycle, prepared.filtered, prepared.kept)
         # The size the placements hold, recorded in status so a rebuilt ledger is exact.
         return replace(
-            decision, resources=workload.spec.resources or Resources(), priority=priority.value
+            decision,
+            resources=workload.spec.resources or Resources(),
+            priority=priority.value,
+            pending=pending_moves(prepared, decision),
         )
 
-    def prepare(self, workload: Workload, ledger: Ledger) -> PreparedCycle:
+    def prepare(self, workload: Workload, ledger: Ledger, *, now: float) -> PreparedCycle:
         """The cycle up to placing: snapshot, pre-filter, give back this Workload's bookings,
         filter, keep. ``schedule`` places from here; ``orca explain`` narrates it."""
-        cycle = self.snapshot(workload, ledger)
+        cycle = self.snapshot(workload, ledger, now)
         self.cel.start_cycle()
         existing = ledger.bookings(workload.key)
         errors = tuple(self.framework.pre_filter(cycle))
@@ -90,10 +108,10 @@ class Scheduler:
         """What the pre-filters refuse in the spec alone (CEL that does not compile or is
         ill-typed, an unknown runtime alias), each naming the field: the Workload is
         ``Invalid`` whatever the cluster. ``orca plan`` refuses such input outright."""
-        return tuple(self.framework.pre_filter(self.snapshot(workload, _NO_NODES)))
+        return tuple(self.framework.pre_filter(self.snapshot(workload, _NO_NODES, 0.0)))
 
     @staticmethod
-    def snapshot(workload: Workload, ledger: Ledger) -> CycleState:
+    def snapshot(workload: Workload, ledger: Ledger, now: float) -> CycleState:
         """The cycle's scratch state: copies of the ledger's free capacity."""
         free_cpu, free_memory = ledger.free()
         return CycleState(
@@ -107,4 +125,25 @@ class Scheduler:
             own=np.zeros(len(ledger.table), dtype=np.int64),
             cpu=workload.spec.cpu_millis,
             memory=workload.spec.memory_bytes,
+            now=now,
         )
+
+
+def pending_moves(prepared: PreparedCycle, decision: Decision) -> tuple[PendingMove, ...]:
+    """The decision's replicas that stay on a node only until a time (``Filtered.leaves``),
+    earliest first: what the status announces and when the operator looks again."""
+    leaves = prepared.filtered.leaves if prepared.filtered is not None else None
+    if leaves is None:
+        return ()
+    table = prepared.cycle.table
+    out = []
+    for booking in decision.bookings:
+        i = table.index.get(booking.node)
+        if i is None or not np.isfinite(leaves[i]):
+            continue
+        node = table.nodes[i]
+        taints = tuple(
+            dict.fromkeys(t.key for t in node.taints if t.effect is TaintEffect.NO_EXECUTE)
+        )
+        out.append(PendingMove(booking.alloc_id, booking.node, float(leaves[i]), taints))
+    return tuple(sorted(out, key=lambda m: (m.at, m.alloc_id)))

@@ -19,15 +19,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from controller.api.models import Condition, Phase, WorkloadStatus
-from controller.scheduler.decision import Decision
+from controller.scheduler.decision import Decision, PendingMove, format_time, pending_why
 from controller.scheduler.framework import Code
+from controller.scheduler.nodes import TAINT_NOT_READY, TAINT_UNREACHABLE
 from controller.scheduler.vocabulary import (
+    CONDITION_MOVE_PENDING,
     CONDITION_PREEMPTED,
     CONDITION_READY,
     CONDITION_RECONCILING,
     CONDITION_SCHEDULED,
     CONDITION_STALLED,
     REASON_INVALID_SPEC,
+    REASON_NO_EXECUTE_TAINT,
+    REASON_NODE_NOT_READY,
+    REASON_NODE_UNREACHABLE,
     REASON_PLACED_AGAIN,
     REASON_UNRESOLVABLE,
     REASON_WAITING_FOR_CAPACITY,
@@ -36,7 +41,34 @@ from controller.scheduler.vocabulary import (
 _formatted: tuple[int, str] = (-1, "")  # the last second formatted, and how
 
 #: The conditions this module owns, in the order the status lists them.
-OWN_CONDITIONS = (CONDITION_READY, CONDITION_RECONCILING, CONDITION_STALLED, CONDITION_SCHEDULED)
+OWN_CONDITIONS = (
+    CONDITION_READY,
+    CONDITION_RECONCILING,
+    CONDITION_STALLED,
+    CONDITION_SCHEDULED,
+    CONDITION_MOVE_PENDING,
+)
+MAX_PENDING_SHOWN = 5
+
+
+def move_pending_reason(move: PendingMove) -> str:
+    if TAINT_UNREACHABLE in move.taints:
+        return REASON_NODE_UNREACHABLE
+    if TAINT_NOT_READY in move.taints:
+        return REASON_NODE_NOT_READY
+    return REASON_NO_EXECUTE_TAINT
+
+
+def move_pending_message(pending: Sequence[PendingMove]) -> str:
+    """``web-1 on node-3 moves at 2026-12-01T10:05:00Z (node unreachable); ...``, earliest
+    first, a few at most (the status is rewritten by every decision: it stays small)."""
+    shown = [
+        f"{m.alloc_id} on {m.node} moves at {format_time(m.at)} ({pending_why(m).split(';')[0]})"
+        for m in pending[:MAX_PENDING_SHOWN]
+    ]
+    more = len(pending) - MAX_PENDING_SHOWN
+    listed = "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+    return f"{listed}. Each moves only if its node has not recovered by then."
 
 
 def rfc3339_now() -> str:
@@ -119,9 +151,14 @@ def _since(previous: Sequence[Condition], kind: str, state: str, now: str) -> st
 
 
 def own_conditions(
-    s: Situation, generation: int | None, previous: Sequence[Condition], now: str
+    s: Situation,
+    generation: int | None,
+    previous: Sequence[Condition],
+    now: str,
+    pending: Sequence[PendingMove] = (),
 ) -> list[Condition]:
-    """Ready, Reconciling, Stalled and Scheduled for situation ``s``."""
+    """Ready, Reconciling, Stalled and Scheduled for situation ``s``, and MovePending while a
+    replica is ``pending``."""
 
     def condition(kind: str, true: bool, reason: str, message: str | None) -> Condition:
         state = "True" if true else "False"
@@ -134,12 +171,18 @@ def own_conditions(
             observed_generation=generation,
         )
 
-    return [
+    conditions = [
         condition(CONDITION_READY, s.ready, s.reason, s.summary),
         condition(CONDITION_RECONCILING, s.reconciling, s.why, s.detail if s.reconciling else None),
         condition(CONDITION_STALLED, s.stalled, s.why, s.detail if s.stalled else None),
         condition(CONDITION_SCHEDULED, s.ready, s.reason, s.summary),
     ]
+    if pending:
+        reason = move_pending_reason(pending[0])
+        conditions.append(
+            condition(CONDITION_MOVE_PENDING, True, reason, move_pending_message(pending))
+        )
+    return conditions
 
 
 def _others(
@@ -180,7 +223,7 @@ def status_from_decision(
         placed=decision.placed,
         placements=list(decision.placements),
         conditions=[
-            *own_conditions(s, generation, old, now),
+            *own_conditions(s, generation, old, now, decision.pending),
             *_others(old, s.ready, generation, now),
         ],
         message=decision.message,

@@ -19,6 +19,11 @@ The conditions follow the Kubernetes API conventions and kstatus (``sigs.k8s.io/
     Scheduled    kept from earlier releases: the same status and reason as Ready
     Preempted    the last preemption this Workload suffered (who, where); False once it is
                  placed again, the message kept for ``orca explain``
+    MovePending  present (True) while some replica stays on a node only for a while: the
+                 node is NotReady or unreachable, or has a NoExecute taint the replica
+                 tolerates for ``tolerationSeconds``; the message says which replica, where,
+                 and when it moves unless the node recovers. Absent otherwise. Ready is not
+                 touched: those replicas are still placed.
 
 kstatus reads Reconciling True as InProgress, Stalled True as Failed, and otherwise Ready True
 as Current; ``kubectl wait --for=condition=Ready`` waits for "fully placed".
@@ -36,6 +41,7 @@ CONDITION_RECONCILING: Final = "Reconciling"
 CONDITION_STALLED: Final = "Stalled"
 CONDITION_SCHEDULED: Final = "Scheduled"
 CONDITION_PREEMPTED: Final = "Preempted"
+CONDITION_MOVE_PENDING: Final = "MovePending"
 
 # -- reasons: what the Workload's situation is (the same reason on each condition it touches,
 #    whether that condition is True or False, so any one of them reads on its own) -------------
@@ -47,6 +53,10 @@ REASON_PREEMPTED: Final = "Preempted"  # replicas removed for a higher-priority 
 REASON_WAITING_FOR_CAPACITY: Final = "WaitingForCapacity"  # freed capacity can place the rest
 REASON_UNRESOLVABLE: Final = "Unresolvable"  # only a spec or node change can place the rest
 REASON_PLACED_AGAIN: Final = "PlacedAgain"  # Preempted, False: every replica is back
+# MovePending's reason: what the first replica to move waits out
+REASON_NODE_UNREACHABLE: Final = "NodeUnreachable"  # node.kubernetes.io/unreachable
+REASON_NODE_NOT_READY: Final = "NodeNotReady"  # node.kubernetes.io/not-ready
+REASON_NO_EXECUTE_TAINT: Final = "NoExecuteTaint"  # any other NoExecute taint
 
 CONDITION_REASON_BY_PHASE: Final = {
     Phase.SCHEDULED: REASON_ALL_PLACED,
@@ -60,3 +70,4 @@ EVENT_SCHEDULED: Final = "Scheduled"
 EVENT_FAILED_SCHEDULING: Final = "FailedScheduling"
 EVENT_REBALANCED: Final = "Rebalanced"  # a replica moved by the rebalancer (one Event per move)
 EVENT_PREEMPTED: Final = "Preempted"  # replicas removed for a higher-priority Workload
+EVENT_MOVE_PENDING: Final = "MovePending"  # a replica will move unless its node recovers

@@ -247,23 +247,36 @@ def tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
 
 def _tolerations(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The spec's tolerations, with what Kubernetes adds to a Pod for the node lifecycle taints
-    (DESIGN 5): a DaemonSet tolerates not-ready and unreachable forever (the DaemonSet
-    controller's ``AddOrUpdateDaemonPodTolerations``, pkg/controller/daemon/util); a Job or
-    Service for 300 s unless one of its own tolerations covers that key with effect NoExecute
-    or empty, or has an empty key (the DefaultTolerationSeconds admission plugin's ``Admit``,
+    (DESIGN 5). A DaemonSet tolerates not-ready and unreachable forever: the DaemonSet
+    controller's ``AddOrUpdateDaemonPodTolerations`` (pkg/controller/daemon/util) calls
+    ``AddOrUpdateTolerationInPodSpec`` (pkg/apis/core/v1/helper), which replaces a toleration
+    with the same key, operator, value and effect, else appends. A Job or Service: 300 s,
+    appended unless one of its own tolerations has that key or an empty one, and effect
+    NoExecute or empty (the DefaultTolerationSeconds admission plugin's ``Admit``,
     plugin/pkg/admission/defaulttolerationseconds)."""
     own = list(spec.get("tolerations") or [])
-    added: list[Mapping[str, Any]] = []
+    daemon = spec.get("kind") == "DaemonSet"
     for key in (NOT_READY, UNREACHABLE):
-        if spec.get("kind") == "DaemonSet":
-            added.append({"key": key, "operator": "Exists", "effect": NO_EXECUTE})
+        if daemon:
+            forever = {"key": key, "operator": "Exists", "effect": NO_EXECUTE}
+            same = [
+                i
+                for i, t in enumerate(own)
+                if (t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "")
+                == (key, "Exists", "")
+                and (t.get("effect") or "") == NO_EXECUTE
+            ]
+            for i in same:
+                own[i] = forever
+            if not same:
+                own.append(forever)
             continue
         covered = any(
             (t.get("key") or "") in (key, "") and (t.get("effect") or "") in (NO_EXECUTE, "")
             for t in own
         )
         if not covered:
-            added.append(
+            own.append(
                 {
                     "key": key,
                     "operator": "Exists",
@@ -271,30 +284,29 @@ def _tolerations(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
                     "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
                 }
             )
-    return own + added
+    return own
 
 
 def eviction_deadline(node: NodeView, spec: Mapping[str, Any]) -> float:
     """When a replica on ``node`` must have moved because of its NoExecute taints (DESIGN 5):
-    ``-inf`` at once (a taint no toleration tolerates), ``inf`` never. Per taint, the smallest
-    ``tolerationSeconds`` among the tolerations that tolerate it (none: forever; <= 0: at once),
-    as the taint eviction controller's ``getMinTolerationTime`` reads them
-    (pkg/controller/tainteviction/taint_eviction.go), counted from the taint's ``timeAdded``."""
+    ``-inf`` at once (a taint no toleration tolerates), ``inf`` never. The taint eviction
+    controller (pkg/controller/tainteviction/taint_eviction.go, ``processPodOnNode``) takes,
+    per taint, the first toleration that tolerates it (``GetMatchingTolerations``), then the
+    smallest ``tolerationSeconds`` of those (``getMinTolerationTime``: none: forever; <= 0: at
+    once); here each counted from its taint's ``timeAdded``."""
     tolerations = _tolerations(spec)
     deadline = math.inf
     for taint in node.no_execute():
-        matching = [t for t in tolerations if tolerates(t, taint)]
-        if not matching:
+        used = next((t for t in tolerations if tolerates(t, taint)), None)
+        if used is None:
             return -math.inf
-        seconds = [
-            t["tolerationSeconds"] for t in matching if t.get("tolerationSeconds") is not None
-        ]
-        if not seconds:
+        seconds = used.get("tolerationSeconds")
+        if seconds is None:
             continue
-        if min(seconds) <= 0:
+        if seconds <= 0:
             return -math.inf
         if taint.added is not None:  # no time recorded: not judged (never a false alarm)
-            deadline = min(deadline, taint.added + min(seconds))
+            deadline = min(deadline, taint.added + seconds)
     return deadline
 
 

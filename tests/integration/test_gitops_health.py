@@ -31,7 +31,7 @@ from controller.scheduler.ledger import Booking
 from controller.scheduler.preemption import Victim, preempted_status
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import status_from_decision
-from tests.factories import ledger_for, node, node_object, workload
+from tests.factories import NOW, ledger_for, node, node_object, workload
 from tests.integration.harness import (
     REPO_ROOT,
     Cluster,
@@ -209,7 +209,7 @@ def _object(status: WorkloadStatus | None, generation: int = 1) -> dict[str, Any
 
 def _status(nodes: list[dict[str, Any]], **spec: Any) -> WorkloadStatus:
     ledger = ledger_for(*(node(**n) for n in nodes))
-    decision = Scheduler().schedule(workload(**spec), ledger)
+    decision = Scheduler().schedule(workload(**spec), ledger, now=NOW)
     return status_from_decision(decision, 1, None, "2026-01-01T00:00:00Z")
 
 
@@ -221,7 +221,7 @@ def _preempted() -> WorkloadStatus:
 
 def _placed_again() -> WorkloadStatus:
     ledger = ledger_for(node("a"), node("b"))
-    decision = Scheduler().schedule(workload(kind="Service", count=2), ledger)
+    decision = Scheduler().schedule(workload(kind="Service", count=2), ledger, now=NOW)
     return status_from_decision(decision, 1, _preempted(), "2026-01-01T00:02:00Z")
 
 

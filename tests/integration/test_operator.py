@@ -202,7 +202,11 @@ def test_replicas_on_a_lost_node_are_rescheduled(
     cluster: Cluster, namespace: str, operator: OperatorProcess, change: str
 ) -> None:
     nodes(cluster, ("a", {}), ("b", {}), ("c", {}))
-    cluster.apply(workload_obj("web", namespace, kind="Service", count=2))
+    # Not-ready for 0 s: it moves at once (the default, 300 s, is tests/integration/
+    # test_node_lifecycle.py's).
+    at_once = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}
+    tolerations = [{**at_once, "tolerationSeconds": 0}]
+    cluster.apply(workload_obj("web", namespace, kind="Service", count=2, tolerations=tolerations))
     before = dict(placements(placed(cluster, namespace, "web", 2)))
     lost = before[f"{namespace}/web-1"]
     if change == "cordon":

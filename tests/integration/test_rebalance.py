@@ -21,7 +21,7 @@ from controller.devcluster.controlplane import ControlPlane
 from controller.operator.app import Operator
 from controller.operator.kube import KubeApi, load_configuration
 from controller.operator.telemetry import metrics
-from tests.factories import node_object
+from tests.factories import NOW, node_object
 from tests.integration.harness import (
     Cluster,
     OperatorProcess,
@@ -247,7 +247,7 @@ def test_a_move_on_a_workload_its_owner_changed_meanwhile_is_refused_by_the_serv
             state.table()
             record = state.records[key]
             assert record.workload is not None
-            move = loop.planner.plan([record.workload], state.ledger).moves[0]
+            move = loop.planner.plan([record.workload], state.ledger, now=NOW).moves[0]
             # The owner changes the Workload after the plan (the watch has not told us yet).
             cluster.run("label", "workload", "web", "-n", namespace, "team=shop")
             refused = await loop.make(move, record.resource_version)
@@ -262,7 +262,7 @@ def test_a_move_on_a_workload_its_owner_changed_meanwhile_is_refused_by_the_serv
             state.table()
             record = state.records[key]
             assert record.workload is not None
-            move = loop.planner.plan([record.workload], state.ledger).moves[0]
+            move = loop.planner.plan([record.workload], state.ledger, now=NOW).moves[0]
             made = await loop.make(move, record.resource_version)
             return refused, made
         finally:

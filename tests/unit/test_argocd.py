@@ -19,7 +19,7 @@ from controller.scheduler.ledger import Booking
 from controller.scheduler.preemption import Victim, preempted_status
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import status_from_decision
-from tests.factories import ledger_for, node, workload
+from tests.factories import NOW, ledger_for, node, workload
 
 ARGOCD = Path(__file__).resolve().parents[2] / "manifests" / "argocd"
 CHECK = ARGOCD / "resource_customizations" / "orca.cloudinit.dev" / "Workload"
@@ -53,7 +53,7 @@ def _object(
 
 def _decided(name: str, spec: dict[str, Any]) -> WorkloadStatus:
     ledger = ledger_for(node("node-a", cpu="2"), node("node-b", cpu="2"))
-    decision = Scheduler().schedule(workload(name=name, **spec), ledger)
+    decision = Scheduler().schedule(workload(name=name, **spec), ledger, now=NOW)
     return status_from_decision(decision, 1, None, T)
 
 

@@ -27,7 +27,7 @@ from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
 from controller.scheduler.celexpr import CelCompileError, compile_expression
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import ledger_for, node, node_object, stored_workload, workload
+from tests.factories import NOW, ledger_for, node, node_object, stored_workload, workload
 
 ILL_TYPED = [
     # _==_ : (A, A) -> bool
@@ -134,7 +134,7 @@ def test_well_typed_conditions_compile(source: str) -> None:
     ids=["constraint", "affinity-not-bool", "affinity-mismatch"],
 )
 def test_the_scheduler_marks_ill_typed_cel_invalid(spec: dict[str, Any], message: str) -> None:
-    decision = Scheduler().schedule(workload(kind="Job", **spec), ledger_for(node("a")))
+    decision = Scheduler().schedule(workload(kind="Job", **spec), ledger_for(node("a")), now=NOW)
     assert decision.phase is Phase.INVALID
     assert message in decision.message
 

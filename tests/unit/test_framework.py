@@ -13,7 +13,7 @@ from controller.scheduler.framework import Code, CycleState, Profile, Rejection,
 from controller.scheduler.nodes import NodeInfo
 from controller.scheduler.plugins import default_profile
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import ledger_for, node, workload
+from tests.factories import NOW, ledger_for, node, workload
 
 
 class OddCpu:
@@ -49,7 +49,9 @@ def test_a_plugin_in_the_profile_runs_and_its_reason_is_in_the_diagnosis() -> No
     plugin = OddCpu()
     scheduler = Scheduler(profile=profile_with(plugin))
     ledger = ledger_for(node("a", cpu="1"), node("b", cpu="3"), node("c", cpu="2"))
-    decision = scheduler.schedule(workload(kind="Service", count=2, resources={"cpu": "2"}), ledger)
+    decision = scheduler.schedule(
+        workload(kind="Service", count=2, resources={"cpu": "2"}), ledger, now=NOW
+    )
     assert [p.node for p in decision.placements] == ["c"]
     assert decision.phase is Phase.PARTIALLY_SCHEDULED
     assert decision.message == (
@@ -62,10 +64,14 @@ def test_memo_is_per_signature_and_does_not_leak_between_specs() -> None:
     plugin = OddCpu()
     scheduler = Scheduler(profile=profile_with(plugin))
     ledger = ledger_for(node("a", cpu="1"), node("b", cpu="2"))
-    spread = scheduler.schedule(workload(name="s1", kind="Job"), ledger)
-    again = scheduler.schedule(workload(name="s2", kind="Job", resources={"cpu": "1"}), ledger)
+    spread = scheduler.schedule(workload(name="s1", kind="Job"), ledger, now=NOW)
+    again = scheduler.schedule(
+        workload(name="s2", kind="Job", resources={"cpu": "1"}), ledger, now=NOW
+    )
     assert plugin.calls == 1  # same signature (strategy), same table: memoised
-    binpack = scheduler.schedule(workload(name="p", kind="Job", strategy="BinPack"), ledger)
+    binpack = scheduler.schedule(
+        workload(name="p", kind="Job", strategy="BinPack"), ledger, now=NOW
+    )
     assert plugin.calls == 2  # another signature: its own masks
     assert [p.node for p in spread.placements] == ["b"] == [p.node for p in again.placements]
     assert [p.node for p in binpack.placements] == ["a"]  # not filtered by the Spread masks
@@ -75,9 +81,9 @@ def test_a_new_node_table_clears_the_memo() -> None:
     plugin = OddCpu()
     scheduler = Scheduler(profile=profile_with(plugin))
     ledger = ledger_for(node("a", cpu="2"))
-    scheduler.schedule(workload(kind="Job"), ledger)
+    scheduler.schedule(workload(kind="Job"), ledger, now=NOW)
     ledger.rebind(ledger_for(node("a", cpu="3")).table)
-    decision = scheduler.schedule(workload(kind="Job"), ledger)
+    decision = scheduler.schedule(workload(kind="Job"), ledger, now=NOW)
     assert plugin.calls == 2
     assert decision.phase is Phase.UNSCHEDULABLE
 
@@ -106,7 +112,7 @@ def test_a_new_node_table_clears_the_memo() -> None:
 def test_the_code_says_who_can_cure_a_failure(
     nodes: list[NodeInfo], spec: dict[str, Any], code: Code
 ) -> None:
-    assert Scheduler().schedule(workload(**spec), ledger_for(*nodes)).code is code
+    assert Scheduler().schedule(workload(**spec), ledger_for(*nodes), now=NOW).code is code
 
 
 def test_profile_refuses_plugins_without_extension_points_or_names() -> None:
@@ -129,7 +135,9 @@ def test_a_costly_constraint_is_cut_at_the_cycle_budget_and_others_are_unaffecte
     scheduler = Scheduler(cel=cel)
     ledger = ledger_for(*nodes)
     daemon: dict[str, Any] = {"kind": "DaemonSet", "schedule": {"mode": "Matching"}}
-    first = scheduler.schedule(workload(name="costly", constraints=[costly], **daemon), ledger)
+    first = scheduler.schedule(
+        workload(name="costly", constraints=[costly], **daemon), ledger, now=NOW
+    )
     assert cel.cycle_budget_hits == 1
     evaluated = cel.evaluations
     assert 0 < evaluated < len(nodes)
@@ -145,11 +153,12 @@ def test_a_costly_constraint_is_cut_at_the_cycle_budget_and_others_are_unaffecte
     plain = scheduler.schedule(
         workload(name="plain", kind="Service", count=60, constraints=['node.kind == "linux"']),
         ledger,
+        now=NOW,
     )
     assert plain.placed == 60
     assert cel.cycle_budget_hits == 1
     # The costly one again: what was evaluated is memoised, so it gets further each cycle.
-    scheduler.schedule(workload(name="costly", constraints=[costly], **daemon), ledger)
+    scheduler.schedule(workload(name="costly", constraints=[costly], **daemon), ledger, now=NOW)
     assert cel.evaluations > evaluated + 1
 
 
@@ -163,10 +172,10 @@ def test_the_cut_short_filter_is_not_memoised_for_the_next_workload() -> None:
         "schedule": {"mode": "Matching"},
         "constraints": [costly],
     }
-    short = scheduler.schedule(workload(name="a", **spec), ledger)
+    short = scheduler.schedule(workload(name="a", **spec), ledger, now=NOW)
     assert short.placed < 40
     for _ in range(40):  # each cycle evaluates more (memo by value), none reuses a cut mask
-        again = scheduler.schedule(workload(name="b", **spec), ledger)
+        again = scheduler.schedule(workload(name="b", **spec), ledger, now=NOW)
         if again.placed == 40:
             break
     assert again.placed == 40

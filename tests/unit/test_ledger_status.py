@@ -11,7 +11,7 @@ from controller.scheduler.decision import Decision
 from controller.scheduler.ledger import Booking, Ledger, bookings_from_object, ledger_from_objects
 from controller.scheduler.nodes import NodeTable
 from controller.scheduler.status import nodes_summary, status_from_decision
-from tests.factories import node
+from tests.factories import NOW, node
 
 
 def test_assume_books_and_forget_restores() -> None:
@@ -194,7 +194,7 @@ def test_a_status_validates_back_from_its_json_unchanged() -> None:
     ]
     previous = None
     for w in cases:
-        decision = Scheduler().schedule(w, ledger)
+        decision = Scheduler().schedule(w, ledger, now=NOW)
         built = status_from_decision(decision, 3, previous, "2026-01-01T00:00:00Z")
         wire = built.model_dump(by_alias=True, mode="json", exclude_none=True)
         assert WorkloadStatus.model_validate(wire) == built

@@ -157,7 +157,7 @@ def test_end_to_end_latency_is_observed_once_per_event_answered() -> None:
 
 def test_an_internal_error_counts_as_result_error_and_backs_off() -> None:
     class Broken(Scheduler):
-        def schedule(self, *_: Any) -> Any:
+        def schedule(self, *_: Any, **__: Any) -> Any:
             raise RuntimeError("a bug")
 
     async def scenario() -> int:

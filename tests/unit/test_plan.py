@@ -287,3 +287,55 @@ def test_plan_missing_class_is_invalid_and_a_bad_class_is_bad_input(
     assert code == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1
     assert "preemptionPolicy 'Sometimes' is not one of PreemptLowerPriority, Never" in err
+
+
+def test_now_makes_a_plan_of_an_unreachable_node_reproducible(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A replica on a node Unknown since 10:00:00 with a 15 s toleration: kept (and announced)
+    at 10:00:10, moved at 10:00:20, whatever the time the plan runs (issue 21)."""
+    since = "2026-12-01T10:00:00Z"
+    nodes = write(
+        tmp_path,
+        "nodes.yaml",
+        [node_object("a", cpu="8", ready="Unknown", since=since), node_object("b")],
+    )
+    toleration = {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 15,
+    }
+    web = wl("web", kind="Service", count=1, tolerations=[toleration])
+    web["status"] = {"placements": [{"node": "a", "allocId": "shop/web-0", "score": 0}]}
+    workloads = write(tmp_path, "workloads.yaml", [web])
+
+    def planned(now: str) -> dict[str, object]:
+        code, out, err = run(
+            capsys, "--nodes", nodes, "--workloads", workloads, "--now", now, "-o", "json"
+        )
+        assert (code, err) == (0, "")  # every replica placed
+        (result,) = json.loads(out)["results"]
+        status: dict[str, object] = result
+        return status
+
+    early = planned("2026-12-01T10:00:10Z")
+    assert [p["node"] for p in early["placements"]] == ["a"]  # type: ignore[attr-defined]
+    (pending,) = [c for c in early["conditions"] if c["type"] == "MovePending"]  # type: ignore[attr-defined]
+    assert pending["reason"] == "NodeUnreachable"
+    assert "shop/web-0 on a moves at 2026-12-01T10:00:15Z" in pending["message"]
+    assert planned("2026-12-01T10:00:10Z") == early  # the same files and --now: the same plan
+    late = planned("2026-12-01T10:00:20Z")
+    assert [p["node"] for p in late["placements"]] == ["b"]  # type: ignore[attr-defined]
+    assert all(c["type"] != "MovePending" for c in late["conditions"])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("now", ["yesterday", "2026-12-01T10:00:00"])
+def test_a_bad_now_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], now: str
+) -> None:
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a")])
+    workloads = write(tmp_path, "workloads.yaml", [wl("j", kind="Job")])
+    code, out, err = run(capsys, "--nodes", nodes, "--workloads", workloads, "--now", now)
+    assert (code, out) == (2, "")
+    assert err.startswith("error: --now: ") and err.count("\n") == 1, err

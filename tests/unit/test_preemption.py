@@ -41,7 +41,7 @@ from controller.scheduler.preemption import (
 from controller.scheduler.priority import Priority, PriorityClass, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.vocabulary import CONDITION_PREEMPTED, CONDITION_SCHEDULED
-from tests.factories import GiB, node, workload
+from tests.factories import NOW, GiB, node, workload
 
 CPU = 1000  # millicores per core
 
@@ -55,9 +55,9 @@ def _plan(
 ) -> PreemptionPlan | None:
     scheduler = Scheduler()
     boss = workload("boss", **spec)
-    decision = scheduler.schedule(boss, ledger)
+    decision = scheduler.schedule(boss, ledger, now=NOW)
     assert decision.code is Code.UNSCHEDULABLE
-    return select_victims(scheduler, boss, ledger, decision, priority, priorities)
+    return select_victims(scheduler, boss, ledger, decision, priority, priorities, now=NOW)
 
 
 def _victims(plan: PreemptionPlan | None) -> list[tuple[str, str]]:
@@ -149,7 +149,7 @@ def test_a_daemonset_preempts_on_each_node_it_wants_that_lacks_room() -> None:
     assert plan is not None
     for key, kept in plan.remaining(ledger).items():
         ledger.load(key, kept)
-    after = Scheduler().schedule(workload("boss", **spec), ledger)
+    after = Scheduler().schedule(workload("boss", **spec), ledger, now=NOW)
     assert sorted(p.node for p in after.placements) == ["a", "b", "c"]
 
 
@@ -166,7 +166,7 @@ def test_a_daemonset_preempts_on_each_node_it_wants_that_lacks_room() -> None:
 def test_may_preempt(kind: str, priority: Priority, code: Code, expected: bool) -> None:
     ledger = Ledger(NodeTable([node("a", cpu="1")]))
     w = workload("boss", kind=kind, resources={"cpu": "2"})
-    decision = Scheduler().schedule(w, ledger)
+    decision = Scheduler().schedule(w, ledger, now=NOW)
     assert may_preempt(w, replace(decision, code=code), priority) is expected
 
 
@@ -417,11 +417,11 @@ def test_preemption_follows_the_rule(
     else:
         boss = workload("boss", kind="Service", count=count, resources=resources)
     ledger = ledger_of(list(infos))
-    decision = scheduler.schedule(boss, ledger)
+    decision = scheduler.schedule(boss, ledger, now=NOW)
     if decision.code is not Code.UNSCHEDULABLE or (not daemon and decision.placed == count):
         event("fits, or not for lack of room")
         return
-    plan = select_victims(scheduler, boss, ledger, decision, priority, priorities, started)
+    plan = select_victims(scheduler, boss, ledger, decision, priority, priorities, started, now=NOW)
     request = (cores * CPU, gib * GiB)
     if daemon:
         expected = daemon_oracle(
@@ -453,14 +453,14 @@ def test_preemption_follows_the_rule(
     shuffled = list(infos)
     random.Random(seed).shuffle(shuffled)
     again = select_victims(
-        scheduler, boss, ledger_of(shuffled), decision, priority, priorities, started
+        scheduler, boss, ledger_of(shuffled), decision, priority, priorities, started, now=NOW
     )
     assert again == plan
     # Remove the victims: the preemptor now places one more replica per nomination, and no
     # node is over capacity.
     for key, kept in plan.remaining(ledger).items():
         ledger.load(key, kept)
-    redecided = scheduler.schedule(boss, ledger)
+    redecided = scheduler.schedule(boss, ledger, now=NOW)
     assert redecided.placed == decision.placed + len(plan.nominations)
     ledger.load(boss.key, redecided.bookings)
     free_cpu, free_memory = ledger.free()

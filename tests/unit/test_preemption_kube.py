@@ -35,7 +35,7 @@ from controller.scheduler.plan import plan as plan_offline
 from controller.scheduler.preemption import Victim, select_victims, victims_on_node
 from controller.scheduler.priority import PriorityClass, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import node, workload
+from tests.factories import NOW, node, workload
 
 CPU = 1000
 MAX_INT32 = 2**31 - 1
@@ -64,9 +64,11 @@ def choose(
         ledger.load(key, bookings)
     scheduler = Scheduler()
     boss = workload("boss", kind="Job", resources={"cpu": request})
-    decision = scheduler.schedule(boss, ledger)
+    decision = scheduler.schedule(boss, ledger, now=NOW)
     assert decision.code is Code.UNSCHEDULABLE
-    plan = select_victims(scheduler, boss, ledger, decision, boss_priority, priorities, started)
+    plan = select_victims(
+        scheduler, boss, ledger, decision, boss_priority, priorities, started, now=NOW
+    )
     assert plan is not None
     return sorted((n.node, v.booking.alloc_id) for n in plan.nominations for v in n.victims)
 
@@ -294,8 +296,10 @@ def test_node_choice_follows_pick_one_node_for_preemption(
     size = max(len(v) for v in per_node)
     boss = workload("boss", kind="Job", resources={"cpu": str(size)})
     scheduler = Scheduler()
-    decision = scheduler.schedule(boss, ledger)
-    plan = select_victims(scheduler, boss, ledger, decision, MAX_INT32, priorities, started)
+    decision = scheduler.schedule(boss, ledger, now=NOW)
+    plan = select_victims(
+        scheduler, boss, ledger, decision, MAX_INT32, priorities, started, now=NOW
+    )
     able = {n: v for n, v in victims.items() if len(v) == size}  # only full-size nodes fit it
     assert plan is not None
     (nomination,) = plan.nominations

@@ -21,7 +21,7 @@ from controller.scheduler.priority import (
 )
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import status_from_decision
-from tests.factories import node, workload
+from tests.factories import NOW, node, workload
 
 HIGH = PriorityClass("high", 1000)
 LOW = PriorityClass("low", -5)
@@ -121,13 +121,13 @@ def _ledger() -> Ledger:
 
 def test_schedule_writes_the_resolved_priority_to_status() -> None:
     w = workload(kind="Job", priorityClassName="high")
-    decision = Scheduler().schedule(w, _ledger(), PriorityClasses.of([HIGH]))
+    decision = Scheduler().schedule(w, _ledger(), PriorityClasses.of([HIGH]), now=NOW)
     status = status_from_decision(decision, 1, None, "2026-01-01T00:00:00Z")
     assert (status.phase, status.priority) == (Phase.SCHEDULED, 1000)
 
 
 def test_schedule_without_classes_is_priority_0() -> None:
-    decision = Scheduler().schedule(workload(kind="Job"), _ledger(), NO_CLASSES)
+    decision = Scheduler().schedule(workload(kind="Job"), _ledger(), NO_CLASSES, now=NOW)
     assert (decision.phase, decision.priority) == (Phase.SCHEDULED, 0)
 
 
@@ -135,7 +135,7 @@ def test_missing_class_is_invalid_and_keeps_placements() -> None:
     placed = {"placements": [{"node": "a", "allocId": "shop/web-0", "score": 1}]}
     w = workload(kind="Job", priorityClassName="high", status=placed)
     ledger = ledger_from_statuses([node("a")], [w])
-    decision = Scheduler().schedule(w, ledger, NO_CLASSES)
+    decision = Scheduler().schedule(w, ledger, NO_CLASSES, now=NOW)
     assert decision.phase is Phase.INVALID
     assert [(p.node, p.alloc_id) for p in decision.placements] == [("a", "shop/web-0")]
     assert decision.message == "spec.priorityClassName: no PriorityClass with name high was found"

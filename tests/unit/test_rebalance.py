@@ -19,7 +19,7 @@ from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import NodeInfo, NodeTable
 from controller.scheduler.rebalance import Move, Plan, Rebalancer, ffd_nodes, moved
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import node, workload
+from tests.factories import NOW, node, workload
 
 GiB = 1 << 30
 
@@ -28,7 +28,7 @@ def placed(nodes: list[NodeInfo], workloads: list[Workload], scheduler: Schedule
     """The ledger after the scheduler placed ``workloads`` in order onto ``nodes``."""
     ledger = Ledger(NodeTable(nodes))
     for w in workloads:
-        ledger.load(w.key, scheduler.schedule(w, ledger).bookings)
+        ledger.load(w.key, scheduler.schedule(w, ledger, now=NOW).bookings)
     return ledger
 
 
@@ -90,7 +90,7 @@ def test_new_empty_nodes_spread_evens_utilisation_within_the_budget() -> None:
     old = [node(f"old-{i:02}", cpu="4", memory="8Gi") for i in range(10)]
     services = [service(f"svc-{k}", 5) for k in range(6)]  # 30 replicas, 3 per old node
     ledger = grown(placed(old, services, scheduler), [node(f"new-{i:02}") for i in range(10)])
-    plan = Rebalancer(scheduler, max_moves=20).plan(services, ledger)
+    plan = Rebalancer(scheduler, max_moves=20).plan(services, ledger, now=NOW)
 
     after = replay(plan, ledger)
     assert 0 < len(plan.moves) <= 20
@@ -108,10 +108,10 @@ def test_budget_cuts_a_plan_short_and_says_so() -> None:
     old = [node(f"old-{i:02}") for i in range(10)]
     services = [service(f"svc-{k}", 5) for k in range(6)]
     ledger = grown(placed(old, services, scheduler), [node(f"new-{i:02}") for i in range(10)])
-    plan = Rebalancer(scheduler, max_moves=3).plan(services, ledger)
+    plan = Rebalancer(scheduler, max_moves=3).plan(services, ledger, now=NOW)
     assert len(plan.moves) == 3
     assert not plan.complete
-    assert Rebalancer(scheduler, max_moves=0).plan(services, ledger).moves == ()
+    assert Rebalancer(scheduler, max_moves=0).plan(services, ledger, now=NOW).moves == ()
 
 
 def test_fragmented_binpack_cluster_frees_nodes_compared_with_ffd() -> None:
@@ -131,7 +131,7 @@ def test_fragmented_binpack_cluster_frees_nodes_compared_with_ffd() -> None:
     ledger = Ledger(NodeTable(nodes))
     for i, j in enumerate(jobs):
         ledger.load(j.key, [Booking(f"n-{i}", f"{j.key}-0", 1000, GiB)])
-    plan = Rebalancer(scheduler, max_moves=50).plan(jobs, ledger)
+    plan = Rebalancer(scheduler, max_moves=50).plan(jobs, ledger, now=NOW)
     after = replay(plan, ledger)
 
     assert plan.before.nodes_in_use == 8
@@ -139,7 +139,7 @@ def test_fragmented_binpack_cluster_frees_nodes_compared_with_ffd() -> None:
     assert plan.after.nodes_in_use == nodes_in_use(after) == 2
     assert plan.nodes_freed == 6
     assert all(m.after.nodes_in_use <= m.before.nodes_in_use for m in plan.moves)
-    assert Rebalancer(scheduler, max_moves=50).plan(jobs, after).moves == ()
+    assert Rebalancer(scheduler, max_moves=50).plan(jobs, after, now=NOW).moves == ()
 
 
 @pytest.mark.parametrize("when", ["ScheduleAnyway", "DoNotSchedule"])
@@ -151,7 +151,7 @@ def test_zone_restored_brings_skew_back_within_max_skew(when: str) -> None:
     web = service("web", 6, topologySpread=spread)
     ledger = placed(a_b, [web], scheduler)  # zone c was down: 3 in a, 3 in b
     ledger = grown(ledger, [node(f"c-{i}", labels={zone: "c"}) for i in range(3)])
-    plan = Rebalancer(scheduler, max_moves=10).plan([web], ledger)
+    plan = Rebalancer(scheduler, max_moves=10).plan([web], ledger, now=NOW)
 
     assert plan.before.skew == 3 and plan.before.over_max_skew == 1
     assert plan.after.skew <= 1 and plan.after.over_max_skew == 0
@@ -167,11 +167,11 @@ def test_never_and_daemonset_workloads_stay_and_unsettled_ones_wait() -> None:
     never = service("never", 3, rebalance="Never")
     daemon = workload("agent", kind="DaemonSet", rebalance="Allowed", resources={"cpu": "100m"})
     ledger = grown(placed(old, [never, daemon], scheduler), [node(f"new-{i}") for i in range(3)])
-    assert Rebalancer(scheduler).plan([never, daemon], ledger).moves == ()
+    assert Rebalancer(scheduler).plan([never, daemon], ledger, now=NOW).moves == ()
     # A Workload whose placements the scheduler would change (count went up) is left to it.
     allowed = service("web", 2)
     ledger = grown(placed(old, [allowed], scheduler), [node(f"new-{i}") for i in range(3)])
-    assert Rebalancer(scheduler).plan([service("web", 3)], ledger).moves == ()
+    assert Rebalancer(scheduler).plan([service("web", 3)], ledger, now=NOW).moves == ()
 
 
 def test_check_rejects_a_move_whose_target_filled_up() -> None:
@@ -180,12 +180,15 @@ def test_check_rejects_a_move_whose_target_filled_up() -> None:
     web = service("web", 2, cpu="1")
     ledger = grown(placed(old, [web], scheduler), [node("new-0", cpu="1", memory="4Gi")])
     rebalancer = Rebalancer(scheduler)
-    (move,) = rebalancer.plan([web], ledger).moves
-    assert rebalancer.check(move, web, ledger) == move
+    (move,) = rebalancer.plan([web], ledger, now=NOW).moves
+    assert rebalancer.check(move, web, ledger, now=NOW) == move
     blocker = workload("blocker", kind="Job", resources={"cpu": "1"})
     ledger.load(blocker.key, [Booking("new-0", f"{blocker.key}-0", 1000, 0)])
-    assert rebalancer.check(move, web, ledger) is None
-    assert rebalancer.check(move, service("web", 2, cpu="1", rebalance="Never"), ledger) is None
+    assert rebalancer.check(move, web, ledger, now=NOW) is None
+    assert (
+        rebalancer.check(move, service("web", 2, cpu="1", rebalance="Never"), ledger, now=NOW)
+        is None
+    )
 
 
 def test_ffd_counts_first_fit_decreasing_on_the_largest_nodes_first() -> None:
@@ -265,7 +268,7 @@ def test_every_move_is_valid_when_made_and_improves(
 ) -> None:
     _, workloads, ledger = cluster
     scheduler = Scheduler()
-    plan = Rebalancer(scheduler, max_moves=budget).plan(workloads, ledger)
+    plan = Rebalancer(scheduler, max_moves=budget).plan(workloads, ledger, now=NOW)
     by_key = {w.key: w for w in workloads}
     assert len(plan.moves) <= budget
     state = ledger.copy()
@@ -276,7 +279,7 @@ def test_every_move_is_valid_when_made_and_improves(
         assert w.spec.kind.value != "DaemonSet"
         # Valid when made: the target passes every static filter of the profile for this
         # Workload, and has the free capacity for the replica, given the moves before it.
-        prepared = scheduler.prepare(w, state)
+        prepared = scheduler.prepare(w, state, now=NOW)
         assert prepared.filtered is not None
         t = table.index[m.target]
         assert prepared.filtered.passes[t], m
@@ -298,7 +301,7 @@ def test_every_move_is_valid_when_made_and_improves(
         # Never over-committed at any step (the initial placements were within capacity).
         assert (state.used_cpu <= table.cpu).all() and (state.used_memory <= table.memory).all()
         # The scheduler keeps the moved replica where it now is: the move is stable.
-        assert scheduler.schedule(w, state).bookings == state.bookings(w.key)
+        assert scheduler.schedule(w, state, now=NOW).bookings == state.bookings(w.key)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -308,9 +311,9 @@ def test_a_second_run_on_its_own_output_proposes_nothing(
 ) -> None:
     _, workloads, ledger = cluster
     rebalancer = Rebalancer(Scheduler(), max_moves=200)
-    plan = rebalancer.plan(workloads, ledger)
+    plan = rebalancer.plan(workloads, ledger, now=NOW)
     if plan.complete:
-        assert rebalancer.plan(workloads, replay(plan, ledger)).moves == ()
+        assert rebalancer.plan(workloads, replay(plan, ledger), now=NOW).moves == ()
     else:  # the budget ran out first: the next plan goes on from there
         assert len(plan.moves) == 200
 
@@ -326,8 +329,8 @@ def test_the_plan_does_not_depend_on_node_order(
     other = Ledger(NodeTable(shuffled))
     for key in ledger.workload_keys():
         other.load(key, ledger.bookings(key))
-    first = Rebalancer(Scheduler(), max_moves=10).plan(workloads, ledger)
-    second = Rebalancer(Scheduler(), max_moves=10).plan(workloads, other)
+    first = Rebalancer(Scheduler(), max_moves=10).plan(workloads, ledger, now=NOW)
+    second = Rebalancer(Scheduler(), max_moves=10).plan(workloads, other, now=NOW)
     assert first == second
 
 

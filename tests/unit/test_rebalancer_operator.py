@@ -17,7 +17,7 @@ from controller.operator.kube import ApiError, KubeApi
 from controller.operator.rebalancer import RebalanceLoop
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
-from tests.factories import node_object, stored_workload
+from tests.factories import NOW, node_object, stored_workload
 
 
 class RecordingApi:
@@ -141,7 +141,7 @@ def test_a_refused_move_drops_only_that_workloads_later_moves() -> None:
     loop = rebalancer(operator)
     state.table()
     workloads = [r.workload for r in state.records.values() if r.workload is not None]
-    planned = [m.workload for m in loop.planner.plan(workloads, state.ledger).moves]
+    planned = [m.workload for m in loop.planner.plan(workloads, state.ledger, now=NOW).moves]
     assert planned == ["ns/api", "ns/web", "ns/api", "ns/web"]
     api.refuse.add("ns/api")  # its first move is refused: web still moves
     before = moves(metrics.MOVE_CONFLICT)
@@ -157,7 +157,7 @@ def test_a_move_planned_on_an_older_version_is_not_made() -> None:
     record = state.records["ns/web"]
     assert record.workload is not None
     state.table()
-    plan = loop.planner.plan([record.workload], state.ledger)
+    plan = loop.planner.plan([record.workload], state.ledger, now=NOW)
     assert plan.moves
     planned = record.resource_version
     stored = service("web", 2, version="200")  # the owner changed it; the watch told us

@@ -23,16 +23,16 @@ from controller.scheduler.vocabulary import (
     REASON_PARTIALLY_PLACED,
     REASON_UNSCHEDULABLE,
 )
-from tests.factories import GiB, ledger_for, node, workload
+from tests.factories import NOW, GiB, ledger_for, node, workload
 
 
 def schedule(w: Workload, ledger: Ledger) -> Decision:
-    return Scheduler().schedule(w, ledger)
+    return Scheduler().schedule(w, ledger, now=NOW)
 
 
 def book(w: Workload, ledger: Ledger, scheduler: Scheduler | None = None) -> Decision:
     """Schedule and book, as orca plan and the operator do."""
-    decision = (scheduler or Scheduler()).schedule(w, ledger)
+    decision = (scheduler or Scheduler()).schedule(w, ledger, now=NOW)
     ledger.load(w.key, decision.bookings)
     return decision
 

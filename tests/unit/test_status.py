@@ -17,14 +17,14 @@ from controller.scheduler.ledger import Booking
 from controller.scheduler.preemption import Victim, preempted_status
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import status_from_decision
-from tests.factories import ledger_for, node, workload
+from tests.factories import NOW, ledger_for, node, workload
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
 
 
 def decide(nodes: list[dict[str, Any]], generation: int = 1, **spec: Any) -> Any:
     ledger = ledger_for(*(node(**n) for n in nodes))
-    return Scheduler().schedule(workload(generation=generation, **spec), ledger)
+    return Scheduler().schedule(workload(generation=generation, **spec), ledger, now=NOW)
 
 
 def by_type(status: WorkloadStatus) -> dict[str, Condition]:

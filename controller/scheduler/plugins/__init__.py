@@ -16,16 +16,17 @@ from controller.scheduler.plugins.eligibility import NodeEligibility
 from controller.scheduler.plugins.name_affinity import NameAffinity
 from controller.scheduler.plugins.resources import ResourcesFit
 from controller.scheduler.plugins.runtime import Runtime
-from controller.scheduler.plugins.taints import TaintToleration
+from controller.scheduler.plugins.taints import DefaultTolerations, TaintToleration
 from controller.scheduler.plugins.topology_spread import TopologySpread
 
 
-def default_profile(cel: CelEvaluator) -> Profile:
-    """DESIGN.md 4's filter order, then the scores (weight 1: the parts add up as documented)."""
+def default_profile(cel: CelEvaluator, tolerations: DefaultTolerations | None = None) -> Profile:
+    """DESIGN.md 4's filter order, then the scores (weight 1: the parts add up as documented).
+    ``tolerations``: the default not-ready/unreachable toleration seconds (300 s each)."""
     return Profile(
         (
             (NodeEligibility(), 0),
-            (TaintToleration(), 1),
+            (TaintToleration(tolerations), 1),
             (Runtime(), 0),
             (CelConstraints(cel), 0),
             (TopologySpread(), 1),

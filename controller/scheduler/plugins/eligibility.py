@@ -1,7 +1,10 @@
-"""NodeEligibility: cordoned and NotReady nodes take nothing new, and lose what they hold.
+"""NodeEligibility: cordoned and NotReady nodes take nothing new; cordoned ones (and Nodes
+orca cannot read) also lose what they hold.
 
-DESIGN.md 5: replicas on a node that is cordoned or NotReady are rescheduled (DaemonSets
-dropped), so this filter also evicts.
+DESIGN.md 5: replicas on a cordoned node are rescheduled (DaemonSets dropped). Replicas on a
+NotReady node are not moved here: the node carries (or is read as carrying) the node
+lifecycle controller's ``not-ready``/``unreachable`` NoExecute taint, and TaintToleration moves
+them when their toleration of it runs out (300 s by default), as Kubernetes does for Pods.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ REASON_NOT_READY: Final = "node(s) not ready"
 
 class NodeEligibility:
     """Filter: readable, Ready and not cordoned (``spec.unschedulable``). A Node orca cannot
-    read (the operator logs why and counts it) is reported as such, not as merely NotReady."""
+    read (the operator logs why and counts it) is reported as such, not as merely NotReady.
+    Keeps: readable and not cordoned (a NotReady node keeps its replicas, see above)."""
 
     name = "NodeEligibility"
     code = Code.UNRESOLVABLE
-    evicts = True
+    evicts = False  # ``keeps`` is given explicitly
     selects = True
     per_replica = False
 
@@ -36,5 +40,6 @@ class NodeEligibility:
                 Rejection(REASON_UNREADABLE, table.readable),
                 Rejection(REASON_CORDONED, ~table.cordoned),
                 Rejection(REASON_NOT_READY, table.ready),
-            )
+            ),
+            keeps=table.readable & ~table.cordoned,
         )

@@ -2,8 +2,20 @@
 
 - ``NoSchedule`` / ``NoExecute`` taints no toleration tolerates filter the node, reported
   as ``node(s) had untolerated taint {key: value}`` with the node's first such taint.
-- A ``NoExecute`` taint also moves existing replicas that do not tolerate it; a
-  ``NoSchedule`` taint added later leaves them where they are.
+- A ``NoExecute`` taint also moves existing replicas (kube's taint-eviction controller,
+  pkg/controller/tainteviction/taint_eviction.go ``processPodOnNode``): at once when a
+  NoExecute taint of the node is tolerated by none of the tolerations; else, per taint, the
+  first toleration that tolerates it (``GetMatchingTolerations``) says for how long:
+  ``tolerationSeconds`` from the taint's ``timeAdded`` (``<= 0``: at once; absent: forever),
+  and the replica leaves at the earliest of those times (``getMinTolerationTime``; kube counts
+  every taint from when it first saw the Pod tainted, orca from each taint's ``timeAdded``, the
+  same moment when the node lifecycle controller set them). A ``NoSchedule`` taint added later
+  leaves existing replicas where they are.
+- The tolerations are the Workload's own plus what Kubernetes adds to Pods
+  (``effective_tolerations``): ``DefaultTolerationSeconds`` admission gives every Job and
+  Service ``not-ready`` and ``unreachable`` (NoExecute) for 300 s unless it lists its own for
+  that key; the DaemonSet controller gives its replicas both forever
+  (``AddOrUpdateDaemonPodTolerations``).
 - ``PreferNoSchedule`` taints lower the score: kube-scheduler's normalisation (the candidate
   with the most untolerated PreferNoSchedule taints scores 0, one without scores 100),
   shifted down by 100 so a cluster without such taints scores exactly as before: the part is
@@ -15,14 +27,16 @@ Taints Kubernetes itself sets (``node.kubernetes.io/not-ready``, ``.../unschedul
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 
-from controller.api.models import TaintEffect, Toleration
+from controller.api.models import TaintEffect, Toleration, TolerationOperator, WorkloadSpec
 from controller.scheduler.framework import Code, CycleState, IndexArray, Rejection, Verdict
-from controller.scheduler.nodes import IntArray, Taint
+from controller.scheduler.nodes import TAINT_NOT_READY, TAINT_UNREACHABLE, IntArray, Taint
 
 _BLOCKING: Final = frozenset({TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE})
 MAX_CACHED: Final = 256
@@ -37,6 +51,100 @@ def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> l
     return [t for t in taints if not any(tol.tolerates(t) for tol in tolerations)]
 
 
+#: kube-apiserver's ``--default-not-ready-toleration-seconds`` and
+#: ``--default-unreachable-toleration-seconds`` (plugin/pkg/admission/defaulttolerationseconds).
+DEFAULT_TOLERATION_SECONDS: Final = 300
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultTolerations:
+    """The seconds Jobs and Services tolerate a not-ready or unreachable node by default
+    (``orca run --default-not-ready-toleration-seconds`` and
+    ``--default-unreachable-toleration-seconds``, as kube-apiserver's flags of those names)."""
+
+    not_ready: int = DEFAULT_TOLERATION_SECONDS
+    unreachable: int = DEFAULT_TOLERATION_SECONDS
+
+
+def effective_tolerations(
+    spec: WorkloadSpec, daemon: bool, defaults: DefaultTolerations
+) -> tuple[Toleration, ...]:
+    """The Workload's tolerations as Kubernetes would complete a Pod's.
+
+    DaemonSet: ``AddOrUpdateTolerationInPodSpec`` of pkg/controller/daemon/util: a
+    ``{key, Exists, NoExecute}`` toleration without seconds for not-ready and unreachable,
+    replacing one of the user's with the same key, operator, value and effect (so a
+    DaemonSet's own ``tolerationSeconds`` for those is overridden, as for its Pods), else
+    appended. Job and Service: ``DefaultTolerationSeconds`` admission: appended, for each of the
+    two keys, unless a toleration has that key or none, and effect NoExecute or none.
+    """
+    own = tuple(spec.tolerations)
+    if daemon:
+        out = list(own)
+        for key in (TAINT_NOT_READY, TAINT_UNREACHABLE):
+            forever = Toleration(
+                key=key, operator=TolerationOperator.EXISTS, effect=TaintEffect.NO_EXECUTE
+            )
+            matches = [i for i, t in enumerate(out) if _match_toleration(t, forever)]
+            for i in matches:
+                out[i] = forever
+            if not matches:
+                out.append(forever)
+        return tuple(out)
+    added = []
+    for key, seconds in (
+        (TAINT_NOT_READY, defaults.not_ready),
+        (TAINT_UNREACHABLE, defaults.unreachable),
+    ):
+        if not any(
+            (t.key == key or not t.key) and t.effect in (TaintEffect.NO_EXECUTE, None) for t in own
+        ):
+            added.append(
+                Toleration(
+                    key=key,
+                    operator=TolerationOperator.EXISTS,
+                    effect=TaintEffect.NO_EXECUTE,
+                    toleration_seconds=seconds,
+                )
+            )
+    return (*own, *added)
+
+
+def _match_toleration(a: Toleration, b: Toleration) -> bool:
+    """kube's ``Toleration.MatchToleration``: same key, operator, value and effect."""
+    return (a.key or "", a.operator, a.value or "", a.effect) == (
+        b.key or "",
+        b.operator,
+        b.value or "",
+        b.effect,
+    )
+
+
+def leave_time(
+    taints: Sequence[Taint], tolerations: Sequence[Toleration], now: float
+) -> tuple[float, Taint | None]:
+    """When a replica on a node with ``taints`` must leave it, and the NoExecute taint that
+    says so: ``-inf`` and the taint when a NoExecute taint is tolerated by none of
+    ``tolerations`` (at once), ``inf`` and None when never, else the earliest ``timeAdded +
+    tolerationSeconds`` over the NoExecute taints, each with the first toleration that
+    tolerates it (module docstring). A taint with no time counts from ``now``, as first seen
+    now: ``orca plan`` and ``explain`` look once; the operator gives every NoExecute taint the
+    time it first saw it (``nodes.with_taint_times``) before it gets here."""
+    deadline, why = math.inf, None
+    for taint in taints:
+        if taint.effect is not TaintEffect.NO_EXECUTE:
+            continue
+        used = next((t for t in tolerations if t.tolerates(taint)), None)
+        if used is None:
+            return -math.inf, taint
+        if used.toleration_seconds is not None:
+            start = taint.time_added if taint.time_added is not None else now
+            at = start + max(used.toleration_seconds, 0)
+            if at < deadline:
+                deadline, why = at, taint
+    return deadline, why
+
+
 class TaintToleration:
     """Filter and score over ``NodeInfo.taints`` and ``spec.tolerations``."""
 
@@ -46,40 +154,59 @@ class TaintToleration:
     selects = True
     per_replica = False
 
-    def __init__(self) -> None:
+    def __init__(self, defaults: DefaultTolerations | None = None) -> None:
+        self.defaults = defaults if defaults is not None else DefaultTolerations()
         self._prefer: dict[tuple[int, Hashable], IntArray | None] = {}
 
     def signature(self, cycle: CycleState) -> Hashable:
-        return tuple(cycle.spec.tolerations)
+        return (cycle.daemon, tuple(cycle.spec.tolerations))
+
+    def tolerations(self, cycle: CycleState) -> tuple[Toleration, ...]:
+        """The Workload's tolerations with Kubernetes' defaults (``effective_tolerations``)."""
+        return effective_tolerations(cycle.spec, cycle.daemon, self.defaults)
 
     def filter(self, cycle: CycleState) -> Verdict:
+        """Untolerated NoSchedule/NoExecute taints filter a node; a NoExecute taint tolerated
+        only until a time that has passed (``cycle.now``) counts as untolerated, both for new
+        replicas (kube-scheduler would place one there and its taint-eviction controller
+        would move it at once: orca does not place what must leave) and for those it holds.
+        One tolerated until later keeps them there until then (``leaves``); such a verdict
+        depends on the time, so it is not memoised (only tainted nodes are looked at)."""
         table = cycle.table
-        tolerations = cycle.spec.tolerations
+        tolerations = self.tolerations(cycle)
         size = len(table)
         keeps = np.ones(size, dtype=np.bool_)
+        leaves = np.full(size, math.inf)
         rejected: dict[str, list[int]] = {}
-        verdicts: dict[tuple[Taint, ...], tuple[str | None, bool]] = {}
+        verdicts: dict[tuple[Taint, ...], tuple[str | None, float]] = {}
         for i in table.tainted:
             node = table.nodes[i]
             verdict = verdicts.get(node.taints)
             if verdict is None:
                 bad = [t for t in untolerated(node.taints, tolerations) if t.effect in _BLOCKING]
-                executes = any(t.effect is TaintEffect.NO_EXECUTE for t in bad)
+                at, why = leave_time(node.taints, tolerations, cycle.now)
+                if not bad and why is not None and at <= cycle.now:
+                    bad = [why]  # tolerated, but no longer
                 verdict = verdicts[node.taints] = (
                     reason_untolerated(bad[0]) if bad else None,
-                    executes,
+                    at,
                 )
-            reason, executes = verdict
+            reason, at = verdict
             if reason is not None:
                 rejected.setdefault(reason, []).append(i)
-            if executes:
+            if at <= cycle.now:
                 keeps[i] = False
+            else:
+                leaves[i] = at
         rejections = []
         for reason, indexes in rejected.items():
             passed = np.ones(size, dtype=np.bool_)
             passed[indexes] = False
             rejections.append(Rejection(reason, passed))
-        return Verdict(tuple(rejections), keeps)
+        timed = bool(np.isfinite(leaves).any())
+        return Verdict(
+            tuple(rejections), keeps, cacheable=not timed, leaves=leaves if timed else None
+        )
 
     def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray | None:
         counts = self._prefer_counts(cycle)
@@ -100,7 +227,7 @@ class TaintToleration:
             return self._prefer[key]
         if len(self._prefer) > MAX_CACHED:
             self._prefer.clear()
-        tolerations = cycle.spec.tolerations
+        tolerations = self.tolerations(cycle)
         counts = np.zeros(len(table), dtype=np.int64)
         for i in table.tainted:
             counts[i] = sum(

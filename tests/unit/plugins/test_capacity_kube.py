@@ -31,7 +31,7 @@ from controller.api.models import Strategy
 from controller.scheduler.ledger import Booking
 from controller.scheduler.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import cycle_for, ledger_for, node, workload
+from tests.factories import NOW, cycle_for, ledger_for, node, workload
 
 GiB = 1 << 30
 
@@ -250,7 +250,7 @@ def test_issue_23_binpack_picks_node_b_as_kube_does() -> None:
     )
     ledger.load("other/big", [Booking("node-b", "other/big-0", 33_000, 9 * GiB)])
     job = workload(kind="Job", strategy="BinPack", resources={"cpu": "1", "memory": "1Gi"})
-    decision = Scheduler().schedule(job, ledger)
+    decision = Scheduler().schedule(job, ledger, now=NOW)
     assert [(b.node, b.score) for b in decision.bookings] == [("node-b", 22)]
 
 

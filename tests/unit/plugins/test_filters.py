@@ -12,18 +12,22 @@ from controller.scheduler.plugins.eligibility import NodeEligibility
 from controller.scheduler.plugins.resources import ResourcesFit
 from controller.scheduler.plugins.runtime import Runtime
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import cycle_for, ledger_for, node, rejected, workload
+from tests.factories import NOW, cycle_for, ledger_for, node, rejected, workload
 
 
-def test_eligibility_rejects_cordoned_and_not_ready_and_evicts() -> None:
+def test_eligibility_rejects_cordoned_and_not_ready_and_evicts_only_from_cordoned() -> None:
     ledger = ledger_for(node("a"), node("b", cordoned=True), node("c", ready=False))
     plugin = NodeEligibility()
-    assert rejected(plugin.filter(cycle_for(workload(kind="Job"), ledger))) == {
+    verdict = plugin.filter(cycle_for(workload(kind="Job"), ledger))
+    assert rejected(verdict) == {
         "node(s) could not be read by orca": [],
         "node(s) were unschedulable": [1],
         "node(s) not ready": [2],
     }
-    assert (plugin.evicts, plugin.code) == (True, Code.UNRESOLVABLE)
+    # A NotReady node keeps its replicas here: the not-ready NoExecute taint moves them, on
+    # its clock (tests/unit/test_node_lifecycle.py).
+    assert verdict.keeps is not None and verdict.keeps.tolist() == [True, False, True]
+    assert plugin.code is Code.UNRESOLVABLE
 
 
 @pytest.mark.parametrize(
@@ -49,7 +53,9 @@ def test_runtime_matching(wants: list[str], offered: list[bool]) -> None:
 
 
 def test_runtime_prefilter_refuses_unknown_proxmox_aliases() -> None:
-    cycle = Scheduler().snapshot(workload(kind="Job", runtime={"oneOf": ["pve-lxc"]}), ledger_for())
+    cycle = Scheduler().snapshot(
+        workload(kind="Job", runtime={"oneOf": ["pve-lxc"]}), ledger_for(), NOW
+    )
     (error,) = Runtime().pre_filter(cycle)
     assert error.startswith("spec.runtime.oneOf[0] 'pve-lxc': unknown runtime alias")
 
@@ -92,7 +98,7 @@ def test_resources_fit_zero_requests_fit_even_overcommitted_nodes() -> None:
 
 def test_a_node_orca_cannot_read_is_reported_as_such() -> None:
     ledger = ledger_for(node("a"), unreadable_node_info("broken"))
-    decision = Scheduler().schedule(workload(kind="Service", count=2), ledger)
+    decision = Scheduler().schedule(workload(kind="Service", count=2), ledger, now=NOW)
     assert [p.node for p in decision.placements] == ["a", "a"]
     verdict = NodeEligibility().filter(cycle_for(workload(kind="Job"), ledger))
     assert rejected(verdict) == {
@@ -100,7 +106,7 @@ def test_a_node_orca_cannot_read_is_reported_as_such() -> None:
         "node(s) were unschedulable": [],
         "node(s) not ready": [1],
     }
-    job = Scheduler().schedule(workload(kind="Job", resources={"cpu": "64"}), ledger)
+    job = Scheduler().schedule(workload(kind="Job", resources={"cpu": "64"}), ledger, now=NOW)
     assert job.message == (
         "0/2 nodes are available: 1 node(s) could not be read by orca, 1 Insufficient cpu."
     )

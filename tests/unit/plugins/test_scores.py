@@ -11,7 +11,7 @@ from controller.scheduler.plugins.capacity import CapacityScore, capacity_score,
 from controller.scheduler.plugins.cel_affinity import CelAffinity
 from controller.scheduler.plugins.name_affinity import NameAffinity
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import cycle_for, ledger_for, node, workload
+from tests.factories import NOW, cycle_for, ledger_for, node, workload
 
 
 def test_cel_affinity_sums_the_weights_of_rules_that_hold() -> None:
@@ -32,14 +32,14 @@ def test_cel_affinity_prefilter_names_the_rule() -> None:
     w = workload(
         kind="Job", affinity=[{"target": "redis", "weight": 1}, {"target": "node.(", "weight": 1}]
     )
-    (error,) = CelAffinity(Scheduler().cel).pre_filter(Scheduler().snapshot(w, ledger_for()))
+    (error,) = CelAffinity(Scheduler().cel).pre_filter(Scheduler().snapshot(w, ledger_for(), NOW))
     assert error.startswith("spec.affinity[1].target 'node.('")
 
 
 def test_name_affinity_adds_weight_per_replica_of_the_target() -> None:
     ledger = ledger_for(node("a", cpu="8"), node("b", cpu="8"), node("c", cpu="8"))
     redis = workload(name="redis", kind="Service", count=3)
-    ledger.load(redis.key, Scheduler().schedule(redis, ledger).bookings)
+    ledger.load(redis.key, Scheduler().schedule(redis, ledger, now=NOW).bookings)
     per_node = ledger.replicas_per_node(redis.key).tolist()
     assert sorted(per_node) == [1, 1, 1]
     ledger.load(

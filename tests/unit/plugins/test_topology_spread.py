@@ -14,7 +14,7 @@ from controller.scheduler.framework import Code, CycleState
 from controller.scheduler.ledger import Ledger
 from controller.scheduler.plugins.topology_spread import TopologySpread
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import ledger_for, node, rejected, workload
+from tests.factories import NOW, ledger_for, node, rejected, workload
 
 ZONE = "topology.kubernetes.io/zone"
 SKEW = f"node(s) didn't match pod topology spread constraints ({ZONE})"
@@ -32,7 +32,7 @@ def zoned(name: str, zone: str | None, **kwargs: Any) -> Any:
 def prepared(ledger: Ledger, own: list[int] | None = None, **spec: Any) -> CycleState:
     """A cycle after the static filters (as the per-replica filters see it), with ``own``
     replicas of this Workload per node as if the cycle had placed them."""
-    prepared = Scheduler().prepare(workload(kind="Service", **spec), ledger)
+    prepared = Scheduler().prepare(workload(kind="Service", **spec), ledger, now=NOW)
     assert prepared.filtered is not None, prepared.errors
     if own is not None:
         prepared.cycle.own[:] = own
@@ -148,7 +148,7 @@ def test_schedule_anyway_never_filters() -> None:
         resources={"cpu": "1"},
         topologySpread=[spread(when="ScheduleAnyway")],
     )
-    decision = Scheduler().schedule(w, ledger)
+    decision = Scheduler().schedule(w, ledger, now=NOW)
     assert decision.phase is Phase.SCHEDULED
     assert sorted(p.node for p in decision.placements) == ["a1", "a1", "a2"]
 
@@ -162,7 +162,9 @@ def six_nodes_three_zones(**kwargs: Any) -> Ledger:
 
 def test_five_replicas_over_three_zones_land_two_two_one_on_distinct_nodes() -> None:
     decision = Scheduler().schedule(
-        workload(kind="Service", count=5, topologySpread=[spread()]), six_nodes_three_zones()
+        workload(kind="Service", count=5, topologySpread=[spread()]),
+        six_nodes_three_zones(),
+        now=NOW,
     )
     assert decision.phase is Phase.SCHEDULED
     nodes = [p.node for p in decision.placements]
@@ -179,7 +181,7 @@ def test_an_unsatisfiable_constraint_says_so_and_waits_for_capacity() -> None:
         zoned("c1", "c", cpu="100m"),
     )
     w = workload(kind="Service", count=3, resources={"cpu": "1"}, topologySpread=[spread()])
-    decision = Scheduler().schedule(w, ledger)
+    decision = Scheduler().schedule(w, ledger, now=NOW)
     assert decision.phase is Phase.PARTIALLY_SCHEDULED
     assert decision.message == (
         f"1/3 replicas placed; 0/4 nodes are available: 2 {SKEW}, 2 Insufficient cpu."
@@ -190,7 +192,7 @@ def test_an_unsatisfiable_constraint_says_so_and_waits_for_capacity() -> None:
 def test_nodes_that_all_lack_the_key_are_unresolvable() -> None:
     ledger = ledger_for(zoned("x1", None), zoned("x2", None))
     decision = Scheduler().schedule(
-        workload(kind="Service", count=2, topologySpread=[spread()]), ledger
+        workload(kind="Service", count=2, topologySpread=[spread()]), ledger, now=NOW
     )
     assert decision.phase is Phase.UNSCHEDULABLE
     assert decision.message == f"0/2 nodes are available: 2 {MISSING}."
@@ -201,11 +203,11 @@ def test_existing_replicas_stay_when_the_skew_grows_and_new_ones_fill_the_minimu
     # Two replicas sit in zone a (placed before the constraint); adding it moves nothing,
     # and the third replica goes to the least-loaded zone.
     ledger = six_nodes_three_zones()
-    before = Scheduler().schedule(workload(kind="Service", count=2), ledger)
+    before = Scheduler().schedule(workload(kind="Service", count=2), ledger, now=NOW)
     ledger.load("shop/web", before.bookings)
     assert [p.node for p in before.placements] == ["a1", "a2"]
     after = Scheduler().schedule(
-        workload(kind="Service", count=3, topologySpread=[spread()]), ledger
+        workload(kind="Service", count=3, topologySpread=[spread()]), ledger, now=NOW
     )
     assert after.phase is Phase.SCHEDULED
     assert [p.node for p in after.placements] == ["a1", "a2", "b1"]
@@ -214,8 +216,8 @@ def test_existing_replicas_stay_when_the_skew_grows_and_new_ones_fill_the_minimu
 def test_explain_shows_the_spread_reason_for_the_next_replica() -> None:
     ledger = six_nodes_three_zones()
     w = workload(kind="Service", count=2, topologySpread=[spread()])
-    ledger.load(w.key, Scheduler().schedule(w, ledger).bookings)  # a1 and b1
-    explanation = explain(Scheduler(), w, ledger)
+    ledger.load(w.key, Scheduler().schedule(w, ledger, now=NOW).bookings)  # a1 and b1
+    explanation = explain(Scheduler(), w, ledger, now=NOW)
     rejected_by = {v.node: (v.filter, v.reason) for v in explanation.nodes if v.filter}
     assert rejected_by == {n: ("TopologySpread", SKEW) for n in ["a1", "a2", "b1", "b2"]}
     passing = [v for v in explanation.nodes if v.filter is None]

@@ -39,7 +39,7 @@ from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import NodeInfo
 from controller.scheduler.plugins.topology_spread import TopologySpread
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import ledger_for, node, rejected, workload
+from tests.factories import NOW, ledger_for, node, rejected, workload
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -57,14 +57,14 @@ def zoned(name: str, zone: str | None, **kwargs: Any) -> NodeInfo:
 
 
 def cycle_of(ledger: Ledger, own: list[int], **spec: Any) -> CycleState:
-    prepared = Scheduler().prepare(workload(kind="Service", **spec), ledger)
+    prepared = Scheduler().prepare(workload(kind="Service", **spec), ledger, now=NOW)
     assert prepared.filtered is not None, prepared.errors
     prepared.cycle.own[:] = own
     return prepared.cycle
 
 
 def placed(ledger: Ledger, count: int, **spec: Any) -> list[str]:
-    decision = Scheduler().schedule(workload(kind="Service", count=count, **spec), ledger)
+    decision = Scheduler().schedule(workload(kind="Service", count=count, **spec), ledger, now=NOW)
     return [p.node for p in decision.placements]
 
 
@@ -240,7 +240,7 @@ def test_explain_names_the_policy_that_counted_or_ignored_each_domain() -> None:
         topologySpread=[spread(minDomains=5)],
     )
     ledger.load(w.key, [Booking("a1", "shop/web-0", 0, 0)])
-    (constraint,) = explain(Scheduler(), w, ledger).spread
+    (constraint,) = explain(Scheduler(), w, ledger, now=NOW).spread
     why = {d.domain: (d.replicas, d.counted, d.why) for d in constraint.domains}
     assert why == {
         "a": (1, True, "counted"),
@@ -284,7 +284,9 @@ def test_the_new_fields_default_as_in_kube_and_min_domains_needs_do_not_schedule
 
 def test_a_partially_placed_service_reports_the_spread() -> None:
     decision = Scheduler().schedule(
-        workload(kind="Service", count=3, topologySpread=[spread()]), ledger_for(*TAINTED_C)
+        workload(kind="Service", count=3, topologySpread=[spread()]),
+        ledger_for(*TAINTED_C),
+        now=NOW,
     )
     assert decision.phase is Phase.PARTIALLY_SCHEDULED
     assert SKEW in decision.message
