@@ -54,9 +54,11 @@ def release(cycle: CycleState, existing: Sequence[Booking]) -> None:
 def keep(cycle: CycleState, existing: Sequence[Booking], keeps: BoolArray) -> dict[int, Booking]:
     """Existing placements that stay, by replica index (DESIGN.md 5).
 
-    A replica stays while its node exists and ``keeps`` holds there (eligible, runtime,
-    constraints, no untolerated NoExecute taint); count down drops the highest indexes; a
-    DaemonSet keeps one replica per node. Kept replicas are booked at the spec's size.
+    A replica stays while its node exists and ``keeps`` holds there (readable, not cordoned,
+    runtime, constraints, every NoExecute taint tolerated for now: a NotReady node keeps its
+    replicas until their toleration of its lifecycle taint runs out); count down drops the
+    highest indexes; a DaemonSet keeps one replica per node. Kept replicas are booked at the
+    spec's size.
 
     Capacity changes never evict, yet a resize never over-commits: a replica that grew (or
     whose booked size is unknown, ``Booking.sized``) stays only where its node holds the new
