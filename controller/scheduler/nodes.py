@@ -182,8 +182,9 @@ def node_name(node: Mapping[str, Any]) -> str | None:
 def with_taint_times(info: NodeInfo, seen: float, previous: NodeInfo | None = None) -> NodeInfo:
     """``info`` with a time on every NoExecute taint that has none: the time ``previous`` (the
     same Node as seen before) had for the same taint, else ``seen``, when it was first seen.
-    Done where the Node is read (the operator's informer, ``orca plan``), so the scheduler
-    works on complete facts and stays a pure function of them."""
+    The operator does this where it reads a Node (``ClusterState.upsert_node``), so a taint's
+    time holds across its heartbeats and decisions; ``orca plan`` and ``explain``, which look
+    once, leave it to the scheduler to count such a taint from their ``now``."""
     if all(t.time_added is not None or t.effect is not TaintEffect.NO_EXECUTE for t in info.taints):
         return info
     known = {t.same: t.time_added for t in previous.taints} if previous is not None else {}
@@ -198,8 +199,8 @@ def with_taint_times(info: NodeInfo, seen: float, previous: NodeInfo | None = No
 
 def unreadable_node_info(name: str) -> NodeInfo:
     """What the scheduler sees of a Node orca cannot read: a node that is not ready, with no
-    capacity and no labels. It takes nothing new, and the replicas on it move (or, for a
-    DaemonSet, are dropped), as they would from a NotReady node; never a stale NodeInfo."""
+    capacity and no labels. It takes nothing new, and the replicas on it move at once (or, for
+    a DaemonSet, are dropped), as from a cordoned node; never a stale NodeInfo."""
     return NodeInfo(hostname=name, ready=False, readable=False)
 
 
