@@ -16,13 +16,21 @@ kube-scheduler's assume, bind, then confirm or forget (``pkg/scheduler/schedule_
                  written (so the echo of this write is a no-op); the Event; whoever waits for
                  capacity is queued if the write gave some back
       refused    (409, 5xx...) forget: the bookings from before come back, or, if the Workload
-                 changed while the write was in flight, what it records now
+                 changed while the write was in flight, what it records now; whoever waits
+                 for capacity is queued if that frees some
       fenced     not sent (the Lease lapsed): forget, as refused
       gone       404: the Workload and its bookings go
       no answer  the connection dropped: the write may have landed or not, so both outcomes
                  stay booked (``Ledger.hold``) and the Workload is read back (``reread``)
-                 before it is decided again
+                 before it is decided again; the read-back books what the object records,
+                 and whoever waits for capacity is queued if that frees some
     abandon    a write never sent (a preemptor whose victims did not all land): forget
+
+A booking given up without a write that landed (forget, or a hold resolved by the read-back)
+frees capacity that other Workloads were decided without, as a write that lands does:
+kube-scheduler treats forgetting an assumed Pod as a Pod deletion and moves every
+unschedulable Pod back to the active queue (``handleBindingCycleError``,
+pkg/scheduler/schedule_one.go); here, every Workload waiting for capacity is queued.
 
 The rollback runs on every way out of ``commit``, a bug or a cancellation included, and once:
 the ledger settles an assumption only once. The write's state lives in one place, the ledger's
@@ -131,6 +139,7 @@ class StatusWrites:
         """Undo a write that did not land or was never sent; nothing once it is settled."""
         if write.assumption.settled:
             return
+        before = self.state.ledger.bookings(write.key)
         self.state.ledger.forget(write.assumption)
         current = self.state.records.get(write.key)
         if current is not None and current is not write.record and current.workload is not None:
@@ -140,6 +149,13 @@ class StatusWrites:
             # left this replica deciding from placements the object no longer had (the
             # split-brain chaos scenario: a Job moved off its node by the next leader).
             self.state.ledger.load(write.key, bookings_from_status(current.workload))
+        self._freed(write.key, before)
+
+    def _freed(self, key: str, before: tuple[Booking, ...]) -> None:
+        """``key``'s bookings were ``before`` and are now the ledger's: if that gave capacity
+        back, queue whoever waits for some (the module's docstring)."""
+        if gives_back(before, self.state.ledger.bookings(key)):
+            self.queue.add_all(self.state.keys_waiting_for_capacity() - {key})
 
     async def _send(self, write: StatusWrite) -> Result:
         record, key = write.record, write.key
@@ -157,8 +173,10 @@ class StatusWrites:
             metrics.STATUS_WRITES.labels(outcome=write_outcome(exc)).inc()
             metrics.STATUS_WRITE_FAILURES.labels(code=str(exc.status)).inc()
             if exc.not_found:  # gone, and its bookings with it: nothing to roll back
+                before = self.state.ledger.bookings(key)
                 self.state.ledger.confirm(write.assumption)
                 self.state.delete_workload(key)
+                self._freed(key, before)
                 return Result.GONE
             return Result.REFUSED
         except TransportError as exc:
@@ -206,7 +224,9 @@ class StatusWrites:
         except ApiError as exc:
             if exc.not_found:
                 self.unsure.discard(key)
+                before = self.state.ledger.bookings(key)
                 self.state.delete_workload(key)
+                self._freed(key, before)
             else:
                 self.queue.add_rate_limited(key)
         except TransportError as exc:
@@ -214,6 +234,7 @@ class StatusWrites:
             logger.warning("reading %s back failed (%s); retrying in %.2fs", key, exc, delay)
         else:
             self.unsure.discard(key)
+            before = self.state.ledger.bookings(key)  # both outcomes, held
             self.state.upsert_workload(obj)  # newer than what we knew: the record now
             current = self.state.records.get(key)
             version = (obj.get("metadata") or {}).get("resourceVersion")
@@ -221,6 +242,7 @@ class StatusWrites:
                 # What it records is booked, however the record came to know this version
                 # (an event of it while the write was in flight was not booked).
                 self.state.ledger.load(key, bookings_from_object(obj))
+            self._freed(key, before)  # the outcome that did not happen held room
             self.queue.add(key)  # queued again once done: decided from the truth
 
 

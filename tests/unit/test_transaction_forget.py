@@ -86,3 +86,33 @@ def test_a_write_that_did_not_land_books_what_the_workload_records(
 
     expected = {"a": 1000, "b": 0} if changed else {"a": 1000, "b": 1000}
     assert asyncio.run(scenario()) == expected
+
+
+@pytest.mark.parametrize(
+    "error", [ApiError(500, "Internal Server Error", "etcd timed out"), Fenced()]
+)
+def test_room_a_forgotten_write_held_wakes_who_waits_for_it(error: Exception) -> None:
+    """web's write holds node a while in flight; db, decided meanwhile, finds no room and
+    waits for capacity. The write is refused: forgetting it frees a, and db is queued again,
+    as kube-scheduler moves unschedulable Pods back when it forgets an assumed one
+    (``handleBindingCycleError``, pkg/scheduler/schedule_one.go)."""
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        state, api = ClusterState(), RefusingApi(error)
+        state.upsert_node(node_object("a", cpu="1"))
+        state.upsert_workload(job(10))
+        db = {**job(10), "metadata": {**job(10)["metadata"], "name": "db", "uid": "u-db"}}
+        state.upsert_workload(db)
+        operator = Operator.wire(cast(KubeApi, api), state)
+        writing = asyncio.create_task(operator.loop.process("ns/web"))
+        await until(lambda: api.pending == 1, "web decided on a; the write waits")
+        deciding = asyncio.create_task(operator.loop.process("ns/db"))
+        await until(lambda: api.pending == 2, "db decided unplaced: no room on a")
+        waiting = "ns/db" in state.keys_waiting_for_capacity()
+        queued_before = operator.queue.busy("ns/db")
+        api.release.set()  # both refused: db's own retry is a back-off timer, not queued now
+        await asyncio.gather(writing, deciding)
+        return waiting, queued_before, operator.queue.busy("ns/db")
+
+    waiting, queued_before, queued_after = asyncio.run(scenario())
+    assert waiting and not queued_before and queued_after

@@ -153,3 +153,34 @@ def test_the_read_back_books_what_the_object_records_after_an_earlier_write() ->
     read_back, applied = asyncio.run(scenario())
     assert read_back == {"a": 0, "b": 1000}  # web is on a, as the object says
     assert applied == ["web: ['a']", "web: ['b']"]
+
+
+def test_room_freed_without_a_landed_write_wakes_who_waits_for_it() -> None:
+    """web's write gets no answer and did not land; db, decided meanwhile, found no room (a
+    held for web) and waits for capacity. The read-back frees a: db must be queued again, as
+    kube-scheduler moves unschedulable Pods back when it forgets an assumed one
+    (``handleBindingCycleError``). Before, only web was queued: db waited for an unrelated
+    event or the resync (the chaos suite's flaky network: ``stranded: ... DaemonSet misses
+    ['flaky-0066']``)."""
+
+    async def scenario() -> tuple[bool, bool, list[str]]:
+        state, queue, api = ClusterState(), WorkQueue(), DroppingApi(lands=False)
+        state.upsert_node(node_object("a", cpu="1"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        state.upsert_workload(job("web"))
+        queue.add("ns/web")
+        await step(operator, queue)  # web on a: no answer, not landed, a held
+        state.upsert_workload(job("db"))
+        queue.add("ns/db")
+        await step(operator, queue)  # db: no room, waits for capacity
+        waiting = "ns/db" in state.keys_waiting_for_capacity()
+        assert await step(operator, queue) == "ns/web"  # the read-back
+        woken = queue.busy("ns/db")
+        while len(queue):
+            await step(operator, queue)
+        return waiting, woken, api.writes
+
+    waiting, woken, applied = asyncio.run(scenario())
+    assert waiting and woken
+    assert applied[0] == "db: []"  # Unschedulable first; then one of the two gets a
+    assert len([w for w in applied if w.endswith("['a']")]) == 1
