@@ -20,6 +20,7 @@ from controller.operator.kube.informer import Informer
 from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.ledger import gives_back
 
 logger = logging.getLogger("orca.informer")
 
@@ -54,16 +55,22 @@ class StartupGate:
 
 class WorkloadEvents:
     """A Workload added or changed is queued if it may need a decision (not the echo of our
-    own status write); one deleted frees its capacity for whoever waits for some; after a
-    relist every Workload is looked at again."""
+    own status write); one deleted, or changed so that it books less (its status read while
+    a write of it was held, another replica's write), frees capacity for whoever waits for
+    some, as kube-scheduler moves unschedulable Pods back on an assigned Pod's update or
+    deletion; after a relist every Workload is looked at again."""
 
     def __init__(self, state: ClusterState, queue: WorkQueue, gate: StartupGate) -> None:
         self.state, self.queue, self.ready = state, queue, gate.ready
 
     def added(self, obj: Obj) -> None:
+        key = key_of(obj)
+        before = self.state.ledger.bookings(key)
         record = self.state.upsert_workload(obj)
         if record is not None and self.ready.is_set():
             self.queue.add(record.key)
+            if gives_back(before, self.state.ledger.bookings(key)):
+                self.queue.add_all(self.state.keys_waiting_for_capacity() - {key})
 
     modified = added
 

@@ -18,6 +18,7 @@ from typing import Any, cast
 import aiohttp
 
 from controller.operator.app import Operator
+from controller.operator.handlers import WorkloadEvents
 from controller.operator.kube import ApiError, KubeApi, TransportError
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
@@ -184,3 +185,29 @@ def test_room_freed_without_a_landed_write_wakes_who_waits_for_it() -> None:
     assert waiting and woken
     assert applied[0] == "db: []"  # Unschedulable first; then one of the two gets a
     assert len([w for w in applied if w.endswith("['a']")]) == 1
+
+
+def test_a_held_write_resolved_by_a_watch_event_wakes_who_waits() -> None:
+    """The same, but web's next event (a label set on it) arrives before the read-back: the
+    event books what web records (nothing), which frees a; db must be queued by that event,
+    as kube-scheduler moves unschedulable Pods back on an assigned Pod's update."""
+
+    async def scenario() -> tuple[bool, bool, dict[str, int]]:
+        state, queue, api = ClusterState(), WorkQueue(), DroppingApi(lands=False)
+        state.upsert_node(node_object("a", cpu="1"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        operator.gate.ready.set()
+        events = WorkloadEvents(state, queue, operator.gate)
+        events.added(job("web"))
+        await step(operator, queue)  # web on a: no answer, not landed, a held
+        events.added(job("db"))
+        await step(operator, queue)  # db: no room, waits for capacity
+        waiting = "ns/db" in state.keys_waiting_for_capacity()
+        labelled = job("web", version=11)
+        labelled["metadata"]["labels"] = {"team": "blue"}
+        events.added(labelled)  # web as it is: unplaced
+        return waiting, queue.busy("ns/db"), free_cpu(state)
+
+    waiting, woken, free = asyncio.run(scenario())
+    assert waiting and woken
+    assert free == {"a": 1000}
