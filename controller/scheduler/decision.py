@@ -30,15 +30,19 @@ def format_time(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(epoch)))
 
 
-def pending_why(move: PendingMove) -> str:
-    """Why a replica is about to move, for people."""
+def pending_what(move: PendingMove) -> str:
+    """What a replica waits out, in a few words: ``node unreachable``, ``node not ready`` or
+    ``NoExecute taint <keys>``."""
     if TAINT_UNREACHABLE in move.taints:
-        what = "node unreachable"
-    elif TAINT_NOT_READY in move.taints:
-        what = "node not ready"
-    else:
-        what = "NoExecute taint " + ", ".join(move.taints)
-    return f"{what}; moves unless the node recovers first"
+        return "node unreachable"
+    if TAINT_NOT_READY in move.taints:
+        return "node not ready"
+    return "NoExecute taint " + ", ".join(move.taints)
+
+
+def pending_why(move: PendingMove) -> str:
+    """Why a replica is about to move, for people (``orca explain``)."""
+    return f"{pending_what(move)}; moves unless the node recovers first"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from controller.api.models import Condition, Phase, WorkloadStatus
-from controller.scheduler.decision import Decision, PendingMove, format_time, pending_why
+from controller.scheduler.decision import Decision, PendingMove, format_time, pending_what
 from controller.scheduler.framework import Code
 from controller.scheduler.nodes import TAINT_NOT_READY, TAINT_UNREACHABLE
 from controller.scheduler.vocabulary import (
@@ -52,6 +52,7 @@ MAX_PENDING_SHOWN = 5
 
 
 def move_pending_reason(move: PendingMove) -> str:
+    """MovePending's reason for the first replica due to move."""
     if TAINT_UNREACHABLE in move.taints:
         return REASON_NODE_UNREACHABLE
     if TAINT_NOT_READY in move.taints:
@@ -63,7 +64,7 @@ def move_pending_message(pending: Sequence[PendingMove]) -> str:
     """``web-1 on node-3 moves at 2026-12-01T10:05:00Z (node unreachable); ...``, earliest
     first, a few at most (the status is rewritten by every decision: it stays small)."""
     shown = [
-        f"{m.alloc_id} on {m.node} moves at {format_time(m.at)} ({pending_why(m).split(';')[0]})"
+        f"{m.alloc_id} on {m.node} moves at {format_time(m.at)} ({pending_what(m)})"
         for m in pending[:MAX_PENDING_SHOWN]
     ]
     more = len(pending) - MAX_PENDING_SHOWN
