@@ -20,7 +20,6 @@ from controller.operator.kube.informer import Informer
 from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
-from controller.scheduler.ledger import gives_back
 
 logger = logging.getLogger("orca.informer")
 
@@ -69,8 +68,7 @@ class WorkloadEvents:
         record = self.state.upsert_workload(obj)
         if record is not None and self.ready.is_set():
             self.queue.add(record.key)
-            if gives_back(before, self.state.ledger.bookings(key)):
-                self.queue.add_all(self.state.keys_waiting_for_capacity() - {key})
+            self.queue.add_all(self.state.woken_by(key, before))
 
     modified = added
 

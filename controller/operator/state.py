@@ -22,9 +22,11 @@ from controller.api.models import Phase, Workload, WorkloadKind, WorkloadStatus,
 from controller.operator.telemetry import metrics
 from controller.scheduler.framework import Code
 from controller.scheduler.ledger import (
+    Booking,
     Ledger,
     bookings_from_object,
     bookings_from_status,
+    gives_back,
     placements_of,
 )
 from controller.scheduler.nodes import (
@@ -226,6 +228,16 @@ class ClusterState:
         """Workloads freed capacity could help: some node failed them only for lack of room
         (DaemonSets included), or not decided yet."""
         return {key for key, r in self.records.items() if r.code in _CAPACITY_CURES}
+
+    def woken_by(
+        self, key: str, before: tuple[Booking, ...], after: tuple[Booking, ...] | None = None
+    ) -> set[str]:
+        """Who to queue when ``key``'s bookings went from ``before`` to ``after`` (default:
+        what the ledger books now): the Workloads waiting for capacity if that gave some back
+        (kube-scheduler moves unschedulable Pods back on an assigned Pod's deletion, update,
+        or a forgotten assumption), else nobody."""
+        now = self.ledger.bookings(key) if after is None else after
+        return self.keys_waiting_for_capacity() - {key} if gives_back(before, now) else set()
 
     def keys_waiting_for_nodes(self) -> set[str]:
         """Workloads a node change could help: lacking capacity, or rejected for a reason a

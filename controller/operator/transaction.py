@@ -55,7 +55,6 @@ from controller.scheduler.ledger import (
     Booking,
     bookings_from_object,
     bookings_from_status,
-    gives_back,
     held_until_written,
 )
 
@@ -149,13 +148,7 @@ class StatusWrites:
             # left this replica deciding from placements the object no longer had (the
             # split-brain chaos scenario: a Job moved off its node by the next leader).
             self.state.ledger.load(write.key, bookings_from_status(current.workload))
-        self._freed(write.key, before)
-
-    def _freed(self, key: str, before: tuple[Booking, ...]) -> None:
-        """``key``'s bookings were ``before`` and are now the ledger's: if that gave capacity
-        back, queue whoever waits for some (the module's docstring)."""
-        if gives_back(before, self.state.ledger.bookings(key)):
-            self.queue.add_all(self.state.keys_waiting_for_capacity() - {key})
+        self.queue.add_all(self.state.woken_by(write.key, before))
 
     async def _send(self, write: StatusWrite) -> Result:
         record, key = write.record, write.key
@@ -176,7 +169,7 @@ class StatusWrites:
                 before = self.state.ledger.bookings(key)
                 self.state.ledger.confirm(write.assumption)
                 self.state.delete_workload(key)
-                self._freed(key, before)
+                self.queue.add_all(self.state.woken_by(key, before))
                 return Result.GONE
             return Result.REFUSED
         except TransportError as exc:
@@ -209,8 +202,8 @@ class StatusWrites:
         if write.event is not None:
             event = write.event
             self.events.record(write.record, event.reason, event.message, version, event.warning)
-        if not write.victim and gives_back(assumption.previous, write.decided):
-            self.queue.add_all(state.keys_waiting_for_capacity() - {key})
+        if not write.victim:
+            self.queue.add_all(state.woken_by(key, assumption.previous, write.decided))
 
     # -- after no answer -----------------------------------------------------------------------
 
@@ -226,7 +219,7 @@ class StatusWrites:
                 self.unsure.discard(key)
                 before = self.state.ledger.bookings(key)
                 self.state.delete_workload(key)
-                self._freed(key, before)
+                self.queue.add_all(self.state.woken_by(key, before))
             else:
                 self.queue.add_rate_limited(key)
         except TransportError as exc:
@@ -242,7 +235,7 @@ class StatusWrites:
                 # What it records is booked, however the record came to know this version
                 # (an event of it while the write was in flight was not booked).
                 self.state.ledger.load(key, bookings_from_object(obj))
-            self._freed(key, before)  # the outcome that did not happen held room
+            self.queue.add_all(self.state.woken_by(key, before))  # the outcome not taken held room
             self.queue.add(key)  # queued again once done: decided from the truth
 
 
