@@ -475,8 +475,9 @@ def table(results: Results) -> None:
         "CPU per heartbeat (us)",
         *(f"{per_beat(results, n) * 1e6:.0f}" for n in (KUBE, ORCA)),
     )
+    median = {beats: runs(beats) for beats in (False, True)}
     for beats in (False, True):
-        by_side = runs(beats)
+        by_side = median[beats]
         what = "heartbeats" if beats else "no heartbeats"
         row(f"backlog placed/s, {what}", *(f"{by_side[n].rate:.0f}" for n in (KUBE, ORCA)))
         if beats:
@@ -493,7 +494,7 @@ def table(results: Results) -> None:
         *(f"{beating.rss_mb[n]:.0f}" for n in (KUBE, ORCA)),
     )
     for beats in (False, True):
-        by_side = runs(beats)
+        by_side = median[beats]
         row(
             f"peak RSS MB, backlog, {'heartbeats' if beats else 'no heartbeats'}",
             *(f"{by_side[n].rss_mb:.0f}" for n in (KUBE, ORCA)),

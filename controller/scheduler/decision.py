@@ -24,6 +24,15 @@ class PendingMove:
     at: float
     taints: tuple[str, ...]
 
+    @property
+    def lifecycle(self) -> str | None:
+        """The node lifecycle taint it waits out (unreachable before not-ready), or None for
+        another NoExecute taint."""
+        for key in (TAINT_UNREACHABLE, TAINT_NOT_READY):
+            if key in self.taints:
+                return key
+        return None
+
 
 def format_time(epoch: float) -> str:
     """Seconds since the epoch as RFC 3339, whole seconds, UTC (``2026-12-01T10:05:00Z``)."""
@@ -33,11 +42,8 @@ def format_time(epoch: float) -> str:
 def pending_what(move: PendingMove) -> str:
     """What a replica waits out, in a few words: ``node unreachable``, ``node not ready`` or
     ``NoExecute taint <keys>``."""
-    if TAINT_UNREACHABLE in move.taints:
-        return "node unreachable"
-    if TAINT_NOT_READY in move.taints:
-        return "node not ready"
-    return "NoExecute taint " + ", ".join(move.taints)
+    words = {TAINT_UNREACHABLE: "node unreachable", TAINT_NOT_READY: "node not ready"}
+    return words.get(move.lifecycle or "", "NoExecute taint " + ", ".join(move.taints))
 
 
 def pending_why(move: PendingMove) -> str:

@@ -53,11 +53,8 @@ MAX_PENDING_SHOWN = 5
 
 def move_pending_reason(move: PendingMove) -> str:
     """MovePending's reason for the first replica due to move."""
-    if TAINT_UNREACHABLE in move.taints:
-        return REASON_NODE_UNREACHABLE
-    if TAINT_NOT_READY in move.taints:
-        return REASON_NODE_NOT_READY
-    return REASON_NO_EXECUTE_TAINT
+    reasons = {TAINT_UNREACHABLE: REASON_NODE_UNREACHABLE, TAINT_NOT_READY: REASON_NODE_NOT_READY}
+    return reasons.get(move.lifecycle or "", REASON_NO_EXECUTE_TAINT)
 
 
 def move_pending_message(pending: Sequence[PendingMove]) -> str:
