@@ -227,6 +227,30 @@ class Cluster:
         items: list[dict[str, Any]] = json.loads(self.run("get", "nodes", "-o", "json"))["items"]
         return items
 
+    def wait_for_node(
+        self,
+        name: str,
+        predicate: Callable[[dict[str, Any]], bool],
+        what: str,
+        timeout: float = 60.0,
+    ) -> dict[str, Any]:
+        """Poll Node ``name`` until ``predicate(node)`` holds; fail with its last taints and
+        conditions. Controllers act on their own period (the node lifecycle controller's
+        monitor period is 5 s), so a test waits for them rather than expecting them done."""
+        deadline = time.monotonic() + timeout
+        last: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            last = json.loads(self.run("get", "node", name, "-o", "json"))
+            if predicate(last):
+                return last
+            time.sleep(0.25)
+        raise AssertionError(
+            f"node {name}: {what} not reached in {timeout}s; taints "
+            + json.dumps(last.get("spec", {}).get("taints"))
+            + ", conditions "
+            + json.dumps(last.get("status", {}).get("conditions"))
+        )
+
     def wait_for(
         self,
         namespace: str,
