@@ -161,6 +161,8 @@ class Row:
     polls: int = 0
     violations: list[Violation] = field(default_factory=list)
     converge: list[float] = field(default_factory=list)
+    #: The slowest convergence and what it waited for last (its liveness violations).
+    slowest: tuple[float, list[Violation]] | None = None
     figures: dict[str, int] = field(default_factory=dict)  # connections cut, restarts, ...
     notes: list[str] = field(default_factory=list)
     unproven: list[str] = field(default_factory=list)  # why a trial did not count
@@ -191,6 +193,10 @@ class Row:
         detail = f" ({', '.join(f'{k}={n}' for k, n in sorted(kinds.items()))})" if kinds else ""
         figures = "".join(f" {k}={n}" for k, n in sorted(self.figures.items()))
         notes = f"; {'; '.join(self.notes)}" if self.notes else ""
+        if self.slowest is not None and len(times) > 1:
+            seconds, waited = self.slowest
+            what = "; ".join(str(v) for v in waited[:3]) or "its first observation"
+            notes += f"; the slowest ({seconds:.1f}s) waited last for: {what}"
         return (
             f"{self.scenario:<16} trials={self.trials:<3} proven={self.proven}/{self.wanted:<3} "
             f"polls={self.polls:<5} violations={len(self.violations)}{detail} "
@@ -434,8 +440,9 @@ class Monitor:
     ) -> tuple[float | None, list[Violation]]:
         """Wait for an observation made after ``since`` (monotonic; default now) where every
         liveness invariant holds (but those in ``known``: already reported); return the seconds
-        from ``since`` to it (None: not within ``timeout``) and the violations of the last
-        observation looked at."""
+        from ``since`` to it (None: not within ``timeout``) and the violations still open: of
+        the last observation looked at when it timed out, else of the one before the success
+        (what the convergence waited for last; empty when the first observation held)."""
         since = time.monotonic() if since is None else since
         deadline = time.monotonic() + timeout
         after, left = since, list[Violation]()
@@ -444,9 +451,10 @@ class Monitor:
             if observed is None:
                 return None, left
             after, workloads, nodes = observed
-            left = liveness(nodes, workloads)
-            if all(str(v) in (known or set()) for v in left):
+            now = [v for v in liveness(nodes, workloads) if str(v) not in (known or set())]
+            if not now:
                 return time.monotonic() - since, left
+            left = now
 
 
 class Lab:

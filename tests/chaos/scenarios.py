@@ -222,6 +222,8 @@ def _converged(
     if seconds is not None:
         if timed:
             row.converge.append(seconds)
+            if row.slowest is None or seconds > row.slowest[0]:
+                row.slowest = (seconds, left)
         return
     fresh = [v for v in left if str(v) not in known]
     known.update(str(v) for v in left)

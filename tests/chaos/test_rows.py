@@ -33,3 +33,19 @@ def test_only_a_late_status_write_that_landed_is_a_split_brain_violation() -> No
     assert late_write_landed(_Audit("patch", "workloads/status", "j27", 200, 0.0))
     assert not late_write_landed(_Audit("patch", "workloads/status", "j27", 409, 0.0))
     assert not late_write_landed(_Audit("create", "events", "", 201, 0.0))
+
+
+def test_the_row_names_what_its_slowest_convergence_waited_for() -> None:
+    """A long maximum comes with the liveness violations its convergence waited on last, so
+    a slow trial can be read without rerunning it."""
+    from tests.chaos.invariants import Violation
+    from tests.chaos.scenarios import _converged
+
+    row = Row("apiserver/etcd-kill", wanted=2)
+    waited = [Violation("undecided", "srv/w00012", "generation 2, status describes 1")]
+    _converged(row, 3.7, [], set())
+    _converged(row, 46.2, waited, set())
+    _converged(row, 3.6, [Violation("undecided", "srv/w00013", "x")], set())
+    assert row.converge == [3.7, 46.2, 3.6]
+    assert row.slowest == (46.2, waited)
+    assert "the slowest (46.2s) waited last for: undecided: srv/w00012" in row.line()
