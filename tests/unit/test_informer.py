@@ -223,6 +223,72 @@ def test_an_expired_watch_lists_again_and_what_was_deleted_meanwhile_is_gone(kin
     run(scenario)
 
 
+def test_a_watch_expired_after_a_break_lists_again_at_once() -> None:
+    """An API server restart: the watch broke, the informer watches again from the last
+    event's version, and the restarted server no longer has it (410 at once). The server
+    answered, and that version came from before the break, not from a LIST just made: the
+    informer lists again at once, without a back-off on top of the break's (client-go's
+    reflector waits out its back-off here: in the chaos suite that kept the operator blind
+    up to 30 s after the server was back)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("workloads", workload("a"))
+        w = await Watching(server).start()
+        server.put("workloads", workload("b"))
+        await until(lambda: w.keys == {"ns/a", "ns/b"}, "b seen on the watch")
+        last_event = str(server.revision)
+        reconnect = server.add(Fault("GET", w.path, "hold", watch=True))
+        server.cut_watches()
+        await until(lambda: reconnect.arrived == 1, "the informer watching again")
+        server.put("workloads", workload("c"))  # while nobody watches
+        server.compact()  # the restarted server's watch cache starts after it
+        reconnect.gate.set()
+        await w.watching(count=3)
+        assert w.watches()[1] == last_event
+        assert w.lists() == 2  # the start-up LIST and the relist
+        assert w.delays == [0.5]  # the break's back-off, and none for the 410
+        assert w.keys == {"ns/a", "ns/b", "ns/c"}
+        await w.stop()
+
+    run(scenario)
+
+
+def test_a_back_off_after_no_answer_ends_when_the_server_answers_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The server is away (the watch cut, then the next attempt cut as its bytes arrive: no
+    answer), the back-off grows past its first step, and then the API server answers another
+    request (as the Lease's renews probe it every 2 s): the informer watches again then, not
+    at the end of its delay. The sleep here never ends by itself past the first step."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        w = await Watching(server).start()
+
+        async def long_sleep(delay: float) -> None:
+            w.delays.append(delay)
+            if delay > 0.5:
+                await asyncio.sleep(3600)  # only an answer from the server ends this wait
+            w.clock.advance(delay)
+            await asyncio.sleep(0.002)
+
+        w.informer.sleep = long_sleep
+        away = server.add(Fault("GET", w.path, "cut", watch=True))
+        server.cut_watches()
+        await until(lambda: away.arrived == 1 and w.delays == [0.5, 1.0], "backing off")
+        await asyncio.sleep(0.05)
+        assert len(w.watches()) == 2  # still waiting: nothing answered since
+        with caplog.at_level(logging.INFO, logger="orca.informer"):
+            await w.api.request("GET", NODES_PATH)  # answered: the server is back
+            await w.watching(count=3)
+        assert "the API server answers again: the workloads informer goes on now" in caplog.text
+        assert w.delays == [0.5, 1.0, 0.5]  # woken, then at least the first step
+        server.put("workloads", workload("c"))
+        await until(lambda: "ns/c" in w.keys, "c seen on the new watch")
+        await w.stop()
+
+    run(scenario)
+
+
 def test_a_watch_resumed_in_time_replays_the_deletions_it_missed() -> None:
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))

@@ -203,6 +203,25 @@ class KubeApi:
     reload: Callable[[], k8s_client.Configuration] | None = None
     _session: aiohttp.ClientSession | None = None
     _retired: set[aiohttp.ClientSession] = field(default_factory=set)
+    _answering: asyncio.Event | None = None
+
+    def answering(self) -> asyncio.Event:
+        """Set once the API server answers a request (any status) made after the latest one
+        that got no answer; already set when it has. An informer backing off after the
+        server went away waits on it as well as on its delay: the Lease renews every 2 s
+        probe the server anyway, and the back-off grown over an outage (up to 30 s) would
+        otherwise keep the operator blind that long after the server is back."""
+        if self._answering is None:
+            self._answering = asyncio.Event()
+        return self._answering
+
+    def _no_answer(self) -> None:
+        if self._answering is None or self._answering.is_set():
+            self._answering = asyncio.Event()
+
+    def _answered(self) -> None:
+        if self._answering is not None:
+            self._answering.set()
 
     async def __aenter__(self) -> KubeApi:
         return self
@@ -333,11 +352,13 @@ class KubeApi:
                 text = await response.read()
         except NO_ANSWER as exc:  # refused, reset, closed, TLS, timed out: still a request made
             metrics.api_requests(method, resource, "error").inc()
+            self._no_answer()
             raise TransportError(f"{method} {path}", exc) from exc
         except BaseException:  # cancelled
             metrics.api_requests(method, resource, "error").inc()
             raise
         metrics.api_requests(method, resource, str(response.status)).inc()
+        self._answered()
         if response.status >= 300:
             raise api_error(response.status, response.reason, text)
         try:
@@ -388,6 +409,7 @@ class KubeApi:
                 if exc.status != 401 or attempt == 2 or not self._reload(f"401 watching {path}"):
                     raise
             except NO_ANSWER as exc:
+                self._no_answer()
                 raise TransportError(f"WATCH {path}", exc) from exc
             except orjson.JSONDecodeError as exc:  # a line cut or mangled (by a proxy)
                 raise TransportError(f"WATCH {path} (unreadable event)", exc) from exc
@@ -412,6 +434,7 @@ class KubeApi:
             session.get(url, params=params, headers=headers, timeout=limits) as response,
         ):
             metrics.api_requests("WATCH", resource, str(response.status)).inc()
+            self._answered()
             if response.status >= 300:
                 raise api_error(response.status, response.reason, await response.read())
             pending = bytearray()

@@ -21,10 +21,19 @@ what changed to a ``Handler`` it does not import::
 
 Back-off: 0.5 s doubling to 30 s between failed attempts (LISTs included), starting again
 from 0.5 s after a watch that ran for more than a second (client-go's reflector resets its
-back-off after a quiet spell too). A 410 on a watch that had not run a second counts as a
-failure: a LIST whose own version were already expired would otherwise LIST and watch in a
-tight loop. Each informer retries for ever: the operator never stops because the API server
-is away.
+back-off after a quiet spell too). Each informer retries for ever: the operator never stops
+because the API server is away. Two rules make it come back sooner than client-go's
+reflector (``tools/cache/reflector.go``: after an expired watch ``ListAndWatch`` returns and
+``RunWithContext`` waits its back-off, grown over the outage, before listing again):
+
+- a 410 right after a restart is not a failure: the version the watch asked for came from
+  before the break, the server answered at once, so the LIST is made at once. Only a 410 on
+  a watch from the version of the LIST just made, within a second, backs off: that LIST's
+  own version is already too old, and listing again at once would loop;
+- an attempt that got no answer (the server away) waits for its delay *or* for the API
+  server to answer any request again (``KubeApi.answering``; the Lease's renews, every 2 s,
+  are such requests), but at least the first step (0.5 s); woken so, the back-off starts
+  over: the delay grown while nobody answered measured the outage, not the server's load.
 """
 
 from __future__ import annotations
@@ -113,6 +122,7 @@ class Informer:
         self.synced = asyncio.Event()
         self._known: dict[str, str | None] = {}  # key -> resourceVersion, what was delivered
         self._listed_at = 0.0
+        self._listed_version: str | None = None  # the version the last LIST returned
         self._delay = BACKOFF[0]
         #: The back-off's clock and sleep (a test gives fake ones).
         self.clock: Callable[[], float] = time.monotonic
@@ -131,22 +141,20 @@ class Informer:
         while True:
             if self.resync is not None and self.clock() - self._listed_at >= self.resync:
                 await self.list_until_done(initial=False)
-            started = self.clock()
+            started, since = self.clock(), self.version
             try:
                 await self.watch_once()
             except ApiError as exc:
                 ran = self.clock() - started
+                if ran > QUIET:
+                    self._delay = BACKOFF[0]  # it ran a while: a new failure, not a sequel
                 if exc.status == 410:
                     metrics.WATCH_RESTARTS.labels(resource=self.resource, reason="expired").inc()
                     logger.info("the %s watch expired (%s): relisting", self.resource, exc)
-                    if ran <= QUIET:  # expired at once: the list's own version is too old
+                    if ran <= QUIET and since == self._listed_version:
                         await self._back_off(f"the {self.resource} watch expired at once")
-                    else:
-                        self._delay = BACKOFF[0]
                     await self.list_until_done(initial=False)
                     continue
-                if ran > QUIET:
-                    self._delay = BACKOFF[0]
                 await self._back_off(
                     f"the {self.resource} watch was refused ({exc})", logging.WARNING
                 )
@@ -154,18 +162,37 @@ class Informer:
                 metrics.WATCH_RESTARTS.labels(resource=self.resource, reason="broken").inc()
                 if self.clock() - started > QUIET:
                     self._delay = BACKOFF[0]  # it ran a while: a new failure, not a sequel
-                await self._back_off(f"the {self.resource} watch broke ({exc})")
+                await self._back_off(f"the {self.resource} watch broke ({exc})", unanswered=True)
             else:
                 if self.clock() - started > QUIET:
                     self._delay = BACKOFF[0]
                     continue  # the server ended it after its timeout: watch on at once
                 await self._back_off(f"the {self.resource} watch ended at once")
 
-    async def _back_off(self, failure: str, level: int = logging.INFO) -> None:
-        """Log ``failure``, wait the back-off's delay, and double it for the next one."""
-        logger.log(level, "%s; again in %.1fs", failure, self._delay)
-        await self.sleep(self._delay)
-        self._delay = min(self._delay * 2, BACKOFF[1])
+    async def _back_off(
+        self, failure: str, level: int = logging.INFO, unanswered: bool = False
+    ) -> None:
+        """Log ``failure``, wait the back-off's delay, and double it for the next one. After
+        an attempt that got no answer (``unanswered``), the wait ends early, though not before
+        the first step, once the API server answers again."""
+        delay, self._delay = self._delay, min(self._delay * 2, BACKOFF[1])
+        logger.log(level, "%s; again in %.1fs", failure, delay)
+        if not unanswered or delay <= BACKOFF[0]:
+            await self.sleep(delay)
+            return
+        answering = self.api.answering()
+        sleeping = asyncio.ensure_future(self.sleep(delay))
+        waiting = asyncio.ensure_future(answering.wait())
+        started = self.clock()
+        try:
+            await asyncio.wait((sleeping, waiting), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeping.cancel()
+            waiting.cancel()
+        if answering.is_set() and not sleeping.done():
+            logger.info("the API server answers again: the %s informer goes on now", self.resource)
+            self._delay = BACKOFF[0]
+            await self.sleep(max(0.0, BACKOFF[0] - (self.clock() - started)))
 
     async def watch_once(self) -> None:
         """One watch, from ``version`` until the server ends it."""
@@ -200,7 +227,11 @@ class Informer:
                 reason = str(exc).strip()
                 if isinstance(exc, ApiError) and exc.not_found and self.missing:
                     reason = f"{self.missing}: {exc}"
-                await self._back_off(f"{what} of {self.resource} failed: {reason}", logging.WARNING)
+                await self._back_off(
+                    f"{what} of {self.resource} failed: {reason}",
+                    logging.WARNING,
+                    unanswered=isinstance(exc, TransportError),
+                )
                 continue
             return  # the back-off goes on until a watch runs a while (``run``)
 
@@ -228,7 +259,7 @@ class Informer:
         metrics.RELISTS.labels(resource=self.resource, outcome=metrics.RELIST_LISTED).inc()
         for key in [k for k in known if k not in seen]:
             handler.deleted(_stub(key, known.pop(key)))
-        self.version = version
+        self.version = self._listed_version = version
         self._listed_at = self.clock()
         handler.listed(initial)
         self.synced.set()
