@@ -195,7 +195,7 @@ class Row:
         notes = f"; {'; '.join(self.notes)}" if self.notes else ""
         if self.slowest is not None and len(times) > 1:
             seconds, waited = self.slowest
-            what = "; ".join(str(v) for v in waited[:3]) or "its first observation"
+            what = "; ".join(str(v) for v in waited[:3]) or "nothing (its first observation held)"
             notes += f"; the slowest ({seconds:.1f}s) waited last for: {what}"
         return (
             f"{self.scenario:<16} trials={self.trials:<3} proven={self.proven}/{self.wanted:<3} "
