@@ -40,7 +40,10 @@ class WorkQueue:
     def __init__(
         self,
         base_delay: float = 0.05,
-        max_delay: float = 30.0,
+        # kube-scheduler's PodMaxBackoffSeconds default (pkg/scheduler/apis/config/v1/
+        # defaults.go): a Workload whose writes failed while the API server was away retries
+        # at most 10 s after it is back (30 s here made the flaky network's slowest recoveries).
+        max_delay: float = 10.0,
         priority_of: Callable[[str], int] = lambda _key: 0,
     ) -> None:
         self.priority_of = priority_of

@@ -188,3 +188,17 @@ class FakeApi:
     ) -> dict[str, Any]:
         self.patches.append(status)
         return {"metadata": {"resourceVersion": str(100 + len(self.patches))}}
+
+
+def test_the_default_retry_backoff_stops_at_kube_schedulers_10s() -> None:
+    """A Workload whose status writes failed again and again (the API server away) is tried
+    again at most 10 s after the last failure, as kube-scheduler retries a Pod
+    (``PodMaxBackoffSeconds`` defaults to 10, pkg/scheduler/apis/config/v1/defaults.go)."""
+
+    async def scenario() -> list[float]:
+        queue = WorkQueue()
+        return [queue.add_rate_limited("k") for _ in range(12)]
+
+    delays = asyncio.run(scenario())
+    assert delays[:3] == [0.05, 0.1, 0.2]
+    assert delays[-4:] == [10.0] * 4
