@@ -237,19 +237,17 @@ class Cluster:
         """Poll Node ``name`` until ``predicate(node)`` holds; fail with its last taints and
         conditions. Controllers act on their own period (the node lifecycle controller's
         monitor period is 5 s), so a test waits for them rather than expecting them done."""
-        deadline = time.monotonic() + timeout
-        last: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            last = json.loads(self.run("get", "node", name, "-o", "json"))
-            if predicate(last):
-                return last
-            time.sleep(0.25)
-        raise AssertionError(
-            f"node {name}: {what} not reached in {timeout}s; taints "
-            + json.dumps(last.get("spec", {}).get("taints"))
-            + ", conditions "
-            + json.dumps(last.get("status", {}).get("conditions"))
+        held, last = _poll(
+            lambda: json.loads(self.run("get", "node", name, "-o", "json")), predicate, timeout
         )
+        if not held:
+            raise AssertionError(
+                f"node {name}: {what} not reached in {timeout}s; taints "
+                + json.dumps(last.get("spec", {}).get("taints"))
+                + ", conditions "
+                + json.dumps(last.get("status", {}).get("conditions"))
+            )
+        return last
 
     def wait_for(
         self,
@@ -260,17 +258,30 @@ class Cluster:
         what: str = "condition",
     ) -> dict[str, Any]:
         """Poll until ``predicate(workload)`` holds; fail with the last status seen."""
-        deadline = time.monotonic() + timeout
-        last: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            last = self.workload(namespace, name)
-            if predicate(last):
-                return last
-            time.sleep(0.25)
-        raise AssertionError(
-            f"{namespace}/{name}: {what} not reached in {timeout}s; status: "
-            + json.dumps(last.get("status"), indent=1)
-        )
+        held, last = _poll(lambda: self.workload(namespace, name), predicate, timeout)
+        if not held:
+            raise AssertionError(
+                f"{namespace}/{name}: {what} not reached in {timeout}s; status: "
+                + json.dumps(last.get("status"), indent=1)
+            )
+        return last
+
+
+def _poll(
+    read: Callable[[], dict[str, Any]],
+    predicate: Callable[[dict[str, Any]], bool],
+    timeout: float,
+) -> tuple[bool, dict[str, Any]]:
+    """``read()`` every 0.25 s until ``predicate`` holds of it or ``timeout`` seconds pass:
+    whether it held, and the last object read (for the caller's failure message)."""
+    deadline = time.monotonic() + timeout
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        last = read()
+        if predicate(last):
+            return True, last
+        time.sleep(0.25)
+    return False, last
 
 
 def workload_obj(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
