@@ -10,11 +10,13 @@ from typing import Any, cast
 import pytest
 from prometheus_client import REGISTRY
 
+from controller.operator import state as state_module
 from controller.operator.app import Operator
 from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.ledger import Booking, gives_back
+from controller.scheduler.nodes import node_info_from_node as real_node_info
 from tests.factories import node_object, stored_workload
 
 
@@ -150,6 +152,74 @@ def test_a_stale_unreadable_event_changes_nothing() -> None:
     assert state.upsert_node(versioned(node_object("a", cpu="-1"), "6")) is None
     assert state.nodes["a"].eligible
     assert read_errors() == errors
+
+
+def heartbeat(obj: dict[str, Any], version: str, beat: str) -> dict[str, Any]:
+    """The same Node after a kubelet's status update: new heartbeat times, addresses, images;
+    nothing orca reads."""
+    beaten = versioned(copy.deepcopy(obj), version)
+    for condition in beaten["status"]["conditions"]:
+        condition["lastHeartbeatTime"] = beat
+    beaten["status"]["addresses"] = [{"type": "InternalIP", "address": "10.0.0.1"}]
+    beaten["status"]["images"] = [{"names": [f"app@{beat}"], "sizeBytes": 1}]
+    beaten["metadata"]["annotations"] = {"kwok.x-k8s.io/node": "fake"}
+    return beaten
+
+
+def test_a_heartbeat_is_dropped_before_the_node_is_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reads: list[str] = []
+
+    def counting(obj: Any) -> Any:
+        reads.append(obj["metadata"]["resourceVersion"])
+        return real_node_info(obj)
+
+    monkeypatch.setattr(state_module, "node_info_from_node", counting)
+    state = ClusterState()
+    first = versioned(node_object("a", since="2026-12-01T09:00:00Z"), "1")
+    assert state.upsert_node(first) == "a"
+    for version in ("2", "3"):
+        assert state.upsert_node(heartbeat(first, version, f"2026-12-01T10:00:0{version}Z")) is None
+    assert reads == ["1"]  # read once; the heartbeats were compared, not read
+    assert state.node_versions["a"] == "3"  # their versions are recorded all the same
+    assert state.upsert_node(versioned(copy.deepcopy(first), "2")) is None  # stale
+    assert state.node_versions["a"] == "3" and reads == ["1"]
+
+
+CHANGES = {
+    "a label": lambda n: n["metadata"]["labels"].update(zone="b"),
+    "a label removed": lambda n: n["metadata"]["labels"].pop("runtime.orca.cloudinit.dev/docker"),
+    "allocatable cpu": lambda n: n["status"]["allocatable"].update(cpu="8"),
+    "allocatable memory": lambda n: n["status"]["allocatable"].update(memory="16Gi"),
+    "cordoned": lambda n: n["spec"].update(unschedulable=True),
+    "a taint": lambda n: n["spec"].update(taints=[{"key": "k", "effect": "NoSchedule"}]),
+    "not ready": lambda n: n["status"]["conditions"][0].update(status="False"),
+    "ready since another time": lambda n: n["status"]["conditions"][0].update(
+        status="Unknown", lastTransitionTime="2026-12-01T09:30:00Z"
+    ),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=list(CHANGES))
+def test_a_change_to_what_orca_reads_is_read(change: str) -> None:
+    state = ClusterState()
+    first = versioned(node_object("a", since="2026-12-01T09:00:00Z"), "1")
+    state.upsert_node(first)
+    changed = heartbeat(first, "2", "2026-12-01T10:00:00Z")
+    CHANGES[change](changed)
+    assert state.upsert_node(changed) == "a"
+    assert state.nodes["a"] == real_node_info(changed)
+
+
+def test_a_node_read_as_unreadable_is_read_again_whatever_changed() -> None:
+    state = ClusterState()
+    broken = versioned(node_object("a", cpu="8Ei"), "1")
+    assert state.upsert_node(broken) == "a" and not state.nodes["a"].readable
+    assert "a" not in state.node_parts  # nothing to compare an update with
+    fixed = versioned(node_object("a", cpu="4"), "2")
+    assert state.upsert_node(fixed) == "a" and state.nodes["a"].readable
+    assert state.upsert_node(heartbeat(fixed, "3", "2026-12-01T10:00:00Z")) is None
 
 
 def test_an_unparseable_workload_keeps_its_placements_booked_and_is_written_invalid() -> None:
