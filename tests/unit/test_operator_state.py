@@ -248,12 +248,12 @@ def test_an_unparseable_workload_keeps_its_placements_booked_and_is_written_inva
 
 
 class FakeApi:
-    """Records status PATCHes and answers with a new resourceVersion."""
+    """Records status writes and answers with a new resourceVersion."""
 
     def __init__(self) -> None:
         self.patches: list[dict[str, Any]] = []
 
-    async def patch_workload_status(
+    async def write_workload_status(
         self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None
     ) -> dict[str, Any]:
         self.patches.append(status)

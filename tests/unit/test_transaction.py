@@ -39,7 +39,7 @@ class Api:
         self.written: list[str] = []
         self.gets: list[str] = []
 
-    async def patch_workload_status(
+    async def write_workload_status(
         self, _namespace: str, name: str, status: dict[str, Any], _version: str | None
     ) -> dict[str, Any]:
         if name in self.fail:

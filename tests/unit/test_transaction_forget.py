@@ -54,7 +54,7 @@ class RefusingApi:
         self.error = error
         self.pending = 0
 
-    async def patch_workload_status(self, *_: Any) -> dict[str, Any]:
+    async def write_workload_status(self, *_: Any) -> dict[str, Any]:
         self.pending += 1
         await self.release.wait()
         raise self.error

@@ -26,7 +26,7 @@ class BlockedApi:
         self.error: ApiError | None = None
         self.pending = 0
 
-    async def patch_workload_status(self, *_: Any) -> dict[str, Any]:
+    async def write_workload_status(self, *_: Any) -> dict[str, Any]:
         self.pending += 1
         await self.release.wait()
         if self.error is not None:

@@ -50,7 +50,7 @@ class DroppingApi:
         self.dropped = False
         self.writes: list[str] = []
 
-    async def patch_workload_status(
+    async def write_workload_status(
         self, _namespace: str, name: str, status: dict[str, Any], version: str | None
     ) -> dict[str, Any]:
         obj = self.objects[name]
