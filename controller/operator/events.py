@@ -6,12 +6,20 @@ Events are informational: the status is the record. So they wait while the sched
 has work (the status writes get the API server first), go out several at a time once it is
 idle, are dropped and counted when their queue is full (client-go's recorder drops them too),
 and a stop posts what is queued for a bounded time only.
+
+One Workload cannot flood the API server with them either: client-go's recorder lets a source
+post 25 Events about one object, then one every 5 minutes (``EventSourceObjectSpamFilter``,
+tools/record/events_cache.go, its defaults ``defaultSpamBurst`` and ``defaultSpamQPS``), and so
+does this one (``SpamFilter``): a node flapping between Ready and NotReady under a hundred
+Workloads posts a hundred Events per flap at first, then a hundred every 5 minutes at most.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +39,41 @@ EVENT_POSTERS = 8
 EVENT_FLUSH_SECONDS = 3.0
 #: Events queued at most; more are dropped and counted (``orca_events_dropped_total``).
 EVENT_QUEUE = 10_000
+#: client-go's spam filter: Events about one object at once, then one per this many seconds;
+#: objects remembered at most (tools/record/events_cache.go).
+SPAM_BURST = 25
+SPAM_REFILL_SECONDS = 300.0
+SPAM_OBJECTS = 4096
+
+
+class SpamFilter:
+    """A token bucket per involved object and Event type (client-go's ``getSpamKey``: the
+    source, which is this replica's alone, the object and the type): ``burst`` Events, then
+    one per ``refill`` seconds; the ``size`` objects seen last are remembered (an LRU, as
+    client-go's), so memory stays bounded whatever the number of Workloads."""
+
+    def __init__(
+        self,
+        burst: int = SPAM_BURST,
+        refill: float = SPAM_REFILL_SECONDS,
+        size: int = SPAM_OBJECTS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.burst, self.refill, self.size, self.clock = burst, refill, size, clock
+        self._buckets: OrderedDict[tuple[str, str | None, bool], tuple[float, float]] = (
+            OrderedDict()
+        )
+
+    def allows(self, key: tuple[str, str | None, bool]) -> bool:
+        """Whether one more Event about ``key`` may go (and take a token if so)."""
+        now = self.clock()
+        tokens, then = self._buckets.pop(key, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - then) / self.refill)
+        allowed = tokens >= 1.0
+        self._buckets[key] = (tokens - 1.0 if allowed else tokens, now)
+        if len(self._buckets) > self.size:
+            self._buckets.popitem(last=False)
+        return allowed
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +131,7 @@ class EventRecorder:
         self.now = now
         self.identity = identity
         self.queue: asyncio.Queue[PendingEvent] = asyncio.Queue(maxsize=EVENT_QUEUE)
+        self.spam = SpamFilter()
 
     def record(
         self,
@@ -97,8 +141,9 @@ class EventRecorder:
         version: str | None,
         warning: bool = False,
     ) -> None:
-        """Queue an Event on the Workload (dropped and counted when the queue is full)."""
-        if self.queue.full():
+        """Queue an Event on the Workload (dropped and counted when the queue is full or the
+        spam filter says this Workload has had its share)."""
+        if self.queue.full() or not self.spam.allows((record.key, record.uid, warning)):
             metrics.EVENTS_DROPPED.inc()
             return
         event = PendingEvent(

@@ -261,7 +261,9 @@ WATCH_RESTARTS = Counter(
     ["resource", "reason"],
 )
 EVENTS_DROPPED = Counter(
-    "orca_events_dropped_total", "Kubernetes Events not posted because the queue was full."
+    "orca_events_dropped_total",
+    "Kubernetes Events not posted: their queue was full, or the Workload had its share "
+    "(client-go's spam filter: 25, then one per 5 minutes).",
 )
 
 # -- the rebalancer ----------------------------------------------------------------------------
