@@ -5,18 +5,20 @@ levers orca pulls on its requests saves, one at a time, in the same run.
 Per row, in a namespace of its own, ``--objects`` objects, 32 requests in flight:
 
 - ``kube-scheduler``: a Pod's create, kube-scheduler's placement write (the ``binding``
-  subresource), an Event (``--pod-event``: the JSON core/v1 body orca posts, or
-  kube-scheduler's own: an ``events.k8s.io/v1`` Event in protobuf, as its EventBroadcaster
-  posts it);
+  subresource), an Event (``--pod-event``: kube-scheduler's own, an ``events.k8s.io/v1``
+  Event in protobuf as its recorder posts it, ``kube_events.py``, each read back and checked;
+  or the JSON core/v1 body orca posts);
 - ``orca before``: a Workload's create (the CRD as shipped), the placement write orca made
   before issue 31 (a merge PATCH of ``/status`` with the status of ``BEFORE``, preconditioned
   on the resourceVersion, the whole object answered) and the Event orca posted then (JSON);
 - one row per lever (``LEVERS``), ``before`` with that lever alone switched on;
 - ``orca now``: every lever on, i.e. what orca's own code sends now (``KubeApi``'s
   ``write_workload_status`` and ``create_event`` with the status orca's scheduler decides);
-- diagnostic rows (``--diagnostics``), ``before`` under a changed server: the CRD without its
-  CEL rules, or Workloads whose ``managedFields`` were cleared (so the field manager skips
-  them): what those parts of the server's work cost, which no client can switch off.
+- diagnostic rows (``--diagnostics``), ``before`` with something orca does not do: a status
+  smaller than what users read (no condition ``observedGeneration``; the phase and the
+  placements alone), or a changed server (``conditions`` an atomic list in the CRD, the CRD
+  without its CEL rules, Workloads whose ``managedFields`` were cleared so the field manager
+  skips them): what those parts of the server's work cost.
 
 The rows run in a rotated order each round (``--rounds``: the machine is shared; compare
 within a round). Printed per row: kube-apiserver and etcd CPU per request (from ``/proc``),
@@ -48,8 +50,10 @@ from statistics import median
 from typing import Any
 
 import yaml
+from yarl import URL
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 
 from bench import apiserver_profile
 from bench.bench_vs_kube_scheduler import (
@@ -59,12 +63,13 @@ from bench.bench_vs_kube_scheduler import (
     wait_default_service_account,
     workload_object,
 )
-from controller.api.models import API_VERSION, KIND, workload_path
+from bench.kube_events import EVENTS_V1, PROTOBUF, scheduled_event
+from controller.api.models import API_VERSION, KIND, status_body, workload_path
 from controller.devcluster.controlplane import ControlPlane
 from controller.inputs.manifests import parse_workload
 from controller.operator.events import PendingEvent
 from controller.operator.kube import KubeApi, load_configuration
-from controller.operator.kube.client import MERGE_PATCH
+from controller.operator.kube.client import MERGE_PATCH, authorization
 from controller.scheduler.nodes import node_info_from_node
 from controller.scheduler.plan import plan
 
@@ -155,7 +160,7 @@ def current_status(namespace: str, name: str) -> dict[str, Any]:
         nodes = [node_info_from_node(n) for n in node_objects(50, seed=7)]
         workload = parse_workload(workload_object("w", "ns"), "bench")
         (result,) = plan(nodes, [workload])
-        _CURRENT.update(result.status.model_dump(by_alias=True, mode="json", exclude_none=True))
+        _CURRENT.update(status_body(result.status))
     status = copy.deepcopy(_CURRENT)
     for placement in status.get("placements") or []:
         placement.update(node=NODE, allocId=f"{namespace}/{name}-0", score=83)
@@ -172,39 +177,24 @@ def shaped(w: Writes, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Wri
     return replace(w, status=lambda ns, name: change(w.status(ns, name)))
 
 
-def holding_conditions(status: dict[str, Any]) -> dict[str, Any]:
-    """Reconciling and Stalled only while True (kstatus's abnormal-true conditions)."""
-    conditions = status["conditions"]
-    status["conditions"] = [
-        c
-        for c in conditions
-        if c["type"] not in ("Reconciling", "Stalled") or c["status"] == "True"
-    ]
-    return status
-
-
 def no_condition_generation(status: dict[str, Any]) -> dict[str, Any]:
     for condition in status["conditions"]:
         condition.pop("observedGeneration", None)
     return status
 
 
-def no_empty_lists(status: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in status.items() if v != []}
-
-
 #: Each lever: what it changes of ``before``'s requests, alone (``orca now`` has them all).
 LEVERS: dict[str, Callable[[Writes], Writes]] = {
     "status shape": lambda w: replace(w, status=current_status),
-    "shape: conditions that hold": lambda w: shaped(w, holding_conditions),
-    "shape: no condition generation": lambda w: shaped(w, no_condition_generation),
-    "shape: no empty lists": lambda w: shaped(w, no_empty_lists),
     "PUT /status": lambda w: replace(w, put=True),
     "metadata answer": lambda w: replace(w, accept=PARTIAL),
     "fieldValidation=Ignore": lambda w: replace(
         w, params={**w.params, "fieldValidation": "Ignore"}
     ),
     "Event: metadata answer": lambda w: replace(w, event_accept=PARTIAL),
+    "Event: fieldValidation=Ignore": lambda w: replace(
+        w, event_params={**w.event_params, "fieldValidation": "Ignore"}
+    ),
 }
 
 
@@ -236,6 +226,7 @@ def minimal(status: dict[str, Any]) -> dict[str, Any]:
 
 
 DIAGNOSTICS: dict[str, Callable[[Writes], Writes]] = {
+    "no condition observedGeneration": lambda w: shaped(w, no_condition_generation),
     "conditions atomic (CRD)": lambda w: replace(w, crd=atomic_conditions),
     "phase and placements alone": lambda w: shaped(w, minimal),
     "no CEL rules (server)": lambda w: replace(w, crd=without_rules),
@@ -376,13 +367,47 @@ async def kube_scheduler_row(
         if pod_event == "json":
             body = event_body(name, namespace, meta["uid"], meta["resourceVersion"], "v1", "Pod")
             await api.request("POST", f"/api/v1/namespaces/{namespace}/events", body)
-        else:
-            raise SystemExit(f"--pod-event {pod_event}: not known")
+            return
+        event = scheduled_event(name, namespace, meta["uid"], meta["resourceVersion"], NODE)
+        await post_protobuf(api, EVENTS_V1.format(ns=namespace), event)
 
     costs = {"create": await each(plane, api, names, create)}
     costs["placement write"] = await each(plane, api, names, bind, _profile(profiling, "binding"))
     costs["Event"] = await each(plane, api, names, post, _profile(profiling, "binding-event"))
+    if pod_event == "kube-scheduler":
+        await check_kube_scheduler_events(api, namespace, count)
     return costs
+
+
+async def post_protobuf(api: KubeApi, path: str, body: bytes) -> None:
+    """POST ``body`` as kube-scheduler's client does (protobuf in, protobuf out)."""
+    headers = {"Content-Type": PROTOBUF, "Accept": PROTOBUF}
+    token = authorization(api.configuration)
+    if token:
+        headers["Authorization"] = token
+    session = await api.session()
+    url = URL(api.configuration.host + path, encoded=True)
+    async with session.post(url, data=body, headers=headers) as response:
+        answer = await response.read()
+        if response.status != 201:
+            raise SystemExit(f"POST {path}: {response.status} {answer[:300]!r}")
+
+
+async def check_kube_scheduler_events(api: KubeApi, namespace: str, count: int) -> None:
+    """Every protobuf Event posted reads back (JSON) as kube-scheduler's ``Scheduled``."""
+    listed = (await api.request("GET", EVENTS_V1.format(ns=namespace)))["items"]
+    good = [
+        e
+        for e in listed
+        if e.get("reason") == "Scheduled"
+        and e.get("action") == "Binding"
+        and e.get("reportingController") == "default-scheduler"
+        and (e.get("regarding") or {}).get("kind") == "Pod"
+        and (e.get("note") or "").startswith(f"Successfully assigned {namespace}/")
+        and e.get("eventTime")
+    ]
+    if len(good) != count:
+        raise SystemExit(f"{len(good)}/{count} Events read back as kube-scheduler's: {listed[:1]}")
 
 
 def _profile(profiling: Profiling | None, name: str) -> tuple[Profiling, str] | None:
@@ -594,7 +619,13 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help=f"comma-separated, of: {', '.join(DIAGNOSTICS)}",
     )
-    parser.add_argument("--pod-event", choices=("json",), default="json")
+    parser.add_argument(
+        "--pod-event",
+        choices=("kube-scheduler", "json"),
+        default="kube-scheduler",
+        help="the Pods' Event: kube-scheduler's own (events.k8s.io/v1, protobuf), or the "
+        "JSON core/v1 body orca posts",
+    )
     parser.add_argument("--pprof", type=Path, help="save kube-apiserver CPU profiles here")
     parser.add_argument("--pprof-seconds", type=int, default=5)
     args = parser.parse_args(argv)
