@@ -25,9 +25,10 @@ within a round). Printed per row: kube-apiserver and etcd CPU per request (from 
 and orca's client CPU (this process: orca's own ``KubeApi``, aiohttp, TLS, orjson).
 
 ``--pprof DIR`` also takes a kube-apiserver CPU profile (``/debug/pprof/profile``) of the
-first ``--pprof-seconds`` of each placement write and Event of the first round, saves it in
-DIR and prints where the server's CPU went, by category (``apiserver_profile.CATEGORIES``),
-in ms per request. Read them further with ``go tool pprof -top BINARY DIR/FILE``.
+first ``--pprof-seconds`` of each placement write and Event, saves it in ``DIR/round<N>`` and
+prints where the server's CPU went, by category (``apiserver_profile.CATEGORIES``), in ms per
+request, and the medians over the rounds. Read them further with ``go tool pprof -top BINARY
+DIR/round0/FILE``. ``--fresh`` deletes each row's namespace before the next row starts.
 
     python bench/bench_server_cost.py --objects 2000 --rounds 2
     python bench/bench_server_cost.py --objects 6000 --rounds 1 --pprof /tmp/pprof \\
@@ -68,7 +69,7 @@ from controller.api.models import API_VERSION, KIND, status_body, workload_path
 from controller.devcluster.controlplane import ControlPlane
 from controller.inputs.manifests import parse_workload
 from controller.operator.events import PendingEvent
-from controller.operator.kube import KubeApi, load_configuration
+from controller.operator.kube import ApiError, KubeApi, load_configuration
 from controller.operator.kube.client import MERGE_PATCH, authorization
 from controller.scheduler.nodes import node_info_from_node
 from controller.scheduler.plan import plan
@@ -341,6 +342,27 @@ async def settle(plane: ControlPlane, quiet: float = 0.15, timeout: float = 180)
         calm = calm + 1 if sum(cpu_seconds(p) for p in pids) - before < quiet else 0
 
 
+async def delete_namespace(
+    plane: ControlPlane, api: KubeApi, namespace: str, timeout: float = 600
+) -> None:
+    """Delete a row's namespace and wait until it is gone (the namespace controller deletes
+    what is in it), then for the API server to settle: every row starts from the same
+    cluster, not one that grew by every row before it (a bigger watch cache and heap)."""
+    plane.kubectl("delete", "namespace", namespace, "--wait=false", check=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            await api.request("GET", f"/api/v1/namespaces/{namespace}")
+        except ApiError as exc:
+            if exc.not_found:
+                break
+            raise
+        await asyncio.sleep(1)
+    else:
+        raise SystemExit(f"namespace {namespace} still there after {timeout:.0f}s")
+    await settle(plane)
+
+
 async def kube_scheduler_row(
     plane: ControlPlane,
     api: KubeApi,
@@ -537,11 +559,6 @@ async def run(plane: ControlPlane, workdir: Path, args: argparse.Namespace) -> N
     shipped = yaml.safe_load(CRD.read_text())
     api = KubeApi(load_configuration(str(plane.kubeconfig_path)), max_connections=64)
     installed: Any = None
-    profiling = (
-        Profiling(args.pprof, args.pprof_seconds, plane.bin_dir / "kube-apiserver")
-        if args.pprof
-        else None
-    )
     every: list[dict[str, dict[str, Cost]]] = []
     try:
         for round_ in range(args.rounds):
@@ -549,26 +566,36 @@ async def run(plane: ControlPlane, workdir: Path, args: argparse.Namespace) -> N
             order = list(table.items())
             order = order[round_ % len(order) :] + order[: round_ % len(order)]
             results: dict[str, dict[str, Cost]] = {}
+            profiling = (
+                Profiling(
+                    args.pprof / f"round{round_}",
+                    args.pprof_seconds,
+                    plane.bin_dir / "kube-apiserver",
+                )
+                if args.pprof
+                else None
+            )
             for i, (label, writes) in enumerate(order):
                 namespace = f"r{round_}-{i}"
                 plane.kubectl("create", "namespace", namespace, check=True)
-                profile = profiling if round_ == 0 else None
                 await settle(plane)
                 if label == KUBE:
                     await wait_default_service_account(api, namespace, 60)
                     results[label] = await kube_scheduler_row(
-                        plane, api, namespace, args.objects, args.pod_event, profile
+                        plane, api, namespace, args.objects, args.pod_event, profiling
                     )
-                    continue
-                crd = writes.crd(shipped) if writes is not None else shipped
-                if crd != installed:
-                    install(plane, crd, workdir)
-                    installed = crd
-                    await asyncio.sleep(3)  # the new schema served by every handler
-                    await settle(plane)
-                results[label] = await orca_row(
-                    plane, api, namespace, args.objects, writes, label, profile
-                )
+                else:
+                    crd = writes.crd(shipped) if writes is not None else shipped
+                    if crd != installed:
+                        install(plane, crd, workdir)
+                        installed = crd
+                        await asyncio.sleep(3)  # the new schema served by every handler
+                        await settle(plane)
+                    results[label] = await orca_row(
+                        plane, api, namespace, args.objects, writes, label, profiling
+                    )
+                if args.fresh:
+                    await delete_namespace(plane, api, namespace)
             reference = None
             for label in table:  # printed in the table's order, whatever order they ran in
                 total = report(round_, label, results[label], reference)
@@ -601,6 +628,12 @@ def summary(every: list[dict[str, dict[str, Cost]]]) -> None:
             writes = [per(r[label])[0] / per(r[BEFORE])[0] for r in every]
             line += f"; its write {100 * (median(writes) - 1):+.0f}% vs before's"
         print(line, flush=True)
+        for what in ("placement write", "Event"):
+            profiles = [p for r in every if (p := r[label][what].profile)]
+            if len(profiles) == len(every):
+                parts = {k: median(p.get(k, 0.0) for p in profiles) for k in profiles[0]}
+                shown = ", ".join(f"{k} {v:.2f}" for k, v in parts.items() if v >= 0.005)
+                print(f"    kube-apiserver profile, {what}, ms per request: {shown}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -628,6 +661,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--pprof", type=Path, help="save kube-apiserver CPU profiles here")
     parser.add_argument("--pprof-seconds", type=int, default=5)
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="delete each row's namespace (and wait until it is gone) before the next row",
+    )
     args = parser.parse_args(argv)
     if args.objects < 1 or args.rounds < 1 or args.pprof_seconds < 1:
         parser.error("--objects, --rounds and --pprof-seconds must be at least 1")

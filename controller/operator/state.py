@@ -252,11 +252,8 @@ class ClusterState:
     # -- who to retry when something changes ----------------------------------------------------
 
     def keys_on_node(self, name: str) -> set[str]:
-        return {
-            key
-            for key in self.ledger.workload_keys()
-            if any(b.node == name for b in self.ledger.bookings(key))
-        }
+        """Workloads with a replica booked on node ``name`` (the ledger's index)."""
+        return self.ledger.keys_on(name)
 
     def keys_waiting_for_capacity(self) -> set[str]:
         """Workloads freed capacity could help: some node failed them only for lack of room

@@ -12,9 +12,11 @@ from prometheus_client import REGISTRY
 
 from controller.operator import state as state_module
 from controller.operator.app import Operator
+from controller.operator.handlers import NodeEvents, StartupGate
 from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.framework import Code
 from controller.scheduler.ledger import Booking, gives_back
 from controller.scheduler.nodes import node_info_from_node as real_node_info
 from tests.factories import node_object, stored_workload
@@ -272,3 +274,49 @@ def test_the_default_retry_backoff_stops_at_kube_schedulers_10s() -> None:
     delays = asyncio.run(scenario())
     assert delays[:3] == [0.05, 0.1, 0.2]
     assert delays[-4:] == [10.0] * 4
+
+
+def test_a_mass_node_change_walks_the_workloads_once_and_queues_each_concerned_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Five hundred Nodes turn NotReady in one turn of the event loop (a watch chunk, a
+    relist page): who to queue is worked out once, and is what one Node at a time queued:
+    the Workloads on those Nodes, DaemonSets, and whatever a node could cure."""
+
+    async def scenario() -> tuple[set[str], int]:
+        state, queue = ClusterState(), WorkQueue()
+        gate = StartupGate(state, queue)
+        events = NodeEvents(state, queue, gate)
+        for i in range(500):
+            events.added(versioned(node_object(f"n{i}"), "1"))
+        placed = [{"node": "n7", "allocId": "ns/on-7-0", "score": 1}]
+        state.upsert_workload(wl_obj("on-7", "2", placed))
+        elsewhere = [{"node": "x", "allocId": "ns/elsewhere-0", "score": 1}]
+        state.upsert_workload(wl_obj("elsewhere", "3", elsewhere))
+        for key in ("ns/on-7", "ns/elsewhere"):
+            state.records[key].code = Code.SUCCESS  # decided: only its Nodes concern it
+        daemon = stored_workload("ds", spec={"kind": "DaemonSet"})
+        state.upsert_workload(daemon)
+        state.records["ns/ds"].code = Code.SUCCESS
+        gate.ready.set()
+        walks = [0]
+        real = state.daemon_keys
+
+        def counted() -> set[str]:
+            walks[0] += 1
+            return real()
+
+        monkeypatch.setattr(state, "daemon_keys", counted)
+        for i in range(500):
+            events.modified(versioned(node_object(f"n{i}", ready=False), "9"))
+        assert len(queue) == 0  # not yet: once, when this turn of the loop ends
+        await asyncio.sleep(0)
+        keys = set()
+        while len(queue):
+            key = await queue.get()
+            queue.done(key)
+            keys.add(key)
+        return keys, walks[0]
+
+    keys, walks = asyncio.run(scenario())
+    assert keys == {"ns/on-7", "ns/ds"} and walks == 1

@@ -206,6 +206,7 @@ def test_a_held_write_resolved_by_a_watch_event_wakes_who_waits() -> None:
         labelled = job("web", version=11)
         labelled["metadata"]["labels"] = {"team": "blue"}
         events.added(labelled)  # web as it is: unplaced
+        await asyncio.sleep(0)  # who waits is queued once per loop turn (WorkloadEvents.flush)
         return waiting, queue.busy("ns/db"), free_cpu(state)
 
     waiting, woken, free = asyncio.run(scenario())
