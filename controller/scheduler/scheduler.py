@@ -47,6 +47,11 @@ class PreparedCycle:
     filtered: Filtered | None = None
     kept: dict[int, Booking] = field(default_factory=dict)
 
+    def dry_run(self) -> PreparedCycle:
+        """The same, on a clone of the cycle (``Framework.what_if``): deciding from it leaves
+        this one as it was."""
+        return replace(self, cycle=Framework.what_if(self.cycle))
+
 
 class Scheduler:
     """Runs the scheduling cycle. Holds only memo caches (CEL outcomes, filter masks per node
@@ -75,8 +80,15 @@ class Scheduler:
         NoExecute taints' clock), given the cluster in ``ledger`` and the PriorityClasses its
         ``priorityClassName`` is resolved against (a missing class makes it Invalid, as Pod
         admission refuses such a Pod)."""
+        return self.decide(workload, self.prepare(workload, ledger, now=now), classes)
+
+    def decide(
+        self, workload: Workload, prepared: PreparedCycle, classes: PriorityClasses = NO_CLASSES
+    ) -> Decision:
+        """Place from a prepared cycle: the steps of ``schedule`` after ``prepare``. The
+        placing uses ``prepared.cycle`` up; a caller that narrates the cycle afterwards
+        (``explain``) decides on ``prepared.dry_run()``."""
         priority = classes.resolve(workload.spec.priority_class_name)
-        prepared = self.prepare(workload, ledger, now=now)
         if prepared.filtered is None or priority.error is not None:
             errors = (*prepared.errors, *((priority.error,) if priority.error else ()))
             return invalid(errors, workload.spec.replicas, prepared.existing)
@@ -92,7 +104,8 @@ class Scheduler:
 
     def prepare(self, workload: Workload, ledger: Ledger, *, now: float) -> PreparedCycle:
         """The cycle up to placing: snapshot, pre-filter, give back this Workload's bookings,
-        filter, keep. ``schedule`` places from here; ``orca explain`` narrates it."""
+        filter, keep. ``decide`` places from here; ``orca explain`` narrates it, the planners
+        ask their "what if" of it (``Framework.what_if``)."""
         cycle = self.snapshot(workload, ledger, now)
         self.cel.start_cycle()
         existing = ledger.bookings(workload.key)

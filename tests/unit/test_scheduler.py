@@ -10,9 +10,8 @@ import pytest
 
 from controller.api.models import Phase, Strategy, Workload
 from controller.scheduler.decision import Decision
-from controller.scheduler.ledger import Ledger, ledger_from_statuses
+from controller.scheduler.ledger import Ledger, alloc_index, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, NodeTable
-from controller.scheduler.placement import alloc_index
 from controller.scheduler.plan import plan
 from controller.scheduler.plugins.capacity import capacity_score
 from controller.scheduler.scheduler import Scheduler
