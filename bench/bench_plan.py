@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,10 +98,14 @@ class Run:
     exit_code: int
 
 
-def run_cli(nodes: Path, workloads: Path, out: Path, timings: bool = True) -> Run:
-    """One ``orca plan`` in a child process; its stdout goes to ``out``."""
+def run_cli(
+    nodes: Path, workloads: Path, out: Path, timings: bool = True, extra: Sequence[str] = ()
+) -> Run:
+    """One ``orca plan`` (with ``extra`` arguments) in a child process; its stdout goes to
+    ``out``."""
     cmd = [str(ORCA), "plan", "--nodes", str(nodes), "--workloads", str(workloads), "-o", "json"]
     cmd += ["--timings"] if timings else []
+    cmd += extra
     with out.open("wb") as stdout, tempfile.TemporaryFile() as stderr:
         started = time.perf_counter()
         child = subprocess.Popen(cmd, stdout=stdout, stderr=stderr)

@@ -17,13 +17,18 @@ is (the placements in the Workloads' statuses):
 
 ``smallest_count`` answers ``--add-nodes FILE:auto``: the smallest number of copies of the
 template after which nothing is unplaced, or one line saying why no number does. It does not
-plan every count: a lower bound from the capacity still missing, then counts growing
-geometrically until one places everything, then a binary search between the last count that
-did not and the first that did; the plan at the answer minus one is always one of those
-planned, so the answer comes with its proof (what that plan leaves without a place) rather
-than an assumption that more nodes never hurt. A template that cannot take some Workload
-that waits (a runtime it lacks, a constraint or taint that excludes it, too small) is tried
-at the largest count first, so the common "no count can" answer costs one plan.
+plan every count: it starts from a lower bound (the room still missing, in whole templates)
+and keeps a bracket (a count that leaves something unplaced, one that places everything),
+probing where the unplaced replicas would run out at the rate the last added nodes took them
+(a secant), bisecting whenever a probe did not halve the bracket. It stops when the two are
+adjacent, so the plan at the answer minus one is always one it made: the answer comes with its
+proof (what that plan leaves without a place) rather than an assumption that more nodes never
+hurt. It is only that: placing is greedy, as the operator's is (and kube-scheduler's), so
+one more node can now and then change where earlier replicas go and leave one unplaced that
+one fewer would not; the answer is minimal against the count below it, which is what the
+proof shows. A template that cannot take some Workload that waits (a runtime it lacks, a constraint
+or taint that excludes it, too small) is tried at the largest count first, so the common "no
+count can" answer costs one plan.
 
 Pure, as the scheduler: the ledger given is read, never written; the same inputs and ``now``
 give the same answer.
@@ -31,6 +36,7 @@ give the same answer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -215,61 +221,51 @@ class WhatIf:
         """The smallest count of ``question.template`` after which nothing is unplaced, with
         the answer at that count (or at the largest count tried, when none is enough).
 
-        Invariant of the search: ``failing`` < ``count``, the plan at ``failing`` leaves
-        something unplaced (0, the question without nodes, does when anything waits), the
-        plan at ``count`` places everything; it ends when they are adjacent, so the plan at
-        ``count - 1`` was made and is the proof."""
+        The search keeps a bracket: ``failing``, a count whose plan leaves something
+        unplaced (0 at first, when anything waits), and ``enough``, a count whose plan places
+        everything (none yet at first). Each probe lies strictly inside it: where the
+        unplaced replicas would run out if each added node took as many as the last ones
+        did (a secant through the last two failing plans), else double the last step; a probe
+        that did not halve the bracket is followed by its middle, so the search never
+        crawls. It ends when the two are adjacent: the plan at ``enough - 1`` was made, and is
+        the proof. Only the two bracketing answers are kept (a plan of 10,000 Workloads is
+        large)."""
         template = question.template
         if template is None:
             raise ValueError("smallest_count needs a template node")
         start = self.plans
-        tried: dict[int, Answer] = {}
-
-        def at(count: int) -> Answer:
-            if count not in tried:
-                tried[count] = self.answer(replace(question, count=count))
-            return tried[count]
-
-        if at(0).settled:
-            return self._capacity(template, 0, tried, start), at(0)
-        cap = min(MAX_ADDED_NODES, max(len(at(0).unplaced), 1))
-        refused = self._refusing(at(0), template)
-        if refused and not at(cap).settled:  # the template takes some waiting Workload nowhere
-            return self._no_count(template, cap, at(cap), refused, start), at(cap)
-        failing, count = 0, min(cap, self._lower_bound(at(0), template))
-        step = 1
-        while not at(count).settled:
-            if count >= cap:
-                return self._no_count(template, cap, at(cap), refused, start), at(cap)
-            failing = count
-            count = min(cap, failing + step)
-            step *= 2
-        if count - 1 > failing and not at(count - 1).settled:
-            failing = count - 1  # the lower bound was the answer
-        while count - failing > 1:
-            middle = (failing + count) // 2
-            if at(middle).settled:
-                count = middle
-            else:
-                failing = middle
-        return self._capacity(template, count, tried, start), at(count)
-
-    def _capacity(
-        self, template: NodeInfo, count: int, tried: Mapping[int, Answer], start: int
-    ) -> Capacity:
-        proof = None
-        if count:
-            first = tried[count - 1].unplaced[0]
-            proof = f"with {count - 1}, {first.alloc_id} has no place: {first.reason}"
-        return Capacity(
+        base = self.answer(replace(question, count=0))
+        if base.settled:
+            return Capacity(template.hostname, 0, True, plans=self.plans - start), base
+        cap = min(MAX_ADDED_NODES, max(len(base.unplaced), 1))
+        refused = self._refusing(base, template)
+        search = _Search(0, base.unplaced, cap)
+        if refused:  # the template takes some waiting Workload nowhere: try the most first
+            top = self.answer(replace(question, count=cap))
+            if not top.settled:
+                return self._no_count(template, cap, top, refused, start), top
+            search.record(cap, top)
+        probe = min(cap, self._lower_bound(base, template))
+        del base  # the answers are large: the search keeps only what it needs
+        while not search.done:
+            count = search.clamp(probe)
+            found = self.answer(replace(question, count=count))
+            if not found.settled and count >= cap:
+                return self._no_count(template, cap, found, refused, start), found
+            search.record(count, found)
+            probe = search.next_probe()
+        failing, first = search.failing_count, search.failing_unplaced[0]
+        count, enough = search.bracket_top()
+        capacity = Capacity(
             template.hostname,
             count,
             True,
-            names=tried[count].added,
-            proof=proof,
-            tried=max(tried),
+            names=enough.added,
+            proof=f"with {failing}, {first.alloc_id} has no place: {first.reason}",
+            tried=search.largest,
             plans=self.plans - start,
         )
+        return capacity, enough
 
     def _lower_bound(self, base: Answer, template: NodeInfo) -> int:
         """No count below this places everything: every Job and Service replica of the plan
@@ -346,6 +342,59 @@ class WhatIf:
         if first.workload in refused:
             why += f"; a {template.hostname} node cannot take it: {refused[first.workload]}"
         return Capacity(template.hostname, None, True, why=why, tried=cap, plans=self.plans - start)
+
+
+@dataclass
+class _Search:
+    """The bracket of ``WhatIf.smallest_count``: the plan at ``failing_count`` leaves
+    ``failing_unplaced``, ``enough`` (once found) places everything; ``previous`` is the
+    failing point before, for the secant."""
+
+    failing_count: int
+    failing_unplaced: tuple[Unplaced, ...]  # what the failing plan left (only this is kept)
+    cap: int
+    enough: tuple[int, Answer] | None = None
+    previous: tuple[int, int] | None = None  # (count, unplaced) of the failing point before
+    width: int | None = None  # the bracket's width before the last probe
+    largest: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.enough is not None and self.enough[0] - self.failing_count <= 1
+
+    def bracket_top(self) -> tuple[int, Answer]:
+        if self.enough is None:
+            raise RuntimeError("the search has not found a count that is enough")
+        return self.enough
+
+    def _top(self) -> int:
+        return self.enough[0] if self.enough is not None else self.cap + 1
+
+    def clamp(self, probe: int) -> int:
+        """``probe`` moved strictly inside the bracket."""
+        top = self._top()
+        self.width = top - self.failing_count
+        return max(self.failing_count + 1, min(probe, top - 1))
+
+    def record(self, count: int, answer: Answer) -> None:
+        self.largest = max(self.largest, count)
+        if answer.settled:
+            self.enough = (count, answer)
+        else:
+            self.previous = (self.failing_count, len(self.failing_unplaced))
+            self.failing_count, self.failing_unplaced = count, answer.unplaced
+
+    def next_probe(self) -> int:
+        low, unplaced, top = self.failing_count, len(self.failing_unplaced), self._top()
+        if self.width is not None and self.enough is not None and top - low > self.width // 2:
+            return (low + top) // 2  # the last probe did not halve the bracket
+        if self.previous is not None:
+            before_count, before_unplaced = self.previous
+            per_node = (before_unplaced - unplaced) / max(low - before_count, 1)
+            if per_node > 0:
+                return low + max(1, math.ceil(unplaced / per_node))
+            return low + 2 * max(low - before_count, 1)
+        return low + 1
 
 
 def copies(template: NodeInfo | None, count: int, table: NodeTable) -> list[NodeInfo]:
