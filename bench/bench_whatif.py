@@ -34,6 +34,8 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from bench.bench_plan import Run, run_cli, write_lean_nodes
 from bench.bench_scheduler import random_spec
 

@@ -74,6 +74,8 @@ orca is running. Try:
   .venv/bin/orca dev-cluster silence --dir $DIR node-c  # Unknown + tainted after 50 s
   .venv/bin/orca dev-cluster revive --dir $DIR node-c
   .venv/bin/orca plan --from-cluster --workloads examples/workloads.yaml
+  .venv/bin/orca plan --from-cluster --drain topology.kubernetes.io/zone=eu-1a   # before you drain
+  .venv/bin/orca plan --from-cluster --drain topology.kubernetes.io/zone=eu-1a --add-nodes examples/spare-node.yaml:auto
   .venv/bin/orca explain -n ml trainer               # each node: the filter that rejects it
   .venv/bin/orca rebalance --from-cluster            # moves that would even out shop/web (dry run)
 Stop everything with: make demo-stop

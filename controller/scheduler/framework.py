@@ -21,8 +21,10 @@ in profile order) and a ``Code`` that tells the scheduling loop who can cure a f
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+import copy
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -171,16 +173,27 @@ class CycleState:
             if i is not None:
                 self.give(i, b.cpu, b.memory, own=alloc_index(self.key, b.alloc_id) is not None)
 
+    @contextmanager
+    def vacated(self, i: int) -> Iterator[None]:
+        """One of this Workload's replicas (of the spec's size) off node ``i`` for the block,
+        back after it: dry runs one replica after another on a cycle that is itself a
+        planner's copy (``Framework.what_if``), without a copy each time (the rebalancer asks
+        this of every replica it might move)."""
+        self.give(i, self.cpu, self.memory)
+        try:
+            yield
+        finally:
+            self.take(i, self.cpu, self.memory)
+
     def clone(self) -> CycleState:
         """A copy whose scratch arrays and plugin data are its own (kube's
         ``CycleState.Clone``); the spec, the ledger and the filters' verdicts are shared."""
-        return replace(
-            self,
-            free_cpu=self.free_cpu.copy(),
-            free_memory=self.free_memory.copy(),
-            own=self.own.copy(),
-            data=dict(self.data),
-        )
+        other = copy.copy(self)  # every field shared, then the scratch made its own
+        other.free_cpu = self.free_cpu.copy()
+        other.free_memory = self.free_memory.copy()
+        other.own = self.own.copy()
+        other.data = dict(self.data)
+        return other
 
 
 # -- the extension points ------------------------------------------------------------------------
@@ -346,10 +359,12 @@ class Framework:
         CycleState and call the PreFilter extensions' ``RemovePod``/``AddPod`` on the copy,
         ``SelectVictimsOnNode`` in defaultpreemption/default_preemption.go). What the static
         filters decided is kept (``cycle.passes``); the per-replica filters (``fits``) and the
-        scores then see the changed room and counts. The planners ask here: preemption
-        (victims lifted), the rebalancer (the moving replica lifted), ``explain`` (the
-        placement narrated on a copy); ``Ledger.what_if`` asks the same of the whole cluster
-        (bookings lifted, nodes removed or added)."""
+        scores then see the changed room and counts. The planners ask here: preemption (the
+        decision's replicas placed, then victims lifted node by node), ``explain`` (the
+        placement made on a copy, the cycle narrated as it was); the rebalancer, which tries
+        every replica of a Workload in turn, asks ``CycleState.vacated`` of its own cycle;
+        ``Ledger.what_if`` asks the same of the whole cluster (bookings lifted, nodes removed
+        or added): preemption's check, the drain and add-nodes what-if."""
         trial = cycle.clone()
         trial.lift(lift)
         trial.book(book)

@@ -23,7 +23,6 @@ that is the one place the operator keeps that fact.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -41,7 +40,7 @@ from controller.api.models import (
 )
 from controller.scheduler.nodes import BoolArray, IntArray, NodeInfo, NodeTable
 
-_ALLOC_SUFFIX = re.compile(r"-(0|[1-9][0-9]{0,8})$")
+MAX_INDEX_DIGITS = 9
 
 
 def alloc_id(namespace: str, name: str, index: int) -> str:
@@ -51,11 +50,21 @@ def alloc_id(namespace: str, name: str, index: int) -> str:
 
 
 def alloc_index(workload_key: str, value: str) -> int | None:
-    """The replica index of an AllocID of this Workload, or None if it is not one of its ids."""
-    match = _ALLOC_SUFFIX.search(value)
-    if match is None or value[: match.start()] != workload_key:
+    """The replica index of an AllocID of this Workload, or None if it is not one of its ids:
+    ``<workload_key>-<index>``, the index in decimal without leading zeros, at most 9 digits
+    (the planners ask this per replica they lift, so it is plain string tests, no regex)."""
+    size = len(workload_key)
+    if not value.startswith(workload_key) or value[size : size + 1] != "-":
         return None
-    return int(match.group(1))
+    digits = value[size + 1 :]
+    if not (
+        0 < len(digits) <= MAX_INDEX_DIGITS
+        and digits.isascii()
+        and digits.isdigit()
+        and (digits[0] != "0" or digits == "0")
+    ):
+        return None
+    return int(digits)
 
 
 # -- the capacity rule ---------------------------------------------------------------------------

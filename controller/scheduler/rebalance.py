@@ -3,9 +3,10 @@ Workload's strategy objective (DESIGN.md 4, "Rebalancing"; issue 13).
 
 Pure, on the scheduler's own framework and a scratch copy of the ledger: a move is judged the
 way the scheduling cycle would judge placing that replica afresh (``Scheduler.prepare``, the
-replica lifted by the framework's dry run ``Framework.what_if``, ``Framework.fits``), so the
+replica off its node for a dry run, ``CycleState.vacated``, then ``Framework.fits``), so the
 target passes every filter of the profile, capacity and topology spread included, given the
-moves before it. Nothing here re-implements a filter or the capacity rule.
+moves before it. Nothing here re-implements a filter or the capacity rule, or writes the
+cycle's arrays itself.
 
 The objective of a move is the moving Workload's strategy's, compared in order (lower is
 better; a move must improve it by at least ``min_gain`` so a plan never oscillates):
@@ -234,7 +235,6 @@ class Rebalancer:
         if prepared.filtered is None or not _settled(prepared):
             return None
         cycle, filtered = prepared.cycle, prepared.filtered
-        table = ledger.table
         spreads = _spreads(prepared)
         strategy = workload.spec.strategy
         before = Objective(
@@ -249,52 +249,68 @@ class Rebalancer:
         for _, booking in sorted(prepared.kept.items()):
             if only is not None and (booking.alloc_id, booking.node) != only[:2]:
                 continue
-            s = table.index[booking.node]
-            trial = self.scheduler.framework.what_if(cycle, lift=[booking])
-            targets = self._targets(trial, filtered, s)
-            if only is not None:
-                t_only = table.index.get(only[2], -1)
-                targets = targets[targets == t_only]
-            if targets.size == 0:
-                continue
-            after = usage.after_move(s, targets, cycle.cpu, cycle.memory)
-            skews = sum(
-                (sp.after_move(s, targets) for sp in spreads), np.zeros(targets.size, np.int64)
-            )
-            primary, secondary, better = _compare(strategy, before, skews, after, self.min_gain)
-            if not better.any():
-                continue
-            pick = np.flatnonzero(better)
-            order = np.lexsort((pick, secondary[pick], primary[pick]))  # ties: lowest hostname
-            j = int(pick[order[0]])
-            key = (float(primary[j]), float(secondary[j]))
-            if best is not None and key >= best[0]:
-                continue  # an earlier replica's move is as good: keep it
-            t = int(targets[j])
-            move = Move(
-                workload=workload.key,
-                alloc_id=booking.alloc_id,
-                source=booking.node,
-                target=table.hostnames[t],
-                score=self._score(trial, t),
-                before=before,
-                after=Objective(
-                    strategy,
-                    int(skews[j]),
-                    int(after.nodes[j]),
-                    float(after.stddev[j]),
-                    float(after.packing[j]),
-                    float(after.dispersion[j]),
-                ),
-            )
-            best = (key, move)
+            # The dry run of placing this replica afresh: the cycle (the rebalancer's own,
+            # from ``prepare``) with it off its node for the block (kept: at the spec's size).
+            with cycle.vacated(cycle.table.index[booking.node]):
+                found = self._move_of(cycle, filtered, booking, usage, spreads, before, only)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found  # ties: an earlier replica's move is as good: keep it
         return best[1] if best is not None else None
+
+    def _move_of(
+        self,
+        trial: CycleState,
+        filtered: Filtered,
+        booking: Booking,
+        usage: _Usage,
+        spreads: list[_Spread],
+        before: Objective,
+        only: tuple[str, str, str] | None,
+    ) -> tuple[tuple[float, float], Move] | None:
+        """The best improving move of the replica ``booking`` (lifted in ``trial``), with the
+        objective it reaches as its sort key, or None."""
+        table = trial.table
+        strategy = trial.spec.strategy
+        s = table.index[booking.node]
+        targets = self._targets(trial, filtered, s)
+        if only is not None:
+            t_only = table.index.get(only[2], -1)
+            targets = targets[targets == t_only]
+        if targets.size == 0:
+            return None
+        after = usage.after_move(s, targets, trial.cpu, trial.memory)
+        skews = sum((sp.after_move(s, targets) for sp in spreads), np.zeros(targets.size, np.int64))
+        primary, secondary, better = _compare(strategy, before, skews, after, self.min_gain)
+        if not better.any():
+            return None
+        pick = np.flatnonzero(better)
+        order = np.lexsort((pick, secondary[pick], primary[pick]))  # ties: lowest hostname
+        j = int(pick[order[0]])
+        key = (float(primary[j]), float(secondary[j]))
+        t = int(targets[j])
+        move = Move(
+            workload=trial.key,
+            alloc_id=booking.alloc_id,
+            source=booking.node,
+            target=table.hostnames[t],
+            score=self._score(trial, t),
+            before=before,
+            after=Objective(
+                strategy,
+                int(skews[j]),
+                int(after.nodes[j]),
+                float(after.stddev[j]),
+                float(after.packing[j]),
+                float(after.dispersion[j]),
+            ),
+        )
+        return key, move
 
     def _targets(self, trial: CycleState, filtered: Filtered, s: int) -> IntArray:
         """Nodes the replica on node ``s`` could be placed on, as the scheduling cycle would
-        place it: ``trial`` is the cycle with that replica lifted (``Framework.what_if``), on
-        which every filter of the profile runs (``fits``); then nodes holding as many
-        replicas of the Workload as ``s`` does are left out."""
+        place it: ``trial`` is the cycle with that replica off its node
+        (``CycleState.vacated``), on which every filter of the profile runs (``fits``); then
+        nodes holding as many replicas of the Workload as ``s`` does are left out."""
         own = trial.own
         fit = self.scheduler.framework.fits(trial, filtered)
         fit = fit & (own <= own[s])  # own[s] is already one lower: never more colocated

@@ -303,7 +303,7 @@ class WhatIf:
 
     def _daemons_on(self, template: NodeInfo) -> list[Workload]:
         """The DaemonSets that would start on a copy of ``template``."""
-        alone = Ledger(NodeTable([template]))
+        alone = _alone(template)
         out = []
         for w in self.workloads:
             if w.spec.kind is not WorkloadKind.DAEMONSET:
@@ -316,7 +316,7 @@ class WhatIf:
     def _refusing(self, base: Answer, template: NodeInfo) -> dict[str, str]:
         """Per waiting Workload the template cannot take even empty, why (the first filter
         that rejects it, in the status's words)."""
-        alone = Ledger(NodeTable([template]))
+        alone = _alone(template)
         by_key = {w.key: w for w in self.workloads}
         out: dict[str, str] = {}
         for key in dict.fromkeys(u.workload for u in base.unplaced):
@@ -338,10 +338,16 @@ class WhatIf:
         start: int,
     ) -> Capacity:
         first = answer.unplaced[0]
-        why = f"{first.alloc_id} still has no place with {cap}: {first.reason}"
+        why = f"{first.alloc_id} still has no place with {cap}: {first.reason.rstrip('.')}"
         if first.workload in refused:
             why += f"; a {template.hostname} node cannot take it: {refused[first.workload]}"
         return Capacity(template.hostname, None, True, why=why, tried=cap, plans=self.plans - start)
+
+
+def _alone(template: NodeInfo) -> Ledger:
+    """A cluster of one copy of ``template`` (as ``copies`` makes it: registered and Ready),
+    to ask what a copy would take."""
+    return Ledger(NodeTable(copies(template, 1, NodeTable(()))))
 
 
 @dataclass
