@@ -92,6 +92,9 @@ KCM_CONTROLLERS = (
     # Fills the built-in admin/edit/view roles from the ClusterRoles labelled to aggregate
     # into them (orca's tenant roles, manifests/rbac/tenant-roles.yaml).
     "clusterrole-aggregation-controller",
+    # Reads a Workload's /scale as for any scalable resource: the tests show an HPA aimed at
+    # one gets its scale (there is no metrics API, so it can go no further).
+    "horizontal-pod-autoscaler-controller",
 )
 #: The controller manager's user: the API server's bootstrap RBAC binds it.
 KCM_USER = "system:kube-controller-manager"
