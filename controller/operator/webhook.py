@@ -180,12 +180,25 @@ class AdmissionServer(kopf.WebhookServer):
             return aiohttp.web.Response(status=exc.status, text=exc.text + "\n")
         try:
             response = await fn(review, webhook=request.match_info.get("id"), headers={})
+            await _forget(fn, review)
         except Exception as exc:  # kopf's WebhookError family and anything else: one line
             text = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
             status = 404 if type(exc).__name__ == "UnknownResourceError" else 400
             logger.warning("admission request not served: %s", text)
             return aiohttp.web.Response(status=status, text=text + "\n")
         return aiohttp.web.json_response(response)
+
+
+async def _forget(fn: Any, review: dict[str, Any]) -> None:
+    """kopf keeps a memo per object it was asked about on UPDATE and drops it only when a
+    watch of its own sees the object deleted; this operator has no kopf watch, so kopf's
+    memories would grow with every Workload ever updated. Nothing reads them: drop each at
+    once (``fn`` is kopf's ``serve_admission_request`` with its ``memories`` bound)."""
+    memories = getattr(fn, "keywords", {}).get("memories")
+    inner = review["request"]
+    body = inner.get("object") or inner.get("oldObject")
+    if memories is not None and hasattr(memories, "forget"):
+        await memories.forget(body)
 
 
 @dataclass
