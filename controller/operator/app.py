@@ -15,6 +15,12 @@ resource (``configure_kopf``). ``Operator`` builds the parts, each owning one jo
     elector      with ``--leader-elect`` (``kube.leader``): decisions and writes only while
                  the Lease holds
 
+Around them, at the process's edge: the HTTPS endpoint on ``--metrics-port`` (``serving``:
+``/metrics`` behind TokenReview and SubjectAccessReview, the probes, ``/readyz`` from the
+informers), the admission webhook kopf serves on ``--webhook-port`` (``webhook``: the same
+check as ``Invalid``, and its registration), and their certificate (``tls``), watched for
+rotation.
+
 A stop (``Operator.stop``) decides nothing new, lets the writes in flight land, posts the
 queued Events for a bounded time, then hands the Lease back and ends the rest.
 """
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,6 +343,18 @@ async def start_endpoint(
     return runner
 
 
+def check_port_free(address: str, port: int, what: str) -> None:
+    """Fail now, in one line, when ``port`` is taken: kopf binds the webhook's later, with
+    SO_REUSEPORT (which would share it with another orca's listener that set it too) and a
+    traceback when it cannot."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError as exc:
+            raise ConfigError(f"{what} {port}: {exc.strerror}") from None
+
+
 def admission_for(args: argparse.Namespace, operator: Operator) -> Admission | None:
     """The webhook's check, reading the operator's PriorityClasses once they are listed."""
     if not args.webhook_port:
@@ -470,6 +489,14 @@ async def operate(args: argparse.Namespace) -> None:
     settings = kopf.OperatorSettings()
     configure_kopf(settings)
     admission = admission_for(args, operator)
+    if admission is not None:
+        try:
+            check_port_free(args.webhook_bind_address, args.webhook_port, "webhook port")
+        except ConfigError:
+            if endpoint is not None:
+                await endpoint.cleanup()
+            await api.close()
+            raise
     if admission is not None and cert is not None:
         settings.admission.server = AdmissionServer(
             cert, addr=args.webhook_bind_address, port=args.webhook_port, host=args.webhook_host

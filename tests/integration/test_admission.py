@@ -17,6 +17,7 @@ import json
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -540,3 +541,37 @@ def test_what_the_webhook_is_sent_cannot_crash_or_stall_it(
             s.close()
     assert op.process.poll() is None, op.log()
     assert "Traceback" not in op.log(), op.log()
+
+
+def test_a_webhook_port_in_use_is_one_line_and_exit_2(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "controller.cli",
+                "run",
+                f"--kubeconfig={control_plane.kubeconfig_path}",
+                "--liveness=none",
+                f"--metrics-port={free_port()}",
+                f"--webhook-port={port}",
+                "--webhook-host=127.0.0.1",
+                "-n",
+                "default",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 2, result.stderr
+    assert (
+        result.stderr.strip().splitlines()[-1]
+        == f"error: webhook port {port}: Address already in use"
+    )
+    assert "Traceback" not in result.stderr
