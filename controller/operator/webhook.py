@@ -135,10 +135,8 @@ class Admission:
             PLURAL,
             id=WEBHOOK_ID,
             operations=["CREATE", "UPDATE"],
-            persistent=True,
-            ignore_failures=True,
             registry=registry,
-        )
+        )  # failure policy and the rest: ``WEBHOOK``, registered by ``Registrar``
         async def validate(**kwargs: Any) -> None:
             warnings: list[str] = kwargs["warnings"]
             try:
