@@ -575,3 +575,21 @@ def test_a_webhook_port_in_use_is_one_line_and_exit_2(
         == f"error: webhook port {port}: Address already in use"
     )
     assert "Traceback" not in result.stderr
+
+
+def test_the_shipped_webhook_with_no_pod_behind_it_fails_open_locally(
+    control_plane: ControlPlane, kubectl: KubectlRunner, installed: None
+) -> None:
+    """``manifests/default`` installs the configuration calling the Service ``orca-webhook``;
+    with no operator Pod behind it (this cluster runs none) the API server finds no endpoint,
+    lets the apply through (Ignore) and sends nothing anywhere: the dev control plane routes
+    webhook calls to endpoints, never to a ClusterIP, which has no network here."""
+    namespace = f"adm-{uuid.uuid4().hex[:6]}"
+    kubectl("create", "namespace", namespace, check=True)
+    created = apply(kubectl, workload_obj("through", namespace, kind="Job"))
+    assert created.returncode == 0, created.stderr
+    log = (control_plane.directory / "kube-apiserver.log").read_text(errors="replace")
+    calls = [line for line in log.splitlines() if "orca-webhook.orca-system.svc" in line]
+    assert calls, "the API server never called the shipped webhook"
+    assert all("no endpoints available for service" in c for c in calls), calls[-1]
+    kubectl("delete", RESOURCE, "--all", "-n", namespace, "--wait=false")
