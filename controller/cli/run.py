@@ -195,6 +195,25 @@ def parse_duration(text: str) -> float | None:
     return seconds
 
 
+def _webhook_problem(args: argparse.Namespace) -> str | None:
+    """Webhook and certificate flags that cannot work together, in one line."""
+    if args.webhook_port and args.webhook_port == args.metrics_port:
+        return "--webhook-port and --metrics-port must differ"
+    if args.webhook_host and args.webhook_service:
+        return "--webhook-host and --webhook-service exclude each other"
+    if (args.webhook_host or args.webhook_service) and not args.webhook_port:
+        return "--webhook-host and --webhook-service need --webhook-port"
+    if args.webhook_service and not (args.tls_secret or args.tls_cert_dir):
+        # Each replica would generate a CA of its own and set it as the caBundle in turn.
+        return (
+            "--webhook-service needs --tls-secret or --tls-cert-dir: every replica behind "
+            "the Service must serve the certificate the caBundle names"
+        )
+    if args.tls_secret and args.tls_cert_dir:
+        return "--tls-secret and --tls-cert-dir exclude each other"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """The ``orca run`` command."""
     from prometheus_client import disable_created_metrics
@@ -215,11 +234,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     configure_logging(args)
     disable_created_metrics()  # type: ignore[no-untyped-call]  # no `*_created` series
-    if args.webhook_port and args.webhook_port == args.metrics_port:
-        print("error: --webhook-port and --metrics-port must differ", file=sys.stderr)
-        return EXIT_CONFIG
-    if args.webhook_host and args.webhook_service:
-        print("error: --webhook-host and --webhook-service exclude each other", file=sys.stderr)
+    problem = _webhook_problem(args)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return EXIT_CONFIG
     try:
         # asyncio's own loop, not uvloop (measured faster by ~12% of the samples): uvloop
