@@ -241,18 +241,22 @@ def start_webhook(
         ],
     )
     op.webhook_port = port  # type: ignore[attr-defined]
-    op.wait_live()
-    wait_ready(op)
-    # Registered, and the API server (whose webhook informer follows the configuration)
-    # calls it: a bad Workload's dry run is refused.
-    probe = workload_obj("probe", namespace, kind="Job", constraints=["node.cpu"])
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        tried = apply(plane.kubectl, probe, "--dry-run=server")
-        if DENIED in tried.stderr:
-            return op
-        time.sleep(0.3)
-    raise AssertionError(f"webhook not called after 30 s:\n{op.log()}")
+    try:
+        op.wait_live()
+        wait_ready(op)
+        # Registered, and the API server (whose webhook informer follows the configuration)
+        # calls it: a bad Workload's dry run is refused.
+        probe = workload_obj("probe", namespace, kind="Job", constraints=["node.cpu"])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            tried = apply(plane.kubectl, probe, "--dry-run=server")
+            if DENIED in tried.stderr:
+                return op
+            time.sleep(0.3)
+        raise AssertionError(f"webhook not called after 30 s:\n{op.log()}")
+    except BaseException:
+        op.stop()  # never left running past a failed start
+        raise
 
 
 def wait_ready(op: OperatorProcess, timeout: float = 60.0) -> None:
