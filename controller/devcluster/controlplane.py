@@ -92,6 +92,9 @@ KCM_CONTROLLERS = (
     # Fills the built-in admin/edit/view roles from the ClusterRoles labelled to aggregate
     # into them (orca's tenant roles, manifests/rbac/tenant-roles.yaml).
     "clusterrole-aggregation-controller",
+    # Reads a Workload's /scale as for any scalable resource: the tests show an HPA aimed at
+    # one gets its scale (there is no metrics API, so it can go no further).
+    "horizontal-pod-autoscaler-controller",
 )
 #: The controller manager's user: the API server's bootstrap RBAC binds it.
 KCM_USER = "system:kube-controller-manager"
@@ -910,6 +913,11 @@ class ControlPlane:
             f"--client-ca-file={p.ca_cert}",
             "--authorization-mode=RBAC",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # Webhooks (orca's, installed with manifests/default) are called at their
+            # Service's endpoints, not its ClusterIP: there is no Service network here, so a
+            # ClusterIP connection would leave the machine by its default route. With no Pod
+            # behind the Service the call fails at once, locally (failurePolicy Ignore).
+            "--enable-aggregator-routing=true",
             # Service account tokens: the API server signs (TokenRequest) and verifies them;
             # the controller manager's token controller signs with the same key.
             f"--service-account-issuer=https://127.0.0.1:{port}",

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from controller.api.models import Phase, Workload, WorkloadStatus
+from controller.api.models import Phase, Workload, WorkloadStatus, workload_selector
 from controller.scheduler.ledger import Ledger, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, rfc3339_to_epoch
 from controller.scheduler.plugins.topology_spread import ConstraintVerdict, explain_spread
@@ -110,7 +110,11 @@ def plan(
                     preempted.setdefault(p.victim.key, []).append(p)
         ledger.load(key, decision.bookings)
         status = status_from_decision(
-            decision, workload.metadata.generation, workload.status, timestamp
+            decision,
+            workload.metadata.generation,
+            workload.status,
+            timestamp,
+            workload_selector(workload.metadata.name),
         )
         spread = (
             _spread(scheduler, workload, ledger, clock) if workload.spec.topology_spread else ()

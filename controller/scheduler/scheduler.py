@@ -32,7 +32,7 @@ from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.placement import keep, place_daemonset, place_replicas, release
 from controller.scheduler.plugins import default_profile
 from controller.scheduler.plugins.taints import DefaultTolerations
-from controller.scheduler.priority import NO_CLASSES, PriorityClasses
+from controller.scheduler.priority import NO_CLASSES, Priority, PriorityClasses
 
 _NO_NODES = Ledger()  # the pre-filters read the spec only
 
@@ -89,8 +89,8 @@ class Scheduler:
         placing uses ``prepared.cycle`` up; a caller that narrates the cycle afterwards
         (``explain``) decides on ``prepared.dry_run()``."""
         priority = classes.resolve(workload.spec.priority_class_name)
-        if prepared.filtered is None or priority.error is not None:
-            errors = (*prepared.errors, *((priority.error,) if priority.error else ()))
+        errors = refusals(prepared.errors, priority)
+        if prepared.filtered is None or errors:
             return invalid(errors, workload.spec.replicas, prepared.existing)
         place = place_daemonset if prepared.cycle.daemon else place_replicas
         decision = place(self.framework, prepared.cycle, prepared.filtered, prepared.kept)
@@ -117,6 +117,16 @@ class Scheduler:
         kept = keep(cycle, existing, filtered.keeps)
         return PreparedCycle(cycle, existing, (), filtered, kept)
 
+    def invalid_because(
+        self, workload: Workload, classes: PriorityClasses | None
+    ) -> tuple[str, ...]:
+        """Why ``schedule`` would make ``workload`` ``Invalid`` whatever the nodes: the
+        pre-filters' errors and, with ``classes``, a missing PriorityClass (the admission
+        webhook asks this before the object is stored; ``None``: the classes are not known
+        yet, so that check is left to the operator's decision)."""
+        priority = classes.resolve(workload.spec.priority_class_name) if classes else None
+        return refusals(self.spec_errors(workload), priority)
+
     def spec_errors(self, workload: Workload) -> tuple[str, ...]:
         """What the pre-filters refuse in the spec alone (CEL that does not compile or is
         ill-typed, an unknown runtime alias), each naming the field: the Workload is
@@ -140,6 +150,13 @@ class Scheduler:
             memory=workload.spec.memory_bytes,
             now=now,
         )
+
+
+def refusals(spec_errors: tuple[str, ...], priority: Priority | None) -> tuple[str, ...]:
+    """The errors that make a Workload ``Invalid``: its spec's, then its PriorityClass's."""
+    if priority is None or priority.error is None:
+        return spec_errors
+    return (*spec_errors, priority.error)
 
 
 def pending_moves(prepared: PreparedCycle, decision: Decision) -> tuple[PendingMove, ...]:
