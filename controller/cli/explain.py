@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from controller.api.models import Workload, workload_key
+from controller.cli.flags import add_credential_flags
 from controller.cli.table import write_table
 from controller.scheduler.explain import Explanation, explain
 from controller.scheduler.plugins.topology_spread import spread_lines
@@ -125,11 +126,12 @@ def render(e: Explanation, out: TextIO, p: Preemptions | None = None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The ``orca explain`` command."""
-    from controller.cli.cluster import read_cluster
+    from controller.cli.cluster import namespace_of, read_cluster
     from controller.inputs.fromcluster import ClusterError
 
     try:
-        cluster = read_cluster(args.kubeconfig)
+        args.namespace = namespace_of(args)
+        cluster = read_cluster(args.kubeconfig, args.context)
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CLUSTER
@@ -162,7 +164,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(workloads.orca.cloudinit.dev, short name orcawl: kubectl get orcawl -n NS lists them).",
     )
     p.add_argument("name", help="the Workload's name")
-    p.add_argument("-n", "--namespace", default="default")
-    p.add_argument("--kubeconfig", help="default: $KUBECONFIG")
+    p.add_argument(
+        "-n",
+        "--namespace",
+        help="the Workload's namespace (default: the context's namespace, else the Pod's, "
+        "else default)",
+    )
+    add_credential_flags(p)
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.set_defaults(func=run)
