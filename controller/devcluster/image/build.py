@@ -191,9 +191,10 @@ def _inside(root: Path, epoch: int) -> None:
         "--invalidation-mode", "unchecked-hash",
         "/usr/lib/python3.11", f"/{python.SITE}",
     ]  # fmt: skip
+    chroot = shutil.which("chroot") or "/usr/sbin/chroot"
     for command in (compile_all, ["/opt/orca/bin/python", "-m", "controller.scheduler.celcache"]):
         done = subprocess.run(
-            ["chroot", str(root), *command], env=env, capture_output=True, text=True, check=False
+            [chroot, str(root), *command], env=env, capture_output=True, text=True, check=False
         )
         if done.returncode != 0:
             raise RuntimeError(f"in the image: {' '.join(command[2:4])}: {done.stderr.strip()}")
