@@ -197,7 +197,8 @@ def _inside(root: Path, epoch: int) -> None:
             [chroot, str(root), *command], env=env, capture_output=True, text=True, check=False
         )
         if done.returncode != 0:
-            raise RuntimeError(f"in the image: {' '.join(command[2:4])}: {done.stderr.strip()}")
+            tail = " / ".join(done.stderr.strip().splitlines()[-3:])
+            raise RuntimeError(f"in the image: {' '.join(command[2:4])}: {tail}")
 
 
 def _make_deletable(root: Path) -> None:
