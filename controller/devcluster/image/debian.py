@@ -29,9 +29,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-#: What the image needs from Debian: the interpreter and its standard library, and
+#: What the image needs from Debian: the interpreter and its standard library, the C++ runtime
+#: that manylinux wheels take from the system (google-re2's ``_re2``, for CEL), and
 #: ``base-files`` (``/etc/os-release``: what image scanners identify the distribution by).
-ROOTS = ("python3.11-minimal", "libpython3.11-stdlib", "base-files")
+ROOTS = ("python3.11-minimal", "libpython3.11-stdlib", "libstdc++6", "base-files")
 #: Packages the roots pull in that the image does without, and why.
 EXCLUDED = {
     "dpkg": "runs maintainer scripts; nothing is installed in the image at run time",
