@@ -192,9 +192,13 @@ def _inside(root: Path, epoch: int) -> None:
         "/usr/lib/python3.11", f"/{python.SITE}",
     ]  # fmt: skip
     chroot = shutil.which("chroot") or "/usr/sbin/chroot"
+    # Without address-space randomisation: Lark orders some of its LALR states by id() (object
+    # addresses), and marshal marks shared objects by reference counts that follow the same
+    # allocation pattern; with the addresses the same every run, so are the bytes.
+    fixed = ["setarch", "x86_64", "--addr-no-randomize", chroot, str(root)]
     for command in (compile_all, ["/opt/orca/bin/python", "-m", "controller.scheduler.celcache"]):
         done = subprocess.run(
-            [chroot, str(root), *command], env=env, capture_output=True, text=True, check=False
+            [*fixed, *command], env=env, capture_output=True, text=True, check=False
         )
         if done.returncode != 0:
             tail = " / ".join(done.stderr.strip().splitlines()[-3:])
