@@ -177,18 +177,46 @@ def _system_files(root: Path) -> None:
         path.chmod(0o644)
 
 
+#: ``compileall`` with ``--invalidation-mode unchecked-hash``, minus its imports: marshal marks
+#: an object shared when its reference count is above one, so compiling a module that the
+#: compiling process has itself imported (compileall imports argparse, enum, functools...)
+#: gives bytes that depend on that process's state. This imports nothing but the interpreter's
+#: frozen modules, whose objects are static.
+COMPILE = """
+import sys, os, _imp, _frozen_importlib_external as b
+for top in sys.argv[1:]:
+    for d, dirs, files in os.walk(top):
+        dirs.sort()
+        for f in sorted(files):
+            if not f.endswith('.py'):
+                continue
+            path = os.path.join(d, f)
+            with open(path, 'rb') as fh:
+                data = fh.read()
+            try:
+                code = compile(data, path, 'exec', dont_inherit=True)
+            except (SyntaxError, ValueError):
+                continue
+            pyc = b.cache_from_source(path)
+            os.makedirs(os.path.dirname(pyc), exist_ok=True)
+            digest = _imp.source_hash(b._RAW_MAGIC_NUMBER, data)
+            with open(pyc, 'wb') as fh:
+                fh.write(b._code_to_hash_pyc(code, digest, False))
+"""
+
+
 def _inside(root: Path, epoch: int) -> None:
     """Run the image's interpreter in the image (chroot): hash-based bytecode for the standard
     library and the virtualenv, and CEL's parser cache, as its own Python version names it."""
     env = {
         "PATH": "/usr/bin:/bin",
+        "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
         "SOURCE_DATE_EPOCH": str(epoch),
         "HOME": "/nonexistent",
     }
     compile_all = [
-        "/opt/orca/bin/python", "-m", "compileall", "-q", "-j", "1",
-        "--invalidation-mode", "unchecked-hash",
+        "/opt/orca/bin/python", "-I", "-S", "-B", "-c", COMPILE,
         "/usr/lib/python3.11", f"/{python.SITE}",
     ]  # fmt: skip
     chroot = shutil.which("chroot") or "/usr/sbin/chroot"
