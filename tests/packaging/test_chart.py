@@ -72,20 +72,8 @@ def kustomize(directory: str) -> dict[tuple[str, str, str], dict[str, Any]]:
 
 def template(*values: str) -> dict[tuple[str, str, str], dict[str, Any]]:
     sets = [arg for value in values for arg in ("--set", value)]
-    return objects(
-        run(
-            helm(),
-            "template",
-            "orca",
-            str(CHART),
-            "--namespace",
-            "orca-system",
-            "--include-crds",
-            "--set",
-            "namespace.create=true",
-            *sets,
-        )  # fmt: skip
-    )
+    command = [helm(), "template", "orca", str(CHART), "--namespace", "orca-system"]
+    return objects(run(*command, "--include-crds", "--set", "namespace.create=true", *sets))
 
 
 @pytest.mark.parametrize(
