@@ -93,6 +93,16 @@ KCM_CONTROLLERS = (
     # into them (orca's tenant roles, manifests/rbac/tenant-roles.yaml).
     "clusterrole-aggregation-controller",
 )
+#: Added with a real Node (``with_kubelet``): Deployments, ReplicaSets, the PodDisruptionBudget
+#: status, EndpointSlices for Services (kube-proxy's input), and Pods of deleted Nodes.
+KUBELET_MODE_CONTROLLERS = (
+    "deployment-controller",
+    "replicaset-controller",
+    "disruption-controller",
+    "endpointslice-controller",
+    "endpoints-controller",
+    "pod-garbage-collector-controller",
+)
 #: The controller manager's user: the API server's bootstrap RBAC binds it.
 KCM_USER = "system:kube-controller-manager"
 #: kwok's identity: it writes every Node's status and Lease, as all the kubelets together.
@@ -935,6 +945,11 @@ class ControlPlane:
             *self.apiserver_args,
         ]
 
+    def _controllers(self) -> tuple[str, ...]:
+        """The controller manager's controllers; with a real Node, also those that turn a
+        Deployment into Pods and a Service into endpoints (kube-proxy routes by them)."""
+        return KCM_CONTROLLERS + (KUBELET_MODE_CONTROLLERS if self.with_kubelet else ())
+
     def _kubelet_mode_args(self) -> list[str]:
         """With a real Node: Pods reach the API server through the ``kubernetes`` Service,
         whose endpoint is the advertised address (the node's, on this machine); the kubelet is
@@ -948,6 +963,8 @@ class ControlPlane:
             "--authorization-mode=Node,RBAC",
             "--enable-admission-plugins=NodeRestriction",
             f"--service-cluster-ip-range={node.SERVICE_CIDR}",
+            # The node's address, never its name (no DNS here: a lookup would leave the machine).
+            "--kubelet-preferred-address-types=InternalIP",
             f"--kubelet-client-certificate={self.pki.admin_cert}",
             f"--kubelet-client-key={self.pki.admin_key}",
         ]
@@ -961,7 +978,7 @@ class ControlPlane:
             # Each controller talks to the API server as its own ServiceAccount (tokens by
             # TokenRequest), with the RBAC the API server bootstraps for it, as in kubeadm.
             "--use-service-account-credentials=true",
-            f"--controllers={','.join(KCM_CONTROLLERS)}",
+            f"--controllers={','.join(self._controllers())}",
             # One controller manager per cluster here: no election (and no Lease writes).
             "--leader-elect=false",
             # /healthz for the start-up check, on loopback, with a self-signed certificate.

@@ -219,7 +219,17 @@ class RealNode:
         )  # fmt: skip
         if done.returncode != 0:
             raise NodeError(f"ctr images import {archive}: {done.stderr.strip()}")
+        # The digest reference too (``name@sha256:...``), as a pull by the CRI records it: a
+        # Pod naming the image by digest then finds it here instead of asking a registry.
+        for name, digest in oci.references(archive):
+            if name and "@" not in name:
+                repo = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+                _run(*self._ctr(), "images", "tag", "--force", name, f"{repo}@{digest}",
+                     check=False)  # fmt: skip
         return done.stdout.strip()
+
+    def _ctr(self) -> list[str]:
+        return [str(self.bin_dir / "ctr"), f"--address={self.socket}", "--namespace=k8s.io"]
 
     @classmethod
     def attach(cls, plane: ControlPlane) -> RealNode:
@@ -290,6 +300,11 @@ class RealNode:
             ],
         }, indent=2))  # fmt: skip
         (d / "containerd.toml").write_text(_containerd_config(d, self.run_dir))
+        (d / "certs.d" / "_default").mkdir(parents=True, exist_ok=True)
+        (d / "certs.d" / "_default" / "hosts.toml").write_text(
+            'server = "http://127.0.0.1:1"\n\n[host."http://127.0.0.1:1"]\n'
+            '  capabilities = ["pull", "resolve"]\n'
+        )
         (d / "resolv.conf").write_text("# no cluster DNS in the dev cluster\n")
         kubelet_port, healthz = _free_port(), _free_port()
         (d / "kubelet.yaml").write_text(json.dumps({
@@ -502,6 +517,11 @@ state = "{run / "state"}"
 
 [plugins."io.containerd.cri.v1.images".pinned_images]
   sandbox = "{PAUSE_REF}"
+
+[plugins."io.containerd.cri.v1.images".registry]
+  # Every registry is this loopback port where nothing listens: an image that was not loaded
+  # fails at once, and no pull ever leaves the machine.
+  config_path = "{d / "certs.d"}"
 
 [plugins."io.containerd.grpc.v1.cri"]
   stream_server_address = "127.0.0.1"

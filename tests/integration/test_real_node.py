@@ -19,6 +19,7 @@ middle of a burst (the chaos suite's invariants checked at every poll), and thro
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -114,7 +115,7 @@ def _overlay(work: Path, image: Built) -> Path:
             {
                 "apiVersion": "kustomize.config.k8s.io/v1beta1",
                 "kind": "Kustomization",
-                "resources": [str(base)],
+                "resources": [os.path.relpath(base, overlay)],  # kustomize: relative only
                 "images": [
                     {"name": "orca-controller", "newName": name, "digest": image.archive.digest}
                 ],

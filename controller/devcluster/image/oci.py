@@ -220,6 +220,20 @@ def _rfc3339(epoch: int) -> str:
     return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def references(path: Path) -> list[tuple[str, str]]:
+    """``(name, manifest digest)`` of each image an archive names (its ``index.json``; the
+    names as containerd stores them), without reading the layers."""
+    with tarfile.open(path) as tar:
+        index_file = tar.extractfile("index.json")
+        if index_file is None:
+            return []
+        index = json.loads(index_file.read())
+    return [
+        (str((m.get("annotations") or {}).get("io.containerd.image.name", "")), str(m["digest"]))
+        for m in index.get("manifests", [])
+    ]
+
+
 def read_archive(path: Path) -> dict[str, Any]:
     """The image in an archive this module wrote (or any OCI archive with one manifest):
     ``{"digest", "manifest", "config", "layers": [tar bytes...]}`` for tests and tools."""
