@@ -25,7 +25,7 @@ BUILD_REQUIRES = $(PYTHON) -c 'import tomllib; \
 	print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
 
 .PHONY: demo demo-stop test lint lock-check unit integration controlplane gitops prometheus \
-	dashboard bench chaos clean image image-lock node node-tools release
+	dashboard bench chaos clean image image-lock node node-tools release helm
 
 # The dev environment starts from the locked runtime versions, so tests run what the image runs.
 $(STAMP): pyproject.toml
@@ -83,6 +83,19 @@ node: node-tools
 image: $(STAMP) node-tools
 	$(BIN)/python -m controller.devcluster.image build --out dist
 
+# Helm v3.22.0 from the Go module proxy into ~/.cache/orca-helm (the chart's tests, release).
+helm:
+	bash hack/helm/build.sh >/dev/null
+
+# What a release publishes, in dist/: the image archive and its SBOM, install.yaml (the
+# kustomize install in one file, the image by digest) and the chart package.
+# IMAGE_REPOSITORY=registry.example/orca-controller make release
+IMAGE_REPOSITORY ?= orca-controller
+release: $(STAMP) node-tools controlplane helm
+	$(BIN)/python -m controller.devcluster.image release --out dist \
+		--repository $(IMAGE_REPOSITORY) \
+		--kubectl "$$(bash hack/testcp/build.sh)/kubectl" --helm "$$(bash hack/helm/build.sh)"
+
 # Rewrite hack/image/debian.lock from the versions Debian serves now (after a point release).
 image-lock: $(STAMP) node-tools
 	$(BIN)/python -m controller.devcluster.image lock
@@ -114,7 +127,7 @@ unit: $(STAMP) prometheus
 integration: $(STAMP) controlplane gitops prometheus node
 	$(BIN)/pytest tests/integration
 
-test: lint controlplane gitops prometheus node
+test: lint controlplane gitops prometheus node helm
 	$(BIN)/pytest
 
 bench: $(STAMP) controlplane

@@ -238,6 +238,46 @@ def _make_deletable(root: Path) -> None:
         os.chmod(directory, 0o755)
 
 
+def release(out: Path, repository: str, kubectl: Path, helm: Path) -> list[Path]:
+    """``make release``: the image archive and its SBOM, ``install.yaml`` (``kubectl
+    kustomize manifests/default`` with the image set to ``repository@<digest>``, one file to
+    ``kubectl apply -f``), and the chart packaged (``helm package``)."""
+    built = build(out, f"{repository}:{_version(REPO)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        overlay = Path(tmp)
+        base = os.path.relpath(REPO / "manifests" / "default", overlay)
+        (overlay / "kustomization.yaml").write_text(
+            json.dumps(
+                {
+                    "resources": [base],
+                    "images": [
+                        {
+                            "name": IMAGE_NAME,
+                            "newName": repository,
+                            "digest": built.archive.digest,
+                        }
+                    ],
+                }
+            )
+        )
+        rendered = subprocess.run(
+            [str(kubectl), "kustomize", str(overlay)], capture_output=True, text=True, check=True
+        ).stdout
+    install = out / "install.yaml"
+    install.write_text(
+        f"# orca-controller {_version(REPO)}: kubectl apply -f install.yaml\n"
+        f"# image {repository}@{built.archive.digest}\n" + rendered
+    )
+    packaged = subprocess.run(
+        [str(helm), "package", str(REPO / "charts" / IMAGE_NAME), "--destination", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    chart = Path(packaged.rsplit(": ", 1)[-1])
+    return [built.archive.path, built.sbom, install, chart]
+
+
 def lock(path: Path = DEBIAN_LOCK) -> list[debian.Package]:
     """Resolve the roots at the versions apt offers now and write the lock."""
     packages = debian.resolve()
@@ -253,6 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--ref", help=f"name:tag (default: {IMAGE_NAME}:<version>)")
     b.add_argument("--commit", default="HEAD")
     sub.add_parser("lock", help=f"rewrite {DEBIAN_LOCK.relative_to(REPO)}")
+    r = sub.add_parser("release", help="image, SBOM, install.yaml and the chart package")
+    r.add_argument("--out", type=Path, default=REPO / "dist")
+    r.add_argument("--repository", default=IMAGE_NAME, help="where the image will be pushed")
+    r.add_argument("--kubectl", type=Path, required=True)
+    r.add_argument("--helm", type=Path, required=True)
     args = parser.parse_args(argv)
     try:
         if args.command == "lock":
@@ -262,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
         if os.geteuid() != 0 or not shutil.which("chroot"):
             print("error: make image needs root (chroot into the image)", file=sys.stderr)
             return 2
+        if args.command == "release":
+            for path in release(args.out, args.repository, args.kubectl, args.helm):
+                print(path)
+            return 0
         built = build(args.out, args.ref, args.commit)
     except (debian.DebianError, RuntimeError, subprocess.CalledProcessError, OSError) as exc:
         print(f"error: {' '.join(str(exc).split())[:400]}", file=sys.stderr)
