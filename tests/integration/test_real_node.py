@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -360,3 +361,39 @@ def test_the_metrics_service_answers_a_scrape_from_a_pod_on_the_node(cluster: Cl
     logs = cluster.kubectl("logs", "scrape", "-n", ns)
     assert result["status"]["phase"] == "Succeeded", logs
     assert "orca_leader" in logs, logs
+
+
+def test_helm_install_runs_the_operator_on_the_real_node(cluster: Cluster) -> None:
+    """Last: the kustomize install is removed, then the chart installed as docs/install.md says."""
+    from tests.packaging.test_chart import CHART, helm
+
+    cluster.kubectl("delete", "-k", str(cluster.work / "overlay"), "--wait=true", "--timeout=300s")
+    cluster.wait("the kustomize install gone", lambda: not cluster.operator_pods(), timeout=180)
+    cluster.kubectl("create", "namespace", NS)
+    cluster.kubectl("label", "namespace", NS, "pod-security.kubernetes.io/enforce=restricted")
+    name = cluster.image.reference.rpartition(":")[0]
+    done = subprocess.run(
+        [
+            helm(), "install", "orca", str(CHART), "--namespace", NS,
+            "--kubeconfig", str(cluster.plane.kubeconfig_path),
+            "--set", f"image.repository={name}",
+            "--set", f"image.digest={cluster.image.archive.digest}",
+            "--set", "image.pullPolicy=IfNotPresent",
+            "--wait", "--timeout=5m",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    cluster.wait("two operator Pods Ready", lambda: len(cluster.ready_pods()) == 2, timeout=300)
+    ns = _namespace(cluster, "helm")
+    _fake_nodes(cluster, "helm", 2)
+    body = yaml.safe_dump(_workload("job", ns, kind="Job", resources={"cpu": "1"}))
+    cluster.kubectl("apply", "-f", "-", input=body)
+
+    def placed() -> bool:
+        w = cluster.json("get", "workloads.orca.cloudinit.dev", "job", "-n", ns)
+        return (w.get("status") or {}).get("placed") == 1
+
+    cluster.wait("a Workload placed by the operator Helm installed", placed, timeout=120)
