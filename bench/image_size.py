@@ -50,6 +50,10 @@ PYTHON_SLIM_APT = (
 )
 
 
+#: What CPython's ``make install`` puts in ``bin/``.
+CPYTHON_SCRIPTS = ("python", "pydoc", "idle", "2to3")
+
+
 def mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
@@ -65,6 +69,8 @@ def tree_size(root: Path, skip: tuple[str, ...] = ()) -> int:
         rel = path.relative_to(root).as_posix()
         if any(part in ("test", "tests", "idle_test") for part in path.parts[len(root.parts) :]):
             continue
+        if rel.startswith("bin/") and not path.name.startswith(CPYTHON_SCRIPTS):
+            continue  # console scripts of packages installed on this machine
         if path.is_file() and not path.is_symlink() and not rel.startswith(skip):
             if path.suffix in (".pyc", ".pyo") or path.name.startswith("libpython"):
                 continue
