@@ -189,23 +189,29 @@ class RealNode:
         return self
 
     def stop(self) -> None:
-        """Stop the processes (kube-proxy, kubelet, scheduler, then containerd after it has
-        stopped every Pod's containers) and take the network down. Idempotent."""
+        """Stop the processes (kube-proxy, the kubelet and the scheduler, then containerd once
+        every Pod's containers and network namespaces are gone) and take the network down.
+        Idempotent."""
         if not self._servers:
             self._load_state()
+        # The kubelet first, so that nothing starts Pods again while they are removed.
+        for name in ("kube-proxy", "kubelet", "kube-scheduler"):
+            self._terminate(name)
         if self._servers.get("containerd") and self._servers["containerd"].alive():
             self._remove_pods()
-        for name in reversed(PROCESSES):
-            server = self._servers.pop(name, None)
-            if server is not None:
-                with contextlib.suppress(ControlPlaneError, OSError):
-                    server.terminate(15.0)
+        self._terminate("containerd")
         self._kill_shims()
         self._unmount()
         self._network_down()
         with contextlib.suppress(FileNotFoundError):
             (self.dir / "state.json").unlink()
         shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def _terminate(self, name: str) -> None:
+        server = self._servers.pop(name, None)
+        if server is not None:
+            with contextlib.suppress(ControlPlaneError, OSError):
+                server.terminate(15.0)
 
     def load_image(self, archive: Path) -> str:
         """Import an OCI or docker archive into the node's containerd (namespace ``k8s.io``,
@@ -269,6 +275,12 @@ class RealNode:
             _run("iptables", "-I", "FORWARD", "1", "-j", FORWARD_CHAIN)
 
     def _network_down(self) -> None:
+        # The Pods' veths (their other ends may outlive the namespaces' names), then ours.
+        ports = _run("ip", "-o", "link", "show", "master", BRIDGE, check=False).stdout
+        for line in ports.splitlines():
+            name = line.split(": ", 2)[1].split("@", 1)[0] if ": " in line else ""
+            if name:
+                _run("ip", "link", "del", name, check=False)
         _run("ip", "link", "del", VETH, check=False)
         _run("ip", "link", "del", BRIDGE, check=False)
         _run("ip", "netns", "del", NETNS, check=False)
@@ -276,9 +288,15 @@ class RealNode:
         _run("iptables", "-D", "FORWARD", "-j", FORWARD_CHAIN, check=False)
         _run("iptables", "-F", FORWARD_CHAIN, check=False)
         _run("iptables", "-X", FORWARD_CHAIN, check=False)
-        # kube-proxy's own chains: it removes them itself with --cleanup.
+        # kube-proxy's own chains: it removes them itself with --cleanup, all but the
+        # KUBE-FIREWALL chain (its martian-packet guard), which goes here.
         if (self.bin_dir / "kube-proxy").exists():
             _run(str(self.bin_dir / "kube-proxy"), "--cleanup", check=False)
+        for tables in ("iptables", "ip6tables"):
+            for chain in ("INPUT", "OUTPUT"):
+                _run(tables, "-D", chain, "-j", "KUBE-FIREWALL", check=False)
+            _run(tables, "-F", "KUBE-FIREWALL", check=False)
+            _run(tables, "-X", "KUBE-FIREWALL", check=False)
 
     # -- configuration -----------------------------------------------------------------------
 
@@ -417,9 +435,16 @@ class RealNode:
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     def _remove_pods(self) -> None:
-        """Stop and remove every Pod sandbox through the CRI (containers, their network
-        namespaces and CNI addresses), so nothing outlives the node."""
-        ctr = [str(self.bin_dir / "ctr"), f"--address={self.socket}", "--namespace=k8s.io"]
+        """Stop and remove every container of the node's Pods, then the network namespaces
+        the CNI plugin made for them (their veths go with them), so nothing outlives the node."""
+        ctr = self._ctr()
+        netns: set[str] = set()
+        for container in _run(*ctr, "containers", "list", "-q", check=False).stdout.split():
+            info = _run(*ctr, "containers", "info", container, check=False).stdout
+            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+                for ns in json.loads(info)["Spec"]["linux"]["namespaces"]:
+                    if ns.get("type") == "network" and ns.get("path", "").startswith("/"):
+                        netns.add(ns["path"])
         tasks = _run(*ctr, "tasks", "list", "-q", check=False).stdout.split()
         for task in tasks:
             _run(*ctr, "tasks", "kill", "-s", "SIGKILL", task, check=False)
@@ -428,6 +453,9 @@ class RealNode:
             _run(*ctr, "tasks", "delete", "-f", task, check=False)
         for container in _run(*ctr, "containers", "list", "-q", check=False).stdout.split():
             _run(*ctr, "containers", "delete", container, check=False)
+        for path in sorted(netns):
+            if path.startswith("/var/run/netns/") or path.startswith("/run/netns/"):
+                _run("ip", "netns", "del", Path(path).name, check=False)
 
     def _kill_shims(self) -> None:
         """containerd's shims outlive containerd by design; this node's go with it."""
