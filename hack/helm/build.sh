@@ -7,7 +7,7 @@
 # Usage: hack/helm/build.sh [--print-path]
 set -euo pipefail
 HELM_VERSION=v3.22.0
-RECIPE=1
+RECIPE=2
 die() { printf 'helm: error: %s\n' "$*" >&2; exit 1; }
 CACHE="${ORCA_HELM_CACHE:-$HOME/.cache/orca-helm}"
 ROOT="$CACHE/helm-$HELM_VERSION"
@@ -28,10 +28,18 @@ tmp="$ROOT/src.tmp.$$"
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 cp -r "$src" "$tmp"; chmod -R u+w "$tmp"
 start=$SECONDS
+# The ldflags of helm's own Makefile: its version, and the Kubernetes version it assumes when no
+# cluster is asked (helm template, helm lint) from the client-go it is built with (v0.N: 1.N).
+kv="$(cd "$tmp" && go list -f '{{.Version}}' -m k8s.io/client-go)" || die "cannot read helm's client-go version"
+kv="${kv#v0.}"; minor="${kv%%.*}"
+ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+ld+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+  ld+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$minor"
+done
 printf '[helm] go build helm.sh/helm/v3/cmd/helm %s\n' "$HELM_VERSION" >&2
-(cd "$tmp" && go build -trimpath \
-  -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
-  -o "$ROOT/helm.new" ./cmd/helm) || die "go build of helm failed (see above)"
+(cd "$tmp" && go build -trimpath -ldflags "$ld" -o "$ROOT/helm.new" ./cmd/helm) \
+  || die "go build of helm failed (see above)"
 mv -f "$ROOT/helm.new" "$ROOT/helm"
 "$ROOT/helm" version --short | grep -q "^$HELM_VERSION" || die "helm version does not report $HELM_VERSION"
 echo "$stamp" >"$ROOT/stamp"
