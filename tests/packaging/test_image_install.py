@@ -340,13 +340,15 @@ def _dists(site: Path) -> dict[str, str]:
 
 
 def _tree(root: Path, top: str) -> set[str]:
-    """Paths under ``top`` (no bytecode caches, no interpreter links: those name each image's
-    own interpreter)."""
+    """Paths under ``top``, but bytecode caches, the interpreter links (each names its image's
+    own interpreter) and ``venv``'s shell activation scripts (make image writes no shell
+    scripts into an image without a shell)."""
     base = root / top
     return {
         str(p.relative_to(root))
         for p in base.rglob("*")
-        if "__pycache__" not in p.parts and not p.name.startswith("python")
+        if "__pycache__" not in p.parts
+        and not p.name.startswith(("python", "activate", "Activate"))
     }
 
 
