@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from controller.devcluster.image.oci import read_archive
 from tests.packaging.dockerfile import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(1200)
+
+CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"  # /usr/sbin: not on the image's PATH
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +88,12 @@ def test_no_packaging_tools_anywhere_and_nothing_owned_by_the_pod_user(built_ima
 def test_orca_runs_as_the_image_user_in_the_image(rootfs: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["chroot", "--userspec=10001:10001", str(rootfs), *args],
+            [
+                shutil.which("chroot") or "/usr/sbin/chroot",
+                "--userspec=10001:10001",
+                str(rootfs),
+                *args,
+            ],  # fmt: skip
             env={"PATH": "/opt/orca/bin:/usr/bin", "PYTHONDONTWRITEBYTECODE": "1"},
             capture_output=True,
             text=True,
@@ -132,7 +140,8 @@ def test_skopeo_reads_it_as_oci_and_as_docker_archive_and_podman_loads_it(
         assert done.returncode == 0, done.stderr
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["config"]["digest"] == built_image.archive.config_digest
-    storage = ["--root", str(tmp_path / "storage"), "--runroot", str(tmp_path / "run"),
+    run = Path(tempfile.mkdtemp(prefix="podman-", dir="/tmp"))  # podman: at most 50 chars
+    storage = ["--root", str(tmp_path / "storage"), "--runroot", str(run),
                "--storage-driver", "vfs"]  # fmt: skip
     loaded = subprocess.run(
         ["podman", *storage, "load", "--quiet", "--input", str(archive)],

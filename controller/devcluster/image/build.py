@@ -134,7 +134,7 @@ def build(out: Path, reference: str | None = None, commit: str = "HEAD") -> Buil
         python.make_venv(root, interpreter.version.split("-", 1)[0].split(":")[-1])
         wheels = python.download_locked(source / "requirements.lock", cache / "wheels")
         wheels.append(
-            python.build_own_wheel(source, source / "requirements-build.lock", cache / "own")
+            python.build_own_wheel(source, source / "requirements-build.lock", cache / "own", epoch)
         )
         installed = python.install_wheels(root, wheels)
         _system_files(root)

@@ -16,6 +16,7 @@ orca's own wheel built from the commit's tree with the build backend from
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ def download_locked(lock: Path, cache: Path) -> list[Path]:
     return sorted(wheels)
 
 
-def build_own_wheel(source: Path, build_lock: Path, work: Path) -> Path:
+def build_own_wheel(source: Path, build_lock: Path, work: Path, epoch: int) -> Path:
     """orca's wheel from ``source`` (a tree exported from the commit), built by the locked
     backend in a build-only virtualenv (as the Dockerfile's build stage does)."""
     venv = work / "build-venv"
@@ -67,9 +68,12 @@ def build_own_wheel(source: Path, build_lock: Path, work: Path) -> Path:
     out = work / "own-wheel"
     for old in out.glob("*.whl"):
         old.unlink()
+    # The wheel's zip entries carry SOURCE_DATE_EPOCH, so the file (whose hash the SBOM
+    # records) is the same for the same commit.
     _run(
         str(venv / "bin" / "pip"), "wheel", "--quiet", "--disable-pip-version-check",
         "--no-deps", "--no-build-isolation", "--wheel-dir", str(out), str(source),
+        env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)},
     )  # fmt: skip
     (wheel,) = out.glob("orca_controller-*.whl")
     return wheel
@@ -131,8 +135,8 @@ def _normal(name: str) -> str:
     return name.lower().replace("-", "_").replace(".", "_")
 
 
-def _run(*args: str) -> None:
-    done = subprocess.run(args, capture_output=True, text=True, check=False)
+def _run(*args: str, env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(args, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise RuntimeError(f"{' '.join(args[:3])}...: {' / '.join(tail)}")
