@@ -88,12 +88,7 @@ def test_no_packaging_tools_anywhere_and_nothing_owned_by_the_pod_user(built_ima
 def test_orca_runs_as_the_image_user_in_the_image(rootfs: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [
-                shutil.which("chroot") or "/usr/sbin/chroot",
-                "--userspec=10001:10001",
-                str(rootfs),
-                *args,
-            ],  # fmt: skip
+            [CHROOT, "--userspec=10001:10001", str(rootfs), *args],
             env={"PATH": "/opt/orca/bin:/usr/bin", "PYTHONDONTWRITEBYTECODE": "1"},
             capture_output=True,
             text=True,
