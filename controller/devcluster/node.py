@@ -157,6 +157,12 @@ class RealNode:
         if os.geteuid() != 0:
             raise NodeError("a real Node needs root (network namespaces, containerd, runc)")
         self.bin_dir  # noqa: B018 - fails early, before anything is created
+        if _run("ip", "link", "show", VETH, check=False).returncode == 0:
+            # Before anything is made: the clean-up on failure must not take another's down.
+            raise NodeError(
+                f"interface {VETH} exists: another dev cluster with a kubelet runs on this "
+                "machine (one at a time), or one was not stopped: orca dev-cluster stop --dir ..."
+            )
         self.dir.mkdir(parents=True, exist_ok=True)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + timeout
@@ -251,11 +257,6 @@ class RealNode:
     # -- network -----------------------------------------------------------------------------
 
     def _network(self) -> None:
-        if _run("ip", "link", "show", VETH, check=False).returncode == 0:
-            raise NodeError(
-                f"interface {VETH} exists: another dev cluster with a kubelet runs on this "
-                "machine (one at a time), or one was not stopped: orca dev-cluster stop --dir ..."
-            )
         _run("ip", "netns", "add", NETNS, check=False)
         _run("ip", "link", "add", VETH, "type", "veth", "peer", "name", VETH_PEER)
         _run("ip", "link", "set", VETH_PEER, "netns", NETNS)
