@@ -440,7 +440,8 @@ class RealNode:
         the CNI plugin made for them (their veths go with them), so nothing outlives the node."""
         ctr = self._ctr()
         netns: set[str] = set()
-        for container in _run(*ctr, "containers", "list", "-q", check=False).stdout.split():
+        containers = _run(*ctr, "containers", "list", "-q", check=False).stdout.split()
+        for container in containers:
             info = _run(*ctr, "containers", "info", container, check=False).stdout
             with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
                 for ns in json.loads(info)["Spec"]["linux"]["namespaces"]:
@@ -457,6 +458,7 @@ class RealNode:
         for path in sorted(netns):
             if path.startswith("/var/run/netns/") or path.startswith("/run/netns/"):
                 _run("ip", "netns", "del", Path(path).name, check=False)
+        _reap_cgroups(containers)
 
     def _kill_shims(self) -> None:
         """containerd's shims outlive containerd by design; this node's go with it."""
@@ -504,6 +506,25 @@ class RealNode:
         for name in PROCESSES:
             if name in state:
                 self._servers[name] = _Server(name, state[name]["pid"], state[name]["exe"], "")
+
+
+def _reap_cgroups(containers: Sequence[str]) -> None:
+    """What is left in the containers' cgroups (cgroupfs: ``/k8s.io/<id>`` under every
+    controller), such as a ``runc init`` cut off mid-start: killed, and the cgroups removed."""
+    for controller in Path("/sys/fs/cgroup").iterdir():
+        for container in containers:
+            group = controller / "k8s.io" / container
+            if not group.is_dir():
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                for pid in (group / "cgroup.procs").read_text().split():
+                    os.kill(int(pid), 9)
+            for _ in range(20):
+                try:
+                    group.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.05)
 
 
 def _containerd_config(d: Path, run: Path) -> str:
