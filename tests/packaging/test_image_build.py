@@ -40,6 +40,7 @@ CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"  # /usr/sbin: not on the i
 def rootfs(built_image: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The image's layer unpacked (as a runtime unpacks it), for running what it holds."""
     root = tmp_path_factory.mktemp("rootfs")
+    root.chmod(0o755)  # the image's "/" (mktemp makes it 0700: the image's user could not enter)
     image = read_archive(built_image.archive.path)
     with tarfile.open(fileobj=io.BytesIO(image["layers"][0])) as tar:
         tar.extractall(root, filter="fully_trusted")
