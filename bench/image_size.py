@@ -63,19 +63,27 @@ def tar_payload(data: bytes) -> int:
         return sum(m.size for m in tar.getmembers() if m.isfile())
 
 
-def tree_size(root: Path, skip: tuple[str, ...] = ()) -> int:
-    total = 0
-    for path in root.rglob("*"):
-        rel = path.relative_to(root).as_posix()
-        if any(part in ("test", "tests", "idle_test") for part in path.parts[len(root.parts) :]):
-            continue
-        if rel.startswith("bin/") and not path.name.startswith(CPYTHON_SCRIPTS):
-            continue  # console scripts of packages installed on this machine
-        if path.is_file() and not path.is_symlink() and not rel.startswith(skip):
-            if path.suffix in (".pyc", ".pyo") or path.name.startswith("libpython"):
-                continue
-            total += path.stat().st_size
-    return total
+def cpython_size(prefix: Path, work: Path) -> int:
+    """This machine's CPython prefix as python:slim leaves ``/usr/local``: without the test
+    suites, bytecode, ``libpython*.a``, site-packages (pip, setuptools and wheel there, which
+    the Dockerfile uninstalls) and ``share``; binaries stripped (its build links with
+    ``-Wl,--strip-all``)."""
+    stdlib = f"lib/python{sys.version_info.major}.{sys.version_info.minor}"
+    copy = work / "usr-local"
+    excludes = [f"--exclude={p}" for p in (f"{stdlib}/site-packages", "*/test", "*/tests",
+                "*/idle_test", "*.pyc", "*.pyo", "libpython*.a", "lib/pkgconfig")]  # fmt: skip
+    scripts = [p.name for p in (prefix / "bin").iterdir() if p.name.startswith(CPYTHON_SCRIPTS)]
+    copy.mkdir()
+    packed = subprocess.run(
+        ["tar", "-cf", "-", *excludes, "-C", str(prefix), "include", "lib",
+         *(f"bin/{name}" for name in scripts)],
+        capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    subprocess.run(["tar", "-xf", "-", "-C", str(copy)], input=packed, check=True)
+    for path in copy.rglob("*"):
+        if path.is_file() and not path.is_symlink() and (".so" in path.name or "bin" in path.parts):
+            subprocess.run(["strip", "--strip-all", str(path)], capture_output=True, check=False)
+    return sum(p.stat().st_size for p in copy.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def slim_base(work: Path) -> int:
@@ -100,11 +108,7 @@ def main() -> int:
         with tarfile.open(fileobj=io.BytesIO(layer)) as tar:
             venv = sum(m.size for m in tar.getmembers() if m.isfile() and m.name.startswith("opt/"))
         prefix = Path(sysconfig.get_config_var("prefix"))
-        stdlib = f"lib/python{sys.version_info.major}.{sys.version_info.minor}"
-        tools = tuple(
-            f"{stdlib}/site-packages/{t}" for t in ("pip", "setuptools", "wheel", "_distutils")
-        )
-        python = tree_size(prefix, skip=(*tools, "lib/pkgconfig", "share"))
+        python = cpython_size(prefix, work)
         base = slim_base(work)
         print(f"make image: {mib(ours)} uncompressed, {mib(archive.stat().st_size)} archive "
               f"(the virtualenv /opt/orca {mib(venv)})")  # fmt: skip
