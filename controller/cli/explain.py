@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from controller.api.models import Workload, workload_key
 from controller.cli import whatif as whatif_cli
+from controller.cli.flags import add_credential_flags
 from controller.cli.table import write_table
 from controller.inputs.fromcluster import ClusterView
 from controller.inputs.manifests import ManifestError
@@ -130,7 +131,7 @@ def render(e: Explanation, out: TextIO, p: Preemptions | None = None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The ``orca explain`` command."""
-    from controller.cli.cluster import read_cluster
+    from controller.cli.cluster import namespace_of, read_cluster
     from controller.inputs.fromcluster import ClusterError
 
     try:
@@ -139,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CLUSTER
     try:
-        cluster = read_cluster(args.kubeconfig)
+        args.namespace = namespace_of(args)
+        cluster = read_cluster(args.kubeconfig, args.context)
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CLUSTER
@@ -213,8 +215,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(workloads.orca.cloudinit.dev, short name orcawl: kubectl get orcawl -n NS lists them).",
     )
     p.add_argument("name", help="the Workload's name")
-    p.add_argument("-n", "--namespace", default="default")
-    p.add_argument("--kubeconfig", help="default: $KUBECONFIG")
+    p.add_argument(
+        "-n",
+        "--namespace",
+        help="the Workload's namespace (default: the context's namespace, else the Pod's, "
+        "else default)",
+    )
+    add_credential_flags(p)
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     whatif_cli.add_arguments(p)
     p.set_defaults(func=run)

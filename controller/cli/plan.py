@@ -27,6 +27,7 @@ import orjson
 
 from controller.api.models import Workload
 from controller.cli import whatif as whatif_cli
+from controller.cli.flags import add_credential_flags
 from controller.cli.table import write_table
 from controller.cli.timings import PhaseTimer
 from controller.cli.whatif import Asked, Outcome
@@ -274,7 +275,7 @@ def _plan_from_cluster(
         given = load_priority_classes(workloads_file)
     timer.phase("workloads")
     try:
-        cluster = read_cluster(args.kubeconfig)
+        cluster = read_cluster(args.kubeconfig, args.context)
     except ClusterError as exc:
         raise ManifestError(str(exc)) from None
     timer.phase("cluster")
@@ -342,7 +343,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="dry run against the live cluster: its Nodes and the placements already made "
         "(every Workload's status); writes nothing",
     )
-    p.add_argument("--kubeconfig", help="with --from-cluster (default: $KUBECONFIG)")
+    add_credential_flags(p, "with --from-cluster: ")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.add_argument(
         "--now",

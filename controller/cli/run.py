@@ -11,7 +11,7 @@ import re
 import sys
 from collections.abc import Callable
 
-from controller.cli.flags import whole_number
+from controller.cli.flags import add_credential_flags, whole_number
 from controller.scheduler.plugins.taints import DEFAULT_TOLERATION_SECONDS
 from controller.scheduler.rebalance import DEFAULT_MAX_MOVES, MAX_MOVES
 
@@ -25,9 +25,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = subparsers.add_parser(
         "run",
         help="run the operator (watch Nodes and Workloads, write placements into status)",
-        description="Run orca's operator against the cluster in the kubeconfig (or in-cluster).",
+        description="Run orca's operator against the cluster of --kubeconfig, $KUBECONFIG, the "
+        "Pod it runs in, or ~/.kube/config (the first of these there is).",
     )
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or in-cluster)")
+    add_credential_flags(p)
     p.add_argument(
         "-n",
         "--namespace",

@@ -422,9 +422,9 @@ async def operate(args: argparse.Namespace) -> None:
     # than inside the first decision that compiles a constraint.
     install_cel_parser(cache_path())
     api = KubeApi(
-        load_configuration(args.kubeconfig),
+        load_configuration(args.kubeconfig, args.context),
         max_connections=max(8, args.max_in_flight),
-        reload=lambda: load_configuration(args.kubeconfig),
+        reload=lambda: load_configuration(args.kubeconfig, args.context),
     )
     identity = default_identity()
     elector = None
@@ -470,7 +470,7 @@ async def operate(args: argparse.Namespace) -> None:
     async def login(**_: object) -> kopf.ConnectionInfo:
         """kopf's own requests use the same credentials as ours (kubeconfig or in-cluster),
         re-read on every login so rotated tokens and certificates are picked up."""
-        return connection_info(load_configuration(args.kubeconfig))
+        return connection_info(load_configuration(args.kubeconfig, args.context))
 
     async def startup(**_: object) -> None:
         operator.start(on_failure)

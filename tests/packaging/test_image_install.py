@@ -37,6 +37,7 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -330,3 +331,62 @@ def test_dev_cluster_in_the_image_says_what_it_lacks_in_one_line(image: Image) -
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("orca dev-cluster: control-plane binaries missing in ")
     assert "build them with: hack/testcp/build.sh" in lines[0]
+
+
+#: What each installer writes of its own in a dist-info (pip: REQUESTED, and direct_url.json
+#: for the wheel it was given by path; both: INSTALLER and RECORD, naming themselves).
+SKIP = ("INSTALLER", "RECORD", "REQUESTED", "direct_url.json")
+
+
+def _dists(site: Path) -> dict[str, str]:
+    found = {}
+    for dist in site.glob("*.dist-info"):
+        name, version = dist.name.removesuffix(".dist-info").rsplit("-", 1)
+        found[name.lower().replace("_", "-")] = version
+    return found
+
+
+def _tree(root: Path, top: str) -> set[str]:
+    """Paths under ``top``, but bytecode caches, the interpreter links (each names its image's
+    own interpreter) and ``venv``'s shell activation scripts (make image writes no shell
+    scripts into an image without a shell)."""
+    base = root / top
+    return {
+        str(p.relative_to(root))
+        for p in base.rglob("*")
+        if "__pycache__" not in p.parts
+        and not p.name.startswith(("python", "activate", "Activate"))
+    }
+
+
+def test_make_image_and_the_dockerfile_give_the_same_user_entrypoint_paths_and_packages(
+    image: Image, built_image: Any, tmp_path: Path
+) -> None:
+    """Both ways of building the image (tests/packaging/test_image_build.py builds the one
+    ``make image`` makes; this module replays the Dockerfile's)."""
+    import io
+    import tarfile
+
+    from controller.devcluster.image.oci import read_archive
+    from tests.packaging.dockerfile import exec_form
+
+    built = read_archive(built_image.archive.path)
+    config = built["config"]["config"]
+    runtime = stages()[-1]
+    (user,) = runtime.values("USER")
+    assert config["User"] == user
+    assert config["Entrypoint"] == exec_form(runtime.values("ENTRYPOINT")[0])
+    assert config["Cmd"] == exec_form(runtime.values("CMD")[0])
+    assert set(config["ExposedPorts"]) == {f"{p}/tcp" for p in runtime.values("EXPOSE")[0].split()}
+    env = dict(e.split("=", 1) for e in config["Env"])
+    assert env["PATH"].split(":")[0] == "/opt/orca/bin"
+    root = tmp_path / "built"
+    with tarfile.open(fileobj=io.BytesIO(built["layers"][0])) as tar:
+        tar.extractall(root, filter="fully_trusted")
+    site = "opt/orca/lib/python3.11/site-packages"
+    assert _dists(root / site) == _dists(image.root / site)
+    assert _tree(root, "opt/orca/bin") == _tree(image.root, "opt/orca/bin")
+    assert _tree(root, "opt/orca/share") == _tree(image.root, "opt/orca/share")
+    ours = {p for p in _tree(root, site) if not p.endswith(SKIP)}
+    theirs = {p for p in _tree(image.root, site) if not p.endswith(SKIP)}
+    assert ours == theirs, sorted(ours ^ theirs)[:20]
