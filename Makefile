@@ -25,7 +25,7 @@ BUILD_REQUIRES = $(PYTHON) -c 'import tomllib; \
 	print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
 
 .PHONY: demo demo-stop test lint lock-check unit integration controlplane gitops prometheus \
-	dashboard bench chaos clean
+	dashboard bench chaos clean image image-lock node node-tools release helm
 
 # The dev environment starts from the locked runtime versions, so tests run what the image runs.
 $(STAMP): pyproject.toml
@@ -67,6 +67,39 @@ gitops:
 prometheus:
 	bash hack/install-prometheus.sh
 
+# The Debian packages the image and the real Node need (runc, CNI plugins, iptables, skopeo,
+# podman) and Debian's package lists: installed when missing and root, else a one-line error.
+node-tools:
+	bash hack/install-node-tools.sh
+
+# kubelet, kube-proxy, containerd, ctr and the pause binary for `orca dev-cluster start
+# --with-kubelet`, built once from the Go module proxy into ~/.cache/orca-node.
+node: node-tools
+	bash hack/kubelet/build.sh >/dev/null
+
+# The operator's image without a container engine or a registry (needs root: it runs the
+# image's interpreter in a chroot): dist/orca-controller-VERSION.oci.tar, its SPDX SBOM, and
+# the digest on the last line. Built from the commit checked out (git archive HEAD).
+image: $(STAMP) node-tools
+	$(BIN)/python -m controller.devcluster.image build --out dist
+
+# Helm v3.22.0 from the Go module proxy into ~/.cache/orca-helm (the chart's tests, release).
+helm:
+	bash hack/helm/build.sh >/dev/null
+
+# What a release publishes, in dist/: the image archive and its SBOM, install.yaml (the
+# kustomize install in one file, the image by digest) and the chart package.
+# IMAGE_REPOSITORY=registry.example/orca-controller make release
+IMAGE_REPOSITORY ?= orca-controller
+release: $(STAMP) node-tools controlplane helm
+	$(BIN)/python -m controller.devcluster.image release --out dist \
+		--repository $(IMAGE_REPOSITORY) \
+		--kubectl "$$(bash hack/testcp/build.sh)/kubectl" --helm "$$(bash hack/helm/build.sh)"
+
+# Rewrite hack/image/debian.lock from the versions Debian serves now (after a point release).
+image-lock: $(STAMP) node-tools
+	$(BIN)/python -m controller.devcluster.image lock
+
 # Regenerate the Grafana dashboard from controller/operator/telemetry/dashboard.py (a unit test fails on drift).
 dashboard: $(STAMP)
 	$(BIN)/orca dashboard > manifests/monitoring/grafana-dashboard.json
@@ -91,10 +124,10 @@ lint: $(STAMP) $(TOOLS_STAMP) lock-check
 unit: $(STAMP) prometheus
 	$(BIN)/pytest tests/unit
 
-integration: $(STAMP) controlplane gitops prometheus
+integration: $(STAMP) controlplane gitops prometheus node
 	$(BIN)/pytest tests/integration
 
-test: lint controlplane gitops prometheus
+test: lint controlplane gitops prometheus node helm
 	$(BIN)/pytest
 
 bench: $(STAMP) controlplane

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,10 +134,13 @@ class Run:
     exit_code: int
 
 
-def run_cli(nodes: Path, workloads: Path, out: Path, timings: bool = True) -> Run:
-    """One ``orca plan`` in a child process, at ``PLAN_NOW``; its stdout goes to ``out``."""
+def run_cli(
+    nodes: Path, workloads: Path, out: Path, timings: bool = True, extra: Sequence[str] = ()
+) -> Run:
+    """One ``orca plan`` at ``PLAN_NOW`` (with ``extra`` arguments) in a child process; its
+    stdout goes to ``out``."""
     cmd = [str(ORCA), "plan", "--nodes", str(nodes), "--workloads", str(workloads), "-o", "json"]
-    cmd += ["--now", PLAN_NOW, *(["--timings"] if timings else [])]
+    cmd += ["--now", PLAN_NOW, *(["--timings"] if timings else []), *extra]
     with out.open("wb") as stdout, tempfile.TemporaryFile() as stderr:
         started = time.perf_counter()
         child = subprocess.Popen(cmd, stdout=stdout, stderr=stderr)

@@ -50,16 +50,37 @@ yaml.safe_dump(nodes, sys.stdout)' <examples/nodes.yaml | "${KUBECTL[@]}" apply 
   if [[ -f "$DIR/operator.pid" ]] && kill -0 "$(cat "$DIR/operator.pid")" 2>/dev/null; then
     echo "==> the operator is already running (pid $(cat "$DIR/operator.pid"))"
   else
-    echo "==> starting the operator (log: $DIR/operator.log, metrics: http://127.0.0.1:9090/metrics)"
+    echo "==> starting the operator (log: $DIR/operator.log, metrics: http://127.0.0.1:9090/metrics," \
+      "admission webhook: https://127.0.0.1:9443)"
+    # Local use: plain-HTTP metrics (--metrics-insecure); the webhook registers itself with
+    # the dev cluster's API server by URL.
     nohup "$ORCA" run --kubeconfig "$DIR/kubeconfig" --liveness http://127.0.0.1:8080/healthz \
+      --metrics-insecure --webhook-host 127.0.0.1 --webhook-port 9443 \
       >"$DIR/operator.log" 2>&1 &
     echo $! >"$DIR/operator.pid"
   fi
+  for _ in $(seq 60); do  # ready: informers synced and the webhook registered
+    curl -fsS http://127.0.0.1:9090/readyz >/dev/null 2>&1 \
+      && "${KUBECTL[@]}" get validatingwebhookconfiguration orca-controller >/dev/null 2>&1 && break
+    sleep 1
+  done
   echo "==> applying examples/workloads.yaml"
   "${KUBECTL[@]}" apply -f examples/workloads.yaml
   "${KUBECTL[@]}" wait orcawl --all -A --for=jsonpath='{.status.phase}' --timeout=60s >/dev/null
   echo
   "${KUBECTL[@]}" get orcawl -A -o wide
+  echo
+  echo "==> a Workload with a typo in its constraint is refused at the door:"
+  echo "    kubectl apply: constraints: ['\"ssd\" in node.tag']"
+  "${KUBECTL[@]}" apply -f - <<'YAML' || true
+apiVersion: orca.cloudinit.dev/v1alpha1
+kind: Workload
+metadata: {name: typo, namespace: shop}
+spec:
+  kind: Service
+  count: 2
+  constraints: ['"ssd" in node.tag']
+YAML
   cat <<MSG
 
 orca is running. Try:
@@ -68,12 +89,15 @@ orca is running. Try:
   kubectl get orcawl -A --field-selector status.phase=Unschedulable
   kubectl wait --for=condition=Ready orcawl -n shop web   # every replica placed
   kubectl explain orcawl.spec                       # the API, field by field
-  kubectl patch orcawl -n shop web --type=merge -p '{"spec":{"count":8}}' && kubectl get orcawl -A
+  kubectl scale orcawl -n shop web --replicas=8 && kubectl get orcawl -A   # /scale
+  kubectl apply --dry-run=server -f my-workload.yaml   # checked by the webhook, nothing stored
   kubectl cordon node-b && kubectl get orcawl -n shop web -o yaml
   kubectl get nodes; kubectl get leases -n kube-node-lease   # kwok's heartbeats
   .venv/bin/orca dev-cluster silence --dir $DIR node-c  # Unknown + tainted after 50 s
   .venv/bin/orca dev-cluster revive --dir $DIR node-c
   .venv/bin/orca plan --from-cluster --workloads examples/workloads.yaml
+  .venv/bin/orca plan --from-cluster --drain topology.kubernetes.io/zone=eu-1a   # before you drain
+  .venv/bin/orca plan --from-cluster --drain topology.kubernetes.io/zone=eu-1a --add-nodes examples/spare-node.yaml:auto
   .venv/bin/orca explain -n ml trainer               # each node: the filter that rejects it
   .venv/bin/orca rebalance --from-cluster            # moves that would even out shop/web (dry run)
 Stop everything with: make demo-stop

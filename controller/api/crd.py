@@ -50,6 +50,17 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
 ]
 
 
+#: ``kubectl scale orcawl web --replicas=8`` and a HorizontalPodAutoscaler: the scale's
+#: replicas are ``spec.count``, its status the replicas placed, its selector the label of the
+#: replicas (``workload_selector``). Only a Service has a count: the schema's rule "count is
+#: only allowed when kind is Service" refuses a scale of a Job or a DaemonSet (422).
+SCALE: dict[str, str] = {
+    "specReplicasPath": ".spec.count",
+    "statusReplicasPath": ".status.placed",
+    "labelSelectorPath": ".status.selector",
+}
+
+
 # The standard texts of every Kubernetes object's first fields (as controller-gen writes them).
 _CONVENTIONS = "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"
 _API_VERSION = (
@@ -138,7 +149,7 @@ def workload_crd() -> dict[str, Any]:
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
+                    "subresources": {"status": {}, "scale": SCALE},
                     "additionalPrinterColumns": PRINTER_COLUMNS,
                     # kubectl get orcawl -A --field-selector status.phase=Unschedulable
                     "selectableFields": [{"jsonPath": ".status.phase"}],

@@ -845,6 +845,24 @@ class WorkloadStatus(_Model):
         default=None,
         description="The priority the decision used, resolved from spec.priorityClassName.",
     )
+    selector: str | None = Field(
+        default=None,
+        description="The label selector of this Workload's replicas, as the scale subresource "
+        "reports it to a HorizontalPodAutoscaler: orca.cloudinit.dev/workload=<name> (the "
+        "label the agents that run the replicas put on them). Absent for a name longer than "
+        "a label value may be (63 characters).",
+    )
+
+
+#: The label on whatever runs a Workload's replicas; ``status.selector`` selects by it.
+WORKLOAD_LABEL = f"{GROUP}/workload"
+MAX_LABEL_VALUE = 63
+
+
+def workload_selector(name: str) -> str | None:
+    """``status.selector`` (the scale subresource's ``labelSelectorPath``) for Workload
+    ``name``; None when the name cannot be a label value."""
+    return f"{WORKLOAD_LABEL}={name}" if len(name) <= MAX_LABEL_VALUE else None
 
 
 def status_body(status: WorkloadStatus) -> dict[str, Any]:

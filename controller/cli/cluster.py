@@ -1,6 +1,7 @@
 """The live cluster as ``orca plan --from-cluster``, ``orca rebalance --from-cluster`` and
 ``orca explain`` read it: through the operator's own client (``KubeApi``: one HTTP stack), with
-the operator's credentials in the operator's order (in-cluster first, then the kubeconfig),
+credentials in the ecosystem's order (``--kubeconfig``, ``$KUBECONFIG``, in-cluster,
+``~/.kube/config``; ``controller.operator.kube.credentials``),
 LISTs in pages as its informers make them; every problem one line (``ClusterError``).
 
 Reads only: Nodes, every Workload and the PriorityClasses, handed to
@@ -9,26 +10,42 @@ Reads only: Nodes, every Workload and the PriorityClasses, handed to
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 from typing import Any
 
-from kubernetes import config as k8s_config
-
 from controller.api.models import GROUP, PLURAL, workload_path
 from controller.inputs.fromcluster import ClusterError, ClusterView, view_of
-from controller.operator.kube import ApiError, KubeApi, TransportError, load_configuration
+from controller.operator.kube import (
+    ApiError,
+    CredentialsError,
+    KubeApi,
+    TransportError,
+    default_namespace,
+    load_configuration,
+)
 from controller.scheduler.nodes import NODES_PATH
 from controller.scheduler.priority import LIST_PATH as PRIORITY_CLASSES_PATH
 
 
-def read_cluster(kubeconfig: str | None) -> ClusterView:
+def read_cluster(kubeconfig: str | None, context: str | None = None) -> ClusterView:
     """Every Node, Workload and PriorityClass, as ``view_of`` reads them."""
     try:
-        configuration = load_configuration(kubeconfig)
-    except (k8s_config.ConfigException, OSError) as exc:
-        raise ClusterError(f"kubeconfig: {exc}") from None
+        configuration = load_configuration(kubeconfig, context)
+    except CredentialsError as exc:
+        raise ClusterError(str(exc)) from None
     return asyncio.run(_read(KubeApi(configuration)))
+
+
+def namespace_of(args: argparse.Namespace) -> str:
+    """``-n``, else the context's namespace, else the Pod's, else ``default`` (as kubectl)."""
+    if args.namespace:
+        return str(args.namespace)
+    try:
+        return default_namespace(args.kubeconfig, args.context)
+    except CredentialsError as exc:
+        raise ClusterError(str(exc)) from None
 
 
 async def _read(api: KubeApi) -> ClusterView:

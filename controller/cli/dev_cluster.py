@@ -12,6 +12,7 @@ missing instead of a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sys
 from collections.abc import Callable
@@ -55,7 +56,12 @@ def _start(args: argparse.Namespace) -> int:
         _print_err(f"orca dev-cluster: {e}")
         return 2
     plane = ControlPlane(
-        args.dir, args.bin_dir, detach=True, startup_timeout=args.timeout, node_timing=timing
+        args.dir,
+        args.bin_dir,
+        detach=True,
+        startup_timeout=args.timeout,
+        node_timing=timing,
+        with_kubelet=args.with_kubelet,
     )
     try:
         bin_dir = plane.bin_dir
@@ -73,6 +79,19 @@ def _start(args: argparse.Namespace) -> int:
         _print_err(f"orca dev-cluster: start failed: {e}")
         return 1
     print(f"ready in {plane.startup_seconds:.1f}s")
+    if args.with_kubelet:
+        from controller.devcluster.node import NODE_IP, NODE_NAME, RealNode
+
+        print("starting kube-scheduler, containerd, a kubelet and kube-proxy ...", flush=True)
+        try:
+            RealNode(plane).start()
+        except ControlPlaneError as e:
+            _print_err(f"orca dev-cluster: the real Node failed: {e}")
+            with contextlib.suppress(ControlPlaneError):
+                plane.stop()
+            return 1
+        print(f"Node {NODE_NAME} ({NODE_IP}) Ready; put an image on it with: orca dev-cluster "
+              f"load-image --dir {plane.directory} ARCHIVE")  # fmt: skip
     _describe(plane)
     print(f"use it with: export KUBECONFIG={plane.kubeconfig_path}")
     return 0
@@ -88,6 +107,10 @@ def _stop(args: argparse.Namespace) -> int:
         return 0
     pids = plane.pids
     try:
+        if plane.with_kubelet:
+            from controller.devcluster.node import RealNode
+
+            RealNode(plane).stop()
         plane.stop()
     except ControlPlaneError as e:
         _print_err(f"orca dev-cluster: stop failed: {e}")
@@ -144,6 +167,19 @@ def _heartbeats(args: argparse.Namespace, *, silent: bool) -> int:
             )
         else:
             print(f"{node}: heartbeats resume; Ready again within {timing.lease_seconds / 4:g}s")
+    return 0
+
+
+def _load_image(args: argparse.Namespace) -> int:
+    from controller.devcluster.controlplane import ControlPlane, ControlPlaneError
+    from controller.devcluster.node import RealNode
+
+    try:
+        node = RealNode.attach(ControlPlane.attach(args.dir))
+        print(node.load_image(args.archive))
+    except ControlPlaneError as e:
+        _print_err(f"orca dev-cluster: {e}")
+        return 1
     return 0
 
 
@@ -260,7 +296,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="S",
         help=f"the same for a Node that never reported (default {real['startup_grace_period']:g})",
     )
+    start.add_argument(
+        "--with-kubelet",
+        action="store_true",
+        help="also run a real Node: kubelet, containerd and runc (built by "
+        "hack/kubelet/build.sh), kube-scheduler and kube-proxy; needs root",
+    )
     start.set_defaults(func=_needs_dev_extra(_start))
+
+    load = sub.add_parser(
+        "load-image", help="import an image archive (OCI or docker) into the real Node"
+    )
+    common(load)
+    load.add_argument("archive", type=Path, help="e.g. dist/orca-controller-0.1.0.oci.tar")
+    load.set_defaults(func=_needs_dev_extra(_load_image))
 
     stop = sub.add_parser("stop", help="stop the servers recorded in --dir")
     common(stop)

@@ -17,15 +17,21 @@ import json
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from controller.api.models import Workload, workload_key
+from controller.cli import whatif as whatif_cli
+from controller.cli.flags import add_credential_flags
 from controller.cli.table import write_table
+from controller.inputs.fromcluster import ClusterView
+from controller.inputs.manifests import ManifestError
 from controller.scheduler.explain import Explanation, explain
+from controller.scheduler.ledger import Ledger
 from controller.scheduler.plugins.topology_spread import spread_lines
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.vocabulary import CONDITION_PREEMPTED
+from controller.scheduler.whatif import WhatIf
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_CLUSTER = 0, 1, 2
 
@@ -125,11 +131,17 @@ def render(e: Explanation, out: TextIO, p: Preemptions | None = None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The ``orca explain`` command."""
-    from controller.cli.cluster import read_cluster
+    from controller.cli.cluster import namespace_of, read_cluster
     from controller.inputs.fromcluster import ClusterError
 
     try:
-        cluster = read_cluster(args.kubeconfig)
+        flags = whatif_cli.asked(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CLUSTER
+    try:
+        args.namespace = namespace_of(args)
+        cluster = read_cluster(args.kubeconfig, args.context)
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CLUSTER
@@ -142,14 +154,55 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_FOUND
-    explanation = explain(Scheduler(), workload, cluster.ledger(), cluster.classes, now=time.time())
+    scheduler = Scheduler()
+    ledger = cluster.ledger()
+    header = None
+    if flags is not None:
+        try:
+            ledger, header = _after(flags, cluster, workload, scheduler)
+        except ManifestError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_CLUSTER
+    explanation = explain(scheduler, workload, ledger, cluster.classes, now=time.time())
     who = preemptions(key, cluster.parsed)
     if args.output == "json":
-        json.dump(to_json(explanation, who), sys.stdout, indent=2)
+        document = to_json(explanation, who)
+        if header is not None:
+            document["whatIf"] = header
+        json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
+        if header is not None:
+            sys.stdout.write(f"What if: {header}; {key} at its turn in that plan:\n")
         render(explanation, sys.stdout, who)
     return EXIT_OK
+
+
+def _after(
+    flags: whatif_cli.Asked, cluster: ClusterView, workload: Workload, scheduler: Scheduler
+) -> tuple[Ledger, str]:
+    """The cluster as the what-if plan leaves it just before ``workload``'s turn (every
+    Workload of higher priority, and of equal priority listed before it, decided), and a line
+    naming the question. ``auto`` first finds its count."""
+    whatif = WhatIf(cluster.ledger(), list(cluster.parsed.values()), scheduler, cluster.classes)
+    question = whatif_cli.question_of(flags, cluster.nodes)
+    if flags.add is not None and flags.add.count is None:
+        capacity = whatif_cli.answer(whatif, flags, question).capacity
+        if capacity is not None and capacity.count is not None:
+            question = replace(question, count=capacity.count)
+    seen: list[Ledger] = []
+
+    def at_its_turn(planned: Workload, ledger: Ledger) -> None:
+        if planned.key == workload.key:
+            seen.append(ledger.copy())
+
+    whatif.answer(question, before_each=at_its_turn)
+    parts = []
+    if question.drain:
+        parts.append(f"drained {', '.join(sorted(question.drain))}")
+    if question.template is not None:
+        parts.append(f"{question.count} x {question.template.hostname} added")
+    return seen[0], " and ".join(parts)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -162,7 +215,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(workloads.orca.cloudinit.dev, short name orcawl: kubectl get orcawl -n NS lists them).",
     )
     p.add_argument("name", help="the Workload's name")
-    p.add_argument("-n", "--namespace", default="default")
-    p.add_argument("--kubeconfig", help="default: $KUBECONFIG")
+    p.add_argument(
+        "-n",
+        "--namespace",
+        help="the Workload's namespace (default: the context's namespace, else the Pod's, "
+        "else default)",
+    )
+    add_credential_flags(p)
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    whatif_cli.add_arguments(p)
     p.set_defaults(func=run)

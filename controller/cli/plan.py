@@ -25,8 +25,12 @@ from typing import Any, TextIO
 
 import orjson
 
+from controller.api.models import Workload
+from controller.cli import whatif as whatif_cli
+from controller.cli.flags import add_credential_flags
 from controller.cli.table import write_table
 from controller.cli.timings import PhaseTimer
+from controller.cli.whatif import Asked, Outcome
 from controller.inputs.manifests import (
     ManifestError,
     PendingRead,
@@ -36,11 +40,14 @@ from controller.inputs.manifests import (
     read_manifests,
 )
 from controller.scheduler.celcache import cache_path, install_cel_parser
-from controller.scheduler.nodes import rfc3339_to_epoch
+from controller.scheduler.ledger import ledger_from_statuses
+from controller.scheduler.nodes import NodeInfo, rfc3339_to_epoch
 from controller.scheduler.plan import PlanResult, plan
 from controller.scheduler.plugins.topology_spread import spread_lines
 from controller.scheduler.priority import PriorityClasses
 from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.status import rfc3339_now
+from controller.scheduler.whatif import WhatIf
 
 EXIT_PLACED, EXIT_SHORT, EXIT_BAD_INPUT = 0, 1, 2
 MAX_NODES_SHOWN = 6
@@ -145,6 +152,18 @@ def _run(args: argparse.Namespace) -> int:
     if bool(args.nodes) == bool(args.from_cluster):
         print("error: give exactly one of --nodes FILE and --from-cluster", file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:
+        flags = whatif_cli.asked(args)
+    except ValueError as exc:
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.workloads is None and not (args.from_cluster and flags is not None):
+        print(
+            "error: --workloads FILE is needed (with --from-cluster and --drain or --add-nodes "
+            "it may be left out: the cluster's Workloads are planned)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     if args.now is not None:
         try:
             rfc3339_to_epoch(args.now)
@@ -155,27 +174,56 @@ def _run(args: argparse.Namespace) -> int:
     timer.phase("start-up")  # the interpreter, the imports and the CEL parser
     try:
         if args.from_cluster:
-            results = _plan_from_cluster(args, timer)
+            results, outcome = _plan_from_cluster(args, timer, flags)
         else:
-            results = _plan_from_files(args, timer)
+            results, outcome = _plan_from_files(args, timer, flags)
     except ManifestError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     timer.phase("planning")
     if args.output == "json":
         # orjson: the standard encoder is pure Python when indenting (0.5 s for 5,000 results)
-        sys.stdout.write(orjson.dumps(to_json(results), option=orjson.OPT_INDENT_2).decode())
+        document = to_json(results)
+        if outcome is not None:
+            document.update(whatif_cli.to_json(outcome))
+        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
         sys.stdout.write("\n")
-    else:
+    elif outcome is None:
         render_table(results, sys.stdout)
+    else:
+        touched = _touched(outcome)
+        render_table([r for r in results if r.workload.key in touched], sys.stdout)
+        whatif_cli.render(outcome, sys.stdout)
     sys.stdout.flush()
     timer.phase("output")
     if args.timings:
         timer.report(sys.stderr)
+    if outcome is not None:
+        return outcome.exit_code
     return EXIT_PLACED if all(r.fully_placed for r in results) else EXIT_SHORT
 
 
-def _plan_from_files(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanResult]:
+def _touched(outcome: Outcome) -> set[str]:
+    """The Workloads a what-if changes: they get a row in the table."""
+    a = outcome.answer
+    keys = {m.workload for m in a.moved} | {u.workload for u in a.unplaced}
+    keys |= {e.workload for e in a.ended}
+    keys |= {r.workload.key for r in a.results if r.victims or r.preempted}
+    return keys
+
+
+def _what_if(
+    flags: Asked,
+    nodes: list[NodeInfo],
+    whatif: WhatIf,
+) -> tuple[list[PlanResult], Outcome]:
+    outcome = whatif_cli.answer(whatif, flags, whatif_cli.question_of(flags, nodes))
+    return outcome.answer.results, outcome
+
+
+def _plan_from_files(
+    args: argparse.Namespace, timer: PhaseTimer, flags: Asked | None
+) -> tuple[list[PlanResult], Outcome | None]:
     """Nodes, Workloads and PriorityClasses from the files, each file read once (a large
     Workloads file in a child process, while the Nodes are read)."""
     pending = PendingRead(Path(args.workloads))
@@ -192,8 +240,12 @@ def _plan_from_files(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanRe
     workloads = load_workloads(workloads_file, check=scheduler.spec_errors)
     del workloads_file
     timer.phase("workloads")
+    if flags is not None:
+        ledger = ledger_from_statuses(nodes, workloads)
+        now = args.now or rfc3339_now()
+        return _what_if(flags, nodes, WhatIf(ledger, workloads, scheduler, classes, now))
     first = functools.partial(timer.point, "first decision")
-    return plan(
+    results = plan(
         nodes,
         workloads,
         scheduler=scheduler,
@@ -201,28 +253,45 @@ def _plan_from_files(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanRe
         on_first_decision=first,
         now=args.now,
     )
+    return results, None
 
 
-def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[PlanResult]:
+def _plan_from_cluster(
+    args: argparse.Namespace, timer: PhaseTimer, flags: Asked | None
+) -> tuple[list[PlanResult], Outcome | None]:
     """``--from-cluster``: the Workloads from the file, the rest from the cluster. Imported
     here: the client (aiohttp, the kubernetes client's credential loaders) costs start-up
-    that planning from files never needs."""
+    that planning from files never needs. A what-if plans every Workload of the cluster (the
+    file's, if one is given, in place of the cluster's of the same name)."""
     from controller.cli.cluster import read_cluster
     from controller.inputs.fromcluster import ClusterError
 
-    workloads_file = read_manifests(Path(args.workloads))
     scheduler = Scheduler()
-    workloads = load_workloads(workloads_file, check=scheduler.spec_errors)
-    given = load_priority_classes(workloads_file)
+    workloads: list[Workload] = []
+    given = PriorityClasses.of([])
+    if args.workloads is not None:
+        workloads_file = read_manifests(Path(args.workloads))
+        workloads = load_workloads(workloads_file, check=scheduler.spec_errors)
+        given = load_priority_classes(workloads_file)
     timer.phase("workloads")
     try:
-        cluster = read_cluster(args.kubeconfig)
+        cluster = read_cluster(args.kubeconfig, args.context)
     except ClusterError as exc:
         raise ManifestError(str(exc)) from None
     timer.phase("cluster")
     for warning in cluster.warnings:
         print(f"warning: {one_line(warning)}", file=sys.stderr)
     classes = PriorityClasses.of([*cluster.classes.by_name.values(), *given.by_name.values()])
+    if flags is not None:
+        planned = {**cluster.parsed, **{w.key: w for w in workloads}}
+        whatif = WhatIf(
+            cluster.ledger(),
+            list(planned.values()),
+            scheduler,
+            classes,
+            args.now or rfc3339_now(),
+        )
+        return _what_if(flags, cluster.nodes, whatif)
     known = {
         key: w.status.priority
         for key, w in cluster.parsed.items()
@@ -233,7 +302,7 @@ def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[Plan
         for key, w in cluster.parsed.items()
         if w.metadata.creation_timestamp is not None
     }
-    return plan(
+    results = plan(
         cluster.nodes,
         workloads,
         ledger=cluster.ledger(),
@@ -244,6 +313,7 @@ def _plan_from_cluster(args: argparse.Namespace, timer: PhaseTimer) -> list[Plan
         known_started=started,
         now=args.now,
     )
+    return results, None
 
 
 def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
@@ -261,14 +331,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "1: some not placed; 2: bad input.",
     )
     p.add_argument("--nodes", metavar="FILE", help="Node manifests (YAML)")
-    p.add_argument("--workloads", required=True, metavar="FILE", help="Workload manifests")
+    p.add_argument(
+        "--workloads",
+        metavar="FILE",
+        help="Workload manifests (with --from-cluster and a what-if, optional: the cluster's "
+        "Workloads are planned)",
+    )
     p.add_argument(
         "--from-cluster",
         action="store_true",
         help="dry run against the live cluster: its Nodes and the placements already made "
         "(every Workload's status); writes nothing",
     )
-    p.add_argument("--kubeconfig", help="with --from-cluster (default: $KUBECONFIG)")
+    add_credential_flags(p, "with --from-cluster: ")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.add_argument(
         "--now",
@@ -277,6 +352,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "replicas on a NotReady node or one with a NoExecute taint they tolerate for a while "
         "move, and the conditions' times; the same files and --now plan the same",
     )
+    whatif_cli.add_arguments(p)
     p.add_argument(
         "--timings",
         action="store_true",

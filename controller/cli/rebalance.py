@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from controller.cli.flags import whole_number
+from controller.cli.flags import add_credential_flags, whole_number
 from controller.cli.plan import EXIT_BAD_INPUT, one_line
 from controller.cli.table import write_table
 from controller.inputs.manifests import ManifestError, load_nodes, load_workloads
@@ -98,7 +98,7 @@ def render_table(plan: Plan, out: TextIO) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The ``orca rebalance`` command."""
-    from controller.cli.cluster import read_cluster
+    from controller.cli.cluster import namespace_of, read_cluster
     from controller.inputs.fromcluster import ClusterError
 
     if args.from_cluster == bool(args.nodes or args.workloads) or (
@@ -112,11 +112,22 @@ def run(args: argparse.Namespace) -> int:
     try:
         rebalancer = Rebalancer(max_moves=whole_number("--max-moves", args.max_moves, 0, MAX_MOVES))
         if args.from_cluster:
-            cluster = read_cluster(args.kubeconfig)
+            if args.namespace and args.all_namespaces:
+                raise ValueError("give -n NS or -A, not both")
+            if not args.all_namespaces:
+                args.namespace = namespace_of(args)
+            cluster = read_cluster(args.kubeconfig, args.context)
             for warning in cluster.warnings:
                 print(f"warning: {one_line(warning)}", file=sys.stderr)
-            plan = rebalancer.plan(cluster.parsed.values(), cluster.ledger(), now=time.time())
+            mine = [
+                w
+                for w in cluster.parsed.values()
+                if args.all_namespaces or w.metadata.namespace == args.namespace
+            ]
+            plan = rebalancer.plan(mine, cluster.ledger(), now=time.time())
         else:
+            if args.namespace or args.all_namespaces:
+                raise ValueError("-n and -A go with --from-cluster (a file plans all it holds)")
             nodes = load_nodes(Path(args.nodes))
             workloads = load_workloads(Path(args.workloads))
             keys = [w.key for w in workloads]
@@ -158,7 +169,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="plan from the live cluster's Nodes and Workloads; writes nothing",
     )
-    p.add_argument("--kubeconfig", help="with --from-cluster (default: $KUBECONFIG)")
+    add_credential_flags(p, "with --from-cluster: ")
+    p.add_argument(
+        "-n",
+        "--namespace",
+        metavar="NS",
+        help="with --from-cluster: move only Workloads in NS (default: the context's "
+        "namespace, else the Pod's, else default; capacity is counted cluster-wide)",
+    )
+    p.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="with --from-cluster: Workloads in every namespace",
+    )
     p.add_argument(
         "--max-moves",
         default=str(DEFAULT_MAX_MOVES),

@@ -9,8 +9,9 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Callable
 
-from controller.cli.flags import whole_number
+from controller.cli.flags import add_credential_flags, whole_number
 from controller.scheduler.plugins.taints import DEFAULT_TOLERATION_SECONDS
 from controller.scheduler.rebalance import DEFAULT_MAX_MOVES, MAX_MOVES
 
@@ -24,9 +25,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = subparsers.add_parser(
         "run",
         help="run the operator (watch Nodes and Workloads, write placements into status)",
-        description="Run orca's operator against the cluster in the kubeconfig (or in-cluster).",
+        description="Run orca's operator against the cluster of --kubeconfig, $KUBECONFIG, the "
+        "Pod it runs in, or ~/.kube/config (the first of these there is).",
     )
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or in-cluster)")
+    add_credential_flags(p)
     p.add_argument(
         "-n",
         "--namespace",
@@ -40,7 +42,71 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="http://0.0.0.0:8080/healthz",
         help="liveness endpoint URL, or 'none' (default: %(default)s)",
     )
-    p.add_argument("--metrics-port", type=int, default=9090, help="0 disables (default: 9090)")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9090,
+        help="/metrics and the probes /healthz /livez /readyz, over HTTPS; /metrics only for "
+        "a bearer token allowed to get it (TokenReview + SubjectAccessReview, the "
+        "metrics-reader ClusterRole); 0 disables (default: 9090)",
+    )
+    p.add_argument(
+        "--metrics-insecure",
+        action="store_true",
+        help="serve /metrics over plain HTTP to anyone (local use only; logs a warning)",
+    )
+    p.add_argument(
+        "--tls-cert-dir",
+        metavar="DIR",
+        help="serving certificate for the metrics and webhook ports: DIR/tls.crt, DIR/tls.key "
+        "and DIR/ca.crt (as in a cert-manager Secret), read again when they change; "
+        "default: --tls-secret, else generated at start",
+    )
+    p.add_argument(
+        "--tls-secret",
+        metavar="NAMESPACE/NAME",
+        type=_namespaced("--tls-secret"),
+        help="keep the serving certificate in this Secret (created when absent, renewed "
+        "before it expires), shared by every replica",
+    )
+    p.add_argument(
+        "--tls-san",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="one more name or IP for a generated certificate (repeatable)",
+    )
+    p.add_argument(
+        "--webhook-port",
+        type=int,
+        default=0,
+        help="serve the Workload validating admission webhook (HTTPS) on this port; "
+        "0: no webhook (default)",
+    )
+    p.add_argument(
+        "--webhook-bind-address",
+        default="0.0.0.0",
+        help="address the webhook listens on (default: %(default)s)",
+    )
+    p.add_argument(
+        "--webhook-host",
+        metavar="HOST",
+        help="register the webhook with the API server by URL https://HOST:PORT (the dev "
+        "cluster: 127.0.0.1); writes the whole --webhook-configuration",
+    )
+    p.add_argument(
+        "--webhook-service",
+        metavar="NAMESPACE/NAME",
+        type=_namespaced("--webhook-service"),
+        help="in the cluster: the Service the shipped webhook configuration calls; the "
+        "operator keeps that webhook's caBundle equal to its certificate's CA",
+    )
+    p.add_argument(
+        "--webhook-configuration",
+        default="orca-controller",
+        metavar="NAME",
+        help="the ValidatingWebhookConfiguration to register in (default: %(default)s)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--log-format", default="text", choices=["text", "json"])
     p.add_argument(
@@ -89,6 +155,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.set_defaults(func=run)
 
 
+def _namespaced(flag: str) -> Callable[[str], tuple[str, str]]:
+    """``NAMESPACE/NAME`` as a pair; argparse turns the ValueError into one line."""
+
+    def parse(text: str) -> tuple[str, str]:
+        namespace, _, name = text.partition("/")
+        if not namespace or not name or "/" in name:
+            raise argparse.ArgumentTypeError(f"{flag}: {text[:60]!r} is not NAMESPACE/NAME")
+        return namespace, name
+
+    return parse
+
+
 MAX_SECONDS = 10 * 365 * 24 * 3600  # ten years: "forever" is a toleration without seconds
 MIN_REBALANCE_INTERVAL = 1.0
 MAX_REBALANCE_INTERVAL = 24 * 3600.0
@@ -118,11 +196,30 @@ def parse_duration(text: str) -> float | None:
     return seconds
 
 
+def _webhook_problem(args: argparse.Namespace) -> str | None:
+    """Webhook and certificate flags that cannot work together, in one line."""
+    if args.webhook_port and args.webhook_port == args.metrics_port:
+        return "--webhook-port and --metrics-port must differ"
+    if args.webhook_host and args.webhook_service:
+        return "--webhook-host and --webhook-service exclude each other"
+    if (args.webhook_host or args.webhook_service) and not args.webhook_port:
+        return "--webhook-host and --webhook-service need --webhook-port"
+    if args.webhook_service and not (args.tls_secret or args.tls_cert_dir):
+        # Each replica would generate a CA of its own and set it as the caBundle in turn.
+        return (
+            "--webhook-service needs --tls-secret or --tls-cert-dir: every replica behind "
+            "the Service must serve the certificate the caBundle names"
+        )
+    if args.tls_secret and args.tls_cert_dir:
+        return "--tls-secret and --tls-cert-dir exclude each other"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """The ``orca run`` command."""
-    from prometheus_client import disable_created_metrics, start_http_server
+    from prometheus_client import disable_created_metrics
 
-    from controller.operator.app import configure_logging, operate
+    from controller.operator.app import ConfigError, configure_logging, operate
 
     try:
         args.rebalance_every = parse_duration(args.rebalance_interval)
@@ -138,18 +235,19 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     configure_logging(args)
     disable_created_metrics()  # type: ignore[no-untyped-call]  # no `*_created` series
-    if args.metrics_port:
-        try:
-            start_http_server(args.metrics_port)
-        except OSError as exc:
-            print(f"error: metrics port {args.metrics_port}: {exc.strerror}", file=sys.stderr)
-            return EXIT_CONFIG
+    problem = _webhook_problem(args)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
     try:
         # asyncio's own loop, not uvloop (measured faster by ~12% of the samples): uvloop
         # queues socket writes until the end of the loop iteration, which widens the window
         # between the write fence's check and the bytes leaving; with it, the chaos
         # split-brain scenario once saw a frozen old leader's status write land after thaw.
         asyncio.run(operate(args))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     except Exception as exc:  # configuration problems: one line, not a traceback
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         logger.debug("operator failed", exc_info=True)

@@ -92,6 +92,19 @@ KCM_CONTROLLERS = (
     # Fills the built-in admin/edit/view roles from the ClusterRoles labelled to aggregate
     # into them (orca's tenant roles, manifests/rbac/tenant-roles.yaml).
     "clusterrole-aggregation-controller",
+    # Reads a Workload's /scale as for any scalable resource: the tests show an HPA aimed at
+    # one gets its scale (there is no metrics API, so it can go no further).
+    "horizontal-pod-autoscaler-controller",
+)
+#: Added with a real Node (``with_kubelet``): Deployments, ReplicaSets, the PodDisruptionBudget
+#: status, EndpointSlices for Services (kube-proxy's input), and Pods of deleted Nodes.
+KUBELET_MODE_CONTROLLERS = (
+    "deployment-controller",
+    "replicaset-controller",
+    "disruption-controller",
+    "endpointslice-controller",
+    "endpoints-controller",
+    "pod-garbage-collector-controller",
 )
 #: The controller manager's user: the API server's bootstrap RBAC binds it.
 KCM_USER = "system:kube-controller-manager"
@@ -104,6 +117,8 @@ KWOK_STAGES = "kwok-stages.yaml"
 #: A Node with this label is not managed by kwok: no Lease renewals, no status updates, as if
 #: its kubelet were gone (:meth:`ControlPlane.silence_node`).
 SILENT_LABEL = "kwok.orca.cloudinit.dev/silent"
+#: The real Node's label (``controller.devcluster.node``): its kubelet reports for it, kwok not.
+KUBELET_LABEL = "node.orca.cloudinit.dev/kubelet"
 
 
 @dataclass(frozen=True)
@@ -403,6 +418,7 @@ class ControlPlane:
         durable_etcd: bool = False,
         node_timing: NodeTiming = DEFAULT_NODE_TIMING,
         controller_manager_args: Sequence[str] = (),
+        with_kubelet: bool = False,
     ) -> None:
         self.directory = Path(directory).absolute()
         self._bin_dir_arg = bin_dir
@@ -417,6 +433,9 @@ class ControlPlane:
         self.node_timing = node_timing
         #: Extra kube-controller-manager flags (``LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS``).
         self.controller_manager_args = list(controller_manager_args)
+        #: A real Node will join (``controller.devcluster.node``): the API server listens on
+        #: every address, advertises the node's and authorizes kubelets as Nodes.
+        self.with_kubelet = with_kubelet
         self._etcd_peer_url: str | None = None
         self.pki = pki.PkiPaths(self.directory / "pki")
         #: The running servers by name, in start order.
@@ -494,6 +513,7 @@ class ControlPlane:
         try:
             plane._bin_dir = Path(state["bin_dir"])
             plane.detach = bool(state.get("detached", True))
+            plane.with_kubelet = bool(state.get("with_kubelet", False))
             if "node_timing" in state:
                 plane.node_timing = NodeTiming(**state["node_timing"])
             for name in SERVERS:
@@ -898,18 +918,30 @@ class ControlPlane:
         return [
             str(bin_dir / "kube-apiserver"),
             f"--etcd-servers={etcd.url}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            # The `kubernetes` Service cannot have loopback endpoints (validation rejects
-            # them every 10 s); nothing in-cluster needs it without kubelets anyway.
-            "--endpoint-reconciler-type=none",
+            *(
+                self._kubelet_mode_args()
+                if self.with_kubelet
+                else [
+                    "--bind-address=127.0.0.1",
+                    "--advertise-address=127.0.0.1",
+                    # The `kubernetes` Service cannot have loopback endpoints (validation rejects
+                    # them every 10 s); nothing in-cluster needs it without kubelets anyway.
+                    "--endpoint-reconciler-type=none",
+                    "--authorization-mode=RBAC",
+                    f"--service-cluster-ip-range={SERVICE_CIDR}",
+                ]
+            ),
             f"--secure-port={port}",
             f"--cert-dir={p.root}",
             f"--tls-cert-file={p.serving_cert}",
             f"--tls-private-key-file={p.serving_key}",
             f"--client-ca-file={p.ca_cert}",
-            "--authorization-mode=RBAC",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # Webhooks (orca's, installed with manifests/default) are called at their
+            # Service's endpoints, not its ClusterIP: without a real Node there is no Service
+            # network, so a ClusterIP connection would leave the machine by its default route;
+            # with no Pod behind the Service the call fails at once, locally (failurePolicy
+            # Ignore). With a real Node the endpoints are Pods on its bridge, on this machine.
+            "--enable-aggregator-routing=true",
             # Service account tokens: the API server signs (TokenRequest) and verifies them;
             # the controller manager's token controller signs with the same key.
             f"--service-account-issuer=https://127.0.0.1:{port}",
@@ -922,6 +954,30 @@ class ControlPlane:
             *self.apiserver_args,
         ]
 
+    def _controllers(self) -> tuple[str, ...]:
+        """The controller manager's controllers; with a real Node, also those that turn a
+        Deployment into Pods and a Service into endpoints (kube-proxy routes by them)."""
+        return KCM_CONTROLLERS + (KUBELET_MODE_CONTROLLERS if self.with_kubelet else ())
+
+    def _kubelet_mode_args(self) -> list[str]:
+        """With a real Node: Pods reach the API server through the ``kubernetes`` Service,
+        whose endpoint is the advertised address (the node's, on this machine); the kubelet is
+        authorized as its Node (Node authorizer, NodeRestriction); the API server calls the
+        kubelet (logs, exec) with the admin's client certificate."""
+        from controller.devcluster import node
+
+        return [
+            "--bind-address=0.0.0.0",
+            f"--advertise-address={node.NODE_IP}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            f"--service-cluster-ip-range={node.SERVICE_CIDR}",
+            # The node's address, never its name (no DNS here: a lookup would leave the machine).
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={self.pki.admin_cert}",
+            f"--kubelet-client-key={self.pki.admin_key}",
+        ]
+
     def _controller_manager_args(self, bin_dir: Path, port: int) -> list[str]:
         p = self.pki
         timing = self.node_timing
@@ -931,7 +987,7 @@ class ControlPlane:
             # Each controller talks to the API server as its own ServiceAccount (tokens by
             # TokenRequest), with the RBAC the API server bootstraps for it, as in kubeadm.
             "--use-service-account-credentials=true",
-            f"--controllers={','.join(KCM_CONTROLLERS)}",
+            f"--controllers={','.join(self._controllers())}",
             # One controller manager per cluster here: no election (and no Lease writes).
             "--leader-elect=false",
             # /healthz for the start-up check, on loopback, with a self-signed certificate.
@@ -954,7 +1010,7 @@ class ControlPlane:
             # Selected on the API server, so a Node that leaves the selection reaches kwok as
             # DELETED and it stops heartbeating it (silence_node). kwok's own filter then drops
             # Nodes without any label (pkg/utils/informer/event.go, Option.filter).
-            f"--manage-nodes-with-label-selector=!{SILENT_LABEL}",
+            f"--manage-nodes-with-label-selector=!{SILENT_LABEL},!{KUBELET_LABEL}",
             f"--node-lease-duration-seconds={self.node_timing.lease_seconds}",
             # /healthz for the start-up check; kwok serves it once its controllers run.
             f"--server-address=127.0.0.1:{port}",
@@ -969,6 +1025,7 @@ class ControlPlane:
             "detached": self.detach,
             "kubeconfig": str(self.kubeconfig_path),
             "node_timing": dataclasses.asdict(self.node_timing),
+            "with_kubelet": self.with_kubelet,
         }
         for name, server in self._servers.items():
             state[_STATE_KEYS[name]] = {

@@ -45,7 +45,9 @@ _SERVING_DNS = (
     "kubernetes.default.svc",
     "kubernetes.default.svc.cluster.local",
 )
-_SERVING_IPS = ("127.0.0.1", "::1", "10.0.0.1")
+#: 198.18.0.1 and 198.18.2.1: the real Node's address and the ``kubernetes`` Service's
+#: ClusterIP in a cluster started with a kubelet (``controller.devcluster.node``).
+_SERVING_IPS = ("127.0.0.1", "::1", "10.0.0.1", "198.18.0.1", "198.18.2.1")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,12 @@ resource (``configure_kopf``). ``Operator`` builds the parts, each owning one jo
     elector      with ``--leader-elect`` (``kube.leader``): decisions and writes only while
                  the Lease holds
 
+Around them, at the process's edge: the HTTPS endpoint on ``--metrics-port`` (``serving``:
+``/metrics`` behind TokenReview and SubjectAccessReview, the probes, ``/readyz`` from the
+informers), the admission webhook kopf serves on ``--webhook-port`` (``webhook``: the same
+check as ``Invalid``, and its registration), and their certificate (``tls``), watched for
+rotation.
+
 A stop (``Operator.stop``) decides nothing new, lets the writes in flight land, posts the
 queued Events for a bounded time, then hands the Lease back and ends the rest.
 """
@@ -24,13 +30,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import kopf
+from aiohttp import web
 
 from controller.api.models import workload_path
+from controller.operator import tls
 from controller.operator.events import COMPONENT, EventRecorder
 from controller.operator.handlers import (
     NodeEvents,
@@ -38,22 +48,31 @@ from controller.operator.handlers import (
     StartupGate,
     WorkloadEvents,
 )
-from controller.operator.kube import KubeApi, authorization, load_configuration
+from controller.operator.kube import (
+    ApiError,
+    KubeApi,
+    TransportError,
+    authorization,
+    load_configuration,
+)
 from controller.operator.kube.informer import Informer
 from controller.operator.kube.leader import LeaderElector, default_identity
 from controller.operator.loop import WORKERS, SchedulingLoop
 from controller.operator.preemption import Preemption
 from controller.operator.priorities import PriorityIndex
 from controller.operator.rebalancer import RebalanceLoop
+from controller.operator.serving import DelegatedAuth, Readiness, endpoint_app
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
 from controller.operator.telemetry.gauges import GaugeExporter
 from controller.operator.transaction import StatusWrites
+from controller.operator.webhook import Admission, AdmissionServer, Registrar, ServiceRef
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.celcache import cache_path, install_cel_parser
 from controller.scheduler.nodes import NODES_PATH
 from controller.scheduler.plugins.taints import DefaultTolerations
 from controller.scheduler.priority import LIST_PATH as PRIORITY_CLASSES_PATH
+from controller.scheduler.priority import PriorityClasses
 from controller.scheduler.rebalance import DEFAULT_MAX_MOVES
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import rfc3339_now
@@ -182,11 +201,7 @@ class Operator:
         """Start every part as a task of its own; ``on_failure`` hears of one that died."""
 
         def task(part: Awaitable[None], name: str) -> asyncio.Task[None]:
-            started = asyncio.ensure_future(part)
-            started.set_name(name)
-            started.add_done_callback(on_failure)
-            self._tasks.append(started)
-            return started
+            return self.background(part, name, on_failure)
 
         self._deciding = task(self.loop.run(), "scheduling loop")
         if self.rebalancer is not None:
@@ -219,6 +234,20 @@ class Operator:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
+    def background(
+        self,
+        part: Awaitable[None],
+        name: str,
+        on_failure: Callable[[asyncio.Task[None]], None],
+    ) -> asyncio.Task[None]:
+        """Run a part as a task of its own (also the certificate watch, the webhook
+        registration): cancelled at ``stop``, ``on_failure`` hearing of its death."""
+        started = asyncio.ensure_future(part)
+        started.set_name(name)
+        started.add_done_callback(on_failure)
+        self._tasks.append(started)
+        return started
+
     def failed(self) -> list[asyncio.Task[None]]:
         """The parts that died of an exception."""
         return [t for t in self._tasks if t.done() and not t.cancelled() and t.exception()]
@@ -245,13 +274,115 @@ def kopf_registry(
     login: Callable[..., Awaitable[kopf.ConnectionInfo]],
     startup: Callable[..., Awaitable[None]],
     cleanup: Callable[..., Awaitable[None]],
+    admission: Admission | None = None,
 ) -> kopf.OperatorRegistry:
-    """kopf's handlers: login, start-up and clean-up; no resource handler at all."""
+    """kopf's handlers: login, start-up and clean-up, and the validating webhook's when
+    ``admission`` is given; no resource handler at all."""
     registry = kopf.OperatorRegistry()
     kopf.on.login(registry=registry)(login)
     kopf.on.startup(registry=registry)(startup)
     kopf.on.cleanup(registry=registry)(cleanup)
+    if admission is not None:
+        admission.register(registry)
     return registry
+
+
+class ConfigError(Exception):
+    """A flag's value the operator cannot start with (one line; ``orca run`` exits 2)."""
+
+
+def serving_cert(args: argparse.Namespace, api: KubeApi) -> tls.ServingCert:
+    """The HTTPS endpoints' certificate: ``--tls-cert-dir``, else the ``--tls-secret`` the
+    operator keeps, else generated now for the names it will be reached by."""
+    if args.tls_cert_dir:
+        return tls.from_dir(Path(args.tls_cert_dir))
+    hosts = ["localhost", "127.0.0.1", *args.tls_san]
+    if args.webhook_host:
+        hosts.insert(0, args.webhook_host)
+    if args.webhook_service:
+        ns, name = args.webhook_service
+        hosts[:0] = [f"{name}.{ns}.svc", f"{name}.{ns}.svc.cluster.local"]
+    hosts = list(dict.fromkeys(hosts))
+    if args.tls_secret:
+        ns, name = args.tls_secret
+        return tls.from_secret(api, ns, name, hosts)
+    return tls.generated(hosts)
+
+
+async def start_endpoint(
+    args: argparse.Namespace, api: KubeApi, cert: tls.ServingCert | None, operator: Operator
+) -> web.AppRunner | None:
+    """``/metrics`` and the probes on ``--metrics-port``: HTTPS behind TokenReview and
+    SubjectAccessReview, or plain and open with ``--metrics-insecure``."""
+    if not args.metrics_port:
+        return None
+    auth = None if args.metrics_insecure else DelegatedAuth(api)
+    app = endpoint_app(auth, Readiness(operator.informers))
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    context = None if cert is None else cert.context
+    site = web.TCPSite(runner, "0.0.0.0", args.metrics_port, ssl_context=context)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ConfigError(f"metrics port {args.metrics_port}: {exc.strerror}") from None
+    scheme = "http" if context is None else "https"
+    logger.info(
+        "serving /metrics and /healthz /livez /readyz at %s://0.0.0.0:%d%s",
+        scheme,
+        args.metrics_port,
+        "" if auth is None else " (TokenReview + SubjectAccessReview)",
+    )
+    if args.metrics_insecure:
+        logger.warning(
+            "--metrics-insecure: /metrics is plain HTTP and open to anyone who can "
+            "reach port %d; for local use only",
+            args.metrics_port,
+        )
+    return runner
+
+
+def check_port_free(address: str, port: int, what: str) -> None:
+    """Fail now, in one line, when ``port`` is taken: kopf binds the webhook's later, with
+    SO_REUSEPORT (which would share it with another orca's listener that set it too) and a
+    traceback when it cannot."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError as exc:
+            raise ConfigError(f"{what} {port}: {exc.strerror}") from None
+
+
+def admission_for(args: argparse.Namespace, operator: Operator) -> Admission | None:
+    """The webhook's check, reading the operator's PriorityClasses once they are listed."""
+    if not args.webhook_port:
+        return None
+    classes_informer = next(i for i in operator.informers if i.path == PRIORITY_CLASSES_PATH)
+
+    def classes() -> PriorityClasses | None:
+        return operator.priorities.classes if classes_informer.synced.is_set() else None
+
+    return Admission(classes, args.namespaces or ())
+
+
+def registrar_for(
+    args: argparse.Namespace, api: KubeApi, cert: tls.ServingCert
+) -> Registrar | None:
+    """Who keeps the API server calling the webhook: by URL (``--webhook-host``), or the
+    CA bundle of the shipped configuration (``--webhook-service``), or nobody."""
+    if not args.webhook_port:
+        return None
+    if args.webhook_host:
+        url = AdmissionServer._build_url("https", args.webhook_host, args.webhook_port, "")
+        return Registrar(
+            api, cert, args.webhook_configuration, url=url, namespaces=args.namespaces or ()
+        )
+    if args.webhook_service:
+        ns, name = args.webhook_service
+        return Registrar(api, cert, args.webhook_configuration, service=ServiceRef(ns, name))
+    return None
 
 
 def connection_info(configuration: Any) -> kopf.ConnectionInfo:
@@ -291,9 +422,9 @@ async def operate(args: argparse.Namespace) -> None:
     # than inside the first decision that compiles a constraint.
     install_cel_parser(cache_path())
     api = KubeApi(
-        load_configuration(args.kubeconfig),
+        load_configuration(args.kubeconfig, args.context),
         max_connections=max(8, args.max_in_flight),
-        reload=lambda: load_configuration(args.kubeconfig),
+        reload=lambda: load_configuration(args.kubeconfig, args.context),
     )
     identity = default_identity()
     elector = None
@@ -316,6 +447,20 @@ async def operate(args: argparse.Namespace) -> None:
         ),
     )
     stop = asyncio.Event()  # set when one of the parts dies: kopf then stops too
+    secure = not args.metrics_insecure and bool(args.metrics_port)
+    cert = serving_cert(args, api) if secure or args.webhook_port else None
+    if cert is not None:
+        try:
+            await cert.load()
+        except (tls.CertificateError, ApiError, TransportError) as exc:
+            await api.close()
+            raise ConfigError(f"serving certificate: {exc}") from None
+    registrar = registrar_for(args, api, cert) if cert is not None else None
+    try:
+        endpoint = await start_endpoint(args, api, cert if secure else None, operator)
+    except ConfigError:
+        await api.close()
+        raise
 
     def on_failure(task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
@@ -325,22 +470,41 @@ async def operate(args: argparse.Namespace) -> None:
     async def login(**_: object) -> kopf.ConnectionInfo:
         """kopf's own requests use the same credentials as ours (kubeconfig or in-cluster),
         re-read on every login so rotated tokens and certificates are picked up."""
-        return connection_info(load_configuration(args.kubeconfig))
+        return connection_info(load_configuration(args.kubeconfig, args.context))
 
     async def startup(**_: object) -> None:
         operator.start(on_failure)
+        if cert is not None:
+            operator.background(cert.watch(), "serving certificate", on_failure)
+        if registrar is not None:
+            operator.background(registrar.run(), "webhook registration", on_failure)
 
     async def cleanup(**_: object) -> None:
         await operator.stop()
+        if endpoint is not None:
+            await endpoint.cleanup()
         await api.close()
         stop.set()  # kopf also waits on this flag; set it so kopf exits at once
 
     settings = kopf.OperatorSettings()
     configure_kopf(settings)
+    admission = admission_for(args, operator)
+    if admission is not None:
+        try:
+            check_port_free(args.webhook_bind_address, args.webhook_port, "webhook port")
+        except ConfigError:
+            if endpoint is not None:
+                await endpoint.cleanup()
+            await api.close()
+            raise
+    if admission is not None and cert is not None:
+        settings.admission.server = AdmissionServer(
+            cert, addr=args.webhook_bind_address, port=args.webhook_port, host=args.webhook_host
+        )
     namespaces = args.namespaces or []
     try:
         await kopf.operator(
-            registry=kopf_registry(login, startup, cleanup),
+            registry=kopf_registry(login, startup, cleanup, admission),
             settings=settings,
             clusterwide=not namespaces,
             namespaces=namespaces,

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from controller.api.models import Phase, WorkloadStatus
+from controller.api.models import Phase, WorkloadStatus, workload_selector
 from controller.operator.preemption import Preemption
 from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState, WorkloadRecord
@@ -142,7 +142,9 @@ class SchedulingLoop:
         kind = self._kind(key)
         result = metrics.RESULT_BY_PHASE[decision.phase]
         metrics.SCHEDULE_ATTEMPTS.labels(kind=kind, result=result).inc()
-        status = status_from_decision(decision, record.generation, record.status, self.now())
+        status = status_from_decision(
+            decision, record.generation, record.status, self.now(), workload_selector(record.name)
+        )
         logger.debug("%s: %s %d/%d", key, decision.phase.value, decision.placed, decision.desired)
         if status == record.status and not victims:
             metrics.SCHEDULE_UNCHANGED.labels(kind=kind, result=result).inc()

@@ -99,9 +99,15 @@ def decide(
     )
 
 
+def invalid_message(errors: Sequence[str]) -> str:
+    """The one line an ``Invalid`` status and an admission refusal both carry: each error
+    names its field (``spec.constraints[0]: ...``), several joined by ``; ``."""
+    return "; ".join(errors)
+
+
 def invalid(errors: Sequence[str], desired: int, existing: Sequence[Booking]) -> Decision:
     """A spec that cannot run: say why; existing placements stay until it is fixed."""
-    return decide(Phase.INVALID, desired, existing, "; ".join(errors), code=Code.INVALID)
+    return decide(Phase.INVALID, desired, existing, invalid_message(errors), code=Code.INVALID)
 
 
 def phase_of(placed: int, desired: int) -> Phase:

@@ -25,8 +25,7 @@ import numpy as np
 from controller.api.models import Workload
 from controller.scheduler.decision import Decision, format_time, pending_why
 from controller.scheduler.framework import FilterResult
-from controller.scheduler.ledger import Ledger
-from controller.scheduler.placement import alloc_index
+from controller.scheduler.ledger import Ledger, alloc_index
 from controller.scheduler.plugins.topology_spread import ConstraintVerdict, explain_spread
 from controller.scheduler.priority import NO_CLASSES, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
@@ -76,9 +75,9 @@ def explain(
 ) -> Explanation:
     """The explanation of ``workload``'s placement in the cluster ``ledger`` describes at time
     ``now`` (its priority resolved against ``classes``)."""
-    decision = scheduler.schedule(workload, ledger, classes, now=now)
     framework = scheduler.framework
-    prepared = scheduler.prepare(workload, ledger, now=now)  # a fresh cycle
+    prepared = scheduler.prepare(workload, ledger, now=now)
+    decision = scheduler.decide(workload, prepared.dry_run(), classes)  # the cycle stays as is
     cycle, existing, filtered = prepared.cycle, prepared.existing, prepared.filtered
     if filtered is None:
         why = "kept while the spec is invalid"

@@ -23,8 +23,10 @@ in profile order) and a ``Code`` that tells the scheduling loop who can cure a f
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Final, Protocol, runtime_checkable
@@ -33,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.api.models import RejectionReason, ScheduleMode, WorkloadKind, WorkloadSpec
-from controller.scheduler.ledger import Ledger
+from controller.scheduler.ledger import Booking, Ledger, alloc_index
 from controller.scheduler.nodes import BoolArray, FloatArray, IntArray, NodeTable
 
 IndexArray = npt.NDArray[np.intp]
@@ -117,11 +119,13 @@ class CycleState:
     """One scheduling cycle of one Workload: the spec, the cluster, and scratch copies.
 
     The ledger is read, never written; ``free_cpu``/``free_memory``/``own`` are this cycle's
-    own copies, updated as the cycle places replicas. ``data`` holds what plugins prepared
-    for later extension points, under their own name (kube-scheduler's CycleState.Write).
-    ``passes`` is set by ``Framework.filter``: the nodes that pass every static filter, and
-    ``results`` each static filter's verdict, which per-replica filters may read (topology
-    spread counts its domains over the nodes that pass some of them).
+    own copies (``own``: this Workload's replicas the cycle holds, per node), changed only by
+    ``take`` and ``give`` (and the booking forms ``book`` and ``lift``) as the cycle places
+    replicas, and by ``Framework.what_if`` on a clone for a planner's dry run. ``data`` holds
+    what plugins prepared for later extension points, under their own name (kube-scheduler's
+    CycleState.Write). ``passes`` is set by ``Framework.filter``: the nodes that pass every
+    static filter, and ``results`` each static filter's verdict, which per-replica filters
+    may read (topology spread counts its domains over the nodes that pass some of them).
     """
 
     key: str
@@ -151,6 +155,61 @@ class CycleState:
     def uses_constraints(self) -> bool:
         """``EveryNode`` DaemonSets ignore constraints (DESIGN.md 4)."""
         return not (self.daemon and self.spec.mode is ScheduleMode.EVERY_NODE)
+
+    # -- the only writers of the scratch arrays ----------------------------------------------
+
+    def take(self, i: int, cpu: int, memory: int, *, own: bool = True) -> None:
+        """Node ``i`` holds one more replica of (``cpu``, ``memory``): of this Workload when
+        ``own`` (counted in ``own``), else of another one."""
+        self.free_cpu[i] -= cpu
+        self.free_memory[i] -= memory
+        if own:
+            self.own[i] += 1
+
+    def give(self, i: int, cpu: int, memory: int, *, own: bool = True) -> None:
+        """The reverse of ``take``: node ``i`` holds one replica fewer."""
+        self.free_cpu[i] += cpu
+        self.free_memory[i] += memory
+        if own:
+            self.own[i] -= 1
+
+    def book(self, bookings: Iterable[Booking]) -> None:
+        """``take`` for each booking on a node of the table (this Workload's own, by AllocID,
+        are counted in ``own``)."""
+        for b in bookings:
+            i = self.table.index.get(b.node)
+            if i is not None:
+                self.take(i, b.cpu, b.memory, own=alloc_index(self.key, b.alloc_id) is not None)
+
+    def lift(self, bookings: Iterable[Booking]) -> None:
+        """``give`` for each booking on a node of the table: the replicas are gone (this
+        Workload's own ones must be among those the cycle holds)."""
+        for b in bookings:
+            i = self.table.index.get(b.node)
+            if i is not None:
+                self.give(i, b.cpu, b.memory, own=alloc_index(self.key, b.alloc_id) is not None)
+
+    @contextmanager
+    def vacated(self, i: int) -> Iterator[None]:
+        """One of this Workload's replicas (of the spec's size) off node ``i`` for the block,
+        back after it: dry runs one replica after another on a cycle that is itself a
+        planner's copy (``Framework.what_if``), without a copy each time (the rebalancer asks
+        this of every replica it might move)."""
+        self.give(i, self.cpu, self.memory)
+        try:
+            yield
+        finally:
+            self.take(i, self.cpu, self.memory)
+
+    def clone(self) -> CycleState:
+        """A copy whose scratch arrays and plugin data are its own (kube's
+        ``CycleState.Clone``); the spec, the ledger and the filters' verdicts are shared."""
+        other = copy.copy(self)  # every field shared, then the scratch made its own
+        other.free_cpu = self.free_cpu.copy()
+        other.free_memory = self.free_memory.copy()
+        other.own = self.own.copy()
+        other.data = dict(self.data)
+        return other
 
 
 # -- the extension points ------------------------------------------------------------------------
@@ -311,6 +370,28 @@ class Framework:
         if cacheable:
             self._folded[folded_key] = folded
         return folded
+
+    # -- dry runs ------------------------------------------------------------------------------
+
+    @staticmethod
+    def what_if(
+        cycle: CycleState, *, lift: Iterable[Booking] = (), book: Iterable[Booking] = ()
+    ) -> CycleState:
+        """The cycle as it would be if ``lift``'s replicas were gone and ``book``'s placed: a
+        clone, so ``cycle`` is not changed (kube-scheduler's preemption dry runs clone the
+        CycleState and call the PreFilter extensions' ``RemovePod``/``AddPod`` on the copy,
+        ``SelectVictimsOnNode`` in defaultpreemption/default_preemption.go). What the static
+        filters decided is kept (``cycle.passes``); the per-replica filters (``fits``) and the
+        scores then see the changed room and counts. The planners ask here: preemption (the
+        decision's replicas placed, then victims lifted node by node), ``explain`` (the
+        placement made on a copy, the cycle narrated as it was); the rebalancer, which tries
+        every replica of a Workload in turn, asks ``CycleState.vacated`` of its own cycle;
+        ``Ledger.what_if`` asks the same of the whole cluster (bookings lifted, nodes removed
+        or added): preemption's check, the drain and add-nodes what-if."""
+        trial = cycle.clone()
+        trial.lift(lift)
+        trial.book(book)
+        return trial
 
     def filter_replica(self, cycle: CycleState) -> tuple[FilterResult, ...]:
         """The per-replica filters, on the cycle's free capacity as it is now."""

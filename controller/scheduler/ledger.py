@@ -23,15 +23,74 @@ that is the one place the operator keeps that fact.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from pydantic import ValidationError
 
-from controller.api.models import Placement, Resources, Workload, WorkloadStatus, key_of
-from controller.scheduler.nodes import IntArray, NodeInfo, NodeTable
+from controller.api.models import (
+    Placement,
+    Resources,
+    Workload,
+    WorkloadStatus,
+    key_of,
+    workload_key,
+)
+from controller.scheduler.nodes import BoolArray, IntArray, NodeInfo, NodeTable
+
+MAX_INDEX_DIGITS = 9
+
+
+def alloc_id(namespace: str, name: str, index: int) -> str:
+    """``<namespace>/<name>-<index>`` (the Workload's key, then the index): stable for the
+    life of the replica."""
+    return f"{workload_key(namespace, name)}-{index}"
+
+
+def alloc_index(workload_key: str, value: str) -> int | None:
+    """The replica index of an AllocID of this Workload, or None if it is not one of its ids:
+    ``<workload_key>-<index>``, the index in decimal without leading zeros, at most 9 digits
+    (the planners ask this per replica they lift, so it is plain string tests, no regex)."""
+    size = len(workload_key)
+    if not value.startswith(workload_key) or value[size : size + 1] != "-":
+        return None
+    digits = value[size + 1 :]
+    if not (
+        0 < len(digits) <= MAX_INDEX_DIGITS
+        and digits.isascii()
+        and digits.isdigit()
+        and (digits[0] != "0" or digits == "0")
+    ):
+        return None
+    return int(digits)
+
+
+# -- the capacity rule ---------------------------------------------------------------------------
+
+
+@overload
+def has_room(free: int, request: int) -> bool: ...
+@overload
+def has_room(free: IntArray, request: int) -> BoolArray: ...
+def has_room(free: int | IntArray, request: int) -> bool | BoolArray:
+    """Whether ``free`` (one node's, or every node's) holds ``request`` of one resource: the
+    one capacity rule every part of orca asks (the ResourcesFit filter, a resized replica
+    kept, preemption's dry runs, the rebalancer's reference packing).
+
+    kube-scheduler's ``fitsRequest`` (noderesources/fit.go): a resource the Pod does not
+    request never fails, even on a node that is over-committed for it; otherwise the request
+    must not exceed allocatable minus what is requested there already."""
+    if isinstance(free, np.ndarray):
+        return free >= request if request else np.ones(len(free), dtype=np.bool_)
+    return not request or free >= request
+
+
+def fits(free_cpu: int, free_memory: int, cpu: int, memory: int) -> bool:
+    """Whether one node with this much free cpu and memory holds a replica of (``cpu``,
+    ``memory``): ``has_room`` for both."""
+    return has_room(free_cpu, cpu) and has_room(free_memory, memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +177,42 @@ class Ledger:
         other.used_memory = self.used_memory.copy()
         other.replicas = self.replicas.copy()
         other._on_node = {node: dict(keys) for node, keys in self._on_node.items()}
+        return other
+
+    def what_if(
+        self,
+        *,
+        lift: Mapping[str, Collection[Booking]] | None = None,
+        remove: Collection[str] = (),
+        add: Iterable[NodeInfo] = (),
+    ) -> Ledger:
+        """The cluster as it would be after a change, as a scratch ledger (this one is not
+        changed): the one way a planner asks "what if" of the whole cluster.
+
+        - ``lift``: per Workload key, bookings given back, as if those replicas were gone
+          (preemption's victims);
+        - ``remove``: nodes gone (a drain, a zone lost). What they held stays recorded, as
+          on a live cluster whose node was deleted: the scheduler finds those replicas'
+          node gone and places them again, a DaemonSet's simply end;
+        - ``add``: nodes added, empty (capacity bought). A name that would be there twice is
+          a ``ValueError``.
+        """
+        other = self.copy()
+        added = tuple(add)
+        if remove or added:
+            gone = set(remove)
+            staying = [n for n in self.table.nodes if n.hostname not in gone]
+            names = {n.hostname for n in staying}
+            for node in added:
+                if node.hostname in names:
+                    raise ValueError(f"node {node.hostname} is already in the cluster")
+                names.add(node.hostname)
+            other.rebind(NodeTable([*staying, *added]))
+        for key, lifted in (lift or {}).items():
+            gone_ids = {(b.node, b.alloc_id) for b in lifted}
+            other.load(
+                key, (b for b in other.bookings(key) if (b.node, b.alloc_id) not in gone_ids)
+            )
         return other
 
     # -- writing -----------------------------------------------------------------------------

@@ -277,12 +277,12 @@ def _labels(metadata: Mapping[str, Any]) -> dict[str, str]:
             raise NodeError(
                 f"metadata.labels: key {_shown(str(key))} is {_type(key)}, not a string"
             )
-        problem = _label_key_problem(key)
+        problem = label_key_problem(key)
         if problem:
             raise NodeError(f"metadata.labels: key {_shown(key)} {problem}")
         if not isinstance(value, str):
             raise NodeError(f"metadata.labels[{key}]: expected a string, got {_type(value)}")
-        if not _valid_label_value(value):
+        if not valid_label_value(value):
             raise NodeError(
                 f"metadata.labels[{key}]: {_shown(value)} is not a valid label value (at most "
                 f"{MAX_LABEL_VALUE_LENGTH} letters, digits, '-', '_' or '.', starting and "
@@ -295,16 +295,16 @@ def _labels(metadata: Mapping[str, Any]) -> dict[str, str]:
 def _valid_label(key: str, value: str) -> bool:
     """Whether ``key: value`` is a valid label. Cached: a cluster's Nodes repeat a few dozen
     keys and values (zone, instance type, os...), so each is checked once, not per Node."""
-    return _label_key_problem(key) is None and _valid_label_value(value)
+    return label_key_problem(key) is None and valid_label_value(value)
 
 
-def _valid_label_value(value: str) -> bool:
+def valid_label_value(value: str) -> bool:
     return not value or (
         len(value) <= MAX_LABEL_VALUE_LENGTH and bool(_LABEL_NAME.fullmatch(value))
     )
 
 
-def _label_key_problem(key: str) -> str | None:
+def label_key_problem(key: str) -> str | None:
     """Why ``key`` is not a label key (``[prefix/]name``), or None when it is one."""
     prefix, slash, name = key.rpartition("/")
     if slash and (

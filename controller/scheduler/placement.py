@@ -13,42 +13,25 @@ which plugins exist.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
 
-from controller.api.models import Phase, ScheduleMode, workload_key
+from controller.api.models import Phase, ScheduleMode
 from controller.scheduler.decision import Decision, decide, phase_of, short_message
 from controller.scheduler.framework import NODES_PER_REASON, Code, CycleState, Filtered, Framework
-from controller.scheduler.ledger import Booking
+from controller.scheduler.ledger import Booking, alloc_id, alloc_index, fits
 from controller.scheduler.nodes import BoolArray
-
-_ALLOC_SUFFIX = re.compile(r"-(0|[1-9][0-9]{0,8})$")
-
-
-def alloc_id(namespace: str, name: str, index: int) -> str:
-    """``<namespace>/<name>-<index>`` (the Workload's key, then the index): stable for the
-    life of the replica."""
-    return f"{workload_key(namespace, name)}-{index}"
-
-
-def alloc_index(workload_key: str, value: str) -> int | None:
-    """The replica index of an AllocID of this Workload, or None if it is not one of its ids."""
-    match = _ALLOC_SUFFIX.search(value)
-    if match is None or value[: match.start()] != workload_key:
-        return None
-    return int(match.group(1))
 
 
 def release(cycle: CycleState, existing: Sequence[Booking]) -> None:
-    """Give back what this Workload's bookings hold: the cycle re-decides them all."""
+    """Give back what this Workload's bookings hold: the cycle re-decides them all (the cycle
+    counts none of them in ``own`` yet: ``keep`` books those that stay)."""
     index = cycle.table.index
     for booking in existing:
         i = index.get(booking.node)
         if i is not None:
-            cycle.free_cpu[i] += booking.cpu
-            cycle.free_memory[i] += booking.memory
+            cycle.give(i, booking.cpu, booking.memory, own=False)
 
 
 def keep(cycle: CycleState, existing: Sequence[Booking], keeps: BoolArray) -> dict[int, Booking]:
@@ -83,13 +66,9 @@ def keep(cycle: CycleState, existing: Sequence[Booking], keeps: BoolArray) -> di
     for grows, index, i, booking in sorted(staying, key=lambda s: s[0]):  # stable sort
         if index in kept or (cycle.daemon and i in taken_nodes):
             continue
-        if grows and (
-            (cpu and cycle.free_cpu[i] < cpu) or (memory and cycle.free_memory[i] < memory)
-        ):
+        if grows and not fits(int(cycle.free_cpu[i]), int(cycle.free_memory[i]), cpu, memory):
             continue
-        cycle.free_cpu[i] -= cpu
-        cycle.free_memory[i] -= memory
-        cycle.own[i] += 1
+        cycle.take(i, cpu, memory)
         taken_nodes.add(i)
         kept[index] = Booking(booking.node, booking.alloc_id, cpu, memory, booking.score)
     return kept
@@ -117,9 +96,7 @@ def place_replicas(
         i = int(candidates[best])
         booking_id = alloc_id(cycle.namespace, cycle.name, index)
         new[index] = Booking(table.hostnames[i], booking_id, cpu, memory, int(scores[best]))
-        cycle.free_cpu[i] -= cpu
-        cycle.free_memory[i] -= memory
-        cycle.own[i] += 1
+        cycle.take(i, cpu, memory)
     bookings = [b for _, b in sorted({**kept, **new}.items())]
     placed = len(bookings)
     if placed >= desired:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from controller.api.models import Phase, Workload, WorkloadStatus
+from controller.api.models import Phase, Workload, WorkloadStatus, workload_selector
 from controller.scheduler.ledger import Ledger, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, rfc3339_to_epoch
 from controller.scheduler.plugins.topology_spread import ConstraintVerdict, explain_spread
@@ -55,6 +55,7 @@ def plan(
     known_priorities: dict[str, int] | None = None,
     on_first_decision: Callable[[], None] | None = None,
     known_started: Mapping[str, datetime] | None = None,
+    before_each: Callable[[Workload, Ledger], None] | None = None,
 ) -> list[PlanResult]:
     """Plan ``workloads`` onto ``nodes`` (or onto ``ledger``'s table if given), highest
     priority first, ties in the order given; results in planning order.
@@ -68,7 +69,10 @@ def plan(
 
     ``now`` (RFC 3339; default the current time) is the plan's clock: the conditions' times,
     and when replicas on a node with a NoExecute taint they tolerate for a while move (the
-    same files and ``now`` plan the same)."""
+    same files and ``now`` plan the same).
+
+    ``before_each`` is called with each Workload and the ledger just before its decision
+    (``orca explain --drain`` narrates one Workload at its turn)."""
     if ledger is None:
         ledger = ledger_from_statuses(nodes, workloads)
     scheduler = scheduler or Scheduler()
@@ -87,6 +91,8 @@ def plan(
     results: list[PlanResult] = []
     for workload in order:
         key = workload.key
+        if before_each is not None:
+            before_each(workload, ledger)
         decision = scheduler.schedule(workload, ledger, classes, now=clock)
         victims: tuple[Preempted, ...] = ()
         priority = resolved[key]
@@ -104,7 +110,11 @@ def plan(
                     preempted.setdefault(p.victim.key, []).append(p)
         ledger.load(key, decision.bookings)
         status = status_from_decision(
-            decision, workload.metadata.generation, workload.status, timestamp
+            decision,
+            workload.metadata.generation,
+            workload.status,
+            timestamp,
+            workload_selector(workload.metadata.name),
         )
         spread = (
             _spread(scheduler, workload, ledger, clock) if workload.spec.topology_spread else ()

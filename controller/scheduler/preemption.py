@@ -57,7 +57,7 @@ import numpy as np
 from controller.api.models import Condition, Phase, Workload, WorkloadKind, WorkloadStatus
 from controller.scheduler.decision import Decision, phase_of
 from controller.scheduler.framework import Code
-from controller.scheduler.ledger import Booking, Ledger
+from controller.scheduler.ledger import Booking, Ledger, fits
 from controller.scheduler.nodes import BoolArray, IntArray, NodeTable
 from controller.scheduler.priority import Priority, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
@@ -112,6 +112,13 @@ class PreemptionPlan:
         if not any(n.victims for n in kept):
             return None
         return PreemptionPlan(self.preemptor, self.priority, kept)
+
+    def lifted(self) -> dict[str, tuple[Booking, ...]]:
+        """Per victim Workload: the bookings the plan removes (``Ledger.what_if``'s ``lift``)."""
+        out: dict[str, tuple[Booking, ...]] = {}
+        for v in self.victims:
+            out[v.key] = (*out.get(v.key, ()), v.booking)
+        return out
 
     def remaining(self, ledger: Ledger) -> dict[str, tuple[Booking, ...]]:
         """Per victim Workload: its bookings without the preempted replicas."""
@@ -205,17 +212,14 @@ def select_victims(
     prepared = scheduler.prepare(workload, ledger, now=now)
     if prepared.filtered is None:
         return None
-    cycle = prepared.cycle
     table = ledger.table
     index = table.index
-    free_cpu = cycle.free_cpu.astype(np.int64)  # copies: the plan's own scratch
-    free_memory = cycle.free_memory.astype(np.int64)
     kept = {b.alloc_id for b in prepared.kept.values()}
-    for b in decision.bookings:  # the decision's new replicas take room too
-        i = index.get(b.node)
-        if i is not None and b.alloc_id not in kept:
-            free_cpu[i] -= b.cpu
-            free_memory[i] -= b.memory
+    # The plan's own scratch: the cycle with the decision's new replicas placed too.
+    cycle = scheduler.framework.what_if(
+        prepared.cycle, book=[b for b in decision.bookings if b.alloc_id not in kept]
+    )
+    free_cpu, free_memory = cycle.free_cpu, cycle.free_memory
     pools = _Pools.of(
         ledger, preemptible, started or {}, priority, workload.key, prepared.filtered.passes
     )
@@ -236,10 +240,8 @@ def select_victims(
             break
         i, victims = chosen
         for v in victims:
-            free_cpu[i] += v.booking.cpu
-            free_memory[i] += v.booking.memory
-        free_cpu[i] -= cpu
-        free_memory[i] -= memory
+            cycle.give(i, v.booking.cpu, v.booking.memory, own=False)
+        cycle.take(i, cpu, memory)
         if victims:
             pools.remove(i, victims)
         touched.add(i)
@@ -273,10 +275,7 @@ def preempt(
         scheduler, workload, ledger, decision, priority, preemptible, started, now=now
     )
     while plan is not None:
-        trial = ledger.copy()
-        for key, kept in plan.remaining(ledger).items():
-            trial.load(key, kept)
-        after = scheduler.schedule(workload, trial, classes, now=now)
+        after = scheduler.schedule(workload, ledger.what_if(lift=plan.lifted()), classes, now=now)
         trimmed = plan.only_on(gained_nodes(decision, after))
         if after.placed > decision.placed and trimmed == plan:
             return plan, after
@@ -297,17 +296,12 @@ def _daemon_nominations(
     victims that make room there, if any can."""
     nominations = []
     for i in np.flatnonzero(pools.has).tolist():
-        if i in holding or _fits(int(free_cpu[i]), int(free_memory[i]), cpu, memory):
+        if i in holding or fits(int(free_cpu[i]), int(free_memory[i]), cpu, memory):
             continue
         victims = victims_on_node(int(free_cpu[i]), int(free_memory[i]), cpu, memory, pools.pool(i))
         if victims:
             nominations.append(Nomination(table.hostnames[i], victims))
     return tuple(nominations)
-
-
-def _fits(free_cpu: int, free_memory: int, cpu: int, memory: int) -> bool:
-    """A request of zero fits anywhere (as ``ResourcesFit`` says)."""
-    return (not cpu or free_cpu >= cpu) and (not memory or free_memory >= memory)
 
 
 def _leftover(
@@ -316,7 +310,7 @@ def _leftover(
     """A node this plan already freed that holds one more replica without new victims:
     rank (no victim, 0, hostname) beats every other, so the lowest such index wins."""
     for i in sorted(touched):
-        if _fits(int(free_cpu[i]), int(free_memory[i]), cpu, memory):
+        if fits(int(free_cpu[i]), int(free_memory[i]), cpu, memory):
             return i, ()
     return None
 
@@ -466,7 +460,8 @@ def victims_on_node(
     """The victims on one node (``pool``: its preemptible replicas) that make room for one
     replica of (``cpu``, ``memory``): remove the least important first until it fits, then
     give back, most important first, each one not needed (``importance``). None if removing
-    them all is not enough. A request of zero fits anywhere (as ``ResourcesFit`` says).
+    them all is not enough. Room is the one capacity rule (``ledger.fits``), as ``ResourcesFit``
+    asks it.
 
     The same victims as kube's ``SelectVictimsOnNode`` (defaultpreemption/
     default_preemption.go), which removes every lower-priority Pod and then reprieves them
@@ -474,23 +469,23 @@ def victims_on_node(
     fit together, so kube reprieves them too; the rest is the same reprieve in the same
     order."""
 
-    def fits(c: int, m: int) -> bool:
-        return _fits(c, m, cpu, memory)
+    def room(c: int, m: int) -> bool:
+        return fits(c, m, cpu, memory)
 
     order = sorted(pool, key=importance, reverse=True)  # least important first
     removed: list[Victim] = []
     for victim in order:
-        if fits(free_cpu, free_memory):
+        if room(free_cpu, free_memory):
             break
         free_cpu += victim.booking.cpu
         free_memory += victim.booking.memory
         removed.append(victim)
-    if not fits(free_cpu, free_memory):
+    if not room(free_cpu, free_memory):
         return None
     victims: list[Victim] = []
     for victim in reversed(removed):  # most important first
         c, m = free_cpu - victim.booking.cpu, free_memory - victim.booking.memory
-        if fits(c, m):
+        if room(c, m):
             free_cpu, free_memory = c, m  # reprieved
         else:
             victims.append(victim)

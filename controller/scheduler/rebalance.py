@@ -3,9 +3,10 @@ Workload's strategy objective (DESIGN.md 4, "Rebalancing"; issue 13).
 
 Pure, on the scheduler's own framework and a scratch copy of the ledger: a move is judged the
 way the scheduling cycle would judge placing that replica afresh (``Scheduler.prepare``, the
-replica's capacity given back, ``Framework.fits``), so the target passes every filter of the
-profile, capacity and topology spread included, given the moves before it. Nothing here
-re-implements a filter.
+replica off its node for a dry run, ``CycleState.vacated``, then ``Framework.fits``), so the
+target passes every filter of the profile, capacity and topology spread included, given the
+moves before it. Nothing here re-implements a filter or the capacity rule, or writes the
+cycle's arrays itself.
 
 The objective of a move is the moving Workload's strategy's, compared in order (lower is
 better; a move must improve it by at least ``min_gain`` so a plan never oscillates):
@@ -59,7 +60,7 @@ from controller.api.models import (
     WorkloadKind,
 )
 from controller.scheduler.framework import CycleState, Filtered
-from controller.scheduler.ledger import Booking, Ledger
+from controller.scheduler.ledger import Booking, Ledger, fits
 from controller.scheduler.nodes import BoolArray, FloatArray, IntArray, NodeTable
 from controller.scheduler.plugins.topology_spread import prepared_domains
 from controller.scheduler.scheduler import PreparedCycle, Scheduler
@@ -234,7 +235,6 @@ class Rebalancer:
         if prepared.filtered is None or not _settled(prepared):
             return None
         cycle, filtered = prepared.cycle, prepared.filtered
-        table = ledger.table
         spreads = _spreads(prepared)
         strategy = workload.spec.strategy
         before = Objective(
@@ -249,81 +249,78 @@ class Rebalancer:
         for _, booking in sorted(prepared.kept.items()):
             if only is not None and (booking.alloc_id, booking.node) != only[:2]:
                 continue
-            s = table.index[booking.node]
-            targets = self._targets(cycle, filtered, s)
-            if only is not None:
-                t_only = table.index.get(only[2], -1)
-                targets = targets[targets == t_only]
-            if targets.size == 0:
-                continue
-            after = usage.after_move(s, targets, cycle.cpu, cycle.memory)
-            skews = sum(
-                (sp.after_move(s, targets) for sp in spreads), np.zeros(targets.size, np.int64)
-            )
-            primary, secondary, better = _compare(strategy, before, skews, after, self.min_gain)
-            if not better.any():
-                continue
-            pick = np.flatnonzero(better)
-            order = np.lexsort((pick, secondary[pick], primary[pick]))  # ties: lowest hostname
-            j = int(pick[order[0]])
-            key = (float(primary[j]), float(secondary[j]))
-            if best is not None and key >= best[0]:
-                continue  # an earlier replica's move is as good: keep it
-            t = int(targets[j])
-            move = Move(
-                workload=workload.key,
-                alloc_id=booking.alloc_id,
-                source=booking.node,
-                target=table.hostnames[t],
-                score=self._score(cycle, s, t),
-                before=before,
-                after=Objective(
-                    strategy,
-                    int(skews[j]),
-                    int(after.nodes[j]),
-                    float(after.stddev[j]),
-                    float(after.packing[j]),
-                    float(after.dispersion[j]),
-                ),
-            )
-            best = (key, move)
+            # The dry run of placing this replica afresh: the cycle (the rebalancer's own,
+            # from ``prepare``) with it off its node for the block (kept: at the spec's size).
+            with cycle.vacated(cycle.table.index[booking.node]):
+                found = self._move_of(cycle, filtered, booking, usage, spreads, before, only)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found  # ties: an earlier replica's move is as good: keep it
         return best[1] if best is not None else None
 
-    def _targets(self, cycle: CycleState, filtered: Filtered, s: int) -> IntArray:
+    def _move_of(
+        self,
+        trial: CycleState,
+        filtered: Filtered,
+        booking: Booking,
+        usage: _Usage,
+        spreads: list[_Spread],
+        before: Objective,
+        only: tuple[str, str, str] | None,
+    ) -> tuple[tuple[float, float], Move] | None:
+        """The best improving move of the replica ``booking`` (lifted in ``trial``), with the
+        objective it reaches as its sort key, or None."""
+        table = trial.table
+        strategy = trial.spec.strategy
+        s = table.index[booking.node]
+        targets = self._targets(trial, filtered, s)
+        if only is not None:
+            t_only = table.index.get(only[2], -1)
+            targets = targets[targets == t_only]
+        if targets.size == 0:
+            return None
+        after = usage.after_move(s, targets, trial.cpu, trial.memory)
+        skews = sum((sp.after_move(s, targets) for sp in spreads), np.zeros(targets.size, np.int64))
+        primary, secondary, better = _compare(strategy, before, skews, after, self.min_gain)
+        if not better.any():
+            return None
+        pick = np.flatnonzero(better)
+        order = np.lexsort((pick, secondary[pick], primary[pick]))  # ties: lowest hostname
+        j = int(pick[order[0]])
+        key = (float(primary[j]), float(secondary[j]))
+        t = int(targets[j])
+        move = Move(
+            workload=trial.key,
+            alloc_id=booking.alloc_id,
+            source=booking.node,
+            target=table.hostnames[t],
+            score=self._score(trial, t),
+            before=before,
+            after=Objective(
+                strategy,
+                int(skews[j]),
+                int(after.nodes[j]),
+                float(after.stddev[j]),
+                float(after.packing[j]),
+                float(after.dispersion[j]),
+            ),
+        )
+        return key, move
+
+    def _targets(self, trial: CycleState, filtered: Filtered, s: int) -> IntArray:
         """Nodes the replica on node ``s`` could be placed on, as the scheduling cycle would
-        place it: given back to ``s``, every filter of the profile run (``fits``), then
-        nodes holding as many replicas of the Workload as ``s`` does left out."""
-        own = cycle.own
-        with _lifted(cycle, s):
-            fit = self.scheduler.framework.fits(cycle, filtered)
-            fit = fit & (own <= own[s])  # own[s] is already one lower: never more colocated
+        place it: ``trial`` is the cycle with that replica off its node
+        (``CycleState.vacated``), on which every filter of the profile runs (``fits``); then
+        nodes holding as many replicas of the Workload as ``s`` does are left out."""
+        own = trial.own
+        fit = self.scheduler.framework.fits(trial, filtered)
+        fit = fit & (own <= own[s])  # own[s] is already one lower: never more colocated
         fit[s] = False
         return np.flatnonzero(fit).astype(np.int64)
 
-    def _score(self, cycle: CycleState, s: int, t: int) -> int:
-        """The score the scheduler gives node ``t`` for this replica (recorded in status)."""
-        with _lifted(cycle, s):
-            return int(self.scheduler.framework.score(cycle, np.array([t], dtype=np.intp))[0])
-
-
-class _lifted:
-    """Within the block, the replica on node ``s`` is given back to the cycle (its capacity
-    free, not counted among the Workload's replicas), as if it were about to be placed."""
-
-    def __init__(self, cycle: CycleState, s: int) -> None:
-        self.cycle, self.s = cycle, s
-
-    def __enter__(self) -> None:
-        c = self.cycle
-        c.free_cpu[self.s] += c.cpu
-        c.free_memory[self.s] += c.memory
-        c.own[self.s] -= 1
-
-    def __exit__(self, *_: object) -> None:
-        c = self.cycle
-        c.free_cpu[self.s] -= c.cpu
-        c.free_memory[self.s] -= c.memory
-        c.own[self.s] += 1
+    def _score(self, trial: CycleState, t: int) -> int:
+        """The score the scheduler gives node ``t`` for the lifted replica (recorded in
+        status)."""
+        return int(self.scheduler.framework.score(trial, np.array([t], dtype=np.intp))[0])
 
 
 def _settled(prepared: PreparedCycle) -> bool:
@@ -578,7 +575,7 @@ def ffd_nodes(ledger: Ledger) -> int:
     resume: dict[tuple[int, int], int] = {}
     for b in items:
         j = resume.get((b.cpu, b.memory), 0)
-        while j < len(free_cpu) and (free_cpu[j] < b.cpu or free_memory[j] < b.memory):
+        while j < len(free_cpu) and not fits(free_cpu[j], free_memory[j], b.cpu, b.memory):
             j += 1
         resume[(b.cpu, b.memory)] = j
         if j < len(free_cpu):

@@ -32,7 +32,7 @@ from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.placement import keep, place_daemonset, place_replicas, release
 from controller.scheduler.plugins import default_profile
 from controller.scheduler.plugins.taints import DefaultTolerations
-from controller.scheduler.priority import NO_CLASSES, PriorityClasses
+from controller.scheduler.priority import NO_CLASSES, Priority, PriorityClasses
 
 _NO_NODES = Ledger()  # the pre-filters read the spec only
 
@@ -46,6 +46,11 @@ class PreparedCycle:
     errors: tuple[str, ...] = ()
     filtered: Filtered | None = None
     kept: dict[int, Booking] = field(default_factory=dict)
+
+    def dry_run(self) -> PreparedCycle:
+        """The same, on a clone of the cycle (``Framework.what_if``): deciding from it leaves
+        this one as it was."""
+        return replace(self, cycle=Framework.what_if(self.cycle))
 
 
 class Scheduler:
@@ -75,10 +80,17 @@ class Scheduler:
         NoExecute taints' clock), given the cluster in ``ledger`` and the PriorityClasses its
         ``priorityClassName`` is resolved against (a missing class makes it Invalid, as Pod
         admission refuses such a Pod)."""
+        return self.decide(workload, self.prepare(workload, ledger, now=now), classes)
+
+    def decide(
+        self, workload: Workload, prepared: PreparedCycle, classes: PriorityClasses = NO_CLASSES
+    ) -> Decision:
+        """Place from a prepared cycle: the steps of ``schedule`` after ``prepare``. The
+        placing uses ``prepared.cycle`` up; a caller that narrates the cycle afterwards
+        (``explain``) decides on ``prepared.dry_run()``."""
         priority = classes.resolve(workload.spec.priority_class_name)
-        prepared = self.prepare(workload, ledger, now=now)
-        if prepared.filtered is None or priority.error is not None:
-            errors = (*prepared.errors, *((priority.error,) if priority.error else ()))
+        errors = refusals(prepared.errors, priority)
+        if prepared.filtered is None or errors:
             return invalid(errors, workload.spec.replicas, prepared.existing)
         place = place_daemonset if prepared.cycle.daemon else place_replicas
         decision = place(self.framework, prepared.cycle, prepared.filtered, prepared.kept)
@@ -92,7 +104,8 @@ class Scheduler:
 
     def prepare(self, workload: Workload, ledger: Ledger, *, now: float) -> PreparedCycle:
         """The cycle up to placing: snapshot, pre-filter, give back this Workload's bookings,
-        filter, keep. ``schedule`` places from here; ``orca explain`` narrates it."""
+        filter, keep. ``decide`` places from here; ``orca explain`` narrates it, the planners
+        ask their "what if" of it (``Framework.what_if``)."""
         cycle = self.snapshot(workload, ledger, now)
         self.cel.start_cycle()
         existing = ledger.bookings(workload.key)
@@ -103,6 +116,16 @@ class Scheduler:
         filtered = self.framework.filter(cycle)
         kept = keep(cycle, existing, filtered.keeps)
         return PreparedCycle(cycle, existing, (), filtered, kept)
+
+    def invalid_because(
+        self, workload: Workload, classes: PriorityClasses | None
+    ) -> tuple[str, ...]:
+        """Why ``schedule`` would make ``workload`` ``Invalid`` whatever the nodes: the
+        pre-filters' errors and, with ``classes``, a missing PriorityClass (the admission
+        webhook asks this before the object is stored; ``None``: the classes are not known
+        yet, so that check is left to the operator's decision)."""
+        priority = classes.resolve(workload.spec.priority_class_name) if classes else None
+        return refusals(self.spec_errors(workload), priority)
 
     def spec_errors(self, workload: Workload) -> tuple[str, ...]:
         """What the pre-filters refuse in the spec alone (CEL that does not compile or is
@@ -127,6 +150,13 @@ class Scheduler:
             memory=workload.spec.memory_bytes,
             now=now,
         )
+
+
+def refusals(spec_errors: tuple[str, ...], priority: Priority | None) -> tuple[str, ...]:
+    """The errors that make a Workload ``Invalid``: its spec's, then its PriorityClass's."""
+    if priority is None or priority.error is None:
+        return spec_errors
+    return (*spec_errors, priority.error)
 
 
 def pending_moves(prepared: PreparedCycle, decision: Decision) -> tuple[PendingMove, ...]:

@@ -213,8 +213,10 @@ def status_from_decision(
     generation: int | None,
     previous: WorkloadStatus | None,
     now: str,
+    selector: str | None = None,
 ) -> WorkloadStatus:
-    """The full status for ``decision``; ``now`` is an RFC 3339 timestamp."""
+    """The full status for ``decision``; ``now`` is an RFC 3339 timestamp; ``selector`` the
+    Workload's ``workload_selector`` (what ``/scale`` reports)."""
     old = previous.conditions if previous else []
     s = situation(decision)
     return WorkloadStatus(
@@ -232,4 +234,5 @@ def status_from_decision(
         nodes=nodes_summary([p.node for p in decision.placements]),
         resources=decision.resources or (previous.resources if previous else None),
         priority=decision.priority,
+        selector=selector,
     )

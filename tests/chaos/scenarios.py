@@ -802,11 +802,11 @@ def burst(lab: Lab, workloads: int, nodes: int, bursts: int = 1, seed: int = 7) 
 
 # -- 7. ServiceAccount token rotation --------------------------------------------------------
 
-#: Runs ``orca`` with the in-cluster token and CA files moved to paths given on the command
-#: line: the kubernetes client reads them from fixed /var/run/secrets paths otherwise.
+#: Runs ``orca`` with the in-cluster ServiceAccount directory (token, ca.crt) moved to a path
+#: given on the command line: a Pod has it at /var/run/secrets/kubernetes.io/serviceaccount.
 IN_CLUSTER = (
-    "import sys, kubernetes.config.incluster_config as c;"
-    "c.SERVICE_TOKEN_FILENAME, c.SERVICE_CERT_FILENAME = sys.argv.pop(1), sys.argv.pop(1);"
+    "import sys, pathlib, controller.operator.kube.credentials as c;"
+    "c.SERVICE_ACCOUNT_DIR = pathlib.Path(sys.argv.pop(1));"
     "from controller.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 #: The kubernetes client's in-cluster loader re-reads the token file this often by itself
@@ -878,7 +878,7 @@ def token_rotation(lab: Lab, trials: int = 1) -> Row:
                 ns,
                 kubeconfig=None,
                 env=env,
-                command=(sys.executable, "-c", IN_CLUSTER, str(token_file), str(ca_file)),
+                command=(sys.executable, "-c", IN_CLUSTER, str(secrets)),
                 lease_namespace="orca-system",
                 lease_name="orca-controller",  # the one Lease the shipped Role lets it renew
             )

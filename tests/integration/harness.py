@@ -93,9 +93,13 @@ class OperatorProcess:
         extra: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         command: Sequence[str] = (sys.executable, "-m", "controller.cli"),
+        metrics_insecure: bool = True,
     ) -> None:
         """``kubeconfig`` None: credentials from ``env`` (in-cluster variables); ``command``
-        replaces ``python -m controller.cli`` (e.g. a wrapper that relocates token files)."""
+        replaces ``python -m controller.cli`` (e.g. a wrapper that relocates token files).
+        ``metrics_insecure``: plain-HTTP ``/metrics`` for ``metrics()`` (the tests' own
+        reading of the operator's counters); False: HTTPS with delegated authorization, as
+        ``orca run`` serves it by default."""
         self.metrics_port = free_port()
         self.liveness_port = free_port()
         self.log_path = log_path
@@ -108,6 +112,7 @@ class OperatorProcess:
             f"--lease-namespace={lease_namespace}",
             f"--lease-name={lease_name}",
             *[f"--namespace={ns}" for ns in namespaces],
+            *(["--metrics-insecure"] if metrics_insecure else []),
             *extra,
         ]
         self._log = open(log_path, "ab")  # noqa: SIM115 (closed in stop/kill)

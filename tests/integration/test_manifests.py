@@ -67,6 +67,7 @@ def test_the_api_server_accepts_every_object_of_the_base(kubectl: KubectlRunner)
         "PodDisruptionBudget",
         "NetworkPolicy",
         "Service",
+        "ValidatingWebhookConfiguration",
     }
     dry_run(kubectl, objects, BASE)
 
@@ -112,11 +113,13 @@ def test_the_monitoring_overlay_fits_the_base(kubectl: KubectlRunner, overlay: s
         by_kind.setdefault(o["kind"], []).append(o)
     # The base is all there, and the ServiceMonitor scrapes the base's metrics Service.
     assert {reference(o) for o in render(kubectl, BASE)} <= {reference(o) for o in objects}
-    (service,) = by_kind["Service"]
     (monitor,) = by_kind["ServiceMonitor"]
     assert by_kind["PrometheusRule"]
     selector = monitor["spec"]["selector"]["matchLabels"]
-    assert selector.items() <= service["metadata"]["labels"].items()
+    # Exactly the metrics Service (not the webhook's, which carries the app's name too).
+    (service,) = [
+        s for s in by_kind["Service"] if selector.items() <= s["metadata"]["labels"].items()
+    ]
     ports = {p["name"] for p in service["spec"]["ports"]}
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
     dry_run(kubectl, objects, path)

@@ -65,6 +65,16 @@ def key(obj: dict[str, Any]) -> tuple[str, str]:
     return obj["kind"], obj["metadata"]["name"]
 
 
+def metrics_service(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Service with the port named ``metrics`` (the webhook has a Service of its own)."""
+    (found,) = [
+        o
+        for o in objects
+        if o["kind"] == "Service" and any(p["name"] == "metrics" for p in o["spec"]["ports"])
+    ]
+    return found
+
+
 def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     (found,) = [o for o in objects if o["kind"] == kind]
     return found
@@ -96,6 +106,17 @@ def test_the_kube_prometheus_stack_overlay_labels_exactly_its_servicemonitor_and
 ) -> None:
     plain = {key(o): o for o in render(kubectl, MANIFESTS / "with-monitoring")}
     labelled = {key(o): o for o in render(kubectl, KPS)}
+    # One object more: the chart's Prometheus may read /metrics (the metrics-reader role
+    # bound to its ServiceAccount, kube-prometheus-stack-prometheus in monitoring).
+    binding = labelled.pop(("ClusterRoleBinding", "orca-controller-metrics-reader"))
+    assert binding["roleRef"]["name"] == "orca-controller-metrics-reader"
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": "kube-prometheus-stack-prometheus",
+            "namespace": "monitoring",
+        }
+    ]
     assert set(labelled) == set(plain)
     for k, obj in labelled.items():
         labels = obj["metadata"].get("labels", {})
@@ -152,7 +173,7 @@ def target_labels(objects: list[dict[str, Any]]) -> dict[str, str]:
     """The labels a Prometheus Operator gives every target the rendered ServiceMonitor finds:
     namespace, service, job (the Service's name: no jobLabel here), endpoint (the port name),
     pod and container, then the endpoint's relabelings (fixed values only, as shipped)."""
-    monitor, service = one(objects, "ServiceMonitor"), one(objects, "Service")
+    monitor, service = one(objects, "ServiceMonitor"), metrics_service(objects)
     deployment = one(objects, "Deployment")
     assert not monitor["spec"].get("jobLabel"), "job would come from a Service label"
     (endpoint,) = monitor["spec"]["endpoints"]
@@ -192,7 +213,7 @@ def test_a_name_prefix_keeps_the_servicemonitor_on_the_service_and_every_selecto
     kubectl: KubectlRunner, tmp_path: Path
 ) -> None:
     objects = renamed(kubectl, tmp_path)
-    monitor, service = one(objects, "ServiceMonitor"), one(objects, "Service")
+    monitor, service = one(objects, "ServiceMonitor"), metrics_service(objects)
     rule = one(objects, "PrometheusRule")
     assert service["metadata"]["name"] == "acme-orca-controller"  # so the job is renamed
     # The ServiceMonitor finds the Service: same namespace (it looks only in its own unless

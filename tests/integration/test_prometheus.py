@@ -63,13 +63,13 @@ ORCA = ", ".join(f'{k}="{v}"' for k, v in fixed_target_labels().items())
 class Prometheus:
     """``prometheus`` on 127.0.0.1, scraping ``targets`` every second, with the shipped rules."""
 
-    def __init__(self, workdir: Path, targets: list[str]) -> None:
+    def __init__(self, workdir: Path, targets: list[str], token_file: Path) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "rules.yaml").write_text(yaml.safe_dump(rule_groups()))
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": ["rules.yaml"],
-            "scrape_configs": [scrape_config(JOB, targets)],
+            "scrape_configs": [scrape_config(JOB, targets, token_file)],
         }
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.url = f"http://127.0.0.1:{free_port()}"
@@ -138,6 +138,21 @@ class Prometheus:
         self._log.close()
 
 
+def reader_token(cluster: Cluster, namespace: str) -> str:
+    """A token of a ServiceAccount bound to the shipped metrics-reader ClusterRole (as
+    Prometheus' own account is in a cluster)."""
+    cluster.run("apply", "-f", str(REPO_ROOT / "manifests" / "rbac" / "metrics-reader.yaml"))
+    cluster.run("create", "serviceaccount", "prometheus", "-n", namespace)
+    cluster.run(
+        "create",
+        "clusterrolebinding",
+        f"prometheus-{namespace}",
+        "--clusterrole=orca-controller-metrics-reader",
+        f"--serviceaccount={namespace}:prometheus",
+    )
+    return cluster.run("create", "token", "prometheus", "-n", namespace).strip()
+
+
 def _in_phase(want: str) -> Callable[[dict[str, Any]], bool]:
     return lambda w: observed(w) and phase(w) == want
 
@@ -167,19 +182,24 @@ def scraped(
     control_plane: ControlPlane,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Prometheus]:
-    """Two Nodes (4 cpu each), the operator, Prometheus scraping it, and four Workloads:
+    """Two Nodes (4 cpu each), the operator (its /metrics over HTTPS, as shipped), Prometheus
+    scraping it as the ServiceMonitor says (HTTPS, a ServiceAccount's bearer token, bound to
+    the metrics-reader ClusterRole), and four Workloads:
     ``web`` (Service 2 x 1 cpu) Scheduled, ``wide`` (Service 3 x 2 cpu) PartiallyScheduled 2/3,
     ``big`` (Job, 16 cpu) and ``wasm`` (Job, a runtime no Node offers) Unschedulable. Applied
     one after the other, so the placements do not depend on the order of decisions."""
     workdir = tmp_path_factory.mktemp("prometheus")
     cluster.apply(*(node_object(n, cpu="4", memory="8Gi") for n in ("a", "b")))
+    token_file = workdir / "token"
+    token_file.write_text(reader_token(cluster, namespace))
     operator = OperatorProcess(
         control_plane.kubeconfig_path,
         workdir / "operator.log",
         namespaces=[namespace],
         lease_namespace=namespace,
+        metrics_insecure=False,
     )
-    prometheus = Prometheus(workdir, [f"127.0.0.1:{operator.metrics_port}"])
+    prometheus = Prometheus(workdir, [f"127.0.0.1:{operator.metrics_port}"], token_file)
     try:
         operator.wait_live()
         prometheus.wait_ready()

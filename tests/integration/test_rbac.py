@@ -1,10 +1,14 @@
 """The shipped RBAC is least privilege, proven rule by rule on the real API server (issue 10).
 
 The operator runs as its ServiceAccount's user (a client certificate for
-``system:serviceaccount:<ns>:orca-controller``) and goes through one scenario: start, take and
-renew the Lease, place a Workload that existed before it started, move it off a cordoned Node,
-post a ``Scheduled`` Event, place a Workload created meanwhile, hand the Lease back on a
-graceful stop, and log no permission denial.
+``system:serviceaccount:<ns>:orca-controller``), as the Deployment runs it (HTTPS metrics behind
+TokenReview and SubjectAccessReview, the webhook's certificate kept in a Secret and its CA in
+the webhook configuration), and goes through one scenario: start (creating the certificate's
+Secret), take and renew the Lease, place a Workload that existed before it started, move it off
+a cordoned Node, post a ``Scheduled`` Event, place a Workload created meanwhile, serve
+``/metrics`` to a token allowed to read it, put its CA into the webhook configuration, hand
+the Lease back on a graceful stop, renew a certificate that no longer fits when it starts
+again, and log no permission denial.
 
 - With the shipped ClusterRole and Role it all works: no permission is missing. The first run
   is the shipped objects exactly as ``kubectl apply -k manifests/default`` installs them, with the
@@ -18,9 +22,13 @@ graceful stop, and log no permission denial.
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
+import ssl
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,9 +41,17 @@ import yaml
 from kubernetes import client as k8s
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
+from controller.operator import tls
 from tests.factories import node_object
 from tests.integration.conftest import api_client_from
-from tests.integration.harness import INSTALL, OperatorProcess, placements, workload_obj
+from tests.integration.harness import (
+    INSTALL,
+    REPO_ROOT,
+    OperatorProcess,
+    free_port,
+    placements,
+    workload_obj,
+)
 
 pytestmark = pytest.mark.controlplane
 
@@ -51,12 +67,31 @@ PLACED = "places a Workload that existed before it started"
 WATCHED = "places a Workload created after it started"
 RESCHEDULED = "moves a replica off a cordoned Node"
 EVENT = "posts a Scheduled Event"
+METRICS = "serves /metrics to a token allowed to read it"
+CA_BUNDLE = "puts its CA into the webhook configuration"
 RELEASED = "hands the Lease back on a graceful stop"
+RENEWED = "renews a serving certificate that no longer fits"
 NO_DENIAL = "logs no permission denial"
 # WATCHED comes after RESCHEDULED: the Node and Workload informers start together, so once
 # a cordon has been seen, a Workload created next can only arrive through the Workload watch
 # (not through the first LIST, which would pick it up without the watch right).
-STEPS = (LIVE, LEASE_TAKEN, LEASE_RENEWED, PLACED, RESCHEDULED, EVENT, WATCHED, RELEASED, NO_DENIAL)
+STEPS = (
+    LIVE,
+    LEASE_TAKEN,
+    LEASE_RENEWED,
+    PLACED,
+    RESCHEDULED,
+    EVENT,
+    WATCHED,
+    METRICS,
+    CA_BUNDLE,
+    RELEASED,
+    RENEWED,
+    NO_DENIAL,
+)
+SECRET = "orca-controller-tls"
+WEBHOOK_SERVICE = "orca-webhook"
+READER_ROLE = REPO_ROOT / "manifests" / "rbac" / "metrics-reader.yaml"
 
 DENIAL = re.compile(r"\b403\b|forbidden|not enough permissions", re.IGNORECASE)
 # A log line's own timestamp, "[2026-11-30 08:43:56,403] ", whose milliseconds can read 403.
@@ -94,6 +129,25 @@ NEEDED_FOR: dict[tuple[str, str, str, str], str] = {
     ("Role", "coordination.k8s.io", "leases", "create"): LEASE_TAKEN,
     ("Role", "coordination.k8s.io", "leases", "get"): LEASE_TAKEN,
     ("Role", "coordination.k8s.io", "leases", "update"): LEASE_RENEWED,
+    # /metrics for who may read it: who is the token's (TokenReview), may they get /metrics
+    # (SubjectAccessReview). Without either the scrape is answered 503.
+    ("ClusterRole", "authentication.k8s.io", "tokenreviews", "create"): METRICS,
+    ("ClusterRole", "authorization.k8s.io", "subjectaccessreviews", "create"): METRICS,
+    # The webhook configuration's caBundle, read and replaced by name.
+    ("ClusterRole", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "get"): (
+        CA_BUNDLE
+    ),
+    (
+        "ClusterRole",
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        "update",
+    ): CA_BUNDLE,
+    # The serving certificate's Secret: read and created at start (the operator does not start
+    # without its certificate), renewed when it no longer fits.
+    ("Role", "", "secrets", "create"): LIVE,
+    ("Role", "", "secrets", "get"): LIVE,
+    ("Role", "", "secrets", "update"): RENEWED,
 }
 
 
@@ -126,14 +180,16 @@ def rules_of(perms: list[Permission]) -> list[dict[str, Any]]:
 
 @dataclass
 class Shipped:
-    """The RBAC objects ``kubectl kustomize manifests/default`` renders."""
+    """The RBAC objects ``kubectl kustomize manifests/default`` renders: the operator's
+    ClusterRole, its Roles (leader election, serving certificate), the webhook configuration."""
 
     cluster_role: dict[str, Any]
-    role: dict[str, Any]
+    roles: list[dict[str, Any]]
+    webhook: dict[str, Any]
 
     @property
     def permissions(self) -> list[Permission]:
-        return permissions(self.cluster_role) + permissions(self.role)
+        return permissions(self.cluster_role) + [p for r in self.roles for p in permissions(r)]
 
 
 @pytest.fixture(scope="module")
@@ -142,25 +198,28 @@ def shipped(kubectl: KubectlRunner) -> Shipped:
     rendered = list(yaml.safe_load_all(kubectl("kustomize", str(INSTALL), check=True).stdout))
     kubectl("apply", "-k", str(INSTALL), check=True)
     kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True)
-    # The operator's ClusterRole; the others only aggregate into the built-in user roles
-    # (test_tenant_roles.py) and are bound to nobody.
+    # The operator's ClusterRole; of the others, some aggregate into the built-in user roles
+    # (test_tenant_roles.py) and metrics-reader is for Prometheus: bound to nobody here.
     (cluster_role,) = [
         o
         for o in rendered
         if o["kind"] == "ClusterRole"
         and not any("aggregate-to-" in k for k in o["metadata"].get("labels", {}))
+        and o["metadata"]["name"] != "orca-controller-metrics-reader"
     ]
-    (role,) = [o for o in rendered if o["kind"] == "Role"]
+    roles = [o for o in rendered if o["kind"] == "Role"]
     bindings = [o for o in rendered if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
-    # The bindings give exactly these two roles to exactly the operator's ServiceAccount.
+    # The bindings give exactly these roles to exactly the operator's ServiceAccount.
     assert sorted((b["roleRef"]["kind"], b["roleRef"]["name"]) for b in bindings) == sorted(
-        [("ClusterRole", cluster_role["metadata"]["name"]), ("Role", role["metadata"]["name"])]
+        [("ClusterRole", cluster_role["metadata"]["name"])]
+        + [("Role", r["metadata"]["name"]) for r in roles]
     )
     for binding in bindings:
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": "orca-system"}
         ]
-    return Shipped(cluster_role, role)
+    (webhook,) = [o for o in rendered if o["kind"] == "ValidatingWebhookConfiguration"]
+    return Shipped(cluster_role, roles, webhook)
 
 
 @dataclass
@@ -174,6 +233,8 @@ class Trial:
     namespaced: bool  # -n <namespace> (parallel trials) or all namespaces (the shipped setup)
     lease_namespace: str
     service_account_namespace: str  # whose ServiceAccount the operator authenticates as
+    webhook_configuration: str  # the ValidatingWebhookConfiguration whose caBundle it keeps
+    reader_token: str  # a token allowed to get /metrics
     failed: str | None = None  # the first step that did not happen
     detail: str = ""
     log: str = ""
@@ -194,13 +255,8 @@ class Trial:
             ["system:serviceaccounts", f"system:serviceaccounts:{self.service_account_namespace}"],
             self.log_path.with_suffix(".kubeconfig"),
         )
-        op = OperatorProcess(
-            kubeconfig,
-            self.log_path,
-            namespaces=[self.namespace] if self.namespaced else [],
-            lease_namespace=self.lease_namespace,
-            lease_name=LEASE,
-        )
+        self.kubeconfig = kubeconfig
+        op = self._operator()
         try:
             self._scenario(op, core, custom)
         finally:
@@ -210,6 +266,24 @@ class Trial:
                 core.delete_node(f"{self.name}-{node}")
             api.close()  # type: ignore[no-untyped-call]
         return self
+
+    def _operator(self) -> OperatorProcess:
+        """``orca run`` as the Deployment runs it: HTTPS metrics, the webhook on, its
+        certificate in the Secret, its CA kept in the webhook configuration."""
+        return OperatorProcess(
+            self.kubeconfig,
+            self.log_path,
+            namespaces=[self.namespace] if self.namespaced else [],
+            lease_namespace=self.lease_namespace,
+            lease_name=LEASE,
+            metrics_insecure=False,
+            extra=[
+                f"--webhook-port={free_port()}",
+                f"--webhook-service={self.lease_namespace}/{WEBHOOK_SERVICE}",
+                f"--webhook-configuration={self.webhook_configuration}",
+                f"--tls-secret={self.lease_namespace}/{SECRET}",
+            ],
+        )
 
     def _create_job(self, custom: k8s.CustomObjectsApi, name: str) -> None:
         body = workload_obj(
@@ -280,10 +354,47 @@ class Trial:
         self._create_job(custom, "late")
         if not self._until(WATCHED, lambda: node_of("late") is not None):
             return
+        if not self._until(METRICS, lambda: scrape(op.metrics_port, self.reader_token) == 200):
+            return
+        admission = k8s.AdmissionregistrationV1Api(core.api_client)
+
+        def ca_in_configuration() -> bool:
+            secret = core.read_namespaced_secret(SECRET, self.lease_namespace)
+            config = admission.read_validating_webhook_configuration(self.webhook_configuration)
+            bundle = (config.webhooks or [])[0].client_config.ca_bundle
+            return bool(bundle) and bundle == (secret.data or {}).get("ca.crt")
+
+        if not self._until(CA_BUNDLE, ca_in_configuration):
+            return
         code = op.stop()
         if code != 0 or holder() != "":
             self.failed, self.detail = RELEASED, f"exit code {code}, Lease holder {holder()!r}"
             return
+        # A certificate that no longer fits (issued for other names): the next start renews it.
+        stale = tls.generate(["elsewhere.example"])
+        core.patch_namespaced_secret(
+            SECRET,
+            self.lease_namespace,
+            {
+                "data": {
+                    "tls.crt": b64(stale.cert),
+                    "tls.key": b64(stale.key),
+                    "ca.crt": b64(stale.ca),
+                }
+            },
+        )
+        again = self._operator()
+        try:
+
+            def renewed() -> bool:
+                data = core.read_namespaced_secret(SECRET, self.lease_namespace).data or {}
+                return data.get("tls.crt") not in (None, b64(stale.cert))
+
+            if not self._until(RENEWED, renewed):
+                self.detail = again.log()[-300:]
+                return
+        finally:
+            again.stop()
         denials = [
             line
             for line in self.log_path.read_text(errors="replace").splitlines()
@@ -303,17 +414,71 @@ class Trial:
         return False
 
 
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def scrape(port: int, token: str) -> int:
+    """The status of one HTTPS scrape of /metrics with ``token`` (0: no answer)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except OSError:
+        return 0
+
+
+def reader_token(kubectl: KubectlRunner, namespace: str) -> str:
+    """A token of a ServiceAccount in ``namespace`` bound to the metrics-reader role."""
+    kubectl("apply", "-f", str(READER_ROLE), check=True)
+    kubectl("create", "serviceaccount", "reader", "-n", namespace, check=True)
+    kubectl(
+        "create",
+        "clusterrolebinding",
+        f"orca-reader-{namespace}",
+        "--clusterrole=orca-controller-metrics-reader",
+        f"--serviceaccount={namespace}:reader",
+        check=True,
+    )
+    return kubectl("create", "token", "reader", "-n", namespace, check=True).stdout.strip()
+
+
+def webhook_configuration_for(shipped: Shipped, namespace: str) -> dict[str, Any]:
+    """A trial's own copy of the shipped webhook configuration, calling a Service in
+    ``namespace``, named as its ClusterRole's rule allows (``trial_name``)."""
+    config = copy.deepcopy(shipped.webhook)
+    config["metadata"] = {"name": trial_name(namespace)}
+    for hook in config["webhooks"]:
+        hook["clientConfig"]["service"]["namespace"] = namespace
+    return config
+
+
+def trial_name(namespace: str) -> str:
+    return f"orca-trial-{namespace}"
+
+
 def install_roles(
     kubectl: KubectlRunner, shipped: Shipped, namespace: str, without: Permission | None
 ) -> None:
     """The shipped ClusterRole and Role, minus ``without``, bound to ``namespace``'s
     ServiceAccount (the Role and its binding in ``namespace``, where that trial's Lease is)."""
     cluster_role = copy.deepcopy(shipped.cluster_role)
-    role = copy.deepcopy(shipped.role)
-    cluster_role["metadata"] = {"name": f"orca-trial-{namespace}"}
-    role["metadata"] = {"name": shipped.role["metadata"]["name"], "namespace": namespace}
-    for obj in (cluster_role, role):
+    roles = copy.deepcopy(shipped.roles)
+    cluster_role["metadata"] = {"name": trial_name(namespace)}
+    for role in roles:
+        role["metadata"] = {"name": role["metadata"]["name"], "namespace": namespace}
+    for obj in (cluster_role, *roles):
         obj["rules"] = rules_of([p for p in permissions(obj) if p != without])
+    for rule in cluster_role["rules"]:  # the trial's own webhook configuration, by name
+        if rule["resources"] == ["validatingwebhookconfigurations"]:
+            rule["resourceNames"] = [trial_name(namespace)]
     subjects = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}]
     objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
@@ -323,7 +488,8 @@ def install_roles(
             "metadata": {"name": SERVICE_ACCOUNT, "namespace": namespace},
         },
         cluster_role,
-        role,
+        *roles,
+        webhook_configuration_for(shipped, namespace),
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
@@ -335,17 +501,20 @@ def install_roles(
             },
             "subjects": subjects,
         },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": role["metadata"]["name"], "namespace": namespace},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": role["metadata"]["name"],
-            },
-            "subjects": subjects,
-        },
+        *(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": role["metadata"]["name"], "namespace": namespace},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": role["metadata"]["name"],
+                },
+                "subjects": subjects,
+            }
+            for role in roles
+        ),
     ]
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects), check=True)
 
@@ -354,8 +523,12 @@ def cleanup(kubectl: KubectlRunner, namespace: str) -> None:
     """Workloads go (namespaces never finish deleting without a controller-manager)."""
     kubectl("delete", "workloads", "--all", "-n", namespace, "--wait=false", check=True)
     kubectl(
-        "delete", "clusterrole,clusterrolebinding", f"orca-trial-{namespace}", "--ignore-not-found"
+        "delete",
+        "clusterrole,clusterrolebinding,validatingwebhookconfiguration",
+        trial_name(namespace),
+        "--ignore-not-found",
     )
+    kubectl("delete", "clusterrolebinding", f"orca-reader-{namespace}", "--ignore-not-found")
 
 
 def test_the_shipped_roles_let_the_operator_do_its_whole_job(
@@ -363,15 +536,19 @@ def test_the_shipped_roles_let_the_operator_do_its_whole_job(
 ) -> None:
     name = f"rbac-{uuid.uuid4().hex[:6]}"
     kubectl("create", "namespace", name, check=True)
+    # As on a fresh install: no certificate Secret yet.
+    kubectl("delete", "secret", SECRET, "-n", "orca-system", "--ignore-not-found", check=True)
     trial = Trial(
         name,
         namespace=name,
         plane=control_plane,
         log_path=tmp_path / "shipped.log",
         namespaced=False,  # all namespaces, as the Deployment runs it
-        # The shipped ServiceAccount, bindings and leader-election Role, as installed.
+        # The shipped ServiceAccount, bindings, Roles and webhook configuration, as installed.
         lease_namespace="orca-system",
         service_account_namespace="orca-system",
+        webhook_configuration=shipped.webhook["metadata"]["name"],
+        reader_token=reader_token(kubectl, name),
     )
     try:
         trial.run()
@@ -403,6 +580,7 @@ def test_every_permission_is_needed(
     for i, perm in enumerate(sorted(perms)):
         namespace = f"rbac-{i}-{uuid.uuid4().hex[:4]}"
         install_roles(kubectl, shipped, namespace, without=perm)
+        token = reader_token(kubectl, namespace)
         trials.append(
             (
                 perm,
@@ -414,6 +592,8 @@ def test_every_permission_is_needed(
                     namespaced=True,
                     lease_namespace=namespace,
                     service_account_namespace=namespace,
+                    webhook_configuration=trial_name(namespace),
+                    reader_token=token,
                 ),
             )
         )

@@ -108,7 +108,7 @@ def test_dry_run_from_the_cluster_lists_moves_and_writes_nothing(
         "the operator's view holds the new nodes",
     )
 
-    out = orca_rebalance(control_plane, "-o", "json")
+    out = orca_rebalance(control_plane, "-n", namespace, "-o", "json")
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     web = [m for m in plan["moves"] if m["workload"] == f"{namespace}/web"]
@@ -117,7 +117,7 @@ def test_dry_run_from_the_cluster_lists_moves_and_writes_nothing(
     after = cluster.workload(namespace, "web")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert placements(after) == placements(before)
-    table = orca_rebalance(control_plane, "--max-moves", "1")
+    table = orca_rebalance(control_plane, "-A", "--max-moves", "1")
     assert table.returncode == 0 and "1 move(s)" in table.stdout
 
 

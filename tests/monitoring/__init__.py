@@ -70,9 +70,10 @@ def fixed_target_labels() -> dict[str, str]:
     return labels
 
 
-def scrape_config(job: str, targets: list[str]) -> dict[str, Any]:
+def scrape_config(job: str, targets: list[str], token_file: Path | None = None) -> dict[str, Any]:
     """A plain Prometheus scrape config doing what the ServiceMonitor's endpoint asks of the
-    Prometheus Operator (path, honor_labels, relabel_configs: the same fields in snake_case),
+    Prometheus Operator (path, honor_labels, relabel_configs: the same fields in snake_case;
+    scheme, TLS and the bearer token file, which ``token_file`` stands in for outside a Pod),
     for a Prometheus without the operator, as the integration test runs one."""
     endpoint = service_monitor_endpoint()
     keys = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
@@ -80,13 +81,21 @@ def scrape_config(job: str, targets: list[str]) -> dict[str, Any]:
         {keys.get(key, key): value for key, value in rule.items()}
         for rule in endpoint.get("relabelings", [])
     ]
-    return {
+    config: dict[str, Any] = {
         "job_name": job,
         "metrics_path": endpoint["path"],
+        "scheme": endpoint.get("scheme", "http"),
         "honor_labels": bool(endpoint.get("honorLabels", False)),
         "relabel_configs": relabel,
         "static_configs": [{"targets": targets}],
     }
+    tls = endpoint.get("tlsConfig") or {}
+    if tls:
+        config["tls_config"] = {"insecure_skip_verify": bool(tls.get("insecureSkipVerify"))}
+    if endpoint.get("bearerTokenFile"):
+        file = str(token_file) if token_file is not None else endpoint["bearerTokenFile"]
+        config["authorization"] = {"type": "Bearer", "credentials_file": file}
+    return config
 
 
 def dashboard() -> dict[str, Any]:

@@ -16,8 +16,9 @@ creating the image's user (it would change this machine's accounts; its UID is c
 test_dockerfile.py). The one liberty: pip may use its cache (the Dockerfile sets
 ``PIP_NO_CACHE_DIR`` to keep the image small). Then the result is checked as the image would
 run it: no pip, setuptools or wheel anywhere (the base had all three before the runtime stage
-ran), ``orca run`` starts as far as its configuration without cryptography or pip, and
-``orca dev-cluster`` says in one line that it needs the development extra.
+ran), ``orca run`` starts as far as its configuration without pip (with cryptography, which
+it needs for its serving certificate), and ``orca dev-cluster`` says in one line what it
+lacks.
 
 This needs PyPI (or pip's cache) and a CPython installed from source under its own prefix (as
 the image's is: pyenv's or python.org's; a Debian ``python3`` keeps packages outside its
@@ -36,6 +37,7 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,10 +236,14 @@ def test_the_runtime_venv_holds_exactly_the_lock_and_orca(image: Image) -> None:
     assert check.returncode == 0, check.stdout
 
 
-def test_no_pip_and_no_cryptography_in_the_runtime(image: Image) -> None:
+def test_no_pip_and_a_working_cryptography_in_the_runtime(image: Image) -> None:
+    """cryptography is a runtime dependency (``orca run`` generates its serving certificate)
+    and installs from its manylinux wheel: it loads its compiled part in the image."""
     assert not (image.venv / "bin" / "pip").exists()
-    probe = image.run("python", "-c", "import cryptography")
-    assert probe.returncode != 0 and "No module named 'cryptography'" in probe.stderr
+    probe = image.run(
+        "python", "-c", "from controller.operator import tls; print(len(tls.generate(['x']).ca))"
+    )
+    assert probe.returncode == 0 and int(probe.stdout) > 0, probe.stderr
 
 
 def test_no_pip_setuptools_or_wheel_anywhere_in_the_runtime_image(image: Image) -> None:
@@ -316,10 +322,71 @@ def test_the_image_ships_cel_pythons_parser_analysed(image: Image) -> None:
     assert result.stdout.split() == ["0o644", "0o755", "loaded"]
 
 
-def test_dev_cluster_without_the_dev_extra_says_so_in_one_line(image: Image) -> None:
+def test_dev_cluster_in_the_image_says_what_it_lacks_in_one_line(image: Image) -> None:
+    """cryptography is there (a runtime dependency now); the control plane's binaries are not:
+    one line naming them and how to build them."""
     result = image.run("orca", "dev-cluster", "start", "--dir", str(image.root / "dc"))
     assert result.returncode == 1
-    assert result.stderr.strip() == (
-        "orca dev-cluster: needs the development extra (Python module 'cryptography' is not "
-        "installed): pip install 'orca-controller[dev]'"
-    )
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("orca dev-cluster: control-plane binaries missing in ")
+    assert "build them with: hack/testcp/build.sh" in lines[0]
+
+
+#: What each installer writes of its own in a dist-info (pip: REQUESTED, and direct_url.json
+#: for the wheel it was given by path; both: INSTALLER and RECORD, naming themselves).
+SKIP = ("INSTALLER", "RECORD", "REQUESTED", "direct_url.json")
+
+
+def _dists(site: Path) -> dict[str, str]:
+    found = {}
+    for dist in site.glob("*.dist-info"):
+        name, version = dist.name.removesuffix(".dist-info").rsplit("-", 1)
+        found[name.lower().replace("_", "-")] = version
+    return found
+
+
+def _tree(root: Path, top: str) -> set[str]:
+    """Paths under ``top``, but bytecode caches, the interpreter links (each names its image's
+    own interpreter) and ``venv``'s shell activation scripts (make image writes no shell
+    scripts into an image without a shell)."""
+    base = root / top
+    return {
+        str(p.relative_to(root))
+        for p in base.rglob("*")
+        if "__pycache__" not in p.parts
+        and not p.name.startswith(("python", "activate", "Activate"))
+    }
+
+
+def test_make_image_and_the_dockerfile_give_the_same_user_entrypoint_paths_and_packages(
+    image: Image, built_image: Any, tmp_path: Path
+) -> None:
+    """Both ways of building the image (tests/packaging/test_image_build.py builds the one
+    ``make image`` makes; this module replays the Dockerfile's)."""
+    import io
+    import tarfile
+
+    from controller.devcluster.image.oci import read_archive
+    from tests.packaging.dockerfile import exec_form
+
+    built = read_archive(built_image.archive.path)
+    config = built["config"]["config"]
+    runtime = stages()[-1]
+    (user,) = runtime.values("USER")
+    assert config["User"] == user
+    assert config["Entrypoint"] == exec_form(runtime.values("ENTRYPOINT")[0])
+    assert config["Cmd"] == exec_form(runtime.values("CMD")[0])
+    assert set(config["ExposedPorts"]) == {f"{p}/tcp" for p in runtime.values("EXPOSE")[0].split()}
+    env = dict(e.split("=", 1) for e in config["Env"])
+    assert env["PATH"].split(":")[0] == "/opt/orca/bin"
+    root = tmp_path / "built"
+    with tarfile.open(fileobj=io.BytesIO(built["layers"][0])) as tar:
+        tar.extractall(root, filter="fully_trusted")
+    site = "opt/orca/lib/python3.11/site-packages"
+    assert _dists(root / site) == _dists(image.root / site)
+    assert _tree(root, "opt/orca/bin") == _tree(image.root, "opt/orca/bin")
+    assert _tree(root, "opt/orca/share") == _tree(image.root, "opt/orca/share")
+    ours = {p for p in _tree(root, site) if not p.endswith(SKIP)}
+    theirs = {p for p in _tree(image.root, site) if not p.endswith(SKIP)}
+    assert ours == theirs, sorted(ours ^ theirs)[:20]

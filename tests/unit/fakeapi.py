@@ -27,7 +27,7 @@ source named where it is:
 And the faults a network and an API server make: a connection closed before the answer
 (before or after the request was applied), an answer cut mid-body, a 200 that is not JSON, a
 refusal with any status, a request held until the test lets it go, every live watch cut or
-ended at once.
+ended at once; and a ``BOOKMARK`` to every watch that asked for them (``bookmark``).
 
 Mind that aiohttp sends an idempotent request (GET, PUT) once more, at once, when its
 connection was closed before an answer (aiohttp/client.py, ``retry_persistent_connection``):
@@ -104,6 +104,8 @@ class _Watch:
     namespace: str | None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     ending: str = ""  # "" | "end" | "cut"
+    bookmarks: bool = False  # asked with allowWatchBookmarks=true
+    bookmark_due: bool = False
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -218,6 +220,17 @@ class FakeApiServer:
     def cut_watches(self) -> int:
         """Close every live watch's connection mid-stream; returns how many were cut."""
         return self._end_watches("cut")
+
+    def bookmark(self) -> int:
+        """Send each live watch that asked for bookmarks a ``BOOKMARK`` at the current
+        revision, as the watch cache does now and then on a quiet watch: an object of the
+        watched kind with only ``metadata.resourceVersion`` (k8s.io/apiserver
+        pkg/storage/cacher, ``watchCacheEvent`` of type Bookmark). How many got one."""
+        told = [w for w in self._watches if w.bookmarks and not w.ending]
+        for watch in told:
+            watch.bookmark_due = True
+            watch.wake.set()
+        return len(told)
 
     def end_watches(self) -> int:
         """End every live watch as the server does after its ``timeoutSeconds``."""
@@ -418,6 +431,7 @@ class FakeApiServer:
             await response.write_eof()
             return response
         watch = _Watch(request, resource, ns)
+        watch.bookmarks = request.query.get("allowWatchBookmarks") == "true"
         self._watches.add(watch)
         try:
             if since:
@@ -433,6 +447,10 @@ class FakeApiServer:
                     if revision > position and key[0] == resource and (ns is None or key[1] == ns):
                         await send(kind, obj)
                 position = self.revision
+                if watch.bookmark_due:
+                    watch.bookmark_due = False
+                    mark = {"metadata": {"resourceVersion": str(position)}}
+                    await send("BOOKMARK", mark)
                 watch.wake.clear()
                 left = deadline - asyncio.get_running_loop().time()
                 if left <= 0:

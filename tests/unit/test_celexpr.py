@@ -27,6 +27,7 @@ from controller.scheduler.celexpr import (
 )
 from controller.scheduler.nodes import NodeTable
 from tests.factories import node
+from tests.support.properties import examples
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = "[0,1,2,3,4,5,6,7,8,9]"
@@ -555,7 +556,7 @@ def _expressions() -> st.SearchStrategy[str]:
     return bools((), 3)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(source=_expressions())
 def test_static_estimate_bounds_the_metered_cost_of_random_expressions(source: str) -> None:
     from celpy.adapter import json_to_cel

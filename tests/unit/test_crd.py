@@ -51,7 +51,18 @@ def test_api_surface() -> None:
     assert spec["names"]["categories"] == ["orca"]
     version = spec["versions"][0]
     assert version["name"] == "v1alpha1"
-    assert version["subresources"] == {"status": {}}
+    # kubectl scale and HPAs: replicas are spec.count, placed ones the status, and the
+    # selector a string field of the status (the API requires a string path for HPA).
+    assert version["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.count",
+            "statusReplicasPath": ".status.placed",
+            "labelSelectorPath": ".status.selector",
+        },
+    }
+    status_props = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    assert status_props["selector"]["type"] == "string"
     columns = {c["name"]: c.get("priority", 0) for c in version["additionalPrinterColumns"]}
     assert columns == {
         "Kind": 0,

@@ -180,3 +180,57 @@ def test_the_cut_short_filter_is_not_memoised_for_the_next_workload() -> None:
             break
     assert again.placed == 40
     assert not any("budget" in r.reason for r in again.unschedulable)
+
+
+# -- the dry runs: "what if" asked of a cycle and of the whole cluster --------------------------
+
+
+def test_what_if_on_a_cycle_is_a_clone_with_the_bookings_lifted_and_placed() -> None:
+    from controller.scheduler.ledger import Booking
+
+    nodes = [node("a", cpu="4"), node("b", cpu="4")]
+    web = workload(kind="Service", count=2, resources={"cpu": "1"})
+    other = Booking("b", "shop/other-0", 2000, 0)
+    ledger = ledger_for(*nodes)
+    ledger.load("shop/other", [other])
+    ledger.load(web.key, [Booking("a", "shop/web-0", 1000, 0), Booking("b", "shop/web-1", 1000, 0)])
+    scheduler = Scheduler()
+    prepared = scheduler.prepare(web, ledger, now=NOW)
+    cycle = prepared.cycle
+    # After keep: web holds one replica on each node; b also holds other's 2 cores.
+    assert cycle.free_cpu.tolist() == [3000, 1000] and cycle.own.tolist() == [1, 1]
+    trial = scheduler.framework.what_if(
+        cycle,
+        lift=[other, Booking("a", "shop/web-0", 1000, 0)],
+        book=[Booking("b", "shop/web-9", 500, 0)],
+    )
+    # other's 2 cores back on b, web-0's core back on a (no longer counted), web-9 on b.
+    assert trial.free_cpu.tolist() == [4000, 2500]
+    assert trial.own.tolist() == [0, 2]
+    # The cycle asked about is as it was.
+    assert cycle.free_cpu.tolist() == [3000, 1000] and cycle.own.tolist() == [1, 1]
+    # The per-replica filters see the trial's room: a 3-core replica fits a only there.
+    big = scheduler.prepare(workload("big", kind="Job", resources={"cpu": "3"}), ledger, now=NOW)
+    assert big.filtered is not None
+    assert scheduler.framework.fits(big.cycle, big.filtered).tolist() == [True, False]
+    lifted = scheduler.framework.what_if(big.cycle, lift=[other])
+    assert scheduler.framework.fits(lifted, big.filtered).tolist() == [True, True]
+
+
+def test_what_if_on_the_cluster_lifts_removes_and_adds_without_changing_it() -> None:
+    from controller.scheduler.ledger import Booking
+
+    ledger = ledger_for(node("a", cpu="4"), node("b", cpu="4"))
+    ledger.load("shop/x", [Booking("a", "shop/x-0", 3000, 0), Booking("b", "shop/x-1", 1000, 0)])
+    lifted = ledger.what_if(lift={"shop/x": [Booking("a", "shop/x-0", 3000, 0)]})
+    assert [b.alloc_id for b in lifted.bookings("shop/x")] == ["shop/x-1"]
+    assert lifted.free()[0].tolist() == [4000, 3000]
+    gone = ledger.what_if(remove={"a"}, add=[node("c", cpu="8")])
+    assert gone.table.hostnames == ("b", "c")
+    # What the removed node held stays recorded (the scheduler finds its node gone and moves
+    # it); it holds no room anywhere.
+    assert [b.node for b in gone.bookings("shop/x")] == ["a", "b"]
+    assert gone.free()[0].tolist() == [3000, 8000]
+    assert ledger.table.hostnames == ("a", "b") and ledger.free()[0].tolist() == [1000, 3000]
+    with pytest.raises(ValueError, match="node b is already in the cluster"):
+        ledger.what_if(add=[node("b")])

@@ -299,6 +299,34 @@ def test_a_connection_closed_mid_renew_keeps_the_elector_running(fault: str) -> 
     run(scenario)
 
 
+def test_the_renew_deadline_counts_from_when_the_renew_was_sent() -> None:
+    """A renew the API server answers 4 s after it was sent: it may have been applied at any
+    moment in between, so the leadership it buys ends ``renew_deadline`` (10 s) after it was
+    *sent*, not after it was answered (which would keep acting as leader past the deadline a
+    standby relies on). Every renew after it is dropped, so it stays the last one that
+    counted: leader at 9.9 s after sending, not at 10.5 s."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        a = Replica(server, "a").start()
+        await until(lambda: a.leader, "a elected")
+        sent = a.clock()
+        slow = server.before("PUT", ITEM, hook=lambda: a.clock.advance(4), times=1)
+        server.drop("PUT", ITEM, times=None)
+
+        def dropped() -> int:
+            return sum(1 for s in server.seen("PUT", ITEM) if s.outcome == "dropped")
+
+        await alive_until(a, lambda: slow.arrived == 1 and dropped() >= 2, "the slow renew")
+        assert a.clock() == sent + 4  # answered 4 s after it was sent
+        a.clock.advance(5.9)
+        assert a.leader  # 9.9 s after sending
+        a.clock.advance(0.6)
+        assert not a.leader  # 10.5 s after sending, 6.5 s after the answer
+        await a.stop()
+
+    run(scenario)
+
+
 def test_the_api_server_gone_for_longer_than_the_deadline_is_ridden_through() -> None:
     """Every request refused at the socket (the API server down): no answer, many times."""
 

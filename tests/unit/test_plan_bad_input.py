@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from controller.cli import main
 from controller.inputs import safeyaml
 from tests.factories import node_object
+from tests.support.properties import examples
 
 NODE = """apiVersion: v1
 kind: Node
@@ -426,7 +427,7 @@ def mutated(draw: st.DrawFn, valid: dict[str, Any]) -> str:
 
 
 @settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

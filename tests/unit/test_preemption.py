@@ -42,6 +42,7 @@ from controller.scheduler.priority import Priority, PriorityClass, PriorityClass
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.vocabulary import CONDITION_PREEMPTED, CONDITION_SCHEDULED
 from tests.factories import NOW, GiB, node, workload
+from tests.support.properties import examples
 
 CPU = 1000  # millicores per core
 
@@ -91,6 +92,22 @@ def test_reprieves_the_replicas_not_needed() -> None:
     assert victims_on_node(0, 0, 3 * CPU, 0, pool) == (pool[1],)
     assert victims_on_node(0, 0, 5 * CPU, 0, pool) is None  # all of them is not enough
     assert victims_on_node(0, 0, 1 * CPU, 0, pool) == (pool[0],)
+
+
+def test_reprieves_the_most_important_first_with_three_victims() -> None:
+    """kube's ``SelectVictimsOnNode``, by hand: a full 4-core node holds p1 (priority 1, 1
+    core), p2 (2, 1 core), p3 (3, 2 cores); a 3-core replica comes. All three are removed (4
+    free), then reprieved most important first: p3 back leaves 2 (< 3): a victim; p2 back
+    leaves 3: reprieved; p1 back leaves 2: a victim. Victims p1 and p3. Reprieving least
+    important first would keep p1 and remove p2 and p3, a more important replica."""
+    pool = [
+        Victim("ns/p2", _booking("a", "ns/p2", 0, 1), 2),
+        Victim("ns/p3", _booking("a", "ns/p3", 0, 2), 3),
+        Victim("ns/p1", _booking("a", "ns/p1", 0, 1), 1),
+    ]
+    victims = victims_on_node(0, 0, 3 * CPU, 0, pool)
+    assert victims is not None
+    assert sorted(v.key for v in victims) == ["ns/p1", "ns/p3"]
 
 
 def test_never_touches_equal_or_higher_priority() -> None:
@@ -348,7 +365,7 @@ cluster = st.tuples(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cluster=cluster,
     count=st.integers(1, 4),

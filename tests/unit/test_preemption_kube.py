@@ -36,6 +36,7 @@ from controller.scheduler.preemption import Victim, select_victims, victims_on_n
 from controller.scheduler.priority import PriorityClass, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
 from tests.factories import NOW, node, workload
+from tests.support.properties import examples
 
 CPU = 1000
 MAX_INT32 = 2**31 - 1
@@ -265,7 +266,7 @@ _PRIORITY = st.sampled_from([-(2**31), -2_000_000_000, -5, 0, 3, 7, 1_000_000_00
 _START = st.one_of(st.none(), st.integers(0, 3))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     per_node=st.lists(
         st.lists(st.tuples(_PRIORITY, _START), min_size=1, max_size=3), min_size=1, max_size=6

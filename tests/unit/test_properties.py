@@ -38,6 +38,7 @@ from controller.api.models import Phase
 from controller.scheduler.nodes import NodeInfo, node_info_from_node
 from controller.scheduler.plan import PlanResult, plan
 from tests.factories import node_object, workload
+from tests.support.properties import examples
 from tests.unit import oracles
 from tests.unit.oracles import Node, Spec
 
@@ -246,8 +247,10 @@ choosy_batches = st.lists(
 # Sized for CI on a loaded 2-core machine (the whole file: ~15 s of CPU there). The three
 # properties whose bugs hide at the margins (a node just over, a filter on one node pair, a
 # rounding) get more examples; measured against scheduler mutations, see the commit log.
-common = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-thorough = settings(common, max_examples=200)
+common = settings(
+    max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+thorough = settings(common, max_examples=examples(200))
 
 
 # -- driving the scheduler as a user does ---------------------------------------------------------

@@ -20,6 +20,7 @@ from controller.scheduler.nodes import NodeInfo, NodeTable
 from controller.scheduler.rebalance import Move, Plan, Rebalancer, ffd_nodes, moved
 from controller.scheduler.scheduler import Scheduler
 from tests.factories import NOW, node, workload
+from tests.support.properties import examples
 
 GiB = 1 << 30
 
@@ -261,7 +262,7 @@ def objective_key(m: Move, after: bool) -> tuple[float, float]:
     return (o.skew, o.dispersion)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(drifted_clusters(), st.integers(1, 15))
 def test_every_move_is_valid_when_made_and_improves(
     cluster: tuple[list[NodeInfo], list[Workload], Ledger], budget: int
@@ -304,7 +305,7 @@ def test_every_move_is_valid_when_made_and_improves(
         assert scheduler.schedule(w, state, now=NOW).bookings == state.bookings(w.key)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(drifted_clusters())
 def test_a_second_run_on_its_own_output_proposes_nothing(
     cluster: tuple[list[NodeInfo], list[Workload], Ledger],
@@ -318,7 +319,7 @@ def test_a_second_run_on_its_own_output_proposes_nothing(
         assert len(plan.moves) == 200
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(drifted_clusters(), st.randoms(use_true_random=False))
 def test_the_plan_does_not_depend_on_node_order(
     cluster: tuple[list[NodeInfo], list[Workload], Ledger], rnd: random.Random
@@ -334,7 +335,7 @@ def test_the_plan_does_not_depend_on_node_order(
     assert first == second
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(st.tuples(st.sampled_from([1000, 2000, 4000]), st.sampled_from([1, 4, 8])),
              min_size=1, max_size=8),

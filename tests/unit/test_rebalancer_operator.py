@@ -237,3 +237,36 @@ def test_orca_run_refuses_bad_rebalance_flags_in_one_line(
     err = capsys.readouterr().err
     assert err == f"error: {message}\n" or (err.startswith("error: ") and message in err)
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--webhook-port", "9090", "--metrics-port", "9090"], "must differ"),
+        (
+            [
+                "--webhook-port",
+                "9443",
+                "--webhook-host",
+                "h",
+                "--webhook-service",
+                "ns/s",
+                "--tls-secret",
+                "ns/t",
+            ],
+            "--webhook-host and --webhook-service exclude each other",
+        ),
+        (["--webhook-host", "127.0.0.1"], "need --webhook-port"),
+        (["--webhook-port", "9443", "--webhook-service", "ns/s"], "needs --tls-secret or"),
+        (["--tls-secret", "ns/t", "--tls-cert-dir", "/x"], "exclude each other"),
+    ],
+)
+def test_orca_run_refuses_webhook_flags_that_cannot_work_in_one_line(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from controller.cli import build_parser
+
+    args = build_parser().parse_args(["run", *flags])
+    assert run(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from controller.inputs import safeyaml
 from controller.inputs.safeyaml import YAMLLimitError, load_all
+from tests.support.properties import examples
 
 
 def aliased(copies: int) -> bytes:
@@ -123,7 +124,7 @@ _JSON = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(docs=st.lists(_JSON, min_size=1, max_size=3), flow=st.sampled_from([None, True, False]))
 def test_documents_load_as_pyyaml_loads_them(docs: list[object], flow: bool | None) -> None:
     """The inline fast path of the builder (plain scalars seen before) and the spelled-out one

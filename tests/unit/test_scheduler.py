@@ -10,9 +10,8 @@ import pytest
 
 from controller.api.models import Phase, Strategy, Workload
 from controller.scheduler.decision import Decision
-from controller.scheduler.ledger import Ledger, ledger_from_statuses
+from controller.scheduler.ledger import Ledger, alloc_index, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, NodeTable
-from controller.scheduler.placement import alloc_index
 from controller.scheduler.plan import plan
 from controller.scheduler.plugins.capacity import capacity_score
 from controller.scheduler.scheduler import Scheduler
@@ -370,9 +369,15 @@ def test_all_placed_reason_and_message() -> None:
     [
         ("shop/web-0", 0),
         ("shop/web-12", 12),
-        ("shop/web-01", None),
+        ("shop/web-999999999", 999999999),  # nine digits: the most an index has
+        ("shop/web-1000000000", None),
+        ("shop/web-01", None),  # no leading zeros
         ("other/web-1", None),
         ("shop/web", None),
+        ("shop/web-", None),
+        ("shop/web-1-2", None),  # shop/web-1's replica 2, not shop/web's
+        ("shop/webby-1", None),
+        ("shop/web-\u00b2", None),  # a digit to str.isdigit, not an index
     ],
 )
 def test_alloc_index(value: str, index: int | None) -> None:

@@ -109,3 +109,24 @@ def test_shut_down_hands_out_nothing_more_and_wakes_every_waiter() -> None:
         assert not queue.busy("a") and not queue.busy("b")
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("order", ["later-first", "earlier-first"])
+def test_two_timers_for_one_key_the_earlier_one_wins(order: str) -> None:
+    """One timer per key (client-go's delaying queue keeps a key's earliest ready time:
+    util/workqueue/delaying_queue.go, ``insert``: "if the entry is already in the queue,
+    update the time if it's earlier"). A NoExecute deadline that moved closer (a newer taint
+    with a shorter toleration) must not wait for the older, later one: the key is queued
+    after the shorter delay, once, and the later timer no longer fires."""
+
+    async def scenario() -> list[str]:
+        queue = WorkQueue()
+        delays = [10.0, 0.05] if order == "later-first" else [0.05, 10.0]
+        for delay in delays:
+            queue.add_after("k", delay)
+        got = await asyncio.wait_for(queue.get(), 5)  # the 0.05 s timer, not the 10 s one
+        queue.done(got)
+        await asyncio.sleep(0.1)  # nothing else is queued meanwhile
+        return [got, *(["again"] if len(queue) else [])]
+
+    assert asyncio.run(scenario()) == ["k"]

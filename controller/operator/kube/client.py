@@ -9,8 +9,9 @@ written by orjson: decoding watch events and PATCH answers was the largest singl
 operator's CPU in a backlog (7%, py-spy) with the standard library's decoder.
 
 Credentials come from the kubernetes client's own loaders (kubeconfig, in-cluster
-service account, exec plugins), and the bearer token is re-read per request through the
-client's refresh hook, so rotated service-account tokens keep working.
+service account, exec plugins) in the ecosystem's order (``credentials``), and the bearer
+token is re-read per request through the client's refresh hook, so rotated service-account
+tokens keep working.
 
 Errors: a request (or watch) either gets an answer or raises ``TransportError``. An answer
 that is not 2xx is an ``ApiError`` (a watch's ``ERROR`` event too); a write the fence refused
@@ -189,18 +190,6 @@ def api_error(status: int, reason: str | None, text: bytes) -> ApiError:
         payload = {}
     message = payload.get("message") or text[:200].decode(errors="replace")
     return ApiError(status, str(payload.get("reason") or reason), str(message).strip())
-
-
-def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
-    """In-cluster config when running in a Pod, else the kubeconfig (``$KUBECONFIG``)."""
-    configuration = k8s_client.Configuration()
-    try:
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except k8s_config.ConfigException:
-        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, client_configuration=configuration
-        )
-    return configuration
 
 
 def authorization(configuration: k8s_client.Configuration) -> str | None:

@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Final
 
-import numpy as np
-
 from controller.scheduler.framework import Code, CycleState, Rejection, Verdict
-from controller.scheduler.nodes import BoolArray, IntArray
+from controller.scheduler.ledger import has_room
 
 REASON_INSUFFICIENT_CPU: Final = "Insufficient cpu"
 REASON_INSUFFICIENT_MEMORY: Final = "Insufficient memory"
@@ -35,12 +33,7 @@ class ResourcesFit:
     def filter(self, cycle: CycleState) -> Verdict:
         return Verdict(
             (
-                Rejection(REASON_INSUFFICIENT_CPU, _fits(cycle.free_cpu, cycle.cpu)),
-                Rejection(REASON_INSUFFICIENT_MEMORY, _fits(cycle.free_memory, cycle.memory)),
+                Rejection(REASON_INSUFFICIENT_CPU, has_room(cycle.free_cpu, cycle.cpu)),
+                Rejection(REASON_INSUFFICIENT_MEMORY, has_room(cycle.free_memory, cycle.memory)),
             )
         )
-
-
-def _fits(free: IntArray, request: int) -> BoolArray:
-    """Where ``request`` fits in ``free``; a request of zero fits everywhere."""
-    return free >= request if request else np.ones(len(free), dtype=np.bool_)

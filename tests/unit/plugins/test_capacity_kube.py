@@ -32,6 +32,7 @@ from controller.scheduler.ledger import Booking
 from controller.scheduler.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
 from controller.scheduler.scheduler import Scheduler
 from tests.factories import NOW, cycle_for, ledger_for, node, workload
+from tests.support.properties import examples
 
 GiB = 1 << 30
 
@@ -260,7 +261,7 @@ _ALLOCATABLE = st.one_of(st.just(0), st.integers(min_value=1, max_value=2**53))
 _USED = st.integers(min_value=0, max_value=2**53)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(
     strategy=st.sampled_from(["Spread", "BinPack"]),
     nodes=st.lists(st.tuples(_ALLOCATABLE, _ALLOCATABLE, _USED, _USED), min_size=1, max_size=20),
@@ -296,7 +297,7 @@ def test_vector_and_scalar_scores_are_kubes_formula(
     assert one == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     allocatable=st.integers(min_value=1, max_value=2**53),
     used=st.integers(min_value=0, max_value=2**53),

@@ -12,6 +12,7 @@ from controller.scheduler.plugins.cel_affinity import CelAffinity
 from controller.scheduler.plugins.name_affinity import NameAffinity
 from controller.scheduler.scheduler import Scheduler
 from tests.factories import NOW, cycle_for, ledger_for, node, workload
+from tests.support.properties import examples
 
 
 def test_cel_affinity_sums_the_weights_of_rules_that_hold() -> None:
@@ -57,7 +58,7 @@ _QUANTITY = st.integers(min_value=-(2**53), max_value=2**53)
 _ALLOCATABLE = st.integers(min_value=0, max_value=2**53)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     strategy=st.sampled_from(list(Strategy)),
     nodes=st.lists(st.tuples(_ALLOCATABLE, _ALLOCATABLE, _QUANTITY, _QUANTITY), min_size=1),

@@ -40,6 +40,7 @@ from controller.scheduler.nodes import NodeInfo
 from controller.scheduler.plugins.topology_spread import TopologySpread
 from controller.scheduler.scheduler import Scheduler
 from tests.factories import NOW, ledger_for, node, rejected, workload
+from tests.support.properties import examples
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -421,7 +422,7 @@ def _unique_keys(constraints: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     shapes=st.lists(_NODE, min_size=1, max_size=10),
     constraints=st.lists(_CONSTRAINT, min_size=1, max_size=2),
@@ -446,7 +447,7 @@ def test_do_not_schedule_is_kubes_filter(
     assert skewed - missing == kube_filter(kube, hard) - missing
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     shapes=st.lists(_NODE, min_size=1, max_size=10),
     constraints=st.lists(_CONSTRAINT, min_size=1, max_size=2),

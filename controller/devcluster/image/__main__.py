@@ -1,0 +1,5 @@
+import sys
+
+from controller.devcluster.image.build import main
+
+sys.exit(main())

@@ -1,0 +1,11 @@
+"""What every suite shares: the property tests' profile (``tests/support/properties.py``: the
+same examples every run unless asked otherwise), and fixtures used by more than one package."""
+
+from __future__ import annotations
+
+from tests.imagebuild import built_image
+from tests.support import properties
+
+properties.load()
+
+__all__ = ["built_image"]

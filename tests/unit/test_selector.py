@@ -1,0 +1,101 @@
+"""Label selectors as kubectl takes them: apimachinery's own test tables
+(``k8s.io/apimachinery/pkg/labels/selector_test.go``, v0.36.3: ``TestSelectorParse``,
+``TestSelectorMatches``), ported case for case, plus the set forms ``kubectl -l`` documents."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.inputs.selector import SelectorError, parse_selector
+
+# TestSelectorParse's testGoodStrings and testBadStrings.
+GOOD = ["x=a,y=b,z=c", "", "x!=a,y=b", "x=", "x= ", "x=,z= ", "x= ,z= ", "!x", "x>1", "x>1,z<5"]
+BAD = ["x=a||y=b", "x==a==b", "!x=a", "x<a"]
+
+# TestSelectorMatches: (selector, labels, matches).
+MATCHES = [
+    ("", {"x": "y"}, True),
+    ("x=y", {"x": "y"}, True),
+    ("x=y,z=w", {"x": "y", "z": "w"}, True),
+    ("x!=y,z!=w", {"x": "z", "z": "a"}, True),
+    ("notin=in", {"notin": "in"}, True),  # in and notin in exactMatch
+    ("x", {"x": "z"}, True),
+    ("!x", {"y": "z"}, True),
+    ("x>1", {"x": "2"}, True),
+    ("x<1", {"x": "0"}, True),
+    ("x=z", {}, False),
+    ("x=y", {"x": "z"}, False),
+    ("x=y,z=w", {"x": "w", "z": "w"}, False),
+    ("x!=y,z!=w", {"x": "z", "z": "w"}, False),
+    ("x", {"y": "z"}, False),
+    ("!x", {"x": "z"}, False),
+    ("x>1", {"x": "0"}, False),
+    ("x<1", {"x": "2"}, False),
+    ("foo=bar", {"foo": "bar", "baz": "blah"}, True),
+    ("baz=blah", {"foo": "bar", "baz": "blah"}, True),
+    ("foo=bar,baz=blah", {"foo": "bar", "baz": "blah"}, True),
+    ("foo=blah", {"foo": "bar", "baz": "blah"}, False),
+    ("baz=bar", {"foo": "bar", "baz": "blah"}, False),
+    ("foo=bar,foobar=bar,baz=blah", {"foo": "bar", "baz": "blah"}, False),
+    # The set forms (kubectl's documentation of -l), worked out from Requirement.Matches:
+    # in needs the key; notin is satisfied by a missing key.
+    ("zone in (a,b)", {"zone": "b"}, True),
+    ("zone in (a,b)", {}, False),
+    ("zone notin (a,b)", {}, True),
+    ("zone notin (a,b)", {"zone": "a"}, False),
+    (
+        "topology.kubernetes.io/zone=eu-1a,!node-role.kubernetes.io/control-plane",
+        {"topology.kubernetes.io/zone": "eu-1a"},
+        True,
+    ),
+    ("x>1", {"x": "two"}, False),  # not an integer: no match
+]
+
+
+@pytest.mark.parametrize("text", GOOD)
+def test_apimachinery_good_selectors_parse(text: str) -> None:
+    parse_selector(text)
+
+
+@pytest.mark.parametrize("text", BAD)
+def test_apimachinery_bad_selectors_are_refused(text: str) -> None:
+    with pytest.raises(SelectorError):
+        parse_selector(text)
+
+
+@pytest.mark.parametrize(("text", "labels", "expected"), MATCHES)
+def test_apimachinery_matches(text: str, labels: dict[str, str], expected: bool) -> None:
+    assert parse_selector(text).matches(labels) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "values"),
+    [
+        ("x in (a,)", {"a", ""}),
+        ("x in (,a)", {"a", ""}),
+        ("x in ()", {""}),
+        ("x in (a,,b)", {"a", "b", ""}),
+    ],
+)
+def test_empty_items_in_a_set_are_the_empty_value(text: str, values: set[str]) -> None:
+    [requirement] = parse_selector(text).requirements
+    assert requirement.values == values
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("Bad Key=1", "found 'Key', expected: in, notin, =, ==, !=, gt, lt"),
+        ("x=a b", "found 'b', expected: ',' or 'end of string'"),
+        ("x=$", "'$' is not a valid label value"),
+        ("-x=1", "key '-x' is not a valid label key"),
+        ("x>a", "for 'Gt', 'Lt' operators, the value must be an integer: x"),
+        ("x in a", "found 'a' expected: '('"),
+        ("x=1,", "found '', expected: identifier after ','"),
+    ],
+)
+def test_mistakes_are_one_line(text: str, message: str) -> None:
+    with pytest.raises(SelectorError) as caught:
+        parse_selector(text)
+    assert str(caught.value).startswith(message)
+    assert "\n" not in str(caught.value)
