@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from typing import Any, cast
 
 import aiohttp
+import pytest
 
 from controller.operator.app import Operator
 from controller.operator.handlers import WorkloadEvents
@@ -212,3 +214,82 @@ def test_a_held_write_resolved_by_a_watch_event_wakes_who_waits() -> None:
     waiting, woken, free = asyncio.run(scenario())
     assert waiting and woken
     assert free == {"a": 1000}
+
+
+class UnreadableApi(DroppingApi):
+    """The first write of ``web`` gets no answer and does not land; reading ``web`` back then
+    fails ``reads`` times: with ``failure`` (a dropped connection by default), then answers."""
+
+    def __init__(self, failure: Exception | None = None, reads: int = 1) -> None:
+        super().__init__(lands=False)
+        self.failure = failure or TransportError("GET", aiohttp.ServerDisconnectedError())
+        self.failing = reads
+
+    async def request(self, method: str, path: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if path.endswith("/web") and self.failing:
+            self.failing -= 1
+            raise self.failure
+        return await super().request(method, path, *args, **kwargs)
+
+
+def test_a_read_back_that_fails_keeps_both_outcomes_and_retries_after_a_backoff(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """web's write got no answer; reading it back fails too (the connection drops again). Its
+    capacity stays held (it may still have landed), web stays unsure, and the read-back is
+    tried again after the queue's back-off; the warning names web and the delay."""
+
+    async def scenario() -> tuple[dict[str, int], bool, int, str, dict[str, int], list[str]]:
+        state, queue, api = ClusterState(), WorkQueue(base_delay=0.01), UnreadableApi()
+        state.upsert_node(node_object("a", cpu="1"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        state.upsert_workload(job("web"))
+        queue.add("ns/web")
+        await step(operator, queue)  # web on a: no answer, did not land
+        assert await step(operator, queue) == "ns/web"  # the read-back: fails
+        held, unsure = free_cpu(state), "ns/web" in operator.writes.unsure
+        backing_off, waiting = queue.backing_off, len(queue)
+        again = await step(operator, queue)  # after the back-off: read back, then decided
+        while len(queue):
+            await step(operator, queue)
+        assert waiting == 0
+        return held, unsure, backing_off, again, free_cpu(state), api.writes
+
+    with caplog.at_level(logging.WARNING, logger="orca"):
+        held, unsure, backing_off, again, after, applied = asyncio.run(scenario())
+    assert held == {"a": 0} and unsure  # not known yet: still held, still unsure
+    assert backing_off == 1 and again == "ns/web"
+    assert after == {"a": 0} and applied == ["web: ['a']"]  # read back unplaced, placed on a
+    # web's second failure in a row (the unanswered write was the first): 0.01 s * 2
+    assert [r.getMessage() for r in caplog.records if "back failed" in r.getMessage()] == [
+        "reading ns/web back failed (GET: ServerDisconnectedError: Server disconnected);"
+        " retrying in 0.02s"
+    ]
+
+
+def test_a_read_back_that_finds_the_workload_deleted_frees_its_room_for_who_waits() -> None:
+    """web's write got no answer and did not land; db, decided meanwhile, waits for the room
+    held for web. Reading web back finds it deleted (404): its bookings are dropped, it is
+    no longer unsure, and db is queued again and placed where web was held."""
+
+    async def scenario() -> tuple[dict[str, int], bool, bool, list[str]]:
+        state, queue = ClusterState(), WorkQueue()
+        api = UnreadableApi(ApiError(404, "NotFound", 'workloads "web" not found'))
+        state.upsert_node(node_object("a", cpu="1"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        state.upsert_workload(job("web"))
+        queue.add("ns/web")
+        await step(operator, queue)  # web on a: no answer, not landed, a held
+        state.upsert_workload(job("db"))
+        queue.add("ns/db")
+        await step(operator, queue)  # db: no room, waits for capacity
+        assert await step(operator, queue) == "ns/web"  # the read-back: 404
+        freed = free_cpu(state)
+        unsure, woken = "ns/web" in operator.writes.unsure, queue.busy("ns/db")
+        while len(queue):
+            await step(operator, queue)
+        return freed, unsure, woken, api.writes
+
+    freed, unsure, woken, applied = asyncio.run(scenario())
+    assert freed == {"a": 1000} and not unsure and woken
+    assert applied == ["db: []", "db: ['a']"]

@@ -6,8 +6,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from prometheus_client import REGISTRY
 
 from controller.operator.workqueue import QueueShutDown, WorkQueue
+
+
+def depth() -> float:
+    return REGISTRY.get_sample_value("orca_queue_depth") or 0.0
 
 
 def drain(queue: WorkQueue) -> list[str]:
@@ -82,6 +87,26 @@ def test_take_takes_a_waiting_key_out_and_refuses_one_being_processed() -> None:
         assert not queue.busy("a") and not queue.busy("b")  # nothing processing
 
     asyncio.run(scenario())
+
+
+def test_queue_depth_counts_what_waits_through_take_and_get() -> None:
+    """``orca_queue_depth`` is the number of keys waiting: a key taken out of the queue
+    (``take``) or handed out (``get``) no longer waits; taking a key that was not waiting
+    changes nothing."""
+
+    async def scenario() -> list[float]:
+        queue = WorkQueue()
+        queue.add_all(["a", "b", "c"])
+        seen = [depth()]
+        assert queue.take("b")  # waiting: leaves the queue
+        seen.append(depth())
+        assert queue.take("z")  # not waiting: nothing leaves
+        seen.append(depth())
+        await queue.get()
+        seen.append(depth())
+        return seen
+
+    assert asyncio.run(scenario()) == [3.0, 2.0, 2.0, 1.0]
 
 
 def test_shut_down_hands_out_nothing_more_and_wakes_every_waiter() -> None:
