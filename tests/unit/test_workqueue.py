@@ -89,6 +89,29 @@ def test_take_takes_a_waiting_key_out_and_refuses_one_being_processed() -> None:
     asyncio.run(scenario())
 
 
+def test_claim_takes_only_a_key_that_is_neither_waiting_nor_processing() -> None:
+    """The rebalancer's ``claim``: refused while the key waits or is processed; granted, the
+    key is processing (``get`` does not hand it out) and an ``add`` meanwhile brings it back
+    once released."""
+
+    async def scenario() -> None:
+        queue = WorkQueue()
+        queue.add_all(["waiting", "handed"])
+        assert not queue.claim("waiting")
+        assert await queue.get() == "waiting"
+        assert not queue.claim("waiting")  # being processed
+        assert queue.claim("idle")
+        assert queue.processing("idle") and queue.busy("idle")
+        assert not queue.claim("idle")  # once
+        queue.add("idle")  # changed while claimed: dirty, not handed out
+        assert await queue.get() == "handed"
+        assert len(queue) == 0
+        queue.done("idle")
+        assert await queue.get() == "idle"
+
+    asyncio.run(scenario())
+
+
 def test_queue_depth_counts_what_waits_through_take_and_get() -> None:
     """``orca_queue_depth`` is the number of keys waiting: a key taken out of the queue
     (``take``) or handed out (``get``) no longer waits; taking a key that was not waiting
