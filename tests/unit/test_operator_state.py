@@ -139,7 +139,8 @@ def test_an_unreadable_node_after_a_good_one_is_not_eligible_and_counted_once(
     assert state.keys_on_node("a") == {"ns/w"}  # its replica is still booked, to move
     assert read_errors() == errors + 1
     logged = [r.getMessage() for r in caplog.records]
-    assert len(logged) == 1 and "status.allocatable.cpu" in logged[0] and "Node a" in logged[0]
+    assert len(logged) == 1 and "status.allocatable.cpu" in logged[0]
+    assert logged[0].startswith("Node a (resourceVersion 2) cannot be read, treated as not ready: ")
 
     state.upsert_node(versioned(node_object("a", cpu="9Ei"), "3"))  # a new version, still bad
     assert read_errors() == errors + 2
@@ -320,3 +321,53 @@ def test_a_mass_node_change_walks_the_workloads_once_and_queues_each_concerned_k
 
     keys, walks = asyncio.run(scenario())
     assert keys == {"ns/on-7", "ns/ds"} and walks == 1
+
+
+def test_a_deleted_node_is_forgotten_whole_and_only_once() -> None:
+    """Deleting a Node: True the first time (its replicas must move), False for a Node orca
+    never had or has forgotten already; nothing of it stays behind (its version, its parts,
+    its unreadable mark), so Nodes coming and going do not grow the state."""
+    state = ClusterState()
+    state.upsert_node(versioned(node_object("a"), "1"))
+    state.upsert_node(versioned(node_object("b", cpu="8Ei"), "2"))  # unreadable
+    assert state.delete_node("a") and state.delete_node("b")
+    assert not state.delete_node("a") and not state.delete_node("never")
+    assert state.table().hostnames == ()
+    assert (state.nodes, state.node_versions, state.node_parts, state.unreadable_nodes) == (
+        {},
+        {},
+        {},
+        {},
+    )
+
+
+def test_a_deleted_workload_frees_its_room_and_says_whether_it_held_any() -> None:
+    state = ClusterState()
+    state.upsert_node(versioned(node_object("a", cpu="2"), "1"))
+    state.table()
+    state.upsert_workload(wl_obj("w", "5", [{"node": "a", "allocId": "ns/w-0", "score": 1}]))
+    state.upsert_workload(wl_obj("idle", "6"))
+    assert int(state.ledger.used_cpu[0]) == 1000
+    assert state.delete_workload("ns/w")  # held a's cpu: who waits for room is woken
+    assert not state.delete_workload("ns/idle")  # held nothing
+    assert not state.delete_workload("ns/never")
+    assert state.records == {} and state.ledger.bookings("ns/w") == ()
+    assert state.table().hostnames == ("a",) and int(state.ledger.used_cpu[0]) == 0
+
+
+def test_a_node_without_a_usable_name_is_logged_and_counted_once_per_version(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    state = ClusterState()
+    nameless = versioned(node_object("a", cpu="8Ei"), "9")
+    del nameless["metadata"]["name"]
+    errors = read_errors()
+    with caplog.at_level(logging.WARNING, logger="orca.nodes"):
+        assert state.upsert_node(nameless) is None
+        assert state.upsert_node(copy.deepcopy(nameless)) is None  # the same event again
+    assert state.nodes == {} and read_errors() == errors + 1
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 1
+    assert logged[0].startswith(
+        "Node (no valid name) (resourceVersion 9) cannot be read, treated as not ready: "
+    )
