@@ -242,6 +242,8 @@ def test_what_if_on_the_cluster_lifts_removes_and_adds_without_changing_it() -> 
     assert ledger.table.hostnames == ("a", "b") and ledger.free()[0].tolist() == [1000, 3000]
     with pytest.raises(ValueError, match="node b is already in the cluster"):
         ledger.what_if(add=[node("b")])
+    with pytest.raises(ValueError, match="node c is already in the cluster"):
+        ledger.what_if(add=[node("c"), node("c")])  # twice among the added
 
 
 class Cores:

@@ -293,3 +293,43 @@ def test_a_read_back_that_finds_the_workload_deleted_frees_its_room_for_who_wait
     freed, unsure, woken, applied = asyncio.run(scenario())
     assert freed == {"a": 1000} and not unsure and woken
     assert applied == ["db: []", "db: ['a']"]
+
+
+class OvertakenApi(DroppingApi):
+    """web's first write gets no answer and does not land; while web is read back, a newer
+    version of web arrives by watch (its write landed after all, at version 12), and the read
+    answers with the version before it (11)."""
+
+    def __init__(self, state: ClusterState) -> None:
+        super().__init__(lands=False)
+        self.state = state
+
+    async def request(self, method: str, path: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        answer = await super().request(method, path, *args, **kwargs)
+        if path.endswith("/web"):
+            answer["metadata"]["resourceVersion"] = "11"
+            newer = copy.deepcopy(answer)
+            newer["metadata"]["resourceVersion"] = "12"
+            newer["status"] = {"placements": [{"node": "a", "allocId": "ns/web-0", "score": 1}]}
+            self.state.upsert_workload(newer)
+        return answer
+
+
+def test_a_read_back_overtaken_by_a_newer_event_keeps_what_the_newer_one_records() -> None:
+    """The read-back's answer (11) is older than the record a watch event brought meanwhile
+    (12, web on a): the ledger must not book the older answer's placements (none) over it;
+    a stays booked for web."""
+
+    async def scenario() -> dict[str, int]:
+        state, queue = ClusterState(), WorkQueue()
+        api = OvertakenApi(state)
+        state.upsert_node(node_object("a", cpu="1"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        state.upsert_workload(job("web"))
+        queue.add("ns/web")
+        await step(operator, queue)  # web on a: no answer, not landed, a held
+        assert await step(operator, queue) == "ns/web"  # the read-back, overtaken
+        assert state.records["ns/web"].resource_version == "12"
+        return free_cpu(state)
+
+    assert asyncio.run(scenario()) == {"a": 0}
