@@ -169,12 +169,24 @@ def test_two_timers_for_one_key_the_earlier_one_wins(order: str) -> None:
 
     async def scenario() -> list[str]:
         queue = WorkQueue()
-        delays = [10.0, 0.05] if order == "later-first" else [0.05, 10.0]
+        delays = [0.3, 0.05] if order == "later-first" else [0.05, 0.3]
         for delay in delays:
             queue.add_after("k", delay)
-        got = await asyncio.wait_for(queue.get(), 5)  # the 0.05 s timer, not the 10 s one
+        assert queue.backing_off == 1  # one timer
+        got = await asyncio.wait_for(queue.get(), 5)  # the 0.05 s timer, not the 0.3 s one
         queue.done(got)
-        await asyncio.sleep(0.1)  # nothing else is queued meanwhile
+        await asyncio.sleep(0.4)  # past the later one: nothing else is queued meanwhile
         return [got, *(["again"] if len(queue) else [])]
 
     assert asyncio.run(scenario()) == ["k"]
+
+
+@pytest.mark.parametrize("delay", [0.0, -1.0])
+def test_no_delay_queues_the_key_at_once(delay: float) -> None:
+    async def scenario() -> None:
+        queue = WorkQueue()
+        queue.add_after("k", delay)
+        assert (len(queue), queue.backing_off) == (1, 0)  # queued now, no timer
+        assert queue.busy("k") and await queue.get() == "k"
+
+    asyncio.run(scenario())
