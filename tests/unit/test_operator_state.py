@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 from prometheus_client import REGISTRY
 
+from controller.api.models import Phase
 from controller.operator import state as state_module
 from controller.operator.app import Operator
 from controller.operator.handlers import NodeEvents, StartupGate
@@ -371,3 +372,23 @@ def test_a_node_without_a_usable_name_is_logged_and_counted_once_per_version(
     assert logged[0].startswith(
         "Node (no valid name) (resourceVersion 9) cannot be read, treated as not ready: "
     )
+
+
+def test_a_refused_spec_keeps_the_status_it_records_for_the_invalid_status_written() -> None:
+    """A Workload whose spec does not parse is recorded with its status as written (its
+    phase and message, so the Invalid status orca writes keeps what it replaces), or, when
+    the status does not parse either, with the placements that do (the ones booked)."""
+    state = ClusterState()
+    placed = [{"node": "a", "allocId": "ns/w-0", "score": 7}]
+    refused = {"kind": "Job", "count": 3, "resources": {"cpu": "1"}}
+    status = {"phase": "Scheduled", "placements": placed, "message": "1/1 replicas placed"}
+    record = state.upsert_workload(stored_workload("w", "5", refused, status))
+    assert record is not None and record.workload is None and record.status is not None
+    assert (record.status.phase, record.status.message) == (Phase.SCHEDULED, "1/1 replicas placed")
+    assert [p.alloc_id for p in record.status.placements] == ["ns/w-0"]
+
+    garbled = {"phase": "Sideways", "placements": [*placed, {"node": "b"}]}
+    record = state.upsert_workload(stored_workload("w", "6", refused, garbled))
+    assert record is not None and record.status is not None
+    assert record.status.phase is None and record.status.message is None
+    assert [(p.node, p.alloc_id, p.score) for p in record.status.placements] == [("a", "ns/w-0", 7)]

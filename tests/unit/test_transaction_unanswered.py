@@ -333,3 +333,28 @@ def test_a_read_back_overtaken_by_a_newer_event_keeps_what_the_newer_one_records
         return free_cpu(state)
 
     assert asyncio.run(scenario()) == {"a": 0}
+
+
+def test_a_read_back_refused_by_the_api_server_is_retried_after_a_backoff() -> None:
+    """Reading web back answers 500: as for a dropped connection, web stays held and unsure,
+    and the read-back is tried again after the back-off (not dropped, not hot-looped)."""
+
+    async def scenario() -> tuple[dict[str, int], bool, int, str, list[str]]:
+        state, queue = ClusterState(), WorkQueue(base_delay=0.01)
+        api = UnreadableApi(ApiError(500, "InternalError", "etcdserver: leader changed"))
+        state.upsert_node(node_object("a", cpu="1"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        state.upsert_workload(job("web"))
+        queue.add("ns/web")
+        await step(operator, queue)  # web on a: no answer, did not land
+        assert await step(operator, queue) == "ns/web"  # the read-back: refused
+        held, unsure = free_cpu(state), "ns/web" in operator.writes.unsure
+        backing_off = queue.backing_off
+        again = await step(operator, queue)  # after the back-off: read back, then decided
+        while len(queue):
+            await step(operator, queue)
+        return held, unsure, backing_off, again, api.writes
+
+    held, unsure, backing_off, again, applied = asyncio.run(scenario())
+    assert held == {"a": 0} and unsure and backing_off == 1 and again == "ns/web"
+    assert applied == ["web: ['a']"]
