@@ -358,3 +358,37 @@ def test_a_read_back_refused_by_the_api_server_is_retried_after_a_backoff() -> N
     held, unsure, backing_off, again, applied = asyncio.run(scenario())
     assert held == {"a": 0} and unsure and backing_off == 1 and again == "ns/web"
     assert applied == ["web: ['a']"]
+
+
+def test_a_landed_write_that_gives_room_back_wakes_who_waits_for_it() -> None:
+    """web shrinks from 1 cpu to 500m on a (1 cpu): once that write lands, the 500m it gave
+    back is free, and db (500m, waiting for capacity) is queued again and placed on a, as
+    kube-scheduler moves unschedulable Pods back on an assigned Pod's update."""
+
+    async def scenario() -> tuple[bool, bool, list[str]]:
+        state, queue, api = ClusterState(), WorkQueue(), DroppingApi(lands=True)
+        api.dropped = True  # every write answered
+        state.upsert_node(node_object("a", cpu="1"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        state.upsert_workload(job("web"))
+        queue.add("ns/web")
+        await step(operator, queue)  # web on a, 1 cpu
+        api.objects["db"]["spec"]["resources"] = {"cpu": "500m"}
+        state.upsert_workload(api.objects["db"])
+        queue.add("ns/db")
+        await step(operator, queue)  # db: no room, waits for capacity
+        waiting = "ns/db" in state.keys_waiting_for_capacity()
+        web = api.objects["web"]
+        web["spec"]["resources"] = {"cpu": "500m"}
+        web["metadata"]["resourceVersion"] = str(int(web["metadata"]["resourceVersion"]) + 1)
+        state.upsert_workload(copy.deepcopy(web))
+        queue.add("ns/web")
+        assert await step(operator, queue) == "ns/web"  # resized in place: the write lands
+        woken = queue.busy("ns/db")
+        while len(queue):
+            await step(operator, queue)
+        return waiting, woken, api.writes
+
+    waiting, woken, applied = asyncio.run(scenario())
+    assert waiting and woken
+    assert applied == ["web: ['a']", "db: []", "web: ['a']", "db: ['a']"]
