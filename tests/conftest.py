@@ -21,4 +21,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if "MUTANT_UNDER_TEST" in os.environ:
         items.sort(key=lambda item: properties.is_property_test(item))
 
+
 __all__ = ["built_image"]
