@@ -392,3 +392,35 @@ def test_a_landed_write_that_gives_room_back_wakes_who_waits_for_it() -> None:
     waiting, woken, applied = asyncio.run(scenario())
     assert waiting and woken
     assert applied == ["web: ['a']", "db: []", "web: ['a']", "db: ['a']"]
+
+
+def test_a_landed_write_records_its_event_about_the_version_it_wrote() -> None:
+    """Each landed decision queues its Event about the object's version the write produced
+    (10 -> 11), a warning only when the Workload is not placed; the record now holds that
+    version as its own write, so the write's echo is not decided again, and a failure
+    before it does not count towards the next back-off."""
+
+    async def scenario() -> tuple[list[tuple[str, str | None, str, bool]], float]:
+        state, queue, api = ClusterState(), WorkQueue(base_delay=0.01), DroppingApi(lands=True)
+        api.dropped = True  # every write answered
+        state.upsert_node(node_object("a", cpu="1"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        for name in ("web", "db"):
+            state.upsert_workload(job(name))
+            queue.add_rate_limited(f"ns/{name}")  # as after a failed attempt: backing off
+            await asyncio.wait_for(step(operator, queue), 5)
+        events = operator.events.queue
+        seen = [events.get_nowait() for _ in range(events.qsize())]
+        record = state.records["ns/web"]
+        assert (record.resource_version, record.written_version) == ("11", "11")
+        assert state.upsert_workload(api.objects["web"]) is None  # the echo: nothing to decide
+        return [(e.name, e.version, e.reason, e.warning) for e in seen], queue.add_rate_limited(
+            "ns/web"
+        )
+
+    events, next_delay = asyncio.run(scenario())
+    assert [(name, version, warning) for name, version, _, warning in events] == [
+        ("web", "11", False),
+        ("db", "11", True),
+    ]
+    assert next_delay == 0.01  # forgotten on success: the back-off starts again
