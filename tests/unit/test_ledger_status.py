@@ -8,7 +8,13 @@ import pytest
 
 from controller.api.models import Phase, WorkloadStatus
 from controller.scheduler.decision import Decision
-from controller.scheduler.ledger import Booking, Ledger, bookings_from_object, ledger_from_objects
+from controller.scheduler.ledger import (
+    Booking,
+    Ledger,
+    bookings_from_object,
+    held_until_written,
+    ledger_from_objects,
+)
 from controller.scheduler.nodes import NodeTable
 from controller.scheduler.status import nodes_summary, status_from_decision
 from tests.factories import NOW, node
@@ -106,6 +112,28 @@ def test_hold_books_both_outcomes_of_a_write_that_got_no_answer() -> None:
     assert [int(c) for c in ledger.used_cpu] == [2000, 1000]
     ledger.forget(assumption)  # settled by hold: nothing restored
     assert [int(c) for c in ledger.used_cpu] == [2000, 1000]
+
+
+def test_held_until_written_books_each_replica_at_its_larger_size_wherever_either_puts_it() -> None:
+    """While a write is in flight: every decided booking; a replica the decision keeps on its
+    node at the larger of its two sizes, each resource on its own (its new score); a replica
+    it moves or drops also where it was, as it was."""
+    previous = (
+        Booking("a", "ns/w-0", 2000, 1024, 1),  # kept on a: cpu shrinks, memory grows
+        Booking("b", "ns/w-1", 1000, 4096, 2),  # moved to c
+        Booking("d", "ns/w-2", 300, 300, 4),  # kept on d, unchanged
+    )
+    decided = (
+        Booking("a", "ns/w-0", 1000, 2048, 5),
+        Booking("c", "ns/w-1", 500, 0, 3),
+        Booking("d", "ns/w-2", 300, 300, 6),
+    )
+    assert held_until_written(previous, decided) == (
+        Booking("a", "ns/w-0", 2000, 2048, 5),
+        Booking("c", "ns/w-1", 500, 0, 3),
+        Booking("d", "ns/w-2", 300, 300, 6),
+        Booking("b", "ns/w-1", 1000, 4096, 2),
+    )
 
 
 def test_rebind_keeps_bookings_on_nodes_that_left() -> None:
