@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from controller.api.models import Phase, WorkloadStatus
+from controller.scheduler.decision import Decision
 from controller.scheduler.framework import Code
 from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import NodeInfo, NodeTable
@@ -33,6 +34,7 @@ from controller.scheduler.plan import plan as plan_offline
 from controller.scheduler.preemption import (
     PreemptionPlan,
     Victim,
+    gained_nodes,
     may_preempt,
     preempted_status,
     select_victims,
@@ -303,6 +305,18 @@ def test_preempted_status_counts_against_the_desired_replicas_it_recorded() -> N
     assert (status.phase, status.placed) == (Phase.PARTIALLY_SCHEDULED, 1)
     ready = next(c for c in status.conditions if c.type == "Ready")
     assert ready.message == "1/4 replicas placed; see Preempted"
+
+
+def test_gained_nodes_are_where_the_decision_without_victims_holds_more_replicas() -> None:
+    """Where preempting helped: a node counts only where the preemptor holds more replicas
+    than before (a kept replica is no gain, and a node it already had must gain another)."""
+
+    def decided(*nodes: str) -> Decision:
+        bookings = tuple(Booking(n, f"ns/boss-{i}", 1000, 0) for i, n in enumerate(nodes))
+        return Decision(Phase.SCHEDULED, "", len(nodes), (), "", bookings=bookings)
+
+    assert gained_nodes(decided("a", "b"), decided("a", "a", "b", "c")) == {"a", "c"}
+    assert gained_nodes(decided("a", "b"), decided("b", "a")) == set()
 
 
 # -- the rule, re-stated ---------------------------------------------------------------------------
