@@ -241,6 +241,7 @@ HELD_SIZES = [
     ("cpu-recorded", {"cpu": "2"}, (2000, 1024, False)),
     ("memory-recorded", {"memory": "2Ki"}, (1000, 2048, False)),
     ("cpu-refused", {"cpu": "8Ei", "memory": "2Ki"}, (1000, 2048, False)),
+    ("memory-refused", {"cpu": "2", "memory": "-1Ki"}, (2000, 1024, False)),
     ("not-an-object", ["2"], (1000, 1024, False)),
     ("none", None, (1000, 1024, False)),
 ]

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import aiohttp
 import pytest
+from prometheus_client import REGISTRY
 
 from controller.operator.app import Operator
 from controller.operator.handlers import WorkloadEvents
@@ -424,3 +425,56 @@ def test_a_landed_write_records_its_event_about_the_version_it_wrote() -> None:
         ("db", "11", True),
     ]
     assert next_delay == 0.01  # forgotten on success: the back-off starts again
+
+
+def not_found() -> float:
+    labels = {"outcome": "not_found"}
+    return REGISTRY.get_sample_value("orca_status_writes_total", labels) or 0.0
+
+
+class DeletingApi(DroppingApi):
+    """web is deleted on the API server while its next status write is in flight: the write
+    answers 404."""
+
+    async def write_workload_status(
+        self, namespace: str, name: str, status: dict[str, Any], version: str | None
+    ) -> dict[str, Any]:
+        if name == "web" and self.writes:
+            raise ApiError(404, "NotFound", 'workloads "web" not found')
+        return await super().write_workload_status(namespace, name, status, version)
+
+
+def test_a_write_that_finds_the_workload_deleted_frees_its_room_for_who_waits() -> None:
+    """web (on a, the only node) is rescheduled and its write answers 404: web is gone, its
+    room is free at once (counted as not_found, not failed), and db, waiting for capacity,
+    is queued again and placed on a."""
+
+    async def scenario() -> tuple[dict[str, int], bool, bool, list[str]]:
+        state, queue, api = ClusterState(), WorkQueue(), DeletingApi(lands=True)
+        api.dropped = True  # answered
+        state.upsert_node(node_object("a", cpu="1"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        state.upsert_workload(job("web"))
+        queue.add("ns/web")
+        await step(operator, queue)  # web on a
+        state.upsert_workload(job("db"))
+        queue.add("ns/db")
+        await step(operator, queue)  # db: no room, waits for capacity
+        web = copy.deepcopy(api.objects["web"])
+        web["metadata"]["resourceVersion"] = "99"
+        web["spec"]["resources"] = {"cpu": "500m"}
+        state.upsert_workload(web)
+        queue.add("ns/web")
+        gone = not_found()
+        assert await step(operator, queue) == "ns/web"  # its write: 404
+        gone = not_found() - gone
+        freed = free_cpu(state)
+        known, woken = "ns/web" in state.records, queue.busy("ns/db")
+        while len(queue):
+            await step(operator, queue)
+        assert gone == 1
+        return freed, known, woken, api.writes
+
+    freed, known, woken, applied = asyncio.run(scenario())
+    assert freed == {"a": 1000} and not known and woken
+    assert applied == ["web: ['a']", "db: []", "db: ['a']"]
