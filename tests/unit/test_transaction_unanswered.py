@@ -478,3 +478,34 @@ def test_a_write_that_finds_the_workload_deleted_frees_its_room_for_who_waits() 
     freed, known, woken, applied = asyncio.run(scenario())
     assert freed == {"a": 1000} and not known and woken
     assert applied == ["web: ['a']", "db: []", "db: ['a']"]
+
+
+def test_a_landed_write_that_gives_nothing_back_wakes_nobody() -> None:
+    """web grows from 500m to 1 cpu in place (a has 2): nothing is given back, so db (2 cpu,
+    waiting for capacity) is not queued again for nothing."""
+
+    async def scenario() -> tuple[bool, bool]:
+        state, queue, api = ClusterState(), WorkQueue(), DroppingApi(lands=True)
+        api.dropped = True  # every write answered
+        state.upsert_node(node_object("a", cpu="2"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        api.objects["web"]["spec"]["resources"] = {"cpu": "500m"}
+        state.upsert_workload(copy.deepcopy(api.objects["web"]))
+        queue.add("ns/web")
+        await step(operator, queue)  # web on a, 500m
+        api.objects["db"]["spec"]["resources"] = {"cpu": "2"}
+        state.upsert_workload(copy.deepcopy(api.objects["db"]))
+        queue.add("ns/db")
+        await step(operator, queue)  # db: no room, waits for capacity
+        waiting = "ns/db" in state.keys_waiting_for_capacity()
+        web = api.objects["web"]
+        web["spec"]["resources"] = {"cpu": "1"}
+        web["metadata"]["resourceVersion"] = str(int(web["metadata"]["resourceVersion"]) + 1)
+        state.upsert_workload(copy.deepcopy(web))
+        queue.add("ns/web")
+        assert await step(operator, queue) == "ns/web"  # grown in place: the write lands
+        assert api.writes[-1] == "web: ['a']"
+        return waiting, queue.busy("ns/db")
+
+    waiting, woken = asyncio.run(scenario())
+    assert waiting and not woken
