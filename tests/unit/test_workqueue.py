@@ -190,3 +190,22 @@ def test_no_delay_queues_the_key_at_once(delay: float) -> None:
         assert queue.busy("k") and await queue.get() == "k"
 
     asyncio.run(scenario())
+
+
+def test_a_worker_cancelled_after_being_woken_hands_the_key_to_another() -> None:
+    """One key wakes one waiting worker; if that worker is cancelled before it runs (the
+    operator stopping one of its workers), the wake-up goes to the next waiting worker, or
+    the key would wait for an unrelated add."""
+
+    async def scenario() -> str:
+        queue = WorkQueue()
+        first = asyncio.create_task(queue.get())
+        second = asyncio.create_task(queue.get())
+        await asyncio.sleep(0)  # both wait
+        queue.add("k")  # wakes the first only
+        first.cancel()  # before it runs
+        got = await asyncio.wait_for(second, 5)
+        assert first.cancelled()
+        return got
+
+    assert asyncio.run(scenario()) == "k"
