@@ -143,13 +143,14 @@ bench: $(STAMP) controlplane
 chaos: $(STAMP) controlplane
 	$(BIN)/python bench/chaos.py $(CHAOS_ARGS)
 
-# Mutation testing (not part of `make test`: about an hour here, see docs/development.md): mutmut
+# Mutation testing (not part of `make test`: hours here, see docs/development.md): mutmut
 # changes the scheduler core and the operator's kube layer one line at a time ([tool.mutmut] in
 # pyproject.toml) and runs the unit tests that call each changed function; then the report:
 # per module killed/scored and every surviving mutant by file and line, less the equivalent
 # ones listed in tests/mutation/equivalent.txt. Niced, two children at most, so benchmarks get
-# the CPU first. Verdicts are kept in mutants/: a second run re-checks only changed functions.
-# MUTANTS='controller.scheduler.ledger.*' make mutation   checks just those.
+# the CPU first. Verdicts are kept in mutants/: a second run checks only what is not checked
+# yet or changed since.
+# MUTANTS='controller.scheduler.ledger.*' make mutation   checks just those, again if checked.
 MUTANTS ?=
 MUTATION_FAIL_UNDER ?= 95
 mutation: $(STAMP)
