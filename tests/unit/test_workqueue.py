@@ -209,3 +209,31 @@ def test_a_worker_cancelled_after_being_woken_hands_the_key_to_another() -> None
         return got
 
     assert asyncio.run(scenario()) == "k"
+
+
+def test_a_reprioritised_key_keeps_its_arrival_among_its_new_equals() -> None:
+    """c, raised to 5, ranks among the keys of priority 5 by when it first arrived: before d,
+    added later at 5."""
+    priorities = {"a": 0, "b": 0, "c": 0, "d": 5}
+    queue = WorkQueue(priority_of=priorities.__getitem__)
+    queue.add_all(["a", "b", "c"])
+    priorities["c"] = 5
+    queue.add("c")
+    queue.add("d")
+    assert drain(queue) == ["c", "d", "a", "b"]
+
+
+def test_many_priority_changes_keep_the_order_and_each_key_once() -> None:
+    """A waiting key re-prioritised again and again (its Workload's PriorityClass edited)
+    leaves stale entries behind; past a bound they are dropped in one rebuild, and the order
+    and the once-per-key rule hold through it."""
+    priorities = {"a": 0, "b": 0, "c": 0}
+    queue = WorkQueue(priority_of=priorities.__getitem__)
+    queue.add_all(["a", "b", "c"])
+    for step in range(200):
+        priorities["b"] = step % 7
+        queue.add("b")
+    priorities["a"] = 10
+    queue.add("a")
+    assert len(queue) == 3
+    assert drain(queue) == ["a", "b", "c"]  # b ends at 199 % 7 = 3
