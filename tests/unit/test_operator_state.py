@@ -392,3 +392,21 @@ def test_a_refused_spec_keeps_the_status_it_records_for_the_invalid_status_writt
     assert record is not None and record.status is not None
     assert record.status.phase is None and record.status.message is None
     assert [(p.node, p.alloc_id, p.score) for p in record.status.placements] == [("a", "ns/w-0", 7)]
+
+
+@pytest.mark.parametrize(
+    ("candidate", "known", "newer"),
+    [
+        ("5", "5", True),  # the same version again is not older (a LIST and a watch both)
+        ("6", "5", True),
+        ("4", "5", False),  # a stale event, after what a LIST already told
+        ("10", "9", True),  # integers, not strings: "10" < "9" as text
+        (None, "5", True),
+        ("5", None, True),
+        ("abc", "5", True),  # not an etcd integer: opaque, so it counts as new
+    ],
+)
+def test_is_newer_orders_etcd_resource_versions_and_trusts_anything_else(
+    candidate: str | None, known: str | None, newer: bool
+) -> None:
+    assert state_module.is_newer(candidate, known) is newer
