@@ -410,3 +410,24 @@ def test_is_newer_orders_etcd_resource_versions_and_trusts_anything_else(
     candidate: str | None, known: str | None, newer: bool
 ) -> None:
     assert state_module.is_newer(candidate, known) is newer
+
+
+def test_an_update_keeps_what_the_operator_learnt_of_the_workload() -> None:
+    """A newer event replaces the record's object and version and takes its generation (the
+    status's observedGeneration), but keeps what the operator learnt: who can cure its last
+    decision (so it stays among those waiting for capacity), the version its own last write
+    produced, and when its first unanswered event came (the end-to-end latency's start)."""
+    state = ClusterState()
+    first = state.upsert_workload(wl_obj("w", "5"))
+    assert first is not None and first.seen is not None and first.generation == 1
+    first.code, first.written_version, first.seen = Code.UNSCHEDULABLE, "4", 123.0
+    changed = wl_obj("w", "6")
+    changed["metadata"]["generation"] = 2
+    record = state.upsert_workload(changed)
+    assert record is not None and record is not first
+    assert (record.resource_version, record.generation) == ("6", 2)
+    assert (record.code, record.written_version, record.seen) == (Code.UNSCHEDULABLE, "4", 123.0)
+    assert "ns/w" in state.keys_waiting_for_capacity()
+    record.seen = None  # answered by a write: the next event starts a new clock
+    again = state.upsert_workload(wl_obj("w", "7"))
+    assert again is not None and again.seen is not None and again.seen != 123.0
