@@ -431,3 +431,16 @@ def test_an_update_keeps_what_the_operator_learnt_of_the_workload() -> None:
     record.seen = None  # answered by a write: the next event starts a new clock
     again = state.upsert_workload(wl_obj("w", "7"))
     assert again is not None and again.seen is not None and again.seen != 123.0
+
+
+def test_a_noexecute_taint_without_a_time_counts_from_when_it_was_first_seen() -> None:
+    """kube's taint-eviction controller counts a NoExecute taint from when it first saw it:
+    the state stamps the taint with its clock when it arrives, and keeps that time through
+    the Node's later updates (a relabel at a later clock does not restart the count)."""
+    now = [1000.0]
+    state = ClusterState(clock=lambda: now[0])
+    taint = [{"key": "maintenance", "effect": "NoExecute"}]
+    state.upsert_node(versioned(node_object("a", taints=taint), "1"))
+    now[0] = 2000.0
+    state.upsert_node(versioned(node_object("a", taints=taint, labels={"x": "y"}), "2"))
+    assert [(t.key, t.time_added) for t in state.nodes["a"].taints] == [("maintenance", 1000.0)]
