@@ -444,3 +444,24 @@ def test_a_noexecute_taint_without_a_time_counts_from_when_it_was_first_seen() -
     now[0] = 2000.0
     state.upsert_node(versioned(node_object("a", taints=taint, labels={"x": "y"}), "2"))
     assert [(t.key, t.time_added) for t in state.nodes["a"].taints] == [("maintenance", 1000.0)]
+
+
+@pytest.mark.parametrize("metadata", ["a", {"name": ["a"], "resourceVersion": "3"}], ids=str)
+def test_a_node_whose_metadata_cannot_be_read_is_counted_not_stored(metadata: object) -> None:
+    state = ClusterState()
+    errors = read_errors()
+    obj = node_object("a")
+    obj["metadata"] = metadata
+    assert state.upsert_node(obj) is None
+    assert state.nodes == {} and read_errors() == errors + 1
+
+
+def test_an_unreadable_node_without_labels_is_read_again_when_it_changes() -> None:
+    state = ClusterState()
+    broken = versioned(node_object("a", cpu="8Ei"), "1")
+    broken["metadata"].pop("labels", None)
+    assert state.upsert_node(broken) == "a"
+    fixed = versioned(node_object("a", cpu="4"), "2")
+    fixed["metadata"].pop("labels", None)
+    assert state.upsert_node(fixed) == "a"
+    assert state.nodes["a"].eligible and state.nodes["a"].cpu == 4000
