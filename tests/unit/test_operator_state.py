@@ -367,11 +367,10 @@ def test_a_node_without_a_usable_name_is_logged_and_counted_once_per_version(
         assert state.upsert_node(nameless) is None
         assert state.upsert_node(copy.deepcopy(nameless)) is None  # the same event again
     assert state.nodes == {} and read_errors() == errors + 1
-    logged = [r.getMessage() for r in caplog.records]
-    assert len(logged) == 1
-    assert logged[0].startswith(
+    assert [r.getMessage() for r in caplog.records] == [
         "Node (no valid name) (resourceVersion 9) cannot be read, treated as not ready: "
-    )
+        "metadata.name is required"
+    ]
 
 
 def test_a_refused_spec_keeps_the_status_it_records_for_the_invalid_status_written() -> None:
@@ -456,12 +455,31 @@ def test_a_node_whose_metadata_cannot_be_read_is_counted_not_stored(metadata: ob
     assert state.nodes == {} and read_errors() == errors + 1
 
 
-def test_an_unreadable_node_without_labels_is_read_again_when_it_changes() -> None:
+def unlabelled(cpu: str, version: str) -> dict[str, Any]:
+    obj = versioned(node_object("a", cpu=cpu), version)
+    obj["metadata"].pop("labels", None)
+    return obj
+
+
+@pytest.mark.parametrize("first_good", [False, True], ids=["broken-first", "good-first"])
+def test_an_unreadable_node_without_labels_is_read_again_when_it_changes(first_good: bool) -> None:
+    """A Node that becomes readable again is read again, even with the very labels and parts
+    it had before it broke (nothing of the broken one is kept to compare with), and its
+    unreadable mark is gone."""
     state = ClusterState()
-    broken = versioned(node_object("a", cpu="8Ei"), "1")
-    broken["metadata"].pop("labels", None)
-    assert state.upsert_node(broken) == "a"
-    fixed = versioned(node_object("a", cpu="4"), "2")
-    fixed["metadata"].pop("labels", None)
-    assert state.upsert_node(fixed) == "a"
+    if first_good:
+        assert state.upsert_node(unlabelled("4", "1")) == "a"
+    assert state.upsert_node(unlabelled("8Ei", "2")) == "a"
+    assert not state.nodes["a"].eligible and "a" in state.unreadable_nodes
+    assert state.upsert_node(unlabelled("4", "3")) == "a"
     assert state.nodes["a"].eligible and state.nodes["a"].cpu == 4000
+    assert state.unreadable_nodes == {}
+
+
+def test_a_stale_event_does_not_revive_an_unreadable_node() -> None:
+    """An event older than the unreadable version already seen (a LIST told 7, a delayed
+    watch event brings 6) changes nothing: the Node stays unreadable until a newer one."""
+    state = ClusterState()
+    assert state.upsert_node(unlabelled("8Ei", "7")) == "a"
+    assert state.upsert_node(unlabelled("4", "6")) is None
+    assert not state.nodes["a"].eligible
