@@ -483,3 +483,21 @@ def test_a_stale_event_does_not_revive_an_unreadable_node() -> None:
     assert state.upsert_node(unlabelled("8Ei", "7")) == "a"
     assert state.upsert_node(unlabelled("4", "6")) is None
     assert not state.nodes["a"].eligible
+
+
+def test_an_event_during_a_write_in_flight_leaves_the_assumption_booked() -> None:
+    """While a status write of w is in flight its assumption is w's booking (the
+    transaction settles it): an event of w meanwhile (an older status, without the decision)
+    updates the record but must not book over the assumption."""
+    state = ClusterState()
+    state.upsert_node(versioned(node_object("a", cpu="4"), "1"))
+    state.table()
+    state.upsert_workload(wl_obj("w", "5"))
+    decided = (Booking("a", "ns/w-0", 1000, 0),)
+    state.ledger.assume("ns/w", decided)
+    relabelled = wl_obj("w", "6")
+    relabelled["metadata"]["labels"] = {"team": "x"}
+    record = state.upsert_workload(relabelled)
+    assert record is not None and record.resource_version == "6"
+    assert state.ledger.bookings("ns/w") == decided
+    assert int(state.ledger.used_cpu[0]) == 1000
