@@ -262,9 +262,19 @@ def test_a_read_back_that_fails_keeps_both_outcomes_and_retries_after_a_backoff(
     assert backing_off == 1 and again == "ns/web"
     assert after == {"a": 0} and applied == ["web: ['a']"]  # read back unplaced, placed on a
     # web's second failure in a row (the unanswered write was the first): 0.01 s * 2
-    assert [r.getMessage() for r in caplog.records if "back failed" in r.getMessage()] == [
-        "reading ns/web back failed (GET: ServerDisconnectedError: Server disconnected);"
-        " retrying in 0.02s"
+    assert [
+        (r.levelname, r.getMessage()) for r in caplog.records if "failed" in r.getMessage()
+    ] == [
+        (
+            "WARNING",
+            "status write for ns/web failed (PATCH status: ServerDisconnectedError: Server "
+            "disconnected); retrying in 0.01s",
+        ),
+        (
+            "WARNING",
+            "reading ns/web back failed (GET: ServerDisconnectedError: Server disconnected);"
+            " retrying in 0.02s",
+        ),
     ]
 
 
@@ -509,3 +519,36 @@ def test_a_landed_write_that_gives_nothing_back_wakes_nobody() -> None:
 
     waiting, woken = asyncio.run(scenario())
     assert waiting and not woken
+
+
+def test_a_conflicting_write_is_counted_as_a_conflict_and_logged_as_routine(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A 409 (the object changed since it was read) is the API server's optimistic
+    concurrency at work, not a fault: counted under ``conflict``, logged at INFO, retried."""
+
+    async def scenario() -> tuple[float, int]:
+        state, queue, api = ClusterState(), WorkQueue(), DroppingApi(lands=True)
+        api.dropped = True  # answered
+        state.upsert_node(node_object("a", cpu="1"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        state.upsert_workload(job("web", version=9))  # older than the API server's 10: 409
+        queue.add("ns/web")
+        labels = {"outcome": "conflict"}
+        before = REGISTRY.get_sample_value("orca_status_writes_total", labels) or 0.0
+        await step(operator, queue)
+        after = REGISTRY.get_sample_value("orca_status_writes_total", labels) or 0.0
+        return after - before, queue.backing_off
+
+    with caplog.at_level(logging.INFO, logger="orca"):
+        conflicts, backing_off = asyncio.run(scenario())
+    assert conflicts == 1 and backing_off == 1
+    assert [
+        (r.levelname, r.getMessage()) for r in caplog.records if "failed" in r.getMessage()
+    ] == [
+        (
+            "INFO",
+            "status write for ns/web failed (409 Conflict: the object has been modified);"
+            " retrying in 0.05s",
+        )
+    ]
