@@ -552,3 +552,50 @@ def test_a_conflicting_write_is_counted_as_a_conflict_and_logged_as_routine(
             " retrying in 0.05s",
         )
     ]
+
+
+class OvertakingApi(DroppingApi):
+    """web's write is refused (409): another replica's write moved web to b meanwhile (the
+    split-brain chaos scenario), and its watch event arrived before the refusal."""
+
+    def __init__(self, state: ClusterState) -> None:
+        super().__init__(lands=True)
+        self.state = state
+
+    async def write_workload_status(
+        self, namespace: str, name: str, status: dict[str, Any], version: str | None
+    ) -> dict[str, Any]:
+        if name == "web" and self.writes:
+            newer = copy.deepcopy(self.objects["web"])
+            newer["metadata"]["resourceVersion"] = "50"
+            newer["status"] = {
+                "placements": [{"node": "b", "allocId": "ns/web-0", "score": 1}],
+                "resources": {"cpu": "1"},
+            }
+            self.objects["web"] = newer
+            self.state.upsert_workload(copy.deepcopy(newer))
+            raise ApiError(409, "Conflict", "the object has been modified")
+        return await super().write_workload_status(namespace, name, status, version)
+
+
+def test_a_refused_write_books_what_the_workload_records_now_not_what_it_had() -> None:
+    """web is on a; its next write (a move) is refused because another replica moved it to b
+    meanwhile, and that event came while the write was in flight (not booked then). The
+    rollback must book web where the object now has it (b), not restore a."""
+
+    async def scenario() -> dict[str, int]:
+        state, queue = ClusterState(), WorkQueue()
+        api = OvertakingApi(state)
+        api.dropped = True  # answered
+        for name in ("a", "b"):
+            state.upsert_node(node_object(name, cpu="1"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        state.upsert_workload(job("web"))
+        queue.add("ns/web")
+        await step(operator, queue)  # web on a
+        state.upsert_node(node_object("a", cpu="1", cordoned=True))
+        queue.add("ns/web")
+        await step(operator, queue)  # a move: refused, web is on b now
+        return free_cpu(state)
+
+    assert asyncio.run(scenario()) == {"a": 1000, "b": 0}
