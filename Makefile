@@ -25,7 +25,7 @@ BUILD_REQUIRES = $(PYTHON) -c 'import tomllib; \
 	print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
 
 .PHONY: demo demo-stop test lint lock-check unit integration controlplane gitops prometheus \
-	dashboard bench chaos clean image image-lock node node-tools release helm
+	dashboard crd chart bench chaos clean image image-lock node node-tools release helm
 
 # The dev environment starts from the locked runtime versions, so tests run what the image runs.
 $(STAMP): pyproject.toml
@@ -103,6 +103,21 @@ image-lock: $(STAMP) node-tools
 # Regenerate the Grafana dashboard from controller/operator/telemetry/dashboard.py (a unit test fails on drift).
 dashboard: $(STAMP)
 	$(BIN)/orca dashboard > manifests/monitoring/grafana-dashboard.json
+	@$(MAKE) --no-print-directory chart
+
+# Regenerate the Workload CRD from controller/api/models.py (tests/unit/test_crd.py fails on drift).
+crd: $(STAMP)
+	$(BIN)/orca crd > crds/workloads.orca.cloudinit.dev.yaml
+	@$(MAKE) --no-print-directory chart
+
+# Helm reads nothing outside the chart's directory: the chart carries copies of the generated
+# CRD, the dashboard and the alert rules, made here, never by hand (tests/packaging/test_chart.py
+# fails when one differs). `make crd` and `make dashboard` run this.
+CHART := charts/orca-controller
+chart:
+	cp crds/workloads.orca.cloudinit.dev.yaml $(CHART)/crds/
+	cp manifests/monitoring/grafana-dashboard.json manifests/monitoring/prometheusrule.yaml \
+		$(CHART)/files/
 
 demo: $(STAMP) controlplane
 	bash hack/demo.sh start

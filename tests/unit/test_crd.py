@@ -19,7 +19,8 @@ CHECKED_IN = Path(__file__).resolve().parents[2] / "crds" / f"{CRD_NAME}.yaml"
 
 def test_checked_in_crd_matches_the_models() -> None:
     assert CHECKED_IN.read_text() == workload_crd_yaml(), (
-        "crds/ drifted from controller/api/models.py: run `orca crd > " + str(CHECKED_IN) + "`"
+        "crds/ drifted from controller/api/models.py: run `make crd` (it writes crds/ and "
+        "the Helm chart's copy)"
     )
 
 
