@@ -25,7 +25,7 @@ BUILD_REQUIRES = $(PYTHON) -c 'import tomllib; \
 	print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
 
 .PHONY: demo demo-stop test lint lock-check unit integration controlplane gitops prometheus \
-	dashboard crd chart bench chaos clean image image-lock node node-tools release helm
+	dashboard crd chart docs bench chaos clean image image-lock node node-tools release helm
 
 # The dev environment starts from the locked runtime versions, so tests run what the image runs.
 $(STAMP): pyproject.toml
@@ -99,6 +99,12 @@ release: $(STAMP) node-tools controlplane helm
 # Rewrite hack/image/debian.lock from the versions Debian serves now (after a point release).
 image-lock: $(STAMP) node-tools
 	$(BIN)/python -m controller.devcluster.image lock
+
+# The pages of docs/ generated from the code (unit tests fail when a checked-in one drifts): the
+# API reference from the CRD, the command-line reference from the parser.
+docs: $(STAMP)
+	$(BIN)/orca crd --markdown > docs/reference/api.md
+	$(BIN)/python -m controller.cli.reference > docs/reference/cli.md
 
 # Regenerate the Grafana dashboard from controller/operator/telemetry/dashboard.py (a unit test fails on drift).
 dashboard: $(STAMP)

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_scheduler import workload
 from controller.api.models import Workload
-from controller.scheduler.celexpr import CelCompileError, compile_expression
+from controller.scheduler.celexpr import CelCompileError, cel_view, compile_expression
 from controller.scheduler.nodes import NodeInfo
 from controller.scheduler.plan import plan
 
@@ -169,7 +169,7 @@ def overhead(nodes: list[NodeInfo], repeats: int) -> None:
     from celpy.adapter import json_to_cel
 
     node = nodes[0]
-    activation = {"node": json_to_cel(node.cel_view(node.cpu, node.memory))}
+    activation = {"node": json_to_cel(cel_view(node, node.cpu, node.memory))}
     for source in ORDINARY:
         expr = compile_expression(source)
         plain, metered = [], []

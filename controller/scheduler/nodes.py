@@ -117,20 +117,6 @@ class NodeInfo(BaseModel):
         """Takes new placements: Ready and not cordoned."""
         return self.ready and not self.unschedulable
 
-    def cel_view(self, free_cpu: int, free_memory: int) -> dict[str, Any]:
-        """The ``node`` variable as CEL expressions see it (camelCase field names)."""
-        return {
-            "hostname": self.hostname,
-            "runtimes": list(self.runtimes),
-            "tags": list(self.tags),
-            "labels": dict(self.labels),
-            "kind": self.kind,
-            "cpu": self.cpu,
-            "memory": self.memory,
-            "freeCpu": free_cpu,
-            "freeMemory": free_memory,
-        }
-
 
 class NodeError(ValueError):
     """A Node object that cannot be read (what is wrong, in the user's field names)."""

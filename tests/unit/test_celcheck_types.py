@@ -201,7 +201,8 @@ def _files(tmp_path: Path, spec: dict[str, Any]) -> tuple[str, str]:
         ),
         (
             {"affinity": [{"target": "web\n", "weight": 1}]},
-            "a Workload name must not have whitespace or a newline around it (write 'web')",
+            "Workload shop/x: spec.affinity[0]: target: a Workload name must not have "
+            "whitespace or a newline around it",
         ),
     ],
     ids=["constraint-not-bool", "affinity-mismatch", "unknown-field", "padded-name"],
