@@ -406,7 +406,7 @@ class AffinityRule(_Ruled, json_schema_extra=validations(*_AFFINITY_RULES)):
 
     @property
     def is_workload_name(self) -> bool:
-        """The deterministic rule of DESIGN.md 2: a DNS-1123 label, the whole string,
+        """The deterministic rule of docs/design.md 2: a DNS-1123 label, the whole string,
         names a Workload."""
         return DNS1123_LABEL.fullmatch(self.target) is not None
 

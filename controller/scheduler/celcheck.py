@@ -56,7 +56,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
 from controller.api.models import MAX_EXPRESSION_LENGTH
 
-# -- declared limits (README "CEL budgets") ---------------------------------------------------
+# -- declared limits (docs/workloads.md, "CEL budgets") --------------------------------------
 MAX_NESTING: Final = 32
 """Parentheses, brackets and braces nested deeper than this are refused before parsing."""
 MAX_TREE_HEIGHT: Final = 420
@@ -147,7 +147,7 @@ class NodeField:
 
 #: The ``node`` variable, declared once: the checker types expressions with it, the evaluator
 #: builds each node's value (``celexpr.cel_view``) and its memo keys (the fields an
-#: expression reads) from it. camelCase, as the user writes it (DESIGN.md 3).
+#: expression reads) from it. camelCase, as the user writes it (docs/design.md 3).
 NODE: Final[dict[str, NodeField]] = {
     "hostname": NodeField(CelType("string", MAX_HOSTNAME), attribute="hostname"),
     "runtimes": NodeField(CelType("list", MAX_LIST_ITEMS, elem=_NAME), attribute="runtimes"),

@@ -1,4 +1,4 @@
-"""The operator against a real kube-apiserver + etcd (DESIGN.md 5, issue 4).
+"""The operator against a real kube-apiserver + etcd (docs/design.md 5, issue 4).
 
 Each test runs ``orca run`` in a subprocess scoped to a fresh namespace, creates Nodes as plain
 API objects and applies Workloads with kubectl, then reads back what a user would see.

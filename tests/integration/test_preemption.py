@@ -1,4 +1,4 @@
-"""Priority and preemption with the operator on a real kube-apiserver + etcd (DESIGN.md 4,
+"""Priority and preemption with the operator on a real kube-apiserver + etcd (docs/design.md 4,
 issue 12): PriorityClasses created through the API (and the two the API server creates
 itself), a full cluster, a high-priority Job that preempts the lowest-priority replica, the
 victim's status, Event and requeue, and a SIGKILL between the victims' writes and the

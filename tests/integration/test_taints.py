@@ -1,5 +1,5 @@
 """Taints, tolerations, resizes and capacity-freed requeues, with the operator on a real
-kube-apiserver + etcd (DESIGN.md 4 and 5; issues 7 and 9). Taints are set with ``kubectl
+kube-apiserver + etcd (docs/design.md 4 and 5; issues 7 and 9). Taints are set with ``kubectl
 taint``, as a cluster operator would."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Topology spread with the operator on a real kube-apiserver + etcd (DESIGN.md 4, issue 12):
+"""Topology spread with the operator on a real kube-apiserver + etcd (docs/design.md 4, issue 12):
 a Service spread over three zones, a constraint that cannot be met (its status message, and the
 requeue when capacity frees), and the API server refusing invalid ``topologySpread``."""
 

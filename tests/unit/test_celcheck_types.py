@@ -5,7 +5,7 @@ Standard Definitions": each operator's overloads) and cel-go's checker, whose me
 uses (``checker/errors.go``: ``found no matching overload for '<fn>' applied to '<args>'``);
 the bool requirement is the Kubernetes API server's for CRD validation rules
 (``apiextensions-apiserver/pkg/apiserver/schema/cel/compilation.go``: "cel expression must
-evaluate to a bool"). ``node``'s field types are orca's declaration (DESIGN.md 3). Then: the
+evaluate to a bool"). ``node``'s field types are orca's declaration (docs/design.md 3). Then: the
 same refusal through the scheduler (``Invalid``), the operator, ``orca plan`` (exit 2) and an
 affinity target that is a name with whitespace around it.
 """

@@ -145,7 +145,7 @@ def test_descriptions_are_written_for_users() -> None:
     [
         ("A Toleration; ``tolerationSeconds`` is ignored.", "rst"),
         ("See :ref:`taints`.", "rst"),
-        ("As in DESIGN.md 4.", "file"),
+        ("As in docs/design.md 4.", "file"),
         ("See controller/core/status.py.", "file"),
         ("The label runtime.orca.cloudinit.dev/<name>, e.g. topology.kubernetes.io/zone.", None),
         ("More info: https://git.k8s.io/community/api-conventions.md#metadata", None),

@@ -1,4 +1,4 @@
-"""Node lifecycle as Kubernetes defines it (DESIGN.md 5, issue 21), cases computed by hand from
+"""Node lifecycle as Kubernetes defines it (docs/design.md 5, issue 21), cases computed by hand from
 kube's code, v1.36.3:
 
 - the node lifecycle controller taints a node whose Ready condition is False with

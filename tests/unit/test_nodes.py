@@ -1,4 +1,4 @@
-"""Node object -> NodeInfo (DESIGN.md 3) and the NodeTable snapshot."""
+"""Node object -> NodeInfo (docs/design.md 3) and the NodeTable snapshot."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``orca plan --drain / --add-nodes``: the what-if answers, through the command a user runs.
 
-Every expected answer below is worked out by hand from the rules (DESIGN.md 4 and 5, and
+Every expected answer below is worked out by hand from the rules (docs/design.md 4 and 5, and
 kube-scheduler's where orca follows it), in the comment beside the case, not read off the
 scheduler: the placements, the moves, what finds no place, and the smallest node counts.
 Capacity is in cpu only (memory requests 0, so the memory part of every score is 100 and the
