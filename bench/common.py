@@ -102,8 +102,11 @@ def format_figure(value: object) -> str:
         return str(value)
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    value = float(f"{value:.3g}")  # 99.96 -> 100.0, shown as 100
     magnitude = abs(value)
-    if isinstance(value, int) or magnitude >= 100:
+    if magnitude >= 100:
         return f"{value:,.0f}"
     if magnitude >= 10:
         return f"{value:.1f}"
