@@ -126,6 +126,7 @@ def figures(row: Row) -> dict[str, Any]:
         "converge, median_s": statistics.median(times) if times else None,
         "converge, max_s": times[-1] if times else None,
         **row.figures,
+        **({"notes": "; ".join(row.notes)} if row.notes else {}),
     }
 
 

@@ -81,13 +81,17 @@ def child_usage(usage: resource.struct_rusage) -> tuple[float, float]:
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    """Rows under headers, the first column left-aligned and the others right-aligned."""
+    """Rows under headers: a column of numbers right-aligned, any other left-aligned."""
     cells = [[str(h) for h in headers], *[[_cell(v) for v in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    numeric = [
+        bool(rows) and all(isinstance(row[i], int | float) for row in rows)
+        for i in range(len(headers))
+    ]
     for row in cells:
-        first, *rest = row
-        line = first.ljust(widths[0]) + "".join(
-            f"  {c.rjust(w)}" for c, w in zip(rest, widths[1:], strict=True)
+        line = "  ".join(
+            c.rjust(w) if right else c.ljust(w)
+            for c, w, right in zip(row, widths, numeric, strict=True)
         )
         print(line.rstrip(), flush=True)
 
@@ -131,7 +135,7 @@ def record(name: str, figures: Figures, command: str, directory: Path = RESULTS)
         "figures": _rounded(figures),
         "command": command,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": _commit(),
+        "commit": COMMIT_AT_START,
         "machine": _machine(),
     }
     directory.mkdir(parents=True, exist_ok=True)
@@ -165,6 +169,10 @@ def _commit() -> dict[str, Any]:
     except (OSError, subprocess.CalledProcessError) as e:
         return {"sha": None, "dirty": None, "error": str(e).splitlines()[0]}
     return {"sha": head, "dirty": bool(changes)}
+
+
+#: The code the bench runs: HEAD when it started, and whether the tree differed from it.
+COMMIT_AT_START = _commit()
 
 
 def _machine() -> dict[str, Any]:
