@@ -93,6 +93,9 @@ def test_record_writes_figures_with_their_provenance(tmp_path: Path) -> None:
         ("etcd_cpu_s_per_s", ("etcd", "CPU s/s")),
         ("CPU per event_us", ("CPU per event", "µs")),
         ("replicas placed", ("replicas placed", "")),
+        ("kube_apiserver_cpu_s_per_s", ("kube_apiserver", "CPU s/s")),
+        ("cold_us_per_pair", ("cold", "µs per (workload, node)")),
+        ("orca_series", ("orca_series", "")),
     ],
 )
 def test_a_figures_unit_is_its_names_suffix(key: str, shown: tuple[str, str]) -> None:
