@@ -25,7 +25,7 @@ BUILD_REQUIRES = $(PYTHON) -c 'import tomllib; \
 	print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
 
 .PHONY: demo demo-stop test lint lock-check unit integration controlplane gitops prometheus \
-	dashboard crd chart docs bench chaos clean image image-lock node node-tools release helm
+	dashboard crd chart docs bench-docs bench chaos clean image image-lock node node-tools release helm
 
 # The dev environment starts from the locked runtime versions, so tests run what the image runs.
 $(STAMP): pyproject.toml
@@ -101,10 +101,16 @@ image-lock: $(STAMP) node-tools
 	$(BIN)/python -m controller.devcluster.image lock
 
 # The pages of docs/ generated from the code (unit tests fail when a checked-in one drifts): the
-# API reference from the CRD, the command-line reference from the parser.
-docs: $(STAMP)
+# API reference from the CRD, the command-line reference from the parser, and bench-docs' pages.
+docs: $(STAMP) bench-docs
 	$(BIN)/orca crd --markdown > docs/reference/api.md
 	$(BIN)/python -m controller.cli.reference > docs/reference/cli.md
+
+# docs/benchmarks.md and docs/faults.md from the benches' and chaos scenarios' docstrings and
+# the results they recorded in bench/results/ (run after a bench, commit both).
+bench-docs: $(STAMP)
+	$(BIN)/python -m bench.report > docs/benchmarks.md
+	$(BIN)/python -m bench.report --faults > docs/faults.md
 
 # Regenerate the Grafana dashboard from controller/operator/telemetry/dashboard.py (a unit test fails on drift).
 dashboard: $(STAMP)

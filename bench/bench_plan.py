@@ -39,8 +39,11 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from bench.bench_manifests import node_object, write_nodes
 from bench.bench_scheduler import random_spec
+from bench.common import child_usage, command_line, record
 
 ORCA = Path(sys.executable).with_name("orca")
 TIMINGS = re.compile(r"^orca plan: timings: (.*)$", re.MULTILINE)
@@ -122,10 +125,11 @@ def run_cli(
         for part in found.group(1).split(", "):
             name, _, value = part.rpartition(" ")[0].rpartition(" ")
             phases[name] = float(value)
+    cpu, rss_mb = child_usage(usage)
     return Run(
         wall=wall,
-        cpu=usage.ru_utime + usage.ru_stime,
-        rss_mb=usage.ru_maxrss / 1024,
+        cpu=cpu,
+        rss_mb=rss_mb,
         phases=phases,
         exit_code=child.returncode,
     )
@@ -188,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"writing the inputs failed ({writer.exitcode})")
         shape = "lean" if args.lean_nodes else "kubelet-shaped"
         print(f"{args.nodes} {shape} Nodes, {nodes.stat().st_size / 1e6:.1f} MB of YAML")
+        figures: dict[str, Any] = {"nodes file_mb": nodes.stat().st_size / 1e6}
         for count in args.workloads:
             workloads = Path(tmp) / f"workloads-{count}.yaml"
             out = Path(tmp) / f"plan-{count}.json"
@@ -201,6 +206,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"{best.cpu:5.2f} s CPU  {count / best.wall:7,.0f} Workloads/s end to end  "
                 f"peak RSS {best.rss_mb:4.0f} MB  exit {best.exit_code}"
             )
+            figures[f"{args.nodes} {shape} nodes, {count} workloads"] = {
+                "first decision_s": first,
+                "total wall_s": best.wall,
+                "cpu_s": best.cpu,
+                "end to end_workloads_per_s": count / best.wall,
+                "peak RSS_mb": best.rss_mb,
+                "exit code": best.exit_code,
+                **{f"phase: {k}_s": v for k, v in best.phases.items() if k != "first decision"},
+            }
             if best.phases:
                 print("       " + ", ".join(f"{k} {v:.2f} s" for k, v in best.phases.items()))
             if args.save:
@@ -208,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                 (args.save / out.name).write_bytes(out.read_bytes())
             if args.compare:
                 print("       " + compare(out, args.compare / out.name))
+    record("bench_plan", figures, command_line(argv))
     return 0
 
 

@@ -37,12 +37,12 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_vs_kube_scheduler import (
-    cpu_seconds,
     node_objects,
     pod_object,
     wait_default_service_account,
     workload_object,
 )
+from bench.common import command_line, cpu_seconds, record
 from controller.devcluster.controlplane import ControlPlane
 from controller.inputs.manifests import parse_workload
 from controller.operator.events import PendingEvent
@@ -159,7 +159,10 @@ async def one_kind(
     return costs
 
 
-async def run(plane: ControlPlane, workdir: Path, count: int, rounds: int) -> None:
+async def run(
+    plane: ControlPlane, workdir: Path, count: int, rounds: int
+) -> dict[str, dict[str, float]]:
+    figures: dict[str, dict[str, float]] = {}
     shipped = yaml.safe_load(CRD.read_text())
     api = KubeApi(load_configuration(str(plane.kubeconfig_path)), max_connections=64)
     try:
@@ -182,6 +185,8 @@ async def run(plane: ControlPlane, workdir: Path, count: int, rounds: int) -> No
                 print(f"round {round_}  {kind:22s} {cells}", flush=True)
                 writes = [costs["placement write"], *([costs["Event"]] if "Event" in costs else [])]
                 totals[kind] = sum(c.server_ms for c in writes)
+                for what, c in costs.items():
+                    figures.setdefault(f"round {round_}", {})[f"{kind}: {what}_ms"] = c.server_ms
                 if kind == WORKLOAD:
                     client = " + ".join(f"{c.client_ms:.2f}" for c in writes)
                     print(
@@ -197,6 +202,7 @@ async def run(plane: ControlPlane, workdir: Path, count: int, rounds: int) -> No
             )
     finally:
         await api.close()
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="orca-server-cost-") as tmp,
         ControlPlane(Path(tmp) / "cp") as plane,
     ):
-        asyncio.run(run(plane, Path(tmp), args.objects, args.rounds))
+        figures = asyncio.run(run(plane, Path(tmp), args.objects, args.rounds))
+    record("bench_server_cost", figures, command_line(argv))
     return 0
 
 

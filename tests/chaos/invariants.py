@@ -35,6 +35,10 @@ The scenarios use neither PriorityClasses (preemption) nor the rebalancer, so th
 of a move are the ones listed under "kept". Capacity assumes nodes never shrink (DESIGN 5:
 "capacity changes never evict", so a shrunken node may legitimately be over-committed); no
 scenario shrinks one.
+
+A scenario's "converge" figure is the time from the end of its fault (the restart, the thaw,
+the server back, the cuts stopped) to the first observation where the liveness invariants hold
+as well.
 """
 
 from __future__ import annotations
