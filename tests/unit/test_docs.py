@@ -19,8 +19,9 @@ CODE = re.compile(r"`[^`\n]*`")
 
 
 def _slug(heading: str) -> str:
-    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes."""
-    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    """GitHub's anchor for a heading: lower case, punctuation but ``-`` and ``_`` dropped,
+    spaces to dashes."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
