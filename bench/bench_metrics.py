@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from controller.operator.state import ClusterState
 from controller.operator.telemetry.gauges import INTERVAL, GaugeExporter
 from controller.operator.workqueue import WorkQueue
-from tests.factories import node_object
+from tests.support.factories import node_object
 
 
 def workload(i: int, nodes: int, rng: random.Random) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
-from tests.integration.harness import OperatorProcess, free_port, phase, workload_obj
+from tests.support.harness import OperatorProcess, free_port, phase, workload_obj
 
 pytestmark = pytest.mark.controlplane
 

@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
-from tests.factories import node_object
-from tests.integration.harness import Cluster, OperatorProcess, phase, placements, workload_obj
 from tests.integration.test_operator import placed
+from tests.support.factories import node_object
+from tests.support.harness import Cluster, OperatorProcess, phase, placements, workload_obj
 
 pytestmark = pytest.mark.controlplane
 

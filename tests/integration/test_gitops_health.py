@@ -31,8 +31,8 @@ from controller.scheduler.ledger import Booking
 from controller.scheduler.preemption import Victim, preempted_status
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import status_from_decision
-from tests.factories import NOW, ledger_for, node, node_object, workload
-from tests.integration.harness import (
+from tests.support.factories import NOW, ledger_for, node, node_object, workload
+from tests.support.harness import (
     REPO_ROOT,
     Cluster,
     OperatorProcess,

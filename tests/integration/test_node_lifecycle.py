@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane, NodeTiming
-from tests.factories import node_object
-from tests.integration.harness import (
+from tests.support.factories import node_object
+from tests.support.harness import (
     INSTALL,
     Cluster,
     OperatorProcess,

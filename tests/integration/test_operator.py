@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane
-from tests.factories import node_object
-from tests.integration.harness import (
+from tests.support.factories import node_object
+from tests.support.harness import (
     REPO_ROOT,
     Cluster,
     OperatorProcess,

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane
-from tests.factories import node_object
-from tests.integration.harness import (
+from tests.integration.test_explain import orca_explain
+from tests.integration.test_operator import placed
+from tests.support.factories import node_object
+from tests.support.harness import (
     Cluster,
     OperatorProcess,
     phase,
@@ -24,8 +26,6 @@ from tests.integration.harness import (
     usage_per_node,
     workload_obj,
 )
-from tests.integration.test_explain import orca_explain
-from tests.integration.test_operator import placed
 
 pytestmark = pytest.mark.controlplane
 

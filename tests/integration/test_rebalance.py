@@ -21,15 +21,15 @@ from controller.devcluster.controlplane import ControlPlane
 from controller.operator.app import Operator
 from controller.operator.kube import KubeApi, load_configuration
 from controller.operator.telemetry import metrics
-from tests.factories import NOW, node_object
-from tests.integration.harness import (
+from tests.integration.test_operator import placed, reasons
+from tests.support.factories import NOW, node_object
+from tests.support.harness import (
     Cluster,
     OperatorProcess,
     placements,
     usage_per_node,
     workload_obj,
 )
-from tests.integration.test_operator import placed, reasons
 
 pytestmark = pytest.mark.controlplane
 

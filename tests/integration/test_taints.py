@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from controller.devcluster.controlplane import SILENT_LABEL
-from tests.factories import node_object
-from tests.integration.harness import (
+from tests.integration.test_operator import placed
+from tests.support.factories import node_object
+from tests.support.harness import (
     Cluster,
     OperatorProcess,
     observed,
@@ -17,7 +18,6 @@ from tests.integration.harness import (
     usage_per_node,
     workload_obj,
 )
-from tests.integration.test_operator import placed
 
 pytestmark = pytest.mark.controlplane
 

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import KubectlRunner
-from tests.integration.harness import INSTALL, workload_obj
+from tests.support.harness import INSTALL, workload_obj
 
 pytestmark = pytest.mark.controlplane
 

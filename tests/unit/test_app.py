@@ -12,8 +12,8 @@ from typing import Any
 from controller.operator.app import Operator
 from controller.operator.telemetry import metrics
 from controller.scheduler.nodes import NODES_PATH
-from tests.factories import node_object, stored_workload
-from tests.unit.fakeapi import FakeApiServer, Fault, until
+from tests.support.factories import node_object, stored_workload
+from tests.support.fakeapi import FakeApiServer, Fault, until
 
 
 def failed_to_start(task: asyncio.Task[None]) -> None:

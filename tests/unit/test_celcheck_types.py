@@ -27,7 +27,7 @@ from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
 from controller.scheduler.celexpr import CelCompileError, compile_expression
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, ledger_for, node, node_object, stored_workload, workload
+from tests.support.factories import NOW, ledger_for, node, node_object, stored_workload, workload
 
 ILL_TYPED = [
     # _==_ : (A, A) -> bool

@@ -32,8 +32,8 @@ from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.nodes import NODES_PATH
 from controller.scheduler.priority import LIST_PATH as PRIORITY_CLASSES
-from tests.factories import node_object, stored_workload
-from tests.unit.fakeapi import FakeApiServer, FakeClock, Fault, until
+from tests.support.factories import node_object, stored_workload
+from tests.support.fakeapi import FakeApiServer, FakeClock, Fault, until
 
 WORKLOADS = "/apis/orca.cloudinit.dev/v1alpha1/workloads"
 PATHS = {"workloads": WORKLOADS, "nodes": NODES_PATH, "priorityclasses": PRIORITY_CLASSES}

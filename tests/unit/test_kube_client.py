@@ -21,7 +21,7 @@ from kubernetes import client as k8s_client
 
 from controller.operator.kube import ApiError, KubeApi, TransportError
 from controller.operator.kube import client as kube
-from tests.unit.fakeapi import FakeApiServer, Fault, until
+from tests.support.fakeapi import FakeApiServer, Fault, until
 
 NODES = "/api/v1/nodes"
 

@@ -22,7 +22,7 @@ import pytest
 
 from controller.operator.kube import KubeApi
 from controller.operator.kube.leader import LeaderElector
-from tests.unit.fakeapi import FakeApiServer, FakeClock, Fault, until
+from tests.support.fakeapi import FakeApiServer, FakeClock, Fault, until
 
 NS, NAME = "orca-system", "orca-controller"
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"

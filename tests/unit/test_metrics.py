@@ -37,7 +37,7 @@ from controller.scheduler.plugins import (
     topology_spread,
 )
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import node_object, stored_workload
+from tests.support.factories import node_object, stored_workload
 
 
 def sample(name: str, **labels: str) -> float:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from controller.cli import main
-from tests.factories import node_object
+from tests.support.factories import node_object
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from controller.cli import main
 from controller.inputs import safeyaml
-from tests.factories import node_object
+from tests.support.factories import node_object
 from tests.support.properties import examples
 
 NODE = """apiVersion: v1

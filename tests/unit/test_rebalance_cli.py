@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from controller.cli import main
-from tests.factories import node_object
+from tests.support.factories import node_object
 
 
 def write(tmp_path: Path, name: str, docs: list[dict[str, Any]] | str) -> Path:

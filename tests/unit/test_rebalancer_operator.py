@@ -17,7 +17,7 @@ from controller.operator.kube import ApiError, KubeApi
 from controller.operator.rebalancer import RebalanceLoop
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
-from tests.factories import NOW, node_object, stored_workload
+from tests.support.factories import NOW, node_object, stored_workload
 
 
 class RecordingApi:

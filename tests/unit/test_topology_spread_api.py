@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from controller.api.messages import validation_message
 from controller.cli import main
-from tests.factories import node_object, workload
+from tests.support.factories import node_object, workload
 
 ZONE = "topology.kubernetes.io/zone"
 GOOD = {"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}

@@ -20,7 +20,7 @@ from controller.operator.app import Operator
 from controller.operator.kube import KubeApi, TransportError
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
-from tests.factories import free_cpu, node_object, stored_workload
+from tests.support.factories import free_cpu, node_object, stored_workload
 
 NO_ANSWER = TransportError("PATCH status", aiohttp.ServerDisconnectedError())
 

@@ -19,8 +19,8 @@ import pytest
 from controller.operator.app import Operator
 from controller.operator.kube import ApiError, Fenced, KubeApi
 from controller.operator.state import ClusterState
-from tests.factories import free_cpu, node_object
-from tests.unit.fakeapi import until
+from tests.support.factories import free_cpu, node_object
+from tests.support.fakeapi import until
 
 
 def job(version: int, node: str | None = None) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from controller.operator.app import Operator
 from controller.operator.kube import ApiError, KubeApi
 from controller.operator.state import ClusterState
 from controller.scheduler.ledger import Booking, held_until_written
-from tests.factories import node_object
-from tests.unit.fakeapi import until
+from tests.support.factories import node_object
+from tests.support.fakeapi import until
 
 
 class BlockedApi:

@@ -22,7 +22,7 @@ from controller.operator.handlers import WorkloadEvents
 from controller.operator.kube import ApiError, KubeApi, TransportError
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
-from tests.factories import free_cpu, node_object
+from tests.support.factories import free_cpu, node_object
 
 
 def job(name: str, version: int = 10) -> dict[str, Any]:

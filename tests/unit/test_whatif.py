@@ -19,7 +19,7 @@ import yaml
 
 from controller.cli import main
 from controller.scheduler.plugins.topology_spread import REASON_CONSTRAINTS_NOT_MATCH
-from tests.factories import node_object
+from tests.support.factories import node_object
 
 ZONE = "topology.kubernetes.io/zone"
 NOW = "2026-12-01T10:00:00Z"
