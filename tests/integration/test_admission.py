@@ -31,7 +31,8 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
-from tests.support.harness import OperatorProcess, free_port, phase, workload_obj
+from tests.support.factories import workload_obj
+from tests.support.harness import OperatorProcess, free_port, phase
 
 pytestmark = pytest.mark.controlplane
 

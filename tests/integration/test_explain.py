@@ -12,8 +12,8 @@ import pytest
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
 from tests.integration.test_operator import placed
-from tests.support.factories import node_object
-from tests.support.harness import Cluster, OperatorProcess, phase, placements, workload_obj
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import Cluster, OperatorProcess, phase, placements
 
 pytestmark = pytest.mark.controlplane
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane
-from tests.support.factories import node_object
+from tests.support.factories import node_object, workload_obj
 from tests.support.harness import (
     REPO_ROOT,
     Cluster,
@@ -28,7 +28,6 @@ from tests.support.harness import (
     phase,
     placements,
     usage_per_node,
-    workload_obj,
 )
 
 pytestmark = pytest.mark.controlplane

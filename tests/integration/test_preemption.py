@@ -17,15 +17,8 @@ import pytest
 from controller.devcluster.controlplane import ControlPlane
 from tests.integration.test_explain import orca_explain
 from tests.integration.test_operator import placed
-from tests.support.factories import node_object
-from tests.support.harness import (
-    Cluster,
-    OperatorProcess,
-    phase,
-    placements,
-    usage_per_node,
-    workload_obj,
-)
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import Cluster, OperatorProcess, phase, placements, usage_per_node
 
 pytestmark = pytest.mark.controlplane
 

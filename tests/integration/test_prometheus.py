@@ -38,7 +38,7 @@ from tests.monitoring import (
     runnable,
     scrape_config,
 )
-from tests.support.factories import node_object
+from tests.support.factories import node_object, workload_obj
 from tests.support.harness import (
     REPO_ROOT,
     Cluster,
@@ -47,7 +47,6 @@ from tests.support.harness import (
     observed,
     phase,
     wait_serving,
-    workload_obj,
 )
 
 pytestmark = pytest.mark.controlplane

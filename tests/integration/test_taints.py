@@ -8,7 +8,7 @@ import pytest
 
 from controller.devcluster.controlplane import SILENT_LABEL
 from tests.integration.test_operator import placed
-from tests.support.factories import node_object
+from tests.support.factories import node_object, workload_obj
 from tests.support.harness import (
     Cluster,
     OperatorProcess,
@@ -16,7 +16,6 @@ from tests.support.harness import (
     phase,
     placements,
     usage_per_node,
-    workload_obj,
 )
 
 pytestmark = pytest.mark.controlplane

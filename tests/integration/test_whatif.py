@@ -21,8 +21,8 @@ import yaml
 from controller.devcluster.controlplane import ControlPlane
 from controller.scheduler.plugins.resources import REASON_INSUFFICIENT_CPU
 from tests.integration.test_operator import placed
-from tests.support.factories import node_object
-from tests.support.harness import Cluster, OperatorProcess, workload_obj
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import Cluster, OperatorProcess
 
 pytestmark = pytest.mark.controlplane
 

@@ -26,7 +26,6 @@ from controller.devcluster.controlplane import SILENT_LABEL, KubectlRunner
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: The kustomize base a user installs with ``kubectl apply -k`` (CRD, RBAC, Deployment...).
 INSTALL = REPO_ROOT / "manifests" / "default"
-API_VERSION = "orca.cloudinit.dev/v1alpha1"
 
 
 def wait_serving(
@@ -287,15 +286,6 @@ def _poll(
             return True, last
         time.sleep(0.25)
     return False, last
-
-
-def workload_obj(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
 
 
 def placements(obj: dict[str, Any]) -> list[tuple[str, str]]:
