@@ -142,7 +142,8 @@ def job(
 ) -> dict[str, Any]:
     """A Job as the API server returns it (``stored_workload``), asking ``cpu`` when given;
     with ``node``, its one replica placed there as the operator writes it (``observed``: the
-    status's ``observedGeneration``, absent unless given)."""
+    status's ``observedGeneration``, absent unless given). ``spec`` adds to the Workload's
+    spec, ``kind`` included."""
     status = None
     if node is not None:
         status = {

@@ -12,6 +12,7 @@ import yaml
 
 from controller.cli import main
 from tests.support.factories import node_object
+from tests.support.factories import workload_obj as wl
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -20,15 +21,6 @@ def write(tmp_path: Path, name: str, docs: list[dict[str, object]] | str) -> Pat
     path = tmp_path / name
     path.write_text(docs if isinstance(docs, str) else yaml.safe_dump_all(docs))
     return path
-
-
-def wl(name: str, **spec: object) -> dict[str, object]:
-    return {
-        "apiVersion": "orca.cloudinit.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": "shop"},
-        "spec": spec,
-    }
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:

@@ -20,6 +20,7 @@ import yaml
 from controller.cli import main
 from controller.scheduler.plugins.topology_spread import REASON_CONSTRAINTS_NOT_MATCH
 from tests.support.factories import node_object
+from tests.support.factories import workload_obj as wl
 
 ZONE = "topology.kubernetes.io/zone"
 NOW = "2026-12-01T10:00:00Z"
@@ -35,31 +36,6 @@ def zone_node(
     name: str, zone: str, cpu: str = "4", labels: dict[str, str] | None = None, **kwargs: Any
 ) -> dict[str, Any]:
     return node_object(name, cpu=cpu, memory="8Gi", labels={ZONE: zone, **(labels or {})}, **kwargs)
-
-
-def wl(
-    name: str,
-    placed: dict[int, str] | None = None,
-    namespace: str = "shop",
-    **spec: Any,
-) -> dict[str, Any]:
-    """A Workload; ``placed`` (replica index -> node) becomes its status, as ``kubectl get
-    orcawl -o yaml`` shows a placed one."""
-    obj: dict[str, Any] = {
-        "apiVersion": "orca.cloudinit.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-    if placed:
-        obj["status"] = {
-            "placements": [
-                {"node": node, "allocId": f"{namespace}/{name}-{i}", "score": 0}
-                for i, node in sorted(placed.items())
-            ],
-            "resources": spec.get("resources", {}),
-        }
-    return obj
 
 
 def plan(
@@ -94,8 +70,8 @@ def test_a_zone_drain_whose_replicas_fit_elsewhere(
         tmp_path,
         "workloads.yaml",
         [
-            wl("web", {0: "a1", 1: "b1"}, kind="Service", count=2, resources={"cpu": "1"}),
-            wl("job", {0: "a2"}, kind="Job", resources={"cpu": "1"}),
+            wl("web", placed={0: "a1", 1: "b1"}, kind="Service", count=2, resources={"cpu": "1"}),
+            wl("job", placed={0: "a2"}, kind="Job", resources={"cpu": "1"}),
         ],
     )
     code, answer, _ = plan(capsys, nodes, workloads, "--drain", f"{ZONE}=a", "-o", "json")
@@ -137,7 +113,7 @@ def test_a_zone_drain_where_the_spread_leaves_two_replicas_without_a_place(
         [
             wl(
                 "web",
-                placed,
+                placed=placed,
                 kind="Service",
                 count=6,
                 resources={"cpu": "1"},
@@ -164,7 +140,7 @@ def test_daemonset_replicas_on_a_drained_node_end(
     workloads = write(
         tmp_path,
         "workloads.yaml",
-        [wl("agent", {0: "a1", 1: "b1"}, namespace="ops", kind="DaemonSet")],
+        [wl("agent", placed={0: "a1", 1: "b1"}, namespace="ops", kind="DaemonSet")],
     )
     code, answer, _ = plan(capsys, nodes, workloads, "--drain", "a1", "-o", "json")
     assert code == 0
@@ -193,8 +169,14 @@ def test_after_a_drain_a_higher_priority_replica_preempts_a_lower_one(
         "workloads.yaml",
         [
             high,
-            wl("critical", {0: "a1"}, kind="Job", resources={"cpu": "3"}, priorityClassName="high"),
-            wl("batch", {0: "b1"}, kind="Job", resources={"cpu": "3"}),
+            wl(
+                "critical",
+                placed={0: "a1"},
+                kind="Job",
+                resources={"cpu": "3"},
+                priorityClassName="high",
+            ),
+            wl("batch", placed={0: "b1"}, kind="Job", resources={"cpu": "3"}),
         ],
     )
     code, answer, _ = plan(capsys, nodes, workloads, "--drain", "a1", "-o", "json")
@@ -218,7 +200,7 @@ def test_after_a_drain_a_higher_priority_replica_preempts_a_lower_one(
 def full_cluster(tmp_path: Path, pending: list[dict[str, Any]]) -> tuple[Path, Path]:
     """n0 (4 cores) full with one 4-core Job, and ``pending`` Workloads without status."""
     nodes = write(tmp_path, "nodes.yaml", [zone_node("n0", "a")])
-    full = wl("full", {0: "n0"}, kind="Job", resources={"cpu": "4"})
+    full = wl("full", placed={0: "n0"}, kind="Job", resources={"cpu": "4"})
     workloads = write(tmp_path, "workloads.yaml", [full, *pending])
     return nodes, workloads
 
@@ -332,8 +314,8 @@ def test_a_drain_and_auto_together_place_the_displaced_replicas(
         tmp_path,
         "workloads.yaml",
         [
-            wl("x", {0: "a1"}, kind="Job", resources={"cpu": "3"}),
-            wl("y", {0: "b1"}, kind="Job", resources={"cpu": "3"}),
+            wl("x", placed={0: "a1"}, kind="Job", resources={"cpu": "3"}),
+            wl("y", placed={0: "b1"}, kind="Job", resources={"cpu": "3"}),
         ],
     )
     big = template(tmp_path)
@@ -355,7 +337,7 @@ def test_the_same_inputs_give_the_same_answer_whatever_the_node_order(
     zones = "aabbcc"
     nodes_list = [zone_node(f"n{i}", zones[i]) for i in range(6)]
     placed = {i: f"n{i}" for i in range(6)}
-    docs = [wl("web", placed, kind="Service", count=6, resources={"cpu": "3"})]
+    docs = [wl("web", placed=placed, kind="Service", count=6, resources={"cpu": "3"})]
     docs += [wl(f"j{i}", kind="Job", resources={"cpu": "1"}) for i in range(4)]
     workloads = write(tmp_path, "workloads.yaml", docs)
     big = template(tmp_path)
