@@ -1,5 +1,5 @@
-"""``KubeApi``'s contract with its callers (``controller/operator/kube.py``), over loopback HTTP
-against the in-process API server (``fakeapi``):
+"""``KubeApi``'s contract with its callers (``controller/operator/kube/client.py``), over
+loopback HTTP against the in-process API server (``fakeapi``):
 
 - a request or a watch that gets no answer raises ``TransportError`` (with the cause), never
   an aiohttp or socket exception: the operator's tasks catch ``ApiError``/``TransportError``
