@@ -21,9 +21,15 @@ from controller.devcluster.controlplane import ControlPlane
 from controller.operator.app import Operator
 from controller.operator.kube import KubeApi, load_configuration
 from controller.operator.telemetry import metrics
-from tests.integration.test_operator import placed, reasons
 from tests.support.factories import NOW, node_object, workload_obj
-from tests.support.harness import Cluster, OperatorProcess, placements, usage_per_node
+from tests.support.harness import (
+    Cluster,
+    OperatorProcess,
+    placed,
+    placements,
+    reasons,
+    usage_per_node,
+)
 
 pytestmark = pytest.mark.controlplane
 

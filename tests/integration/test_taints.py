@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from controller.devcluster.controlplane import SILENT_LABEL
-from tests.integration.test_operator import placed
 from tests.support.factories import node_object, workload_obj
 from tests.support.harness import (
     Cluster,
     OperatorProcess,
     observed,
     phase,
+    placed,
     placements,
     usage_per_node,
 )
