@@ -1,4 +1,5 @@
-"""Small builders for tests: Nodes as the API returns them, Workloads as users write them."""
+"""Small builders for tests: Nodes and Workloads as the API server returns them, Workloads as
+users write them."""
 
 from __future__ import annotations
 
