@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import command_line, peak_rss_mb, print_table, record
 from controller.devcluster.controlplane import ControlPlane
 from controller.operator.kube import ApiError, KubeApi, load_configuration
-from tests.integration.harness import REPO_ROOT, OperatorProcess, free_port
+from tests.support.harness import REPO_ROOT, OperatorProcess, free_port
 
 GROUP_PATH = "/apis/orca.cloudinit.dev/v1alpha1/namespaces/{ns}/workloads"
 CONFIGURATION = "orca-bench"

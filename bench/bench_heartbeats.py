@@ -92,7 +92,7 @@ from bench.bench_vs_kube_scheduler import (
 from bench.common import command_line, cpu_seconds, load_average, peak_rss_mb, record
 from controller.devcluster.controlplane import LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS, ControlPlane
 from controller.operator.kube import ApiError, KubeApi, load_configuration
-from tests.integration.harness import REPO_ROOT
+from tests.support.harness import REPO_ROOT
 
 BENCH = "bench"  # this process: the heartbeat driver (and nothing else in the idle windows)
 #: orca's counters read over each idle window: did a heartbeat make it decide or write?

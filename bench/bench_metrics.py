@@ -29,7 +29,7 @@ from bench.common import command_line, record
 from controller.operator.state import ClusterState
 from controller.operator.telemetry.gauges import INTERVAL, GaugeExporter
 from controller.operator.workqueue import WorkQueue
-from tests.factories import node_object
+from tests.support.factories import node_object
 
 
 def workload(i: int, nodes: int, rng: random.Random) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from bench.bench_vs_kube_scheduler import wait_not_ready_lifted
 from bench.common import command_line, cpu_seconds, peak_rss_mb, record
 from controller.devcluster.controlplane import LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS, ControlPlane
 from controller.operator.kube import KubeApi, load_configuration
-from tests.integration.harness import REPO_ROOT, OperatorProcess, phase
+from tests.support.harness import REPO_ROOT, OperatorProcess, phase
 
 
 def node_objects(count: int, rng: random.Random) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """kopf's PriorityClass watch, as the operator used it before issue 20, against the informer
 that replaced it (``controller.operator.kube.informer``), on the same in-process API server
-(``tests/unit/fakeapi.py``, real HTTP on loopback):
+(``tests/support/fakeapi.py``, real HTTP on loopback):
 
 - **deletions across a relist**: the watch is cut, a class is deleted and another created
   while nobody watches, the server compacts its history (the watch then gets 410 Gone), and
@@ -41,7 +41,7 @@ from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.priority import LIST_PATH
-from tests.unit.fakeapi import FakeApiServer, Fault, until
+from tests.support.fakeapi import FakeApiServer, Fault, until
 
 RESOURCE = "priorityclasses"
 

@@ -63,7 +63,7 @@ from bench.common import command_line, cpu_seconds, peak_rss_mb, record
 from controller.api.models import quantity_to_int
 from controller.devcluster.controlplane import LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS, ControlPlane
 from controller.operator.kube import KubeApi, load_configuration
-from tests.integration.harness import REPO_ROOT, OperatorProcess
+from tests.support.harness import REPO_ROOT, OperatorProcess
 
 ZONES = ["eu-1a", "eu-1b", "eu-1c", "us-2a"]
 ALLOWED_ZONES = ["eu-1a", "eu-1b", "eu-1c"]

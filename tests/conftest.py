@@ -3,8 +3,8 @@ same examples every run unless asked otherwise), and fixtures used by more than 
 
 from __future__ import annotations
 
-from tests.imagebuild import built_image
 from tests.support import properties
+from tests.support.imagebuild import built_image
 
 properties.load()
 

@@ -45,7 +45,7 @@ from controller.devcluster.controlplane import (
     NodeTiming,
 )
 from tests.chaos.invariants import Observer, Snapshot, Violation, check, liveness
-from tests.integration.harness import INSTALL, OperatorProcess
+from tests.support.harness import INSTALL, OperatorProcess
 
 NAMESPACED_MODE_RBAC = """
 apiVersion: rbac.authorization.k8s.io/v1

@@ -39,7 +39,7 @@ from controller.devcluster import pki
 from tests.chaos.invariants import Violation
 from tests.chaos.lab import Lab, Row, node, registering, retry, retry_write
 from tests.chaos.proxy import FlakyProxy
-from tests.integration.harness import OperatorProcess
+from tests.support.harness import OperatorProcess
 
 NO_LEASE = "--no-leader-elect"
 RENEW_DEADLINE = 10.0  # the operator's (leader.py), what the outage must outlast

@@ -24,7 +24,7 @@ from tests.chaos.invariants import (
     safety,
     tolerates,
 )
-from tests.factories import node_object
+from tests.support.factories import node_object
 
 NOW = 1_800_000_000.0  # a fixed wall clock for the time-based rules
 

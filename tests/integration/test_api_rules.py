@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from controller.api.messages import validation_message
 from controller.api.models import Workload
-from tests.integration.harness import Cluster, workload_obj
+from tests.support.factories import workload_obj
+from tests.support.harness import Cluster
 
 pytestmark = pytest.mark.controlplane
 

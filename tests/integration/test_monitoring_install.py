@@ -33,8 +33,8 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import KubectlRunner
-from tests.integration.harness import REPO_ROOT
 from tests.monitoring import RUNBOOKS, binary, selectors
+from tests.support.harness import REPO_ROOT
 
 pytestmark = pytest.mark.controlplane
 

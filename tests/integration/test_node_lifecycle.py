@@ -25,14 +25,8 @@ from typing import Any
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane, NodeTiming
-from tests.factories import node_object
-from tests.integration.harness import (
-    INSTALL,
-    Cluster,
-    OperatorProcess,
-    placements,
-    workload_obj,
-)
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import INSTALL, Cluster, OperatorProcess, placements
 
 pytestmark = pytest.mark.controlplane
 

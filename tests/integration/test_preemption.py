@@ -15,17 +15,16 @@ from typing import Any
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane
-from tests.factories import node_object
-from tests.integration.harness import (
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import (
     Cluster,
     OperatorProcess,
+    orca_explain,
     phase,
+    placed,
     placements,
     usage_per_node,
-    workload_obj,
 )
-from tests.integration.test_explain import orca_explain
-from tests.integration.test_operator import placed
 
 pytestmark = pytest.mark.controlplane
 

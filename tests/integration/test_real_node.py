@@ -40,8 +40,8 @@ from controller.devcluster.controlplane import ControlPlane, NodeTiming
 from controller.devcluster.image.build import Built
 from controller.devcluster.node import FAKE_NODE_TAINT, NODE_IP, NODE_NAME, RealNode
 from tests.chaos.invariants import Observer, Violation, check, dump
-from tests.factories import node_object
 from tests.packaging.dockerfile import REPO_ROOT
+from tests.support.factories import node_object
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.timeout(1500)]
 

@@ -27,7 +27,15 @@ from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
 from controller.scheduler.celexpr import CelCompileError, compile_expression
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, ledger_for, node, node_object, stored_workload, workload
+from tests.support.factories import (
+    NOW,
+    ledger_for,
+    node,
+    node_object,
+    stored_workload,
+    workload,
+    workload_obj,
+)
 
 ILL_TYPED = [
     # _==_ : (A, A) -> bool
@@ -172,13 +180,7 @@ def _files(tmp_path: Path, spec: dict[str, Any]) -> tuple[str, str]:
     nodes = tmp_path / "nodes.yaml"
     nodes.write_text(json.dumps(node_object("a")))
     workloads = tmp_path / "w.yaml"
-    obj = {
-        "apiVersion": "orca.cloudinit.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": "x", "namespace": "shop"},
-        "spec": {"kind": "Job", **spec},
-    }
-    workloads.write_text(json.dumps(obj))
+    workloads.write_text(json.dumps(workload_obj("x", **{"kind": "Job", **spec})))
     return str(nodes), str(workloads)
 
 

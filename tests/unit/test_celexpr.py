@@ -26,7 +26,7 @@ from controller.scheduler.celexpr import (
     compile_expression,
 )
 from controller.scheduler.nodes import NodeTable
-from tests.factories import node
+from tests.support.factories import node
 from tests.support.properties import examples
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import pytest
 from controller.operator.events import EVENT_POSTERS, EventRecorder, PendingEvent
 from controller.operator.kube import ApiError, Fenced, TransportError
 from controller.operator.workqueue import WorkQueue
-from tests.unit.fakeapi import until
+from tests.support.fakeapi import until
 
 
 class GatedApi:

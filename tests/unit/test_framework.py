@@ -13,7 +13,7 @@ from controller.scheduler.framework import Code, CycleState, Profile, Rejection,
 from controller.scheduler.nodes import NodeInfo
 from controller.scheduler.plugins import default_profile
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, ledger_for, node, workload
+from tests.support.factories import NOW, ledger_for, node, workload
 
 
 class OddCpu:

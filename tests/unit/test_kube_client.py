@@ -1,5 +1,5 @@
-"""``KubeApi``'s contract with its callers (``controller/operator/kube.py``), over loopback HTTP
-against the in-process API server (``fakeapi``):
+"""``KubeApi``'s contract with its callers (``controller/operator/kube/client.py``), over
+loopback HTTP against the in-process API server (``fakeapi``):
 
 - a request or a watch that gets no answer raises ``TransportError`` (with the cause), never
   an aiohttp or socket exception: the operator's tasks catch ``ApiError``/``TransportError``
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -21,17 +20,9 @@ from kubernetes import client as k8s_client
 
 from controller.operator.kube import ApiError, KubeApi, TransportError
 from controller.operator.kube import client as kube
-from tests.unit.fakeapi import FakeApiServer, Fault, until
+from tests.support.fakeapi import FakeApiServer, Fault, run, until
 
 NODES = "/api/v1/nodes"
-
-
-def run(scenario: Callable[[FakeApiServer], Awaitable[None]]) -> None:
-    async def main() -> None:
-        async with FakeApiServer() as server:
-            await asyncio.wait_for(scenario(server), 120)
-
-    asyncio.run(main())
 
 
 def unused_port() -> int:

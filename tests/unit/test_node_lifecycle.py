@@ -41,7 +41,7 @@ from controller.scheduler.plugins.taints import (
 )
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import status_from_decision
-from tests.factories import NOW, ledger_for, node, node_object, workload
+from tests.support.factories import NOW, ledger_for, node, node_object, workload
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
 NOT_READY = "node.kubernetes.io/not-ready"

@@ -15,7 +15,7 @@ from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.ledger import Booking, gives_back
-from tests.factories import node_object, stored_workload
+from tests.support.factories import node_object, stored_workload
 
 
 def wl_obj(

@@ -1,9 +1,9 @@
 """Property tests over random clusters and workloads (hypothesis), against independent oracles.
 
-Each property is a promise a cluster operator relies on, checked against ``tests.unit.oracles``:
-docs/design.md's rules restated from the documents and Kubernetes' Go sources, importing nothing of
-the scheduler (a test below checks that). The scheduler is driven the way a user drives it:
-Node objects as the API server returns them (``node_info_from_node``), Workload specs as a user
+Each property is a promise a cluster operator relies on, checked against
+``tests.support.oracles``: docs/design.md's rules restated from the documents and Kubernetes'
+Go sources, importing nothing of the scheduler (a test below checks that). The scheduler is
+driven the way a user drives it: Node objects as the API server returns them (``node_info_from_node``), Workload specs as a user
 writes them, decided by ``orca plan``'s ``plan`` (highest priority first, here all equal, so in
 file order, each seeing the placements before it), and a restart rebuilt from the statuses.
 
@@ -37,10 +37,10 @@ from hypothesis import strategies as st
 from controller.api.models import Phase
 from controller.scheduler.nodes import NodeInfo, node_info_from_node
 from controller.scheduler.plan import PlanResult, plan
-from tests.factories import node_object, workload
+from tests.support import oracles
+from tests.support.factories import node_object, workload
+from tests.support.oracles import Node, Spec
 from tests.support.properties import examples
-from tests.unit import oracles
-from tests.unit.oracles import Node, Spec
 
 NOW = "2025-01-01T00:00:00Z"  # the clock the statuses' conditions carry
 NAMESPACE = "shop"

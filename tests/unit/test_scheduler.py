@@ -22,7 +22,7 @@ from controller.scheduler.vocabulary import (
     REASON_PARTIALLY_PLACED,
     REASON_UNSCHEDULABLE,
 )
-from tests.factories import NOW, GiB, ledger_for, node, workload
+from tests.support.factories import NOW, GiB, ledger_for, node, workload
 
 
 def schedule(w: Workload, ledger: Ledger) -> Decision:

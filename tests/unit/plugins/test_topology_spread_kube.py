@@ -39,7 +39,7 @@ from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import NodeInfo
 from controller.scheduler.plugins.topology_spread import TopologySpread
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, ledger_for, node, rejected, workload
+from tests.support.factories import NOW, ledger_for, node, rejected, workload
 from tests.support.properties import examples
 
 ZONE = "topology.kubernetes.io/zone"
