@@ -1,11 +1,12 @@
 """Property tests over random clusters and workloads (hypothesis), against independent oracles.
 
 Each property is a promise a cluster operator relies on, checked against
-``tests.support.oracles``: docs/design.md's rules restated from the documents and Kubernetes'
-Go sources, importing nothing of the scheduler (a test below checks that). The scheduler is
-driven the way a user drives it: Node objects as the API server returns them (``node_info_from_node``), Workload specs as a user
-writes them, decided by ``orca plan``'s ``plan`` (highest priority first, here all equal, so in
-file order, each seeing the placements before it), and a restart rebuilt from the statuses.
+``tests.support.oracles``: docs/design.md's rules restated from the documents and Kubernetes' Go
+sources, importing nothing of the scheduler (a test below checks that). The scheduler is driven
+the way a user drives it: Node objects as the API server returns them (``node_info_from_node``),
+Workload specs as a user writes them, decided by ``orca plan``'s ``plan`` (highest priority
+first, here all equal, so in file order, each seeing the placements before it), and a restart
+rebuilt from the statuses.
 
 Clusters carry taints (NoSchedule, NoExecute, PreferNoSchedule, valued or not), runtime labels
 in mixed case (``WASM``, ``Docker``; ``pve-vm`` on a linux node, which must not count),
