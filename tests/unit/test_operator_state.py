@@ -443,3 +443,17 @@ def test_capacity_freed_many_times_in_one_turn_wakes_who_waits_once(
     first, second, walks = asyncio.run(scenario())
     assert first == second == {"ns/starved", "ns/new"}
     assert walks == 2
+
+
+def test_daemon_keys_follow_a_workload_that_becomes_or_stops_being_a_daemonset() -> None:
+    """Every Node change queues the DaemonSets: kept as an index with the records, so a kind
+    changed either way and a deletion show in it at once."""
+    state = ClusterState()
+    state.upsert_workload(stored_workload("ds", "1", {"kind": "DaemonSet"}))
+    state.upsert_workload(wl_obj("job", "2"))
+    assert state.daemon_keys() == {"ns/ds"}
+    state.upsert_workload(stored_workload("ds", "3", {"kind": "Job"}))
+    state.upsert_workload(stored_workload("job", "4", {"kind": "DaemonSet"}))
+    assert state.daemon_keys() == {"ns/job"}
+    state.delete_workload("ns/job")
+    assert state.daemon_keys() == set()
