@@ -23,8 +23,8 @@ cpu, memory or pods), which fails the run (exit 1) if anything is wrong. Then th
 Progress is followed with one watch per side (no polling LISTs stealing the measured CPU).
 
 Both schedulers post a ``Scheduled`` Event per placement. kube-scheduler posts each as it
-binds; orca holds its Events back while Workloads wait for a decision (status writes first),
-so most of them come after its last placement. Each side's CPU is therefore printed twice:
+binds; orca paces its Events (20/s) while its status writes are in flight (status first), so
+most of them come after its last placement. Each side's CPU is therefore printed twice:
 over the placements' window, and over the window extended until every placement's Event was
 posted (``--events-timeout``), which is the whole cost of the run. A watch on the Events of
 the namespace (one per side) follows them.
@@ -366,8 +366,8 @@ async def follow(
 @dataclass
 class Events:
     """The same window extended until every placement's ``Scheduled`` Event was posted: both
-    schedulers post one per placement, and orca holds its Events back while its queue has work
-    (status first), so the placements' window alone leaves most of orca's Events out."""
+    schedulers post one per placement, and orca paces its Events while its status writes are in
+    flight (status first), so the placements' window alone leaves most of orca's Events out."""
 
     seen: int  # placements with their Event posted at the end of the window
     after: float  # seconds from the last placement to the end of the window
