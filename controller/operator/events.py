@@ -7,7 +7,9 @@ status writes are in flight (those get the API server first), go out several at 
 none is, are dropped and counted when their queue is full (client-go's recorder drops them
 too), and a stop posts what is queued for a bounded time only. They share the client's
 connections with the status writes, in turn (``KubeApi.turns``): a poster is never starved of
-one by the workers, so a queued Event is posted within its place in the queue at 20/s at worst.
+one by the workers, so a queued Event waits its place in the queue, each poster taking one
+per 0.4 s plus the POST's own time while writes are in flight (~6/s in all measured on a
+5,000-Node living cluster whose API server was saturated), never a timeout.
 
 One Workload cannot flood the API server with them either: client-go's recorder lets a source
 post 25 Events about one object, then one every 5 minutes (``EventSourceObjectSpamFilter``,
