@@ -12,12 +12,18 @@ multi-document file of Workloads in the benchmarks' mix
 - the child's CPU time and peak RSS (its rusage, from ``wait4``),
 - the CLI's phase times (imports, reading the Nodes, the Workloads, planning, output).
 
+``--not-ready PCT`` turns that share of the Nodes NotReady (their Ready condition False since
+``NOT_READY_SINCE``, spread evenly over the file) and plans at ``--now`` a minute later, while
+the 300 s that Jobs and Services tolerate a not-ready node by default still run down: every
+run passes that ``--now``, so runs with and without NotReady Nodes plan at the same clock.
+
 ``--runs N`` gives the best of N by wall time (the machine is shared: the fastest run is the one
 least disturbed). ``--save DIR`` keeps each run's JSON output and ``--compare DIR`` checks the
 placements against a saved run (e.g. made on another commit): same inputs, same plan.
 
     python bench/bench_plan.py                        # 5,000 nodes; 5,000 and 20,000 Workloads
     python bench/bench_plan.py --workloads 5000 --runs 3 --compare /tmp/before
+    python bench/bench_plan.py --workloads 3000 --not-ready 0 5   # all Ready, then 5 % NotReady
 """
 
 from __future__ import annotations
@@ -47,6 +53,28 @@ from bench.common import child_usage, command_line, record
 
 ORCA = Path(sys.executable).with_name("orca")
 TIMINGS = re.compile(r"^orca plan: timings: (.*)$", re.MULTILINE)
+#: When the NotReady Nodes (``--not-ready``) went NotReady, and the clock every run plans at:
+#: a minute later, inside the default 300 s toleration of a not-ready node.
+NOT_READY_SINCE = "2026-01-01T00:00:00Z"
+PLAN_NOW = "2026-01-01T00:01:00Z"
+
+
+def not_ready_indexes(count: int, percent: float) -> set[int]:
+    """``percent`` % of ``count`` Nodes, spread evenly (every 20th for 5 %)."""
+    return {i for i in range(count) if int((i + 1) * percent / 100) != int(i * percent / 100)}
+
+
+def make_not_ready(node: dict[str, Any]) -> None:
+    """Turn a Node's Ready condition False since ``NOT_READY_SINCE`` (its kubelet reports it
+    not ready; no taint yet: orca implies the node lifecycle controller's ``not-ready``)."""
+    for condition in node["status"]["conditions"]:
+        if condition["type"] == "Ready":
+            condition.update(
+                status="False",
+                reason="KubeletNotReady",
+                message="container runtime network not ready",
+                lastTransitionTime=NOT_READY_SINCE,
+            )
 
 
 def write_workloads(path: Path, count: int, seed: int) -> None:
@@ -65,31 +93,37 @@ def write_workloads(path: Path, count: int, seed: int) -> None:
     path.write_text(yaml.dump_all(docs, Dumper=dumper, sort_keys=False))
 
 
-def write_lean_nodes(path: Path, count: int) -> int:
-    """The same Nodes with only what orca reads (name, labels, allocatable, the Ready
-    condition): ~0.4 KB each, as a generated or trimmed inventory would be."""
+def write_node_file(path: Path, count: int, lean: bool, not_ready: float) -> int:
+    """The Nodes file: kubelet-shaped (``bench_manifests``) or lean, ``not_ready`` % of them
+    NotReady; returns its size in bytes."""
+    if not lean and not not_ready:
+        return write_nodes(path, count)  # the file the earlier figures were measured on
     rng = random.Random(7)
-    items = []
-    for i in range(count):
-        full = node_object(i, rng)
-        items.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": full["metadata"]["name"],
-                    "labels": full["metadata"]["labels"],
-                },
-                "status": {
-                    "allocatable": full["status"]["allocatable"],
-                    "conditions": [{"type": "Ready", "status": "True"}],
-                },
-            }
-        )
+    items = [(lean_node if lean else _same)(node_object(i, rng)) for i in range(count)]
+    for i in not_ready_indexes(count, not_ready):
+        make_not_ready(items[i])
     dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     text = yaml.dump({"apiVersion": "v1", "kind": "List", "items": items}, Dumper=dumper)
     path.write_text(text)
     return len(text.encode())
+
+
+def _same(node: dict[str, Any]) -> dict[str, Any]:
+    return node
+
+
+def lean_node(full: dict[str, Any]) -> dict[str, Any]:
+    """A Node with only what orca reads (name, labels, allocatable, the Ready condition):
+    ~0.4 KB, as a generated or trimmed inventory would be."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": full["metadata"]["name"], "labels": full["metadata"]["labels"]},
+        "status": {
+            "allocatable": full["status"]["allocatable"],
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
 
 
 @dataclass(frozen=True)
@@ -104,11 +138,10 @@ class Run:
 def run_cli(
     nodes: Path, workloads: Path, out: Path, timings: bool = True, extra: Sequence[str] = ()
 ) -> Run:
-    """One ``orca plan`` (with ``extra`` arguments) in a child process; its stdout goes to
-    ``out``."""
+    """One ``orca plan`` at ``PLAN_NOW`` (with ``extra`` arguments) in a child process; its
+    stdout goes to ``out``."""
     cmd = [str(ORCA), "plan", "--nodes", str(nodes), "--workloads", str(workloads), "-o", "json"]
-    cmd += ["--timings"] if timings else []
-    cmd += extra
+    cmd += ["--now", PLAN_NOW, *(["--timings"] if timings else []), *extra]
     with out.open("wb") as stdout, tempfile.TemporaryFile() as stderr:
         started = time.perf_counter()
         child = subprocess.Popen(cmd, stdout=stdout, stderr=stderr)
@@ -177,60 +210,108 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-timings", action="store_true", help="for an orca without --timings (older commits)"
     )
+    parser.add_argument(
+        "--not-ready",
+        type=float,
+        nargs="+",
+        default=[0.0],
+        metavar="PCT",
+        help="the share of NotReady Nodes, in %% (several: one Nodes file each, runs alternate)",
+    )
     args = parser.parse_args(argv)
+    if any(not 0 <= p <= 100 for p in args.not_ready):
+        parser.error("--not-ready: a percentage, 0 to 100")
     with tempfile.TemporaryDirectory() as tmp:
-        nodes = Path(tmp) / "nodes.yaml"
         counts = tuple(args.workloads)
         # In a process of its own: a child's peak RSS (ru_maxrss) counts the memory of the
         # parent it was forked from, so this process stays small.
         writer = multiprocessing.get_context("spawn").Process(
-            target=write_inputs, args=(Path(tmp), args.nodes, args.lean_nodes, counts, args.seed)
+            target=write_inputs,
+            args=(Path(tmp), args.nodes, args.lean_nodes, tuple(args.not_ready), counts, args.seed),
         )
         writer.start()
         writer.join()
         if writer.exitcode != 0:
             raise SystemExit(f"writing the inputs failed ({writer.exitcode})")
         shape = "lean" if args.lean_nodes else "kubelet-shaped"
-        print(f"{args.nodes} {shape} Nodes, {nodes.stat().st_size / 1e6:.1f} MB of YAML")
-        figures: dict[str, Any] = {"nodes file_mb": nodes.stat().st_size / 1e6}
+        figures: dict[str, Any] = {}
         for count in args.workloads:
             workloads = Path(tmp) / f"workloads-{count}.yaml"
-            out = Path(tmp) / f"plan-{count}.json"
-            runs = [run_cli(nodes, workloads, out, not args.no_timings) for _ in range(args.runs)]
-            best = min(runs, key=_wall)
-            first = best.phases.get("first decision")
-            shown = f"{first:5.2f} s" if first is not None else "  n/a"
-            print(
-                f"{count:>6} Workloads ({workloads.stat().st_size / 1e6:.1f} MB): "
-                f"first decision {shown}  total {best.wall:5.2f} s wall "
-                f"{best.cpu:5.2f} s CPU  {count / best.wall:7,.0f} Workloads/s end to end  "
-                f"peak RSS {best.rss_mb:4.0f} MB  exit {best.exit_code}"
-            )
-            figures[f"{args.nodes} {shape} nodes, {count} workloads"] = {
-                "first decision_s": first,
-                "total wall_s": best.wall,
-                "cpu_s": best.cpu,
-                "end to end_workloads_per_s": count / best.wall,
-                "peak RSS_mb": best.rss_mb,
-                "exit code": best.exit_code,
-                **{f"phase: {k}_s": v for k, v in best.phases.items() if k != "first decision"},
-            }
-            if best.phases:
-                print("       " + ", ".join(f"{k} {v:.2f} s" for k, v in best.phases.items()))
-            if args.save:
-                args.save.mkdir(parents=True, exist_ok=True)
-                (args.save / out.name).write_bytes(out.read_bytes())
-            if args.compare:
-                print("       " + compare(out, args.compare / out.name))
+            runs: dict[float, list[Run]] = {p: [] for p in args.not_ready}
+            for _ in range(args.runs):  # alternating: the machine's load drifts
+                for percent in args.not_ready:
+                    nodes, out = _nodes_file(Path(tmp), percent), _out(Path(tmp), count, percent)
+                    runs[percent].append(run_cli(nodes, workloads, out, not args.no_timings))
+            for percent, made in runs.items():
+                nodes, out = _nodes_file(Path(tmp), percent), _out(Path(tmp), count, percent)
+                print(
+                    f"{args.nodes} {shape} Nodes ({percent:g} % NotReady), "
+                    f"{nodes.stat().st_size / 1e6:.1f} MB of YAML; --now {PLAN_NOW}"
+                )
+                best = min(made, key=_wall)
+                report(best, count, workloads)
+                key = f"{args.nodes} {shape} nodes ({percent:g} % NotReady), {count} workloads"
+                figures[key] = figures_of(best, count)
+                if args.save:
+                    args.save.mkdir(parents=True, exist_ok=True)
+                    (args.save / out.name).write_bytes(out.read_bytes())
+                if args.compare:
+                    print("       " + compare(out, args.compare / out.name))
     record("bench_plan", figures, command_line(argv))
     return 0
 
 
+def report(best: Run, count: int, workloads: Path) -> None:
+    first = best.phases.get("first decision")
+    shown = f"{first:5.2f} s" if first is not None else "  n/a"
+    print(
+        f"{count:>6} Workloads ({workloads.stat().st_size / 1e6:.1f} MB): "
+        f"first decision {shown}  total {best.wall:5.2f} s wall "
+        f"{best.cpu:5.2f} s CPU  {count / best.wall:7,.0f} Workloads/s end to end  "
+        f"peak RSS {best.rss_mb:4.0f} MB  exit {best.exit_code}"
+    )
+    if best.phases:
+        print("       " + ", ".join(f"{k} {v:.2f} s" for k, v in best.phases.items()))
+        planning = best.phases.get("planning")
+        if planning:
+            print(f"       planning through the CLI: {count / planning:,.0f} Workloads/s")
+
+
+def figures_of(best: Run, count: int) -> dict[str, Any]:
+    """One run's figures for ``bench/results``."""
+    planning = best.phases.get("planning")
+    return {
+        "total wall_s": best.wall,
+        "cpu_s": best.cpu,
+        "end to end_workloads_per_s": count / best.wall,
+        "planning through the CLI_workloads_per_s": count / planning if planning else None,
+        "peak RSS_mb": best.rss_mb,
+        "exit code": best.exit_code,
+        **{f"phase: {k}_s": v for k, v in best.phases.items()},
+    }
+
+
+def _nodes_file(directory: Path, percent: float) -> Path:
+    return directory / f"nodes-{percent:g}.yaml"
+
+
+def _out(directory: Path, count: int, percent: float) -> Path:
+    """A plan's output; named as before when every Node is Ready (``--compare`` old runs)."""
+    return directory / (f"plan-{count}.json" if not percent else f"plan-{count}-{percent:g}.json")
+
+
 def write_inputs(
-    directory: Path, nodes: int, lean: bool, workloads: tuple[int, ...], seed: int
+    directory: Path,
+    nodes: int,
+    lean: bool,
+    not_ready: tuple[float, ...],
+    workloads: tuple[int, ...],
+    seed: int,
 ) -> None:
-    """``nodes.yaml`` and ``workloads-<count>.yaml`` for each count, in ``directory``."""
-    (write_lean_nodes if lean else write_nodes)(directory / "nodes.yaml", nodes)
+    """A Nodes file per share of NotReady Nodes and ``workloads-<count>.yaml`` for each count,
+    in ``directory``."""
+    for percent in not_ready:
+        write_node_file(_nodes_file(directory, percent), nodes, lean, percent)
     for count in workloads:
         write_workloads(directory / f"workloads-{count}.yaml", count, seed)
 

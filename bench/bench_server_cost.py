@@ -1,41 +1,62 @@
 """What the API server + etcd spend on each request a placement makes, kube-scheduler's and
-orca's side by side, with nothing watching but the server's own cache.
+orca's side by side, with nothing watching but the server's own cache; and what each of the
+levers orca pulls on its requests saves, one at a time, in the same run.
 
-Per object kind, in a namespace of its own, ``--objects`` at a time, 32 requests in flight:
+Per row, in a namespace of its own, ``--objects`` objects, 32 requests in flight:
 
-- Pod: its create, kube-scheduler's placement write (the ``binding`` subresource), an Event;
-- Workload (the CRD as shipped): its create, orca's placement write (a merge PATCH of
-  ``/status``, preconditioned on the resourceVersion, with the status orca's own scheduler
-  decides for it), an Event (the body orca posts);
-- Workload under the same CRD without its CEL validation rules: create and status write.
+- ``kube-scheduler``: a Pod's create, kube-scheduler's placement write (the ``binding``
+  subresource), an Event (``--pod-event``: kube-scheduler's own, an ``events.k8s.io/v1``
+  Event in protobuf as its recorder posts it, ``kube_events.py``, each read back and checked;
+  or the JSON core/v1 body orca posts);
+- ``orca before``: a Workload's create (the CRD as shipped), the placement write orca made
+  before issue 31 (a merge PATCH of ``/status`` with the status of ``BEFORE``, preconditioned
+  on the resourceVersion, the whole object answered) and the Event orca posted then (JSON);
+- one row per lever (``LEVERS``), ``before`` with that lever alone switched on;
+- ``orca now``: every lever on, i.e. what orca's own code sends now (``KubeApi``'s
+  ``write_workload_status`` and ``create_event`` with the status orca's scheduler decides);
+- diagnostic rows (``--diagnostics``), ``before`` with something orca does not do: a status
+  smaller than what users read (no condition ``observedGeneration``; the phase and the
+  placements alone), or a changed server (``conditions`` an atomic list in the CRD, the CRD
+  without its CEL rules, Workloads whose ``managedFields`` were cleared so the field manager
+  skips them): what those parts of the server's work cost.
 
-For orca's status writes and Events it also prints this process's CPU per request: the
-client is orca's own (``KubeApi``: aiohttp, TLS, orjson), so that is what each request costs
-the operator. ``bench_vs_kube_scheduler.py`` measures the whole run; this splits it by
-request, to show which costs orca can change and which belong to the API server (a custom
-resource is JSON end to end, where a Pod and kube-scheduler's Events are protobuf). The Events
-here are JSON, as orca posts them. ``--rounds`` times in turn (the machine is shared: compare
-within a round).
+The rows run in a rotated order each round (``--rounds``: the machine is shared; compare
+within a round). Printed per row: kube-apiserver and etcd CPU per request (from ``/proc``),
+and orca's client CPU (this process: orca's own ``KubeApi``, aiohttp, TLS, orjson).
+
+``--pprof DIR`` also takes a kube-apiserver CPU profile (``/debug/pprof/profile``) of the
+first ``--pprof-seconds`` of each placement write and Event, saves it in ``DIR/round<N>`` and
+prints where the server's CPU went, by category (``apiserver_profile.CATEGORIES``), in ms per
+request, and the medians over the rounds. Read them further with ``go tool pprof -top BINARY
+DIR/round0/FILE``. ``--fresh`` deletes each row's namespace before the next row starts.
 
     python bench/bench_server_cost.py --objects 2000 --rounds 2
+    python bench/bench_server_cost.py --objects 6000 --rounds 1 --pprof /tmp/pprof \\
+        --rows kube-scheduler,before,now
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
+import os
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import yaml
+from yarl import URL
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+
+from bench import apiserver_profile
 from bench.bench_vs_kube_scheduler import (
     node_objects,
     pod_object,
@@ -43,17 +64,139 @@ from bench.bench_vs_kube_scheduler import (
     workload_object,
 )
 from bench.common import command_line, cpu_seconds, record
+from bench.kube_events import EVENTS_V1, PROTOBUF, scheduled_event
+from controller.api.models import API_VERSION, KIND, status_body, workload_path
 from controller.devcluster.controlplane import ControlPlane
 from controller.inputs.manifests import parse_workload
 from controller.operator.events import PendingEvent
-from controller.operator.kube import KubeApi, load_configuration
+from controller.operator.kube import ApiError, KubeApi, load_configuration
+from controller.operator.kube.client import MERGE_PATCH, authorization
 from controller.scheduler.nodes import node_info_from_node
 from controller.scheduler.plan import plan
 
 CRD = Path(__file__).resolve().parents[1] / "crds" / "workloads.orca.cloudinit.dev.yaml"
-POD, WORKLOAD, BARE = "Pod", "Workload", "Workload, no CEL rules"
 WORKLOADS = "/apis/orca.cloudinit.dev/v1alpha1/namespaces/{ns}/workloads"
 WIDTH = 32  # requests in flight
+KUBE, BEFORE, NOW = "kube-scheduler", "before", "now"
+NODE = "node-00001"
+
+#: The status orca wrote for a one-replica Job before issue 31 (its own scheduler's words, a
+#: placement from ``orca_status``'s cluster), kept here so the lever rows have a fixed start.
+BEFORE_STATUS: dict[str, Any] = {
+    "observedGeneration": 1,
+    "phase": "Scheduled",
+    "desired": 1,
+    "placed": 1,
+    "placements": [{"node": NODE, "allocId": "{ns}/{name}-0", "score": 83}],
+    "conditions": [
+        {
+            "type": "Ready",
+            "status": "True",
+            "reason": "AllPlaced",
+            "message": "1/1 replicas placed",
+            "lastTransitionTime": "2026-11-30T00:00:00Z",
+            "observedGeneration": 1,
+        },
+        {
+            "type": "Reconciling",
+            "status": "False",
+            "reason": "AllPlaced",
+            "lastTransitionTime": "2026-11-30T00:00:00Z",
+            "observedGeneration": 1,
+        },
+        {
+            "type": "Stalled",
+            "status": "False",
+            "reason": "AllPlaced",
+            "lastTransitionTime": "2026-11-30T00:00:00Z",
+            "observedGeneration": 1,
+        },
+        {
+            "type": "Scheduled",
+            "status": "True",
+            "reason": "AllPlaced",
+            "message": "1/1 replicas placed",
+            "lastTransitionTime": "2026-11-30T00:00:00Z",
+            "observedGeneration": 1,
+        },
+    ],
+    "message": "1/1 replicas placed",
+    "unschedulable": [],
+    "nodes": NODE,
+    "resources": {"cpu": "100m", "memory": "128Mi"},
+    "priority": 0,
+}
+
+
+# -- what a row sends -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Writes:
+    """How a row writes a placement and its Event (orca's side)."""
+
+    status: Callable[[str, str], dict[str, Any]]  # (namespace, name) -> the status written
+    put: bool = False  # a PUT of the status alone (with the object's name and version)
+    params: dict[str, str] = field(default_factory=dict)  # the write's query
+    accept: str = "application/json"  # the write's answer
+    event_params: dict[str, str] = field(default_factory=dict)
+    event_accept: str = "application/json"
+    crd: Callable[[dict[str, Any]], dict[str, Any]] = lambda crd: crd
+    clear_managed_fields: bool = False  # diagnostic: no managedFields on the objects written
+
+
+def before_status(namespace: str, name: str) -> dict[str, Any]:
+    status = copy.deepcopy(BEFORE_STATUS)
+    status["placements"][0]["allocId"] = f"{namespace}/{name}-0"
+    return status
+
+
+_CURRENT: dict[str, Any] = {}
+
+
+def current_status(namespace: str, name: str) -> dict[str, Any]:
+    """The status orca's scheduler decides now for the bench's Workload, as the operator
+    sends it (the same placement as ``BEFORE_STATUS``'s, so only the shape differs)."""
+    if not _CURRENT:
+        nodes = [node_info_from_node(n) for n in node_objects(50, seed=7)]
+        workload = parse_workload(workload_object("w", "ns"), "bench")
+        (result,) = plan(nodes, [workload])
+        _CURRENT.update(status_body(result.status))
+    status = copy.deepcopy(_CURRENT)
+    for placement in status.get("placements") or []:
+        placement.update(node=NODE, allocId=f"{namespace}/{name}-0", score=83)
+    if "nodes" in status:
+        status["nodes"] = NODE
+    return status
+
+
+PARTIAL = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+
+def shaped(w: Writes, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Writes:
+    """``w`` writing its status changed by ``change``."""
+    return replace(w, status=lambda ns, name: change(w.status(ns, name)))
+
+
+def no_condition_generation(status: dict[str, Any]) -> dict[str, Any]:
+    for condition in status["conditions"]:
+        condition.pop("observedGeneration", None)
+    return status
+
+
+#: Each lever: what it changes of ``before``'s requests, alone (``orca now`` has them all).
+LEVERS: dict[str, Callable[[Writes], Writes]] = {
+    "status shape": lambda w: replace(w, status=current_status),
+    "PUT /status": lambda w: replace(w, put=True),
+    "metadata answer": lambda w: replace(w, accept=PARTIAL),
+    "fieldValidation=Ignore": lambda w: replace(
+        w, params={**w.params, "fieldValidation": "Ignore"}
+    ),
+    "Event: metadata answer": lambda w: replace(w, event_accept=PARTIAL),
+    "Event: fieldValidation=Ignore": lambda w: replace(
+        w, event_params={**w.event_params, "fieldValidation": "Ignore"}
+    ),
+}
 
 
 def without_rules(node: Any) -> Any:
@@ -65,6 +208,317 @@ def without_rules(node: Any) -> Any:
     return node
 
 
+def atomic_conditions(crd: dict[str, Any]) -> dict[str, Any]:
+    """The CRD with ``status.conditions`` an atomic list (one managedFields entry for the
+    list) instead of a map keyed by ``type`` (one per condition and field)."""
+    crd = copy.deepcopy(crd)
+    for version in crd["spec"]["versions"]:
+        conditions = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"][
+            "conditions"
+        ]
+        conditions["x-kubernetes-list-type"] = "atomic"
+        conditions.pop("x-kubernetes-list-map-keys", None)
+    return crd
+
+
+def minimal(status: dict[str, Any]) -> dict[str, Any]:
+    """The floor: the phase and the placements alone."""
+    return {"phase": status["phase"], "placements": status["placements"]}
+
+
+DIAGNOSTICS: dict[str, Callable[[Writes], Writes]] = {
+    "no condition observedGeneration": lambda w: shaped(w, no_condition_generation),
+    "conditions atomic (CRD)": lambda w: replace(w, crd=atomic_conditions),
+    "phase and placements alone": lambda w: shaped(w, minimal),
+    "no CEL rules (server)": lambda w: replace(w, crd=without_rules),
+    "no managedFields (server)": lambda w: replace(w, clear_managed_fields=True),
+}
+
+
+def rows(levers: Iterable[str], diagnostics: Iterable[str]) -> dict[str, Writes | None]:
+    """The rows in their first round's order: kube-scheduler (None), before, each lever,
+    each diagnostic, now."""
+    before = Writes(status=before_status)
+    out: dict[str, Writes | None] = {KUBE: None, BEFORE: before}
+    out.update({f"+ {name}": LEVERS[name](before) for name in levers})
+    out.update({f"? {name}": DIAGNOSTICS[name](before) for name in diagnostics})
+    out[NOW] = None  # orca's own client and status, whatever they are now
+    return out
+
+
+# -- measuring ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cost:
+    rate: float  # requests/s
+    apiserver_ms: float  # kube-apiserver CPU per request
+    etcd_ms: float
+    client_ms: float  # this process's CPU per request: orca's own client, ``KubeApi``
+    profile: dict[str, float] | None = None  # ms per request by category (``--pprof``)
+
+    @property
+    def server_ms(self) -> float:
+        return self.apiserver_ms + self.etcd_ms
+
+
+@dataclass
+class Profiling:
+    """Where to save kube-apiserver profiles and for how long to take each."""
+
+    directory: Path
+    seconds: int
+    binary: Path
+
+
+async def each(
+    plane: ControlPlane,
+    api: KubeApi,
+    items: Iterable[Any],
+    call: Callable[[Any], Awaitable[None]],
+    profile: tuple[Profiling, str] | None = None,
+) -> Cost:
+    """What ``call`` on every item costs, ``WIDTH`` in flight. With ``profile``, the figures
+    are those of the profile's window (its first seconds) and its breakdown is added."""
+    pending = list(items)
+    queue = iter(pending)
+    window = {"done": 0, "open": True}
+
+    async def worker() -> None:
+        for item in queue:
+            await call(item)
+            if window["open"]:
+                window["done"] += 1
+
+    pids = plane.pids
+    apiserver, etcd = pids["kube-apiserver"], pids["etcd"]
+    before = (cpu_seconds(apiserver), cpu_seconds(etcd), time.process_time())
+    started = time.perf_counter()
+    capture = None
+    if profile is not None:
+        profiling, name = profile
+        path = profiling.directory / f"{name}.pprof"
+        capture = asyncio.create_task(
+            apiserver_profile.capture(api.configuration, profiling.seconds, path)
+        )
+
+        def close(_: object) -> None:
+            window["open"] = False
+
+        capture.add_done_callback(close)
+    workers: asyncio.Future[list[None]] = asyncio.gather(*(worker() for _ in range(WIDTH)))
+    if capture is None:
+        await workers
+        count, seconds = len(pending), time.perf_counter() - started
+        after = (cpu_seconds(apiserver), cpu_seconds(etcd), time.process_time())
+        breakdown = None
+    else:
+        both: list[asyncio.Future[Any]] = [capture, workers]
+        await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+        if not capture.done():
+            print(f"  (profile {name}: every request done before the profile ended)", flush=True)
+            await capture
+        after = (cpu_seconds(apiserver), cpu_seconds(etcd), time.process_time())
+        count, seconds = max(window["done"], 1), time.perf_counter() - started
+        await workers
+        total, categories = apiserver_profile.breakdown(profiling.binary, capture.result())
+        breakdown = {k: v / count * 1000 for k, v in categories.items()}
+        breakdown["(sampled)"] = total / count * 1000
+    apiserver_ms, etcd_ms, client_ms = (
+        (a - b) / count * 1000 for a, b in zip(after, before, strict=True)
+    )
+    return Cost(count / seconds, apiserver_ms, etcd_ms, client_ms, breakdown)
+
+
+async def settle(plane: ControlPlane, quiet: float = 0.15, timeout: float = 180) -> None:
+    """Wait until kube-apiserver and etcd use less than ``quiet`` of a core over a second
+    (twice in a row): what the previous row left behind (the watch cache catching up with
+    a new CRD, the controller manager's garbage collector relisting) is not this row's."""
+    pids = [plane.pids["kube-apiserver"], plane.pids["etcd"]]
+    deadline, calm = time.monotonic() + timeout, 0
+    while calm < 2 and time.monotonic() < deadline:
+        before = sum(cpu_seconds(p) for p in pids)
+        await asyncio.sleep(1)
+        calm = calm + 1 if sum(cpu_seconds(p) for p in pids) - before < quiet else 0
+
+
+async def delete_namespace(
+    plane: ControlPlane, api: KubeApi, namespace: str, timeout: float = 600
+) -> None:
+    """Delete a row's namespace and wait until it is gone (the namespace controller deletes
+    what is in it), then for the API server to settle: every row starts from the same
+    cluster, not one that grew by every row before it (a bigger watch cache and heap)."""
+    plane.kubectl("delete", "namespace", namespace, "--wait=false", check=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            await api.request("GET", f"/api/v1/namespaces/{namespace}")
+        except ApiError as exc:
+            if exc.not_found:
+                break
+            raise
+        await asyncio.sleep(1)
+    else:
+        raise SystemExit(f"namespace {namespace} still there after {timeout:.0f}s")
+    await settle(plane)
+
+
+async def kube_scheduler_row(
+    plane: ControlPlane,
+    api: KubeApi,
+    namespace: str,
+    count: int,
+    pod_event: str,
+    profiling: Profiling | None,
+) -> dict[str, Cost]:
+    """Pods: create, bind, an Event each (``--pod-event``)."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    names = [f"o{i:05d}" for i in range(count)]
+    created: dict[str, dict[str, Any]] = {}
+
+    async def create(name: str) -> None:
+        created[name] = await api.request("POST", path, pod_object(name, namespace))
+
+    async def bind(name: str) -> None:
+        target = {"apiVersion": "v1", "kind": "Node", "name": NODE}
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}}
+        await api.request("POST", f"{path}/{name}/binding", {**binding, "target": target})
+
+    async def post(name: str) -> None:
+        meta = created[name]["metadata"]
+        if pod_event == "json":
+            body = event_body(name, namespace, meta["uid"], meta["resourceVersion"], "v1", "Pod")
+            await api.request("POST", f"/api/v1/namespaces/{namespace}/events", body)
+            return
+        event = scheduled_event(name, namespace, meta["uid"], meta["resourceVersion"], NODE)
+        await post_protobuf(api, EVENTS_V1.format(ns=namespace), event)
+
+    costs = {"create": await each(plane, api, names, create)}
+    costs["placement write"] = await each(plane, api, names, bind, _profile(profiling, "binding"))
+    costs["Event"] = await each(plane, api, names, post, _profile(profiling, "binding-event"))
+    if pod_event == "kube-scheduler":
+        await check_kube_scheduler_events(api, namespace, count)
+    return costs
+
+
+async def post_protobuf(api: KubeApi, path: str, body: bytes) -> None:
+    """POST ``body`` as kube-scheduler's client does (protobuf in, protobuf out)."""
+    headers = {"Content-Type": PROTOBUF, "Accept": PROTOBUF}
+    token = authorization(api.configuration)
+    if token:
+        headers["Authorization"] = token
+    session = await api.session()
+    url = URL(api.configuration.host + path, encoded=True)
+    async with session.post(url, data=body, headers=headers) as response:
+        answer = await response.read()
+        if response.status != 201:
+            raise SystemExit(f"POST {path}: {response.status} {answer[:300]!r}")
+
+
+async def check_kube_scheduler_events(api: KubeApi, namespace: str, count: int) -> None:
+    """Every protobuf Event posted reads back (JSON) as kube-scheduler's ``Scheduled``."""
+    listed = (await api.request("GET", EVENTS_V1.format(ns=namespace)))["items"]
+    good = [
+        e
+        for e in listed
+        if e.get("reason") == "Scheduled"
+        and e.get("action") == "Binding"
+        and e.get("reportingController") == "default-scheduler"
+        and (e.get("regarding") or {}).get("kind") == "Pod"
+        and (e.get("note") or "").startswith(f"Successfully assigned {namespace}/")
+        and e.get("eventTime")
+    ]
+    if len(good) != count:
+        raise SystemExit(f"{len(good)}/{count} Events read back as kube-scheduler's: {listed[:1]}")
+
+
+def _profile(profiling: Profiling | None, name: str) -> tuple[Profiling, str] | None:
+    return (profiling, name) if profiling is not None else None
+
+
+def event_body(
+    name: str, namespace: str, uid: str, version: str, api_version: str, kind: str
+) -> dict[str, Any]:
+    """The ``Scheduled`` Event orca posts for a placement (on a Pod for the Pods' row)."""
+    event = PendingEvent(
+        name, namespace, uid, version, "Scheduled", f"Placed 1/1 replicas on {NODE}", False,
+        "2026-11-30T00:00:00Z", "bench",
+    )  # fmt: skip
+    body = event.body()
+    body["involvedObject"].update(apiVersion=api_version, kind=kind)
+    return body
+
+
+async def orca_row(
+    plane: ControlPlane,
+    api: KubeApi,
+    namespace: str,
+    count: int,
+    writes: Writes | None,
+    label: str,
+    profiling: Profiling | None,
+) -> dict[str, Cost]:
+    """Workloads: create, a status write, an Event each; ``writes`` None: orca's own calls."""
+    path = WORKLOADS.format(ns=namespace)
+    names = [f"o{i:05d}" for i in range(count)]
+    created: dict[str, dict[str, Any]] = {}
+
+    async def create(name: str) -> None:
+        created[name] = await api.request("POST", path, workload_object(name, namespace))
+        if writes is not None and writes.clear_managed_fields:
+            reset: dict[str, Any] = {"metadata": {"managedFields": [{}]}}
+            created[name] = await api.request(
+                "PATCH", workload_path(namespace, name), reset, MERGE_PATCH
+            )
+
+    async def write(name: str) -> None:
+        version = created[name]["metadata"]["resourceVersion"]
+        if writes is None:
+            await api.write_workload_status(
+                namespace, name, current_status(namespace, name), version
+            )
+            return
+        status = writes.status(namespace, name)
+        if writes.put:
+            metadata = {"name": name, "namespace": namespace, "resourceVersion": version}
+            body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "status": status}
+        else:
+            body = {"metadata": {"resourceVersion": version}, "status": status}
+        await api.request(
+            "PUT" if writes.put else "PATCH",
+            workload_path(namespace, name, status=True),
+            body,
+            "application/json" if writes.put else MERGE_PATCH,
+            params=writes.params or None,
+            accept=writes.accept,
+        )
+
+    async def post(name: str) -> None:
+        meta = created[name]["metadata"]
+        body = event_body(
+            name, namespace, meta["uid"], meta["resourceVersion"], "orca.cloudinit.dev/v1alpha1",
+            "Workload",
+        )  # fmt: skip
+        if writes is None:
+            await api.create_event(namespace, body)
+            return
+        await api.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/events",
+            body,
+            params=writes.event_params or None,
+            accept=writes.event_accept,
+        )
+
+    slug = label.strip("+? ").replace(" ", "-").replace("=", "-").replace(":", "")
+    costs = {"create": await each(plane, api, names, create)}
+    costs["placement write"] = await each(
+        plane, api, names, write, _profile(profiling, f"{slug}-status-write")
+    )
+    costs["Event"] = await each(plane, api, names, post, _profile(profiling, f"{slug}-event"))
+    return costs
+
+
 def install(plane: ControlPlane, document: dict[str, Any], workdir: Path) -> None:
     path = workdir / "crd.yaml"
     path.write_text(yaml.safe_dump(document))
@@ -73,150 +527,175 @@ def install(plane: ControlPlane, document: dict[str, Any], workdir: Path) -> Non
     plane.kubectl("wait", established, "crd/workloads.orca.cloudinit.dev", check=True)
 
 
-def orca_status(namespace: str) -> dict[str, Any]:
-    """The status orca's scheduler decides for the bench's Workload, as the operator sends it."""
-    nodes = [node_info_from_node(n) for n in node_objects(50, seed=7)]
-    workload = parse_workload(workload_object("w", namespace), "bench")
-    (result,) = plan(nodes, [workload])
-    return result.status.model_dump(by_alias=True, mode="json", exclude_none=True)
+# -- the run --------------------------------------------------------------------------------------
 
 
-def event_body(name: str, namespace: str, uid: str, version: str) -> dict[str, Any]:
-    """The ``Scheduled`` Event orca posts for a placement."""
-    event = PendingEvent(
-        name, namespace, uid, version, "Scheduled", "Placed 1/1 replicas on node-00001", False,
-        "2026-11-30T00:00:00Z", "bench",
-    )  # fmt: skip
-    return event.body()
-
-
-@dataclass(frozen=True)
-class Cost:
-    rate: float  # requests/s
-    server_ms: float  # API server + etcd CPU per request
-    client_ms: float  # this process's CPU per request: orca's own client, ``KubeApi``
-
-
-async def each(
-    plane: ControlPlane, items: Iterable[Any], call: Callable[[Any], Awaitable[None]]
-) -> Cost:
-    """What ``call`` on every item costs, ``WIDTH`` in flight."""
-    pending = list(items)
-    queue = iter(pending)
-
-    async def worker() -> None:
-        for item in queue:
-            await call(item)
-
-    servers = [pid for n, pid in plane.pids.items() if n in ("etcd", "kube-apiserver")]
-    before = sum(cpu_seconds(p) for p in servers)
-    client_before = time.process_time()
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(WIDTH)))
-    seconds = time.perf_counter() - started
-    client = time.process_time() - client_before
-    cpu = sum(cpu_seconds(p) for p in servers) - before
-    return Cost(len(pending) / seconds, cpu / len(pending) * 1000, client / len(pending) * 1000)
-
-
-async def one_kind(
-    plane: ControlPlane, api: KubeApi, kind: str, namespace: str, count: int
-) -> dict[str, Cost]:
-    """Create ``count`` objects of ``kind``, write each one's placement, post an Event on each."""
-    names = [f"o{i:05d}" for i in range(count)]
-    path = f"/api/v1/namespaces/{namespace}/pods" if kind == POD else WORKLOADS.format(ns=namespace)
-    make = pod_object if kind == POD else workload_object
-    created: dict[str, dict[str, Any]] = {}
-
-    async def create(name: str) -> None:
-        created[name] = await api.request("POST", path, make(name, namespace))
-
-    costs = {"create": await each(plane, names, create)}
-    if kind == POD:
-
-        async def bind(name: str) -> None:
-            target = {"apiVersion": "v1", "kind": "Node", "name": "node-00001"}
-            binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}}
-            await api.request("POST", f"{path}/{name}/binding", {**binding, "target": target})
-
-        costs["placement write"] = await each(plane, names, bind)
-    else:
-        status = orca_status(namespace)
-
-        async def write(name: str) -> None:
-            version = created[name]["metadata"]["resourceVersion"]
-            await api.patch_workload_status(namespace, name, status, version)
-
-        costs["placement write"] = await each(plane, names, write)
-    if kind != BARE:
-
-        async def post(name: str) -> None:
-            meta = created[name]["metadata"]
-            body = event_body(name, namespace, meta["uid"], meta["resourceVersion"])
-            await api.create_event(namespace, body)
-
-        costs["Event"] = await each(plane, names, post)
-    return costs
+def report(round_: int, label: str, costs: dict[str, Cost], reference: float | None) -> float:
+    """Print a row; returns its API server + etcd CPU per placement (write + Event)."""
+    write, event = costs["placement write"], costs["Event"]
+    total = write.server_ms + event.server_ms
+    ratio = f" = {total / reference:.2f}x kube-scheduler's" if reference else ""
+    print(
+        f"round {round_}  {label:30s} create {costs['create'].server_ms:5.2f} ms | "
+        f"placement write {write.apiserver_ms:5.2f} + etcd {write.etcd_ms:4.2f} ms "
+        f"({write.rate:4.0f}/s) | Event {event.apiserver_ms:5.2f} + etcd {event.etcd_ms:4.2f} ms"
+        f" | per placement {total:5.2f} ms{ratio}",
+        flush=True,
+    )
+    if label != KUBE:
+        print(
+            f"round {round_}  {'':30s} client (this process) CPU per write + Event: "
+            f"{write.client_ms:.2f} + {event.client_ms:.2f} ms",
+            flush=True,
+        )
+    for what, cost in (("placement write", write), ("Event", event)):
+        if cost.profile:
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in cost.profile.items() if v >= 0.005)
+            print(f"          kube-apiserver profile, {what}, ms per request: {parts}", flush=True)
+    return total
 
 
 async def run(
-    plane: ControlPlane, workdir: Path, count: int, rounds: int
+    plane: ControlPlane, workdir: Path, args: argparse.Namespace
 ) -> dict[str, dict[str, float]]:
-    figures: dict[str, dict[str, float]] = {}
+    """Every row of every round; returns their API server + etcd CPU per request, for
+    ``bench/results``."""
     shipped = yaml.safe_load(CRD.read_text())
     api = KubeApi(load_configuration(str(plane.kubeconfig_path)), max_connections=64)
+    installed: Any = None
+    every: list[dict[str, dict[str, Cost]]] = []
     try:
-        for round_ in range(rounds):
-            totals: dict[str, float] = {}
-            for kind in (POD, WORKLOAD, BARE):
-                namespace = (
-                    f"r{round_}-{kind.split(',')[0].lower()}{'-bare' if kind == BARE else ''}"
+        for round_ in range(args.rounds):
+            table = rows(args.levers, args.diagnostics)
+            order = list(table.items())
+            order = order[round_ % len(order) :] + order[: round_ % len(order)]
+            results: dict[str, dict[str, Cost]] = {}
+            profiling = (
+                Profiling(
+                    args.pprof / f"round{round_}",
+                    args.pprof_seconds,
+                    plane.bin_dir / "kube-apiserver",
                 )
-                plane.kubectl("create", "namespace", namespace, check=True)
-                if kind == POD:  # ServiceAccount admission asks it of every Pod
-                    await wait_default_service_account(api, namespace, 60)
-                else:
-                    install(plane, shipped if kind == WORKLOAD else without_rules(shipped), workdir)
-                    await asyncio.sleep(3)  # the new schema served by every handler
-                costs = await one_kind(plane, api, kind, namespace, count)
-                cells = "   ".join(
-                    f"{what} {c.server_ms:.2f} ms ({c.rate:.0f}/s)" for what, c in costs.items()
-                )
-                print(f"round {round_}  {kind:22s} {cells}", flush=True)
-                writes = [costs["placement write"], *([costs["Event"]] if "Event" in costs else [])]
-                totals[kind] = sum(c.server_ms for c in writes)
-                for what, c in costs.items():
-                    figures.setdefault(f"round {round_}", {})[f"{kind}: {what}_ms"] = c.server_ms
-                if kind == WORKLOAD:
-                    client = " + ".join(f"{c.client_ms:.2f}" for c in writes)
-                    print(
-                        f"round {round_}  {'':22s} orca's client (KubeApi, this process) CPU per "
-                        f"status write + Event: {client} ms",
-                        flush=True,
-                    )
-            print(
-                f"round {round_}  per placement, API server + etcd: kube-scheduler (binding + "
-                f"Event) {totals[POD]:.2f} ms, orca (status write + Event) "
-                f"{totals[WORKLOAD]:.2f} ms -> {totals[WORKLOAD] / totals[POD]:.2f}x",
-                flush=True,
+                if args.pprof
+                else None
             )
+            for i, (label, writes) in enumerate(order):
+                namespace = f"r{round_}-{i}"
+                plane.kubectl("create", "namespace", namespace, check=True)
+                await settle(plane)
+                if label == KUBE:
+                    await wait_default_service_account(api, namespace, 60)
+                    results[label] = await kube_scheduler_row(
+                        plane, api, namespace, args.objects, args.pod_event, profiling
+                    )
+                else:
+                    crd = writes.crd(shipped) if writes is not None else shipped
+                    if crd != installed:
+                        install(plane, crd, workdir)
+                        installed = crd
+                        await asyncio.sleep(3)  # the new schema served by every handler
+                        await settle(plane)
+                    results[label] = await orca_row(
+                        plane, api, namespace, args.objects, writes, label, profiling
+                    )
+                if args.fresh:
+                    await delete_namespace(plane, api, namespace)
+            reference = None
+            for label in table:  # printed in the table's order, whatever order they ran in
+                total = report(round_, label, results[label], reference)
+                reference = total if label == KUBE else reference
+            every.append(results)
     finally:
         await api.close()
-    return figures
+    if len(every) > 1:
+        summary(every)
+    return {
+        f"round {i}": {
+            f"{label}: {what}_ms": cost.server_ms
+            for label, costs in results.items()
+            for what, cost in costs.items()
+        }
+        for i, results in enumerate(every)
+    }
+
+
+def summary(every: list[dict[str, dict[str, Cost]]]) -> None:
+    """Per row, the median over the rounds of its API server + etcd CPU per placement write,
+    per Event and per placement, and of its ratio to kube-scheduler's and to ``before``'s
+    in the same round (a ratio within a round is steadier than a figure across rounds)."""
+
+    def per(results: dict[str, Cost]) -> tuple[float, float, float]:
+        write, event = results["placement write"].server_ms, results["Event"].server_ms
+        return write, event, write + event
+
+    print(f"medians over {len(every)} rounds (API server + etcd CPU, ms):", flush=True)
+    for label in every[0]:
+        figures = [per(results[label]) for results in every]
+        vs_kube = [per(r[label])[2] / per(r[KUBE])[2] for r in every]
+        write, event, total = (median(f[i] for f in figures) for i in range(3))
+        line = f"  {label:34s} write {write:5.2f}  Event {event:5.2f}  per placement {total:5.2f}"
+        if label != KUBE:
+            line += f"  = {median(vs_kube):.2f}x kube-scheduler's"
+        if label not in (KUBE, BEFORE) and BEFORE in every[0]:
+            writes = [per(r[label])[0] / per(r[BEFORE])[0] for r in every]
+            line += f"; its write {100 * (median(writes) - 1):+.0f}% vs before's"
+        print(line, flush=True)
+        for what in ("placement write", "Event"):
+            profiles = [p for r in every if (p := r[label][what].profile)]
+            if len(profiles) == len(every):
+                parts = {k: median(p.get(k, 0.0) for p in profiles) for k in profiles[0]}
+                shown = ", ".join(f"{k} {v:.2f}" for k, v in parts.items() if v >= 0.005)
+                print(f"    kube-apiserver profile, {what}, ms per request: {shown}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--objects", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--levers",
+        type=lambda s: [x for x in s.split(",") if x],
+        default=list(LEVERS),
+        help=f"comma-separated, of: {', '.join(LEVERS)} (default: all; '' for none)",
+    )
+    parser.add_argument(
+        "--diagnostics",
+        type=lambda s: [x for x in s.split(",") if x],
+        default=[],
+        help=f"comma-separated, of: {', '.join(DIAGNOSTICS)}",
+    )
+    parser.add_argument(
+        "--pod-event",
+        choices=("kube-scheduler", "json"),
+        default="kube-scheduler",
+        help="the Pods' Event: kube-scheduler's own (events.k8s.io/v1, protobuf), or the "
+        "JSON core/v1 body orca posts",
+    )
+    parser.add_argument("--pprof", type=Path, help="save kube-apiserver CPU profiles here")
+    parser.add_argument("--pprof-seconds", type=int, default=5)
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="delete each row's namespace (and wait until it is gone) before the next row",
+    )
     args = parser.parse_args(argv)
-    if args.objects < 1 or args.rounds < 1:
-        parser.error("--objects and --rounds must be at least 1")
+    if args.objects < 1 or args.rounds < 1 or args.pprof_seconds < 1:
+        parser.error("--objects, --rounds and --pprof-seconds must be at least 1")
+    unknown = [x for x in args.levers if x not in LEVERS] + [
+        x for x in args.diagnostics if x not in DIAGNOSTICS
+    ]
+    if unknown:
+        parser.error(f"unknown lever or diagnostic: {', '.join(unknown)}")
+    print(
+        f"{args.objects} objects per row, {WIDTH} in flight, on {os.cpu_count()} cores "
+        f"(load average {os.getloadavg()[0]:.2f})",
+        flush=True,
+    )
     with (
         tempfile.TemporaryDirectory(prefix="orca-server-cost-") as tmp,
         ControlPlane(Path(tmp) / "cp") as plane,
     ):
-        figures = asyncio.run(run(plane, Path(tmp), args.objects, args.rounds))
+        figures = asyncio.run(run(plane, Path(tmp), args))
     record("bench_server_cost", figures, command_line(argv))
     return 0
 

@@ -23,8 +23,8 @@ cpu, memory or pods), which fails the run (exit 1) if anything is wrong. Then th
 Progress is followed with one watch per side (no polling LISTs stealing the measured CPU).
 
 Both schedulers post a ``Scheduled`` Event per placement. kube-scheduler posts each as it
-binds; orca holds its Events back while Workloads wait for a decision (status writes first),
-so most of them come after its last placement. Each side's CPU is therefore printed twice:
+binds; orca paces its Events (20/s) while its status writes are in flight (status first), so
+most of them come after its last placement. Each side's CPU is therefore printed twice:
 over the placements' window, and over the window extended until every placement's Event was
 posted (``--events-timeout``), which is the whole cost of the run. A watch on the Events of
 the namespace (one per side) follows them.
@@ -213,16 +213,42 @@ class KubeScheduler:
 
 
 class Orca:
-    """``orca run`` without leader election, watching every namespace."""
+    """``orca run`` without leader election, watching every namespace; with ``py_spy``, a
+    sampling profile of it from its start (py-spy's raw format: collapsed stacks, one per
+    line, with its count) written there when it stops."""
 
-    def __init__(self, plane: ControlPlane, workdir: Path) -> None:
+    def __init__(self, plane: ControlPlane, workdir: Path, py_spy: Path | None = None) -> None:
         self.operator = OperatorProcess(
             plane.kubeconfig_path, workdir / "orca.log", extra=["--no-leader-elect"]
         )
         self.process = self.operator.process
+        self.profiler = None
+        if py_spy is not None:
+            command = [
+                py_spy_command(), "record", "--pid", str(self.process.pid), "--rate", "100",
+                "--format", "raw", "--output", str(py_spy), "--nonblocking",
+            ]  # fmt: skip
+            self.profiler = subprocess.Popen(
+                command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
 
     def stop(self) -> None:
         self.operator.stop()
+        if self.profiler is not None:
+            try:  # it writes its file when the process it samples is gone
+                self.profiler.wait(60)
+            except subprocess.TimeoutExpired:
+                self.profiler.terminate()
+                self.profiler.wait()
+
+
+def py_spy_command() -> str:
+    """py-spy beside this interpreter (the virtualenv's) or on PATH."""
+    beside = Path(sys.executable).with_name("py-spy")
+    found = str(beside) if beside.exists() else shutil.which("py-spy")
+    if found is None:
+        raise SystemExit("--py-spy needs py-spy: .venv/bin/pip install py-spy")
+    return found
 
 
 # -- talking to the API server ------------------------------------------------------------------
@@ -328,8 +354,8 @@ async def follow(
 @dataclass
 class Events:
     """The same window extended until every placement's ``Scheduled`` Event was posted: both
-    schedulers post one per placement, and orca holds its Events back while its queue has work
-    (status first), so the placements' window alone leaves most of orca's Events out."""
+    schedulers post one per placement, and orca paces its Events while its status writes are in
+    flight (status first), so the placements' window alone leaves most of orca's Events out."""
 
     seen: int  # placements with their Event posted at the end of the window
     after: float  # seconds from the last placement to the end of the window
@@ -417,12 +443,12 @@ async def _run_side(
             print(f"  [{side.name}] {args.objects} objects stored", flush=True)
             server_before = sum(cpu_seconds(p) for p in servers.values())
             clock = time.perf_counter()
-            scheduler = start(side, plane, workdir)
+            scheduler = start(side, plane, workdir, args.py_spy)
             done = await wait_decided(api, side, NAMESPACE, args.objects, args.timeout)
             cpu_before = 0.0
             scheduler_cpu = cpu_seconds(scheduler.process.pid)
         else:
-            scheduler = start(side, plane, workdir)
+            scheduler = start(side, plane, workdir, args.py_spy)
             probe = [(side.collection(PROBE_NAMESPACE), side.make("probe", PROBE_NAMESPACE))]
             await create_all(api, probe, 1)
             await wait_decided(api, side, PROBE_NAMESPACE, 1, args.timeout)
@@ -458,8 +484,10 @@ async def _run_side(
     )  # fmt: skip
 
 
-def start(side: Side, plane: ControlPlane, workdir: Path) -> KubeScheduler | Orca:
-    return KubeScheduler(plane, workdir) if side.name == KUBE else Orca(plane, workdir)
+def start(
+    side: Side, plane: ControlPlane, workdir: Path, py_spy: Path | None = None
+) -> KubeScheduler | Orca:
+    return KubeScheduler(plane, workdir) if side.name == KUBE else Orca(plane, workdir, py_spy)
 
 
 async def validate(api: KubeApi, side: Side, count: int) -> list[str]:
@@ -570,6 +598,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per side")
     parser.add_argument("--logs", type=Path, help="keep each scheduler's log in this directory")
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="FILE",
+        help="profile orca's operator with py-spy (raw collapsed stacks) into FILE",
+    )
     parser.add_argument(
         "--events-timeout",
         type=float,

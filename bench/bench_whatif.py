@@ -36,7 +36,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_plan import Run, run_cli, write_lean_nodes
+from bench.bench_plan import Run, run_cli, write_node_file
 from bench.bench_scheduler import random_spec
 from bench.common import command_line, record
 
@@ -104,7 +104,7 @@ def write_template(path: Path) -> None:
 
 
 def write_inputs(directory: Path, nodes: int, workloads: int, seed: int, scale: float) -> None:
-    write_lean_nodes(directory / "nodes.yaml", nodes)
+    write_node_file(directory / "nodes.yaml", nodes, lean=True, not_ready=0)
     write_workloads(directory / "fresh.yaml", workloads, seed, scale)
     write_template(directory / "template.yaml")
 

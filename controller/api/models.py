@@ -861,6 +861,18 @@ def workload_selector(name: str) -> str | None:
     return f"{WORKLOAD_LABEL}={name}" if len(name) <= MAX_LABEL_VALUE else None
 
 
+def status_body(status: WorkloadStatus) -> dict[str, Any]:
+    """The status as orca writes it: the whole of it, since a write replaces what was there
+    (``KubeApi.write_workload_status``), without the fields that say nothing (None, and
+    ``unschedulable`` when nothing was rejected), which read back as the same model. Each field
+    left out is bytes the API server does not decode, compare for ``managedFields``, validate,
+    store and send to every watcher on every write."""
+    body = status.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if not body.get("unschedulable"):
+        body.pop("unschedulable", None)
+    return body
+
+
 _DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_PATTERN)
 
 

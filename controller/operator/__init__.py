@@ -12,7 +12,7 @@ The path of one Workload, module by module:
   replicas of lower-priority Workloads), and compares the status it implies with the one
   the object has.
 - ``transaction``: a status that differs is written: assumed in the ledger, one fenced and
-  preconditioned PATCH (``kube.client``), then confirmed, forgotten or held, and the
+  preconditioned status write (``kube.client``), then confirmed, forgotten or held, and the
   Event queued (``events``); the loop marks the key done.
 
 Around them: ``app`` (kopf's lifecycle and the wiring of these parts), ``rebalancer`` (moves

@@ -20,6 +20,7 @@ from controller.operator.kube.informer import Informer
 from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.ledger import gives_back
 
 logger = logging.getLogger("orca.informer")
 
@@ -57,10 +58,14 @@ class WorkloadEvents:
     own status write); one deleted, or changed so that it books less (its status read while
     a write of it was held, another replica's write), frees capacity for whoever waits for
     some, as kube-scheduler moves unschedulable Pods back on an assigned Pod's update or
-    deletion; after a relist every Workload is looked at again."""
+    deletion; after a relist every Workload is looked at again. Who waits for capacity is
+    found by walking every Workload, so that is done once per turn of the event loop in
+    which capacity was freed (``flush``), not once per Workload deleted (a namespace of
+    thousands deleted at once)."""
 
     def __init__(self, state: ClusterState, queue: WorkQueue, gate: StartupGate) -> None:
         self.state, self.queue, self.ready = state, queue, gate.ready
+        self._freed = False  # capacity freed since the last ``flush``
 
     def added(self, obj: Obj) -> None:
         key = key_of(obj)
@@ -68,13 +73,26 @@ class WorkloadEvents:
         record = self.state.upsert_workload(obj)
         if record is not None and self.ready.is_set():
             self.queue.add(record.key)
-            self.queue.add_all(self.state.woken_by(key, before))
+            if gives_back(before, self.state.ledger.bookings(key)):
+                self._free()
 
     modified = added
 
     def deleted(self, obj: Obj) -> None:
         if self.state.delete_workload(key_of(obj)) and self.ready.is_set():
-            self.queue.add_all(self.state.keys_waiting_for_capacity())
+            self._free()
+
+    def _free(self) -> None:
+        if not self._freed:
+            self._freed = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Queue whoever waits for capacity, once for all that was freed since the last."""
+        if self._freed:
+            self._freed = False
+            # Freed capacity changes nobody's priority: who already waits keeps its place.
+            self.queue.add_all(self.state.keys_waiting_for_capacity(), reprioritise=False)
 
     def listed(self, initial: bool) -> None:
         if not initial and self.ready.is_set():
@@ -84,10 +102,18 @@ class WorkloadEvents:
 class NodeEvents:
     """A Node added, changed (in what the scheduler reads: not a heartbeat) or deleted: who
     could care are the Workloads with replicas on it, DaemonSets, and whatever a node could
-    cure."""
+    cure.
+
+    Who to queue is worked out once per turn of the event loop for every Node changed in it,
+    not once per Node: the DaemonSets and the Workloads a node could cure are found by
+    walking every Workload, and a mass change (thousands of kwok Nodes turned Unknown and
+    back while the machine was loaded, a network partition, a relist) walked them once per
+    Node: 88% of the operator's CPU in a 5,000-Node backlog, 45 placements/s instead of 300.
+    The Nodes' Workloads come from the ledger's index (``Ledger.keys_on``)."""
 
     def __init__(self, state: ClusterState, queue: WorkQueue, gate: StartupGate) -> None:
         self.state, self.queue, self.ready = state, queue, gate.ready
+        self._pending: set[str] = set()  # Nodes changed since the last ``flush``
 
     def added(self, obj: Obj) -> None:
         self._changed(self.state.upsert_node(obj))
@@ -103,10 +129,22 @@ class NodeEvents:
 
     def _changed(self, name: str | None) -> None:
         if name and self.ready.is_set():
-            state = self.state
-            self.queue.add_all(
-                state.keys_on_node(name) | state.daemon_keys() | state.keys_waiting_for_nodes()
-            )
+            if not self._pending:
+                asyncio.get_running_loop().call_soon(self.flush)
+            self._pending.add(name)
+
+    def flush(self) -> None:
+        """Queue who the Nodes changed since the last flush concern (see the class)."""
+        names, self._pending = self._pending, set()
+        if not names:
+            return
+        state = self.state
+        keys = state.daemon_keys() | state.keys_waiting_for_nodes()
+        for name in names:
+            keys |= state.keys_on_node(name)
+        # A Node changes nobody's priority: a Workload already waiting keeps its place without
+        # its priority resolved again (a backlog's undecided Workloads, once per Node change).
+        self.queue.add_all(keys, reprioritise=False)
 
 
 class PriorityClassEvents:

@@ -10,7 +10,8 @@ process, and ``done`` in a ``finally``, the one place a key is marked done. Proc
                change the decision (``preemption.consider``: victims booked first)
     compare    the status it implies vs the one the object has: equal -> write nothing
     write      the status-write transaction (``transaction``): assume, the fenced and
-               preconditioned PATCH, then confirm, forget or hold, and the Event
+               preconditioned write (a PUT of the status), then confirm, forget or hold,
+               and the Event
     after      refused or unanswered: retried with back-off (an unanswered write is read
                back before the key is decided again); fenced: dropped, the next leader
                decides; gone: nothing left to decide

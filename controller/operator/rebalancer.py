@@ -16,7 +16,7 @@ Every interval, on the leader only, after the initial listing::
                 the Workload while its move is in flight
       write     the status-write transaction (``transaction``), as the loop's: the moved
                 replica booked on its target, and still on its source until the write lands
-                (capacity is never counted free twice); one status PATCH, preconditioned on
+                (capacity is never counted free twice); one status write, preconditioned on
                 the resourceVersion planned on: a Workload its owner changed meanwhile gets
                 409, is forgotten and queued for the scheduling loop, never overwritten
                 ("conflict"); landed, the ledger holds the replica on its target only, and

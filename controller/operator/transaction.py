@@ -10,8 +10,9 @@ kube-scheduler's assume, bind, then confirm or forget (``pkg/scheduler/schedule_
                still the record, and a crash or a failed write leaves it there. A preemption
                victim gives its room up at once: the preemptor, whose own write is sent only
                once every victim's landed, books it.
-    commit     one merge PATCH of /status, preconditioned on the resourceVersion decided on,
-               sent only while this replica's Lease is locally valid (``KubeApi.fence``); then
+    commit     one write of /status (a PUT of the status alone: ``status_body``), preconditioned
+               on the resourceVersion decided on, sent only while this replica's Lease is
+               locally valid (``KubeApi.fence``); then
       written    confirm: the ledger books the decision alone; the record holds what was
                  written (so the echo of this write is a no-op); the Event; whoever waits for
                  capacity is queued if the write gave some back
@@ -44,7 +45,7 @@ import enum
 import logging
 from dataclasses import dataclass
 
-from controller.api.models import WorkloadStatus, workload_path
+from controller.api.models import WorkloadStatus, status_body, workload_path
 from controller.operator.events import EventRecorder
 from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
 from controller.operator.state import ClusterState, WorkloadRecord, is_newer
@@ -111,6 +112,8 @@ class StatusWrites:
         self.events = events
         #: Keys whose last status write got no answer: read back before deciding again.
         self.unsure: set[str] = set()
+        #: Writes sent and not yet answered (the Event posters hold back while there are).
+        self.in_flight = 0
 
     def begin(
         self,
@@ -129,9 +132,11 @@ class StatusWrites:
 
     async def commit(self, write: StatusWrite) -> Result:
         """Send the write and settle it; the rollback runs however this ends."""
+        self.in_flight += 1
         try:
             return await self._send(write)
         finally:
+            self.in_flight -= 1
             self.abandon(write)  # nothing to do when settled: a bug or a cancellation
 
     def abandon(self, write: StatusWrite) -> None:
@@ -152,10 +157,9 @@ class StatusWrites:
 
     async def _send(self, write: StatusWrite) -> Result:
         record, key = write.record, write.key
-        payload = write.status.model_dump(by_alias=True, mode="json", exclude_none=True)
         try:
-            response = await self.api.patch_workload_status(
-                record.namespace, record.name, payload, record.resource_version
+            response = await self.api.write_workload_status(
+                record.namespace, record.name, status_body(write.status), record.resource_version
             )
         except Fenced as exc:
             write.error = exc

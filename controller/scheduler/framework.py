@@ -9,7 +9,9 @@ plugins in order, each with its score weight; a plugin implements one or more ex
                 memoised per node table and per ``signature``, what the plugin declares it
                 reads of the spec, so two Workloads with equal signatures share the masks
                 and no hand-kept key can leak masks between different specs. A signature of
-                None means "reads this cycle's free capacity": computed every cycle.
+                None means "reads this cycle's free capacity": computed every cycle. A
+                verdict that depends on the time (a toleration running down) says over
+                which span of the cycle's clock it holds, and is memoised for that span.
     Filter (per replica)  ``per_replica`` filters (capacity, topology spread) run again
                 before each replica is placed, as the cycle's own placements use capacity
                 up and fill domains; they may read the static filters' mask, ``cycle.passes``
@@ -22,6 +24,7 @@ in profile order) and a ``Code`` that tells the scheduling loop who can cure a f
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -73,6 +76,12 @@ class Verdict:
 
     ``keeps`` says where an *existing* replica may stay (docs/design.md 5); None means the
     plugin's ``evicts`` attribute decides: the same as passing, or everywhere.
+
+    ``since`` and ``until``: the span of the cycle's clock (``CycleState.now``) over which
+    this same verdict holds, ``since <= now < until``, for a verdict that depends on the
+    time (a toleration running down changes it when it runs out); any time by default.
+    The engine memoises it for that span, as kube-scheduler's taint manager keeps a
+    timer per Pod rather than look again at every tick.
     """
 
     rejections: tuple[Rejection, ...]
@@ -82,6 +91,8 @@ class Verdict:
     #: inf: for good), e.g. a NoExecute taint tolerated for ``tolerationSeconds``. None: for
     #: good everywhere. What the status reports as a pending move.
     leaves: FloatArray | None = None
+    since: float = -math.inf
+    until: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,11 @@ class FilterResult:
     keeps: BoolArray
     cacheable: bool = True
     leaves: FloatArray | None = None
+    since: float = -math.inf  # the span of the clock it holds over (``Verdict``)
+    until: float = math.inf
+
+    def holds_at(self, now: float) -> bool:
+        return self.since <= now < self.until
 
 
 @dataclass
@@ -278,6 +294,11 @@ class Filtered:
     passes: BoolArray
     keeps: BoolArray
     leaves: FloatArray | None = None  # the earliest of the filters' ``leaves`` (None: none)
+    since: float = -math.inf  # the span of the clock every verdict holds over
+    until: float = math.inf
+
+    def holds_at(self, now: float) -> bool:
+        return self.since <= now < self.until
 
 
 class Framework:
@@ -317,7 +338,7 @@ class Framework:
         return folded
 
     def _filter(self, cycle: CycleState) -> Filtered:
-        table = cycle.table
+        table, now = cycle.table, cycle.now
         if table.version != self._table_version or len(self._memo) > self.MAX_CACHED_FILTERS:
             self._memo.clear()
             self._folded.clear()
@@ -325,12 +346,12 @@ class Framework:
         signatures = [(f.name, f.signature(cycle)) for f in self._static]
         cacheable = all(sig is not None for _, sig in signatures)
         folded_key = tuple(signatures)
-        if cacheable and (hit := self._folded.get(folded_key)) is not None:
+        if cacheable and (hit := self._folded.get(folded_key)) is not None and hit.holds_at(now):
             return hit
         results: list[FilterResult] = []
         for plugin, key in zip(self._static, signatures, strict=True):
             result = self._memo.get(key) if key[1] is not None else None
-            if result is None:
+            if result is None or not result.holds_at(now):
                 result = _run_filter(plugin, cycle)
                 if key[1] is not None and result.cacheable:
                     self._memo[key] = result
@@ -343,6 +364,8 @@ class Framework:
             _conjunction((r.passes for r in results), size),
             _conjunction((r.keeps for r in results), size),
             np.minimum.reduce(leaves) if leaves else None,
+            max(r.since for r in results) if results else -math.inf,
+            min(r.until for r in results) if results else math.inf,
         )
         if cacheable:
             self._folded[folded_key] = folded
@@ -471,6 +494,8 @@ def _run_filter(plugin: FilterPlugin, cycle: CycleState) -> FilterResult:
         keeps=keeps,
         cacheable=verdict.cacheable,
         leaves=verdict.leaves,
+        since=verdict.since,
+        until=verdict.until,
     )
 
 

@@ -131,6 +131,9 @@ class Ledger:
         self.used_memory: IntArray = np.zeros(len(self.table), dtype=np.int64)
         #: Replicas booked per node (of every Workload): the per-node gauge, kept in step.
         self.replicas: IntArray = np.zeros(len(self.table), dtype=np.int64)
+        #: Node name -> {Workload key: its replicas there}: who a node change concerns,
+        #: without walking every booking (``keys_on``).
+        self._on_node: dict[str, dict[str, int]] = {}
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -140,6 +143,10 @@ class Ledger:
     def assumed(self, key: str) -> bool:
         """Whether ``key`` has an assumption not yet settled: its status write is in flight."""
         return key in self._assumed
+
+    def keys_on(self, node: str) -> set[str]:
+        """Keys of the Workloads with a replica booked on ``node``."""
+        return set(self._on_node.get(node, ()))
 
     def workload_keys(self) -> Iterator[str]:
         """Keys of the Workloads that hold bookings."""
@@ -169,6 +176,7 @@ class Ledger:
         other.used_cpu = self.used_cpu.copy()
         other.used_memory = self.used_memory.copy()
         other.replicas = self.replicas.copy()
+        other._on_node = {node: dict(keys) for node, keys in self._on_node.items()}
         return other
 
     def what_if(
@@ -271,10 +279,23 @@ class Ledger:
     def _replace(self, key: str, new: tuple[Booking, ...]) -> tuple[Booking, ...]:
         old = self._bookings.pop(key, ())
         self._apply(old, -1)
+        self._index(key, old, -1)
         if new:
             self._bookings[key] = new
         self._apply(new, +1)
+        self._index(key, new, +1)
         return old
+
+    def _index(self, key: str, bookings: Iterable[Booking], sign: int) -> None:
+        for b in bookings:
+            keys = self._on_node.setdefault(b.node, {})
+            count = keys.get(key, 0) + sign
+            if count > 0:
+                keys[key] = count
+            else:
+                keys.pop(key, None)
+                if not keys:
+                    del self._on_node[b.node]
 
     def _apply(self, bookings: Iterable[Booking], sign: int) -> None:
         index = self.table.index

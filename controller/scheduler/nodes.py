@@ -153,6 +153,44 @@ def node_info_from_node(node: Mapping[str, Any]) -> NodeInfo:
     )
 
 
+#: What ``node_info_from_node`` reads of a Node besides its name and labels, as the object has
+#: it (``read_parts``).
+NodeParts = tuple[Any, ...]
+
+
+def read_parts(node: Mapping[str, Any]) -> NodeParts | None:
+    """The parts of a Node object ``node_info_from_node`` reads, other than its name and
+    labels, as they are in the object: allocatable cpu and memory, ``spec.unschedulable``,
+    ``spec.taints`` and the Ready condition's status and ``lastTransitionTime``. Two objects of
+    the same Node with equal parts and equal labels give the same ``NodeInfo``, so the
+    operator compares these before reading an update again: a heartbeat (only conditions'
+    ``lastHeartbeatTime``, addresses, images...) costs a few comparisons, not a rebuild.
+    kube-scheduler asks the same of an update before requeueing Pods
+    (``NodeSchedulingPropertiesChange``, pkg/scheduler/framework/events.go). None when the
+    object is not shaped so that the parts can be told (the full read then says what is
+    wrong)."""
+    spec, status = node.get("spec") or {}, node.get("status") or {}
+    if not isinstance(spec, Mapping) or not isinstance(status, Mapping):
+        return None
+    allocatable = status.get("allocatable") or {}
+    conditions = status.get("conditions") or ()
+    if not isinstance(allocatable, Mapping) or not isinstance(conditions, list):
+        return None
+    ready: list[tuple[Any, Any]] = []
+    for condition in conditions:
+        if not isinstance(condition, Mapping):
+            return None
+        if condition.get("type") == "Ready":
+            ready.append((condition.get("status"), condition.get("lastTransitionTime")))
+    return (
+        allocatable.get("cpu"),
+        allocatable.get("memory"),
+        spec.get("unschedulable"),
+        spec.get("taints"),
+        tuple(ready),
+    )
+
+
 def node_name(node: Mapping[str, Any]) -> str | None:
     """The Node's ``metadata.name`` if it is a valid one (to key a Node that is otherwise
     unreadable), else None."""

@@ -5,11 +5,14 @@ Pure: the caller passes the previous status and the time, so ``lastTransitionTim
 when a condition's status actually changes, and the same decision on the same previous status
 gives an identical result (which is how the operator knows it has nothing to write).
 
-Every status write costs the API server (and etcd) in proportion to its size, so the long text
-(the diagnosis: ``0/5 nodes are available: ...``) lives in ``status.message`` and in the one
-condition that is True and says what is wrong (Reconciling or Stalled: what kstatus, Flux and
-Argo CD show); Ready and Scheduled get a short summary that points there, and the conditions
-that are False carry no message (not even an empty one).
+Every status write costs the API server (and etcd) in proportion to its size (the object is
+JSON, decoded, compared field by field for ``managedFields``, validated and encoded again on
+every write: ``bench/bench_server_cost.py``), so the long text (the diagnosis: ``0/5 nodes are
+available: ...``) lives in ``status.message`` and in the one condition that is True and says
+what is wrong (Reconciling or Stalled: what kstatus, Flux and Argo CD show); Ready and Scheduled
+get a short summary that points there; Reconciling and Stalled are present only while True
+(kstatus's abnormal-true conditions: "no work left" reads the same absent as False, as Flux's
+own controllers write them), and the conditions that are False carry no message.
 """
 
 from __future__ import annotations
@@ -101,8 +104,8 @@ class Situation:
     """What the conditions say about one Workload, before timestamps.
 
     ``reason`` is the phase's reason (Ready, Scheduled); ``why`` the reason of the abnormal
-    condition (Reconciling or Stalled, whichever holds; the other one and both when Ready say
-    the same reason, False). ``detail`` is the long text, carried by the abnormal condition.
+    condition (Reconciling or Stalled, whichever holds; the other one is absent, and both
+    when Ready). ``detail`` is the long text, carried by the abnormal condition.
     """
 
     ready: bool
@@ -155,8 +158,8 @@ def own_conditions(
     now: str,
     pending: Sequence[PendingMove] = (),
 ) -> list[Condition]:
-    """Ready, Reconciling, Stalled and Scheduled for situation ``s``, and MovePending while a
-    replica is ``pending``."""
+    """Ready and Scheduled for situation ``s``; Reconciling or Stalled when it holds (neither
+    when every replica is placed); MovePending while a replica is ``pending``."""
 
     def condition(kind: str, true: bool, reason: str, message: str | None) -> Condition:
         state = "True" if true else "False"
@@ -169,12 +172,12 @@ def own_conditions(
             observed_generation=generation,
         )
 
-    conditions = [
-        condition(CONDITION_READY, s.ready, s.reason, s.summary),
-        condition(CONDITION_RECONCILING, s.reconciling, s.why, s.detail if s.reconciling else None),
-        condition(CONDITION_STALLED, s.stalled, s.why, s.detail if s.stalled else None),
-        condition(CONDITION_SCHEDULED, s.ready, s.reason, s.summary),
-    ]
+    conditions = [condition(CONDITION_READY, s.ready, s.reason, s.summary)]
+    if s.reconciling:
+        conditions.append(condition(CONDITION_RECONCILING, True, s.why, s.detail))
+    if s.stalled:
+        conditions.append(condition(CONDITION_STALLED, True, s.why, s.detail))
+    conditions.append(condition(CONDITION_SCHEDULED, s.ready, s.reason, s.summary))
     if pending:
         reason = move_pending_reason(pending[0])
         conditions.append(

@@ -111,7 +111,7 @@ class Permission:
 NEEDED_FOR: dict[tuple[str, str, str, str], str] = {
     ("ClusterRole", "orca.cloudinit.dev", "workloads", "list"): PLACED,
     ("ClusterRole", "orca.cloudinit.dev", "workloads", "watch"): WATCHED,
-    ("ClusterRole", "orca.cloudinit.dev", "workloads/status", "patch"): PLACED,
+    ("ClusterRole", "orca.cloudinit.dev", "workloads/status", "update"): PLACED,
     ("ClusterRole", "", "nodes", "list"): PLACED,
     ("ClusterRole", "", "nodes", "watch"): RESCHEDULED,
     ("ClusterRole", "", "events", "create"): EVENT,

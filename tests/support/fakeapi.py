@@ -7,6 +7,10 @@ source named where it is:
   counter as the list's version;
 - a merge PATCH of a ``status`` subresource replaces the status, preconditioned on the
   ``metadata.resourceVersion`` it carries (409 when it differs, 404 when the object is gone);
+  a PUT of it too, everything but the status taken from the stored object (apiextensions-
+  apiserver pkg/registry/customresource/strategy.go, ``statusStrategy.PrepareForUpdate``),
+  and 422 without a version (a custom resource has ``AllowUnconditionalUpdate`` false);
+- a write asked to answer ``as=PartialObjectMetadata`` answers with the metadata alone;
 - PUT is an update preconditioned on ``metadata.resourceVersion``: 409 Conflict when it differs,
   422 when it is missing (a Lease has ``AllowUnconditionalUpdate`` false), created when the
   object does not exist and no version is given (``AllowCreateOnUpdate`` true), 409 when one
@@ -362,7 +366,7 @@ class FakeApiServer:
             if key in self.objects:
                 message = f'{resource} "{metadata["name"]}" already exists'
                 return self._answer(seen, status(409, "AlreadyExists", message), 409)
-            return self._answer(seen, self._store(key, obj, "ADDED"), 201)
+            return self._answer(seen, _as_asked(request, self._store(key, obj, "ADDED")), 201)
         key = (resource, ns or "", name or "")
         current = self.objects.get(key)
         if request.method == "GET":
@@ -370,20 +374,24 @@ class FakeApiServer:
                 message = f'{resource} "{name}" not found'
                 return self._answer(seen, status(404, "NotFound", message), 404)
             return self._answer(seen, copy.deepcopy(current), 200)
-        if request.method == "PATCH" and match["sub"] == "status":
-            # A merge patch of the status subresource, preconditioned on the resourceVersion
-            # it carries (what the operator's status writes send): 404 when the object is
-            # gone, 409 when it changed since.
+        if request.method in ("PATCH", "PUT") and match["sub"] == "status":
+            # The status subresource, preconditioned on the resourceVersion the body carries
+            # (what the operator's status writes send): 404 when the object is gone, 409 when
+            # it changed since; a PUT needs one (422). Only the status changes.
             if current is None:
                 message = f'{resource} "{name}" not found'
                 return self._answer(seen, status(404, "NotFound", message), 404)
             body = seen.body or {}
             version = (body.get("metadata") or {}).get("resourceVersion")
+            if not version and request.method == "PUT":
+                invalid = status(422, "Invalid", "metadata.resourceVersion: must be specified")
+                return self._answer(seen, invalid, 422)
             if version and version != current["metadata"]["resourceVersion"]:
                 conflict = status(409, "Conflict", "the object has been modified")
                 return self._answer(seen, conflict, 409)
             patched = {**copy.deepcopy(current), "status": body.get("status")}
-            return self._answer(seen, self._store(key, patched, "MODIFIED"), 200)
+            stored = self._store(key, patched, "MODIFIED")
+            return self._answer(seen, _as_asked(request, stored), 200)
         if request.method == "PUT":
             obj = dict(seen.body or {})
             version = (obj.get("metadata") or {}).get("resourceVersion")
@@ -460,6 +468,15 @@ class FakeApiServer:
             return response
         await response.write_eof()
         return response
+
+
+def _as_asked(request: web.Request, obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the request's ``Accept`` asks: the metadata alone for
+    ``as=PartialObjectMetadata`` (k8s.io/apiserver pkg/endpoints/handlers/response.go)."""
+    if "as=PartialObjectMetadata" not in request.headers.get("Accept", ""):
+        return obj
+    metadata = copy.deepcopy(obj.get("metadata") or {})
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata}
 
 
 async def until(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:

@@ -26,7 +26,7 @@ def placed(server: FakeApiServer, name: str) -> list[str]:
 
 
 def test_a_workload_created_after_start_is_placed_through_every_part() -> None:
-    """Informer -> handler -> queue -> loop -> transaction -> PATCH -> the echo, a no-op."""
+    """Informer -> handler -> queue -> loop -> transaction -> PUT -> the echo, a no-op."""
 
     async def scenario(server: FakeApiServer) -> None:
         server.put("nodes", node_object("a", cpu="4"))
@@ -39,7 +39,7 @@ def test_a_workload_created_after_start_is_placed_through_every_part() -> None:
         await until(lambda: record.resource_version == placed_version(server), "the echo seen")
         assert [b.node for b in operator.state.ledger.bookings("ns/web")] == ["a"]
         assert not operator.state.ledger.assumed("ns/web")
-        patches = server.seen("PATCH", "/workloads/web/status")
+        patches = server.seen("PUT", "/workloads/web/status")
         assert len(patches) == 1  # the echo of the write decided nothing new
         await operator.stop()
         await operator.api.close()
@@ -53,11 +53,43 @@ def placed_version(server: FakeApiServer) -> str:
     return str(obj["metadata"]["resourceVersion"])
 
 
+def test_a_write_applied_then_cut_and_sent_again_counts_as_unanswered() -> None:
+    """aiohttp sends a PUT once more when its connection closed before the answer; the
+    status write was applied, so the second meets its own resourceVersion: 409. That says
+    nothing of the first: the write got no answer (both outcomes held, the Workload read
+    back), not a refusal (which would give the room back while the object records it)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("nodes", node_object("a", cpu="4"))
+        server.put("workloads", stored_workload("web", spec={"kind": "Job"}))
+        server.drop("PUT", "/workloads/web/status", after=True)
+        failed = metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_FAILED)
+        conflicts = metrics.STATUS_WRITES.labels(outcome=metrics.WRITE_CONFLICT)
+        before = (failed._value.get(), conflicts._value.get())
+        operator = Operator.wire(server.client())
+        operator.start(failed_to_start)
+        await until(lambda: len(server.seen("GET", "/workloads/web")) >= 1, "read back")
+        await until(lambda: not operator.writes.unsure, "the read-back taken as the truth")
+        writes = [s.outcome for s in server.seen("PUT", "/workloads/web/status")]
+        assert writes == ["dropped", "409"]  # applied and cut, then sent again by aiohttp
+        assert (failed._value.get(), conflicts._value.get()) == (before[0] + 1, before[1])
+        assert placed(server, "web") == ["a"]
+        record = operator.state.records["ns/web"]
+        await until(lambda: record.resource_version == placed_version(server), "the echo seen")
+        assert [b.node for b in operator.state.ledger.bookings("ns/web")] == ["a"]
+        await asyncio.sleep(0.2)
+        assert len(server.seen("PUT", "/workloads/web/status")) == 2  # nothing more to write
+        await operator.stop()
+        await operator.api.close()
+
+    run(scenario)
+
+
 def test_a_stop_lets_the_write_in_flight_land_then_ends_every_part() -> None:
     async def scenario(server: FakeApiServer) -> None:
         server.put("nodes", node_object("a", cpu="4"))
         server.put("workloads", stored_workload("web", spec={"kind": "Job"}))
-        held = server.add(Fault("PATCH", "/workloads/web/status", "hold"))
+        held = server.add(Fault("PUT", "/workloads/web/status", "hold"))
         operator = Operator.wire(server.client())
         operator.start(failed_to_start)
         await until(lambda: held.arrived == 1, "the status write in flight")

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from controller.api.models import WorkloadStatus
+from controller.api.models import WorkloadStatus, status_body
 from controller.scheduler.ledger import Booking
 from controller.scheduler.preemption import Victim, preempted_status
 from controller.scheduler.scheduler import Scheduler
@@ -41,7 +41,7 @@ def _object(
     name: str, spec: dict[str, Any], status: WorkloadStatus | dict[str, Any], generation: int = 1
 ) -> dict[str, Any]:
     if isinstance(status, WorkloadStatus):
-        status = status.model_dump(by_alias=True, mode="json", exclude_none=True)
+        status = status_body(status)
     return {
         "apiVersion": "orca.cloudinit.dev/v1alpha1",
         "kind": "Workload",

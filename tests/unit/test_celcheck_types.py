@@ -158,7 +158,7 @@ def test_the_operator_writes_invalid_with_the_checkers_message() -> None:
     patches: list[dict[str, Any]] = []
 
     class Api:
-        async def patch_workload_status(self, *args: Any) -> dict[str, Any]:
+        async def write_workload_status(self, *args: Any) -> dict[str, Any]:
             patches.append(args[2])
             return {"metadata": {"resourceVersion": "4"}}
 

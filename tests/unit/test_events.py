@@ -1,5 +1,5 @@
-"""The Event poster: Events wait while Workloads wait for decisions, then go out several at a
-time (one at a time, a 10,000-Workload backlog's Events took half a minute after its last
+"""The Event poster: Events are paced while status writes are in flight, then go out several
+at a time (one at a time, a 10,000-Workload backlog's Events took half a minute after its last
 placement and cost the API server more per Event)."""
 
 from __future__ import annotations
@@ -10,10 +10,14 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client import REGISTRY
 
-from controller.operator.events import EVENT_POSTERS, EventRecorder, PendingEvent
+from controller.operator.app import Operator
+from controller.operator.events import EVENT_POSTERS, EventRecorder, PendingEvent, SpamFilter
 from controller.operator.kube import ApiError, Fenced, TransportError
+from controller.operator.state import ClusterState, WorkloadRecord
 from controller.operator.workqueue import WorkQueue
+from tests.support.factories import node_object, stored_workload
 from tests.support.fakeapi import until
 
 
@@ -201,3 +205,88 @@ def test_the_posters_outlive_dropped_connections_and_unexpected_errors() -> None
     alive, posted = asyncio.run(scenario())
     assert alive
     assert sorted(posted) == sorted(f"w{i}" for i in range(2 * EVENT_POSTERS))
+
+
+# -- the spam filter (client-go's EventSourceObjectSpamFilter: 25, then 1 per 300 s) ----------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_one_object_gets_25_events_then_one_per_five_minutes() -> None:
+    clock = FakeClock()
+    spam = SpamFilter(clock=clock)
+    web = ("ns/web", "uid-1", False)
+    assert [spam.allows(web) for _ in range(26)] == [True] * 25 + [False]
+    clock.now += 299
+    assert not spam.allows(web)  # not a whole token back yet
+    clock.now += 1
+    assert spam.allows(web) and not spam.allows(web)  # one per 300 s
+    clock.now += 300 * 100
+    assert [spam.allows(web) for _ in range(26)] == [True] * 25 + [False]  # refilled to 25
+
+
+def test_each_object_and_type_has_its_own_share_and_the_memory_is_bounded() -> None:
+    clock = FakeClock()
+    spam = SpamFilter(burst=1, size=2, clock=clock)
+    assert spam.allows(("ns/a", "1", False)) and not spam.allows(("ns/a", "1", False))
+    assert spam.allows(("ns/a", "1", True))  # a Warning is another key, as client-go's
+    assert spam.allows(("ns/a", "2", False))  # a new object of the same name: its own share
+    assert spam.allows(("ns/b", "3", False))  # the LRU (size 2) forgot ns/a's first key
+    assert spam.allows(("ns/a", "1", False))  # so it starts again from the burst
+
+
+def test_a_workload_past_its_share_has_its_events_dropped_and_counted() -> None:
+    recorder = EventRecorder(GatedApi())  # type: ignore[arg-type]
+    recorder.spam = SpamFilter(clock=FakeClock())
+    record = WorkloadRecord("ns/web", "ns", "web", "uid", "1", 1, None)
+    before = REGISTRY.get_sample_value("orca_events_dropped_total") or 0.0
+    for i in range(30):
+        recorder.record(record, "MovePending", f"flap {i}", "1", warning=True)
+    dropped = (REGISTRY.get_sample_value("orca_events_dropped_total") or 0.0) - before
+    assert recorder.queue.qsize() == 25 and dropped == 5
+
+
+class HeldWrites(GatedApi):
+    """Status writes answered once ``writes`` is set (the echo of what was sent); Events as
+    ``GatedApi`` (its gate open)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate.set()
+        self.writes = asyncio.Event()
+
+    async def write_workload_status(
+        self, namespace: str, name: str, status: dict[str, Any], version: str | None
+    ) -> dict[str, Any]:
+        await self.writes.wait()
+        return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": "99"}}
+
+
+def test_the_operators_events_hold_back_while_a_status_write_is_in_flight_not_for_a_queue() -> None:
+    """Wired as the operator runs: Workloads queued again and decided unchanged (kwok's Nodes
+    flapping under a backlog requeue those placed on them) write nothing, so the Events go
+    out; a status write in flight holds them back until it is answered."""
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        state, queue, api = ClusterState(), WorkQueue(), HeldWrites()
+        state.upsert_node(node_object("a"))
+        operator = Operator.wire(api, state, queue)  # type: ignore[arg-type]
+        busy = operator.events.busy
+        queue.add_all(["ns/placed-1", "ns/placed-2"])  # queued, nothing to write
+        queue_only = busy()
+        state.upsert_workload(stored_workload("w", "1", {"kind": "Job"}))
+        writing = asyncio.create_task(operator.loop.process("ns/w"))
+        await until(lambda: operator.writes.in_flight == 1, "the status write sent")
+        during = busy()
+        api.writes.set()
+        await writing
+        return queue_only, during, busy()
+
+    queue_only, during, after = asyncio.run(scenario())
+    assert (queue_only, during, after) == (False, True, False)

@@ -29,6 +29,39 @@ def test_assume_books_and_forget_restores() -> None:
     assert int(ledger.replicas[0]) == 1
 
 
+def walked(ledger: Ledger, node_name: str) -> set[str]:
+    """The oracle: who has a replica on ``node_name``, by walking every booking."""
+    return {
+        key
+        for key in ledger.workload_keys()
+        if any(b.node == node_name for b in ledger.bookings(key))
+    }
+
+
+def test_the_node_index_follows_every_way_a_booking_changes() -> None:
+    """``keys_on`` (what a Node change queues) is what walking every booking finds, through
+    loads, moves, assumptions forgotten and held, removals, copies and nodes that left."""
+    ledger = Ledger(NodeTable([node("a", cpu="8"), node("b", cpu="8")]))
+    ledger.load("ns/w", [Booking("a", "ns/w-0", 1, 0), Booking("a", "ns/w-1", 1, 0)])
+    ledger.load("ns/v", [Booking("b", "ns/v-0", 1, 0)])
+    moved = ledger.assume("ns/w", [Booking("a", "ns/w-0", 1, 0), Booking("b", "ns/w-1", 1, 0)])
+    assert ledger.keys_on("a") == {"ns/w"} and ledger.keys_on("b") == {"ns/v", "ns/w"}
+    ledger.forget(moved)  # both back on a
+    assert ledger.keys_on("b") == {"ns/v"}
+    held = ledger.assume("ns/v", [Booking("a", "ns/v-0", 1, 0)])
+    ledger.hold(held)  # both outcomes booked: a and b
+    assert ledger.keys_on("a") == {"ns/w", "ns/v"} and ledger.keys_on("b") == {"ns/v"}
+    scratch = ledger.copy()
+    scratch.remove("ns/w")
+    assert ledger.keys_on("a") == {"ns/w", "ns/v"}  # the copy's index is its own
+    ledger.rebind(NodeTable([node("a", cpu="8")]))  # b left the table: its bookings stay
+    ledger.remove("ns/v")
+    assert ledger.keys_on("b") == set() and ledger.keys_on("gone") == set()
+    for name in ("a", "b"):
+        assert ledger.keys_on(name) == walked(ledger, name)
+        assert scratch.keys_on(name) == walked(scratch, name)
+
+
 def test_forget_never_undoes_a_newer_decision() -> None:
     ledger = Ledger(NodeTable([node("a", cpu="4")]))
     old = ledger.assume("ns/w", [Booking("a", "ns/w-0", 1000, 0)])

@@ -61,7 +61,7 @@ class Delta:
 
 class FakeApi:
     """Answers the operator's calls like an API server: LISTs from ``nodes``/``workloads``,
-    status PATCHes succeed (new resourceVersion) unless ``fail_with`` holds an error."""
+    status writes succeed (new resourceVersion) unless ``fail_with`` holds an error."""
 
     def __init__(self, nodes: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> None:
         self.nodes, self.workloads = nodes, workloads
@@ -76,7 +76,7 @@ class FakeApi:
             each(obj)
         return "50"
 
-    async def patch_workload_status(
+    async def write_workload_status(
         self, namespace: str, name: str, status: Mapping[str, Any], version: str | None
     ) -> dict[str, Any]:
         if self.fail_with is not None:
@@ -457,16 +457,16 @@ def test_api_requests_are_counted_by_verb_resource_and_code() -> None:
         await site.start()
         port = runner.addresses[0][1]
         async with _api(f"http://127.0.0.1:{port}") as api:
-            await api.patch_workload_status("ns", "w", {"phase": "Scheduled"}, "1")
+            await api.write_workload_status("ns", "w", {"phase": "Scheduled"}, "1")
             with pytest.raises(ApiError):
-                await api.patch_workload_status("ns", "w", {"phase": "Scheduled"}, "1")
+                await api.write_workload_status("ns", "w", {"phase": "Scheduled"}, "1")
         await runner.cleanup()
         async with _api(f"http://127.0.0.1:{port}") as api:  # nothing listens any more
             with pytest.raises(TransportError) as refused:
                 await api.request("GET", "/api/v1/nodes")
             assert isinstance(refused.value.cause, aiohttp.ClientConnectorError)
 
-    labels = {"verb": "PATCH", "resource": "workloads/status"}
+    labels = {"verb": "PUT", "resource": "workloads/status"}
     with (
         Delta("orca_api_requests_total", **labels, code="200") as ok,
         Delta("orca_api_requests_total", **labels, code="409") as conflict,

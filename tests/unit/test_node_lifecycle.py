@@ -27,6 +27,7 @@ import pytest
 
 from controller.api.models import Phase, TaintEffect, WorkloadSpec
 from controller.scheduler.decision import Decision
+from controller.scheduler.framework import CycleState, Profile, Verdict
 from controller.scheduler.ledger import Ledger
 from controller.scheduler.nodes import (
     NodeError,
@@ -34,9 +35,12 @@ from controller.scheduler.nodes import (
     node_info_from_node,
     with_taint_times,
 )
+from controller.scheduler.plugins import default_profile
 from controller.scheduler.plugins.taints import (
     DefaultTolerations,
+    TaintToleration,
     effective_tolerations,
+    holding_span,
     leave_time,
 )
 from controller.scheduler.scheduler import Scheduler
@@ -360,3 +364,75 @@ def test_a_user_noexecute_taint_past_its_toleration_takes_nothing_new() -> None:
     early = Scheduler().schedule(w, ledger_for(*nodes), now=NOW - 100)  # until NOW - 60: later
     assert [p.node for p in early.placements] == ["a"]
     assert early.pending[0].at == NOW - 60 and early.pending[0].taints == ("maintenance",)
+
+
+# -- memoised with their deadline ----------------------------------------------------------------
+
+
+class CountingTaints(TaintToleration):
+    """The plugin, counting how often the engine asks it (a memo hit does not)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def filter(self, cycle: CycleState) -> Verdict:
+        self.calls += 1
+        return super().filter(cycle)
+
+
+def counting_scheduler() -> tuple[Scheduler, CountingTaints]:
+    cel = Scheduler().cel
+    plugin = CountingTaints()
+    plugins = tuple(
+        (plugin, w) if getattr(p, "name", None) == plugin.name else (p, w)
+        for p, w in default_profile(cel).plugins
+    )
+    return Scheduler(cel=cel, profile=Profile(plugins)), plugin
+
+
+@pytest.mark.parametrize(
+    ("deadlines", "now", "floating", "expected"),
+    [
+        ([], NOW, False, (-math.inf, math.inf)),  # nothing runs down: any time
+        ([math.inf, -math.inf], NOW, False, (-math.inf, math.inf)),  # forever, or at once
+        ([NOW + 5, NOW + 20], NOW, False, (-math.inf, NOW + 5)),  # until the first one to come
+        ([NOW - 3, NOW + 5], NOW, False, (NOW - 3, NOW + 5)),  # since the last one passed
+        ([NOW], NOW, False, (NOW, math.inf)),  # due now: already gone, for good
+        ([NOW + 5], NOW, True, (NOW, math.nextafter(NOW, math.inf))),  # counted from now
+    ],
+)
+def test_a_verdict_holds_from_the_last_deadline_passed_to_the_next_one(
+    deadlines: list[float], now: float, floating: bool, expected: tuple[float, float]
+) -> None:
+    assert holding_span(deadlines, now, floating) == expected
+
+
+def test_a_toleration_running_down_is_memoised_until_its_deadline() -> None:
+    """Five Jobs, one at a time on a cluster where node a went Unknown at T0 and each Job
+    tolerates it for 15 s: the taints' verdict is computed once per span of the clock it
+    holds over, and every decision is the one a scheduler without a memo makes."""
+    scheduler, plugin = counting_scheduler()
+    ledger = ledger_for(*cluster("Unknown", T0))
+    jobs = [service([tol(UNREACHABLE, 15)], kind="Job") for _ in range(2)]
+    times = [NOW, NOW + 1, NOW + 4.5, NOW + 5, NOW + 30, NOW + 2]  # a's deadline: NOW + 5
+    for now in times:
+        for job in jobs:
+            memoised = scheduler.schedule(job, ledger, now=now)
+            assert memoised == Scheduler().schedule(job, ledger, now=now), now
+    # [T0, NOW + 5) once; [NOW + 5, inf) once; back to NOW + 2, before its span: again
+    assert plugin.calls == 3
+
+
+def test_a_taint_counted_from_now_is_memoised_at_that_now_only() -> None:
+    """``orca plan`` counts a NoExecute taint without a time from its ``--now``: every
+    Workload of the plan shares the verdict, another clock gets its own."""
+    scheduler, plugin = counting_scheduler()
+    bare = {"key": "maintenance", "effect": "NoExecute"}
+    ledger = ledger_for(node("a", cpu="8", taints=[bare]), node("b", cpu="4"))
+    job = service([tol("maintenance", 60)], kind="Job")
+    for now in (NOW, NOW, NOW + 1):
+        assert scheduler.schedule(job, ledger, now=now) == Scheduler().schedule(
+            job, ledger, now=now
+        )
+    assert plugin.calls == 2

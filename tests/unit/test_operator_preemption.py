@@ -25,13 +25,13 @@ CLASSES = [
 
 
 class RecordingApi:
-    """Status PATCHes in order; ``refuse`` names Workloads whose write gets a 409."""
+    """Status writes in order; ``refuse`` names Workloads whose write gets a 409."""
 
     def __init__(self, refuse: frozenset[str] = frozenset()) -> None:
         self.patches: list[tuple[str, dict[str, Any]]] = []
         self.refuse = refuse
 
-    async def patch_workload_status(
+    async def write_workload_status(
         self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None
     ) -> dict[str, Any]:
         if name in self.refuse:

@@ -10,11 +10,15 @@ from typing import Any, cast
 import pytest
 from prometheus_client import REGISTRY
 
+from controller.operator import state as state_module
 from controller.operator.app import Operator
+from controller.operator.handlers import NodeEvents, StartupGate, WorkloadEvents
 from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.framework import Code
 from controller.scheduler.ledger import Booking, gives_back
+from controller.scheduler.nodes import node_info_from_node as real_node_info
 from tests.support.factories import node_object, stored_workload
 
 
@@ -152,6 +156,74 @@ def test_a_stale_unreadable_event_changes_nothing() -> None:
     assert read_errors() == errors
 
 
+def heartbeat(obj: dict[str, Any], version: str, beat: str) -> dict[str, Any]:
+    """The same Node after a kubelet's status update: new heartbeat times, addresses, images;
+    nothing orca reads."""
+    beaten = versioned(copy.deepcopy(obj), version)
+    for condition in beaten["status"]["conditions"]:
+        condition["lastHeartbeatTime"] = beat
+    beaten["status"]["addresses"] = [{"type": "InternalIP", "address": "10.0.0.1"}]
+    beaten["status"]["images"] = [{"names": [f"app@{beat}"], "sizeBytes": 1}]
+    beaten["metadata"]["annotations"] = {"kwok.x-k8s.io/node": "fake"}
+    return beaten
+
+
+def test_a_heartbeat_is_dropped_before_the_node_is_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reads: list[str] = []
+
+    def counting(obj: Any) -> Any:
+        reads.append(obj["metadata"]["resourceVersion"])
+        return real_node_info(obj)
+
+    monkeypatch.setattr(state_module, "node_info_from_node", counting)
+    state = ClusterState()
+    first = versioned(node_object("a", since="2026-12-01T09:00:00Z"), "1")
+    assert state.upsert_node(first) == "a"
+    for version in ("2", "3"):
+        assert state.upsert_node(heartbeat(first, version, f"2026-12-01T10:00:0{version}Z")) is None
+    assert reads == ["1"]  # read once; the heartbeats were compared, not read
+    assert state.node_versions["a"] == "3"  # their versions are recorded all the same
+    assert state.upsert_node(versioned(copy.deepcopy(first), "2")) is None  # stale
+    assert state.node_versions["a"] == "3" and reads == ["1"]
+
+
+CHANGES = {
+    "a label": lambda n: n["metadata"]["labels"].update(zone="b"),
+    "a label removed": lambda n: n["metadata"]["labels"].pop("runtime.orca.cloudinit.dev/docker"),
+    "allocatable cpu": lambda n: n["status"]["allocatable"].update(cpu="8"),
+    "allocatable memory": lambda n: n["status"]["allocatable"].update(memory="16Gi"),
+    "cordoned": lambda n: n["spec"].update(unschedulable=True),
+    "a taint": lambda n: n["spec"].update(taints=[{"key": "k", "effect": "NoSchedule"}]),
+    "not ready": lambda n: n["status"]["conditions"][0].update(status="False"),
+    "ready since another time": lambda n: n["status"]["conditions"][0].update(
+        status="Unknown", lastTransitionTime="2026-12-01T09:30:00Z"
+    ),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=list(CHANGES))
+def test_a_change_to_what_orca_reads_is_read(change: str) -> None:
+    state = ClusterState()
+    first = versioned(node_object("a", since="2026-12-01T09:00:00Z"), "1")
+    state.upsert_node(first)
+    changed = heartbeat(first, "2", "2026-12-01T10:00:00Z")
+    CHANGES[change](changed)
+    assert state.upsert_node(changed) == "a"
+    assert state.nodes["a"] == real_node_info(changed)
+
+
+def test_a_node_read_as_unreadable_is_read_again_whatever_changed() -> None:
+    state = ClusterState()
+    broken = versioned(node_object("a", cpu="8Ei"), "1")
+    assert state.upsert_node(broken) == "a" and not state.nodes["a"].readable
+    assert "a" not in state.node_parts  # nothing to compare an update with
+    fixed = versioned(node_object("a", cpu="4"), "2")
+    assert state.upsert_node(fixed) == "a" and state.nodes["a"].readable
+    assert state.upsert_node(heartbeat(fixed, "3", "2026-12-01T10:00:00Z")) is None
+
+
 def test_an_unparseable_workload_keeps_its_placements_booked_and_is_written_invalid() -> None:
     state = ClusterState()
     state.upsert_node(node_object("a", cpu="4"))
@@ -178,12 +250,12 @@ def test_an_unparseable_workload_keeps_its_placements_booked_and_is_written_inva
 
 
 class FakeApi:
-    """Records status PATCHes and answers with a new resourceVersion."""
+    """Records status writes and answers with a new resourceVersion."""
 
     def __init__(self) -> None:
         self.patches: list[dict[str, Any]] = []
 
-    async def patch_workload_status(
+    async def write_workload_status(
         self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None
     ) -> dict[str, Any]:
         self.patches.append(status)
@@ -202,3 +274,186 @@ def test_the_default_retry_backoff_stops_at_kube_schedulers_10s() -> None:
     delays = asyncio.run(scenario())
     assert delays[:3] == [0.05, 0.1, 0.2]
     assert delays[-4:] == [10.0] * 4
+
+
+def test_a_mass_node_change_walks_the_workloads_once_and_queues_each_concerned_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Five hundred Nodes turn NotReady in one turn of the event loop (a watch chunk, a
+    relist page): who to queue is worked out once, and is what one Node at a time queued:
+    the Workloads on those Nodes, DaemonSets, and whatever a node could cure."""
+
+    async def scenario() -> tuple[set[str], int]:
+        state, queue = ClusterState(), WorkQueue()
+        gate = StartupGate(state, queue)
+        events = NodeEvents(state, queue, gate)
+        for i in range(500):
+            events.added(versioned(node_object(f"n{i}"), "1"))
+        placed = [{"node": "n7", "allocId": "ns/on-7-0", "score": 1}]
+        state.upsert_workload(wl_obj("on-7", "2", placed))
+        elsewhere = [{"node": "x", "allocId": "ns/elsewhere-0", "score": 1}]
+        state.upsert_workload(wl_obj("elsewhere", "3", elsewhere))
+        for key in ("ns/on-7", "ns/elsewhere"):
+            state.records[key].code = Code.SUCCESS  # decided: only its Nodes concern it
+        daemon = stored_workload("ds", spec={"kind": "DaemonSet"})
+        state.upsert_workload(daemon)
+        state.records["ns/ds"].code = Code.SUCCESS
+        gate.ready.set()
+        walks = [0]
+        real = state.daemon_keys
+
+        def counted() -> set[str]:
+            walks[0] += 1
+            return real()
+
+        monkeypatch.setattr(state, "daemon_keys", counted)
+        for i in range(500):
+            events.modified(versioned(node_object(f"n{i}", ready=False), "9"))
+        assert len(queue) == 0  # not yet: once, when this turn of the loop ends
+        await asyncio.sleep(0)
+        keys = set()
+        while len(queue):
+            key = await queue.get()
+            queue.done(key)
+            keys.add(key)
+        return keys, walks[0]
+
+    keys, walks = asyncio.run(scenario())
+    assert keys == {"ns/on-7", "ns/ds"} and walks == 1
+
+
+async def drain(queue: WorkQueue) -> set[str]:
+    """Every key queued, handed out and done (what the workers would decide next)."""
+    keys = set()
+    while len(queue):
+        key = await queue.get()
+        queue.done(key)
+        keys.add(key)
+    return keys
+
+
+def test_node_changes_in_two_turns_are_flushed_once_each_with_the_workloads_on_them() -> None:
+    """One flush per turn of the event loop, not one for good: a Node changed in a later turn
+    queues the Workloads booked on it (and a deleted Node those booked on it), not those of
+    the Nodes flushed before."""
+
+    async def scenario() -> list[set[str]]:
+        state, queue = ClusterState(), WorkQueue()
+        gate = StartupGate(state, queue)
+        events = NodeEvents(state, queue, gate)
+        for name in ("a", "b", "c"):
+            events.added(versioned(node_object(name), "1"))
+        for name in ("a", "b", "c"):
+            placed = [{"node": name, "allocId": f"ns/on-{name}-0", "score": 1}]
+            state.upsert_workload(wl_obj(f"on-{name}", "2", placed))
+            state.records[f"ns/on-{name}"].code = Code.SUCCESS
+        gate.ready.set()
+        flushes = [0]
+        real = events.flush
+
+        def counted() -> None:
+            flushes[0] += 1
+            real()
+
+        events.flush = counted  # type: ignore[method-assign]
+        seen = []
+        events.modified(versioned(node_object("a", ready=False), "3"))
+        events.modified(versioned(node_object("a", ready="Unknown"), "4"))
+        await asyncio.sleep(0)
+        seen.append(await drain(queue))
+        events.modified(versioned(node_object("b", cpu="8"), "5"))
+        await asyncio.sleep(0)
+        seen.append(await drain(queue))
+        events.deleted(versioned(node_object("c"), "6"))
+        await asyncio.sleep(0)
+        seen.append(await drain(queue))
+        await asyncio.sleep(0)
+        seen.append({str(flushes[0])})
+        return seen
+
+    assert asyncio.run(scenario()) == [{"ns/on-a"}, {"ns/on-b"}, {"ns/on-c"}, {"3"}]
+
+
+def test_nothing_is_queued_for_node_or_workload_events_before_the_startup_gate_opens() -> None:
+    """Before every informer has listed the view is partial: Node changes, deletions and
+    freed capacity queue nobody, not even a turn later (the gate queues everyone itself)."""
+
+    async def scenario() -> int:
+        state, queue = ClusterState(), WorkQueue()
+        gate = StartupGate(state, queue)
+        nodes, workloads = NodeEvents(state, queue, gate), WorkloadEvents(state, queue, gate)
+        nodes.added(versioned(node_object("a"), "1"))
+        waiting = wl_obj("waiting", "2")
+        workloads.added(waiting)
+        placed = [{"node": "a", "allocId": "ns/on-a-0", "score": 1}]
+        workloads.added(wl_obj("on-a", "3", placed))
+        nodes.modified(versioned(node_object("a", ready=False), "4"))
+        workloads.deleted(wl_obj("on-a", "5", placed))
+        nodes.deleted(versioned(node_object("a"), "6"))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return len(queue)
+
+    assert asyncio.run(scenario()) == 0
+
+
+def test_capacity_freed_many_times_in_one_turn_wakes_who_waits_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A namespace of 300 placed Workloads deleted in one watch chunk: who waits for capacity
+    (Unschedulable, or not decided yet) is found by one walk and queued, those decided
+    otherwise are not; capacity freed in a later turn walks again."""
+
+    async def scenario() -> tuple[set[str], set[str], int]:
+        state, queue = ClusterState(), WorkQueue()
+        gate = StartupGate(state, queue)
+        nodes, events = NodeEvents(state, queue, gate), WorkloadEvents(state, queue, gate)
+        nodes.added(versioned(node_object("a", cpu="1000"), "1"))
+
+        def placed(i: int) -> list[dict[str, Any]]:
+            return [{"node": "a", "allocId": f"ns/p{i}-0", "score": 1}]
+
+        for i in range(301):
+            events.added(wl_obj(f"p{i}", "2", placed(i)))
+            state.records[f"ns/p{i}"].code = Code.SUCCESS
+        events.added(wl_obj("starved", "3"))
+        state.records["ns/starved"].code = Code.UNSCHEDULABLE
+        events.added(wl_obj("new", "3"))  # not decided yet
+        events.added(wl_obj("bad", "3"))
+        state.records["ns/bad"].code = Code.INVALID
+        gate.ready.set()
+        walks = [0]
+        real = state.keys_waiting_for_capacity
+
+        def counted() -> set[str]:
+            walks[0] += 1
+            return real()
+
+        monkeypatch.setattr(state, "keys_waiting_for_capacity", counted)
+        for i in range(300):
+            events.deleted(wl_obj(f"p{i}", "4", placed(i)))
+        assert len(queue) == 0  # not yet: once, when this turn of the loop ends
+        await asyncio.sleep(0)
+        first = await drain(queue)
+        events.deleted(wl_obj("p300", "5", placed(300)))
+        await asyncio.sleep(0)
+        second = await drain(queue)
+        return first, second, walks[0]
+
+    first, second, walks = asyncio.run(scenario())
+    assert first == second == {"ns/starved", "ns/new"}
+    assert walks == 2
+
+
+def test_daemon_keys_follow_a_workload_that_becomes_or_stops_being_a_daemonset() -> None:
+    """Every Node change queues the DaemonSets: kept as an index with the records, so a kind
+    changed either way and a deletion show in it at once."""
+    state = ClusterState()
+    state.upsert_workload(stored_workload("ds", "1", {"kind": "DaemonSet"}))
+    state.upsert_workload(wl_obj("job", "2"))
+    assert state.daemon_keys() == {"ns/ds"}
+    state.upsert_workload(stored_workload("ds", "3", {"kind": "Job"}))
+    state.upsert_workload(stored_workload("job", "4", {"kind": "DaemonSet"}))
+    assert state.daemon_keys() == {"ns/job"}
+    state.delete_workload("ns/job")
+    assert state.daemon_keys() == set()

@@ -31,7 +31,7 @@ class RecordingApi:
         self.refuse: set[str] = set()  # keys whose writes get 409 (changed by their owner)
         self.version = 100
 
-    async def patch_workload_status(
+    async def write_workload_status(
         self, namespace: str, name: str, status: dict[str, Any], version: str | None
     ) -> dict[str, Any]:
         if self.error is not None:

@@ -1,5 +1,9 @@
 """The status builder's conditions: Ready, Reconciling, Stalled (kstatus), Scheduled, Preempted.
 
+Reconciling and Stalled are kstatus's abnormal-true conditions, present only while True
+(issue 31: every condition is bytes on every status write; absent reads as False to kstatus,
+Argo CD's check and ``kubectl wait --for=condition=Ready``).
+
 Decisions come from the real scheduler on small clusters, so the mapping is checked against
 the codes the framework really gives (capacity vs runtime vs an invalid spec), not against
 codes chosen by hand. What kstatus and Argo CD make of these statuses is proven with the real
@@ -20,6 +24,7 @@ from controller.scheduler.status import status_from_decision
 from tests.support.factories import NOW, ledger_for, node, workload
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
+T3 = "2026-01-01T00:03:00Z"
 
 
 def decide(nodes: list[dict[str, Any]], generation: int = 1, **spec: Any) -> Any:
@@ -42,11 +47,9 @@ def test_fully_placed_is_ready() -> None:
     status = status_from_decision(decide(SMALL, kind="Service", count=2), 3, None, T0)
     assert states(status) == {
         "Ready": ("True", "AllPlaced"),
-        "Reconciling": ("False", "AllPlaced"),
-        "Stalled": ("False", "AllPlaced"),
         "Scheduled": ("True", "AllPlaced"),
-    }
-    assert [c.type for c in status.conditions] == ["Ready", "Reconciling", "Stalled", "Scheduled"]
+    }  # neither Reconciling nor Stalled: both would say False
+    assert [c.type for c in status.conditions] == ["Ready", "Scheduled"]
     assert {c.observed_generation for c in status.conditions} == {3}
     assert status.observed_generation == 3
     assert by_type(status)["Ready"].message == "2/2 replicas placed"
@@ -58,7 +61,6 @@ def test_waiting_for_capacity_is_reconciling_with_the_diagnosis() -> None:
     assert states(status) == {
         "Ready": ("False", "Unschedulable"),
         "Reconciling": ("True", "WaitingForCapacity"),
-        "Stalled": ("False", "WaitingForCapacity"),
         "Scheduled": ("False", "Unschedulable"),
     }
     conditions = by_type(status)
@@ -82,7 +84,6 @@ def test_only_unresolvable_reasons_stall() -> None:
     status = status_from_decision(decision, 1, None, T0)
     assert states(status) == {
         "Ready": ("False", "Unschedulable"),
-        "Reconciling": ("False", "Unresolvable"),
         "Stalled": ("True", "Unresolvable"),
         "Scheduled": ("False", "Unschedulable"),
     }
@@ -108,7 +109,6 @@ def test_an_invalid_spec_stalls() -> None:
     status = status_from_decision(decision, 2, None, T0)
     assert states(status) == {
         "Ready": ("False", "InvalidSpec"),
-        "Reconciling": ("False", "InvalidSpec"),
         "Stalled": ("True", "InvalidSpec"),
         "Scheduled": ("False", "InvalidSpec"),
     }
@@ -132,8 +132,9 @@ def test_the_long_message_is_written_once_among_the_conditions(spec: dict[str, A
     assert status.message
     holders = [c.type for c in status.conditions if c.message == status.message]
     assert len(holders) == 1 and holders[0] in ("Reconciling", "Stalled")
-    assert all(c.message is None for c in status.conditions if c.status == "False" and c.type in (
-        "Reconciling", "Stalled"))  # fmt: skip
+    assert [c.type for c in status.conditions if c.type in ("Reconciling", "Stalled")] == [
+        holders[0]
+    ]  # the other one is absent
     dumped = status.model_dump(by_alias=True, mode="json", exclude_none=True)
     assert sum("message" in c for c in dumped["conditions"]) == 3  # Ready, Scheduled, the one
 
@@ -160,11 +161,14 @@ def test_last_transition_time_moves_per_condition_only_when_its_status_changes()
     first = status_from_decision(short, 1, None, T0)
     second = status_from_decision(stuck, 2, first, T1)
     times = {c.type: c.last_transition_time for c in second.conditions}
-    # Ready/Scheduled stayed False; Reconciling turned False and Stalled True at T1.
-    assert times == {"Ready": T0, "Scheduled": T0, "Reconciling": T1, "Stalled": T1}
+    # Ready/Scheduled stayed False; Reconciling went (False) and Stalled turned True at T1.
+    assert times == {"Ready": T0, "Scheduled": T0, "Stalled": T1}
     third = status_from_decision(placed, 3, second, T2)
     times = {c.type: c.last_transition_time for c in third.conditions}
-    assert times == {"Ready": T2, "Scheduled": T2, "Reconciling": T1, "Stalled": T2}
+    assert times == {"Ready": T2, "Scheduled": T2}  # Stalled went (False) at T2
+    fourth = status_from_decision(stuck, 4, third, T3)
+    times = {c.type: c.last_transition_time for c in fourth.conditions}
+    assert times == {"Ready": T3, "Scheduled": T3, "Stalled": T3}  # True again: from now
 
 
 def test_the_same_decision_on_the_same_status_is_identical() -> None:
@@ -192,7 +196,6 @@ def test_a_preempted_victim_is_reconciling_until_placed_again() -> None:
     assert states(status) == {
         "Ready": ("False", "Preempted"),
         "Reconciling": ("True", "Preempted"),
-        "Stalled": ("False", "Preempted"),
         "Scheduled": ("False", "Preempted"),
         "Preempted": ("True", "Preempted"),
     }

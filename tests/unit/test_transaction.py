@@ -48,7 +48,7 @@ class Api:
         self.written: list[str] = []
         self.gets: list[str] = []
 
-    async def patch_workload_status(
+    async def write_workload_status(
         self, _namespace: str, name: str, status: dict[str, Any], _version: str | None
     ) -> dict[str, Any]:
         if name in self.fail:
@@ -197,7 +197,7 @@ class DroppingApi:
         self.dropped = False
         self.writes: list[str] = []
 
-    async def patch_workload_status(
+    async def write_workload_status(
         self, _namespace: str, name: str, status: dict[str, Any], version: str | None
     ) -> dict[str, Any]:
         obj = self.objects[name]
@@ -353,6 +353,7 @@ def test_a_held_write_resolved_by_a_watch_event_wakes_who_waits() -> None:
         labelled = job("web", "1", version=11, uid="u-web")
         labelled["metadata"]["labels"] = {"team": "blue"}
         events.added(labelled)  # web as it is: unplaced
+        await asyncio.sleep(0)  # who waits is queued once per loop turn (WorkloadEvents.flush)
         return waiting, queue.busy("ns/db"), free_cpu(state)
 
     waiting, woken, free = asyncio.run(scenario())
@@ -381,7 +382,7 @@ class RefusingApi:
         self.error = error
         self.pending = 0
 
-    async def patch_workload_status(self, *_: Any) -> dict[str, Any]:
+    async def write_workload_status(self, *_: Any) -> dict[str, Any]:
         self.pending += 1
         await self.release.wait()
         raise self.error
@@ -462,7 +463,7 @@ class BlockedApi:
         self.error: ApiError | None = None
         self.pending = 0
 
-    async def patch_workload_status(self, *_: Any) -> dict[str, Any]:
+    async def write_workload_status(self, *_: Any) -> dict[str, Any]:
         self.pending += 1
         await self.release.wait()
         if self.error is not None:

@@ -99,7 +99,7 @@ def test_a_write_started_while_the_lease_held_is_refused_as_its_bytes_would_leav
         try:
             outcome = (
                 await asyncio.gather(
-                    api.patch_workload_status("ns", "w", {}, "1"), return_exceptions=True
+                    api.write_workload_status("ns", "w", {}, "1"), return_exceptions=True
                 )
             )[0]
             await api.request("GET", "/after")  # the client still works
@@ -132,7 +132,7 @@ def test_a_write_queued_before_the_lease_lapsed_is_not_sent_after() -> None:
             slow = asyncio.create_task(api.request("GET", "/slow"))
             while not hits:
                 await asyncio.sleep(0.01)
-            write = asyncio.create_task(api.patch_workload_status("ns", "w", {}, "1"))
+            write = asyncio.create_task(api.write_workload_status("ns", "w", {}, "1"))
             while not asked[0]:  # passed the first check, now waits for the connection
                 await asyncio.sleep(0.01)
             valid[0] = False

@@ -47,10 +47,19 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from yarl import URL
 
-from controller.api.models import workload_path
+from controller.api.models import API_VERSION, KIND, workload_path
 from controller.operator.telemetry import metrics
 
 MERGE_PATCH = "application/merge-patch+json"
+#: The answer a write asks for when it reads nothing of it but the metadata (the
+#: resourceVersion written): the API server encodes the object's metadata alone, not the
+#: whole object, and the client decodes that much (``PartialObjectMetadata``, which every
+#: resource, custom ones included, can be answered as).
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+#: The query of orca's own writes: the API server skips the strict second decode that only
+#: finds unknown or duplicate fields to warn about; orca's bodies come from the models the
+#: CRD is generated from, and it reads no warnings.
+NO_FIELD_VALIDATION = "?fieldValidation=Ignore"
 #: Objects per page of a LIST (``KubeApi.list_objects``).
 LIST_PAGE = 500
 #: Seconds a session replaced after a 401 lives on for the requests it carries (their
@@ -135,24 +144,38 @@ class Fenced(Exception):
         super().__init__("not sent: this replica does not hold a valid leader Lease")
 
 
-#: The fence of the request being made in this task (None: not fenced). A context variable
-#: because aiohttp's body-writing task inherits the context of the request that created it.
-_FENCE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
-    "orca_fence", default=None
+@dataclass
+class _Sending:
+    """The request being made in this task: its fence (None: not fenced), and how many times
+    its bytes went out. aiohttp sends an idempotent request (a PUT) once more, at once, when
+    its connection closed before the answer (``retry_persistent_connection``, aiohttp's
+    client.py), and the first one may have been applied."""
+
+    fence: Callable[[], bool] | None
+    sent: int = 0
+
+
+#: The request being made in this task. A context variable because aiohttp's body-writing
+#: task inherits the context of the request that created it.
+_SENDING: contextvars.ContextVar[_Sending | None] = contextvars.ContextVar(
+    "orca_sending", default=None
 )
 
 
 class _FencedRequest(aiohttp.ClientRequest):
     """Asks the fence right before the request's bytes are written (headers included: aiohttp
-    holds them back to send with the body); refused, the connection is closed unsent."""
+    holds them back to send with the body); refused, the connection is closed unsent. Counts
+    the times they are written."""
 
     async def write_bytes(
         self, writer: AbstractStreamWriter, conn: Connection, content_length: int | None = None
     ) -> None:
-        fence = _FENCE.get()
-        if fence is not None and not fence():
-            conn.close()
-            return
+        sending = _SENDING.get()
+        if sending is not None:
+            if sending.fence is not None and not sending.fence():
+                conn.close()
+                return
+            sending.sent += 1
         await super().write_bytes(writer, conn, content_length)
 
 
@@ -193,6 +216,23 @@ class KubeApi:
     _session: aiohttp.ClientSession | None = None
     _retired: set[aiohttp.ClientSession] = field(default_factory=set)
     _answering: asyncio.Event | None = None
+    _turns: asyncio.Semaphore | None = None
+    _turns_loop: asyncio.AbstractEventLoop | None = None
+
+    def turns(self) -> asyncio.Semaphore:
+        """One per connection, handed out in the order they were asked for (asyncio's
+        semaphore is first come, first served). aiohttp's pool is not: ``TCPConnector.connect``
+        takes an idle connection before looking at who waits for one, so a caller that asks
+        again as soon as it is answered (the scheduling loop's workers, as many as the
+        connections) takes back every connection it frees, and the others wait until their
+        timeout: in a 5,000-Node backlog every Event POST timed out after 30 s, none posted.
+        Holding a turn while a request is sent and read, the pool is never asked for more
+        connections than it has. (A new one in a new event loop: a semaphore that made a
+        caller wait belongs to the loop it waited in.)"""
+        loop = asyncio.get_running_loop()
+        if self._turns is None or self._turns_loop is not loop:
+            self._turns, self._turns_loop = asyncio.Semaphore(self.max_connections), loop
+        return self._turns
 
     def answering(self) -> asyncio.Event:
         """Set once the API server answers a request (any status) made after the latest one
@@ -233,6 +273,9 @@ class KubeApi:
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=30),
+                # The API server sets no cookie orca needs; the default jar filters every
+                # request's URL against its cookies (5% of a status write's client CPU).
+                cookie_jar=aiohttp.DummyCookieJar(),
                 request_class=_FencedRequest,
             )
         return self._session
@@ -261,7 +304,8 @@ class KubeApi:
         asyncio.get_running_loop().call_later(RETIRED_SESSION_GRACE, close_old)
 
     def _headers(self, extra: dict[str, str]) -> dict[str, str]:
-        """JSON, with the bearer token read now (rotated tokens) when there is one."""
+        """JSON (unless ``extra`` says otherwise), with the bearer token read now (rotated
+        tokens) when there is one."""
         headers = {"Accept": "application/json", **extra}
         try:
             token = authorization(self.configuration)  # may re-read a token file or run a plugin
@@ -279,27 +323,32 @@ class KubeApi:
         content_type: str = "application/json",
         params: Mapping[str, str] | None = None,
         fenced: bool = False,
+        accept: str = "application/json",
     ) -> dict[str, Any]:
         """One API call; raises ``ApiError`` on a non-2xx answer, ``Fenced`` when ``fenced``
-        and the fence refuses it (now, or as its bytes were about to be written)."""
+        and the fence refuses it (now, or as its bytes were about to be written). ``accept``:
+        the answer's media type (JSON; ``METADATA_ONLY`` for its metadata alone)."""
         fence = self.fence if fenced else None
         if fence is not None and not fence():
             raise Fenced()
-        token = _FENCE.set(fence)
+        sending = _Sending(fence) if fenced else None
+        token = _SENDING.set(sending)
         try:
             try:
-                return await self._send(method, path, body, content_type, params)
+                return await self._send(method, path, body, content_type, params, accept)
             except ApiError as exc:
                 if exc.status != 401 or not self._reload(f"401 on {method} {path}"):
                     raise
             self._retire_session()  # the TLS client certificate may have been rotated too
-            return await self._send(method, path, body, content_type, params)
+            if sending is not None:
+                sending.sent = 0  # refused with a 401: that one changed nothing
+            return await self._send(method, path, body, content_type, params, accept)
         except TransportError:
             if fence is not None and not fence():
                 raise Fenced() from None  # closed unsent by _FencedRequest
             raise
         finally:
-            _FENCE.reset(token)
+            _SENDING.reset(token)
 
     def _reload(self, why: str) -> bool:
         """Load the credentials again after a 401; False (the 401 stands) when there is no
@@ -322,22 +371,26 @@ class KubeApi:
         body: Mapping[str, Any] | None,
         content_type: str,
         params: Mapping[str, str] | None,
+        accept: str = "application/json",
     ) -> dict[str, Any]:
-        headers = self._headers({"Content-Type": content_type})
+        headers = self._headers({"Content-Type": content_type, "Accept": accept})
         data = None if body is None else orjson.dumps(body)
         resource = api_resource(path)
         try:
             session = await self.session()  # reads the CA and client certificate files
-            async with session.request(
-                method,
-                # Already encoded: API paths are built from names the API server validated
-                # (DNS labels and subdomains), and yarl's parsing and re-encoding of every URL
-                # was a tenth of a status write's CPU.
-                URL(self.configuration.host + path, encoded=True),
-                data=data,
-                headers=headers,
-                params=params,
-            ) as response:
+            async with (
+                self.turns(),
+                session.request(
+                    method,
+                    # Already encoded: API paths are built from names the API server validated
+                    # (DNS labels and subdomains), and yarl's parsing and re-encoding of every URL
+                    # was a tenth of a status write's CPU.
+                    URL(self.configuration.host + path, encoded=True),
+                    data=data,
+                    headers=headers,
+                    params=params,
+                ) as response,
+            ):
                 text = await response.read()
         except NO_ANSWER as exc:  # refused, reset, closed, TLS, timed out: still a request made
             metrics.api_requests(method, resource, "error").inc()
@@ -349,7 +402,14 @@ class KubeApi:
         metrics.api_requests(method, resource, str(response.status)).inc()
         self._answered()
         if response.status >= 300:
-            raise api_error(response.status, response.reason, text)
+            error = api_error(response.status, response.reason, text)
+            sending = _SENDING.get()
+            if sending is not None and sending.sent > 1:
+                # A write sent twice and refused the second time says nothing of the first:
+                # a status write that landed meets its own new resourceVersion (409). For the
+                # caller it got no answer (``transaction``: both outcomes held, read back).
+                raise TransportError(f"{method} {path} (sent twice, the second refused)", error)
+            raise error
         try:
             result: dict[str, Any] = orjson.loads(text) if text else {}
         except orjson.JSONDecodeError as exc:
@@ -448,17 +508,31 @@ class KubeApi:
 
     # -- the calls the loop makes ------------------------------------------------------------
 
-    async def patch_workload_status(
-        self, namespace: str, name: str, status: Mapping[str, Any], resource_version: str | None
+    async def write_workload_status(
+        self,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any],
+        resource_version: str | None,
     ) -> dict[str, Any]:
-        """One merge PATCH of ``/status``; with ``resource_version`` it is a precondition
-        (409 Conflict when the object changed since the decision was made)."""
-        body: dict[str, Any] = {"status": status}
-        if resource_version:
-            body["metadata"] = {"resourceVersion": resource_version}
-        path = workload_path(namespace, name, status=True)
-        return await self.request("PATCH", path, body, MERGE_PATCH, fenced=True)
+        """One PUT of ``/status`` with ``status`` alone: it replaces the status, and the API
+        server takes everything else from the stored object (``statusStrategy``,
+        apiextensions-apiserver's pkg/registry/customresource/strategy.go, so nothing but the
+        status is sent); ``resource_version`` is a precondition (409 Conflict when the object
+        changed since the decision was made; the API server refuses a custom resource's
+        update without one, 422: every object listed or watched has one). Answered with the
+        metadata alone.
+
+        Why a PUT and not a merge PATCH: the API server applies a merge patch to a custom
+        resource by encoding the stored object to JSON, merging, and decoding and pruning the
+        result again, all before the work any write does (``bench_server_cost.py``'s
+        profiles); a PUT's body is decoded once."""
+        metadata = {"name": name, "namespace": namespace, "resourceVersion": resource_version}
+        body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "status": status}
+        path = workload_path(namespace, name, status=True) + NO_FIELD_VALIDATION
+        return await self.request("PUT", path, body, accept=METADATA_ONLY, fenced=True)
 
     async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
-        path = f"/api/v1/namespaces/{namespace}/events"
-        return await self.request("POST", path, event, fenced=True)
+        """Post an Event; answered with its metadata alone (nothing reads more of it)."""
+        path = f"/api/v1/namespaces/{namespace}/events" + NO_FIELD_VALIDATION
+        return await self.request("POST", path, event, accept=METADATA_ONLY, fenced=True)

@@ -219,13 +219,13 @@ PREEMPTION_VICTIMS = Histogram(
 
 STATUS_WRITES = Counter(
     "orca_status_writes_total",
-    "Status PATCHes, by outcome: written, conflict (409, retried), not_found (404, the "
+    "Status writes, by outcome: written, conflict (409, retried), not_found (404, the "
     "Workload is gone), failed (anything else, retried).",
     ["outcome"],
 )
 STATUS_WRITE_FAILURES = Counter(
     "orca_status_write_failures_total",
-    "Status PATCHes that did not land, by HTTP status (or error type).",
+    "Status writes that did not land, by HTTP status (or error type).",
     ["code"],
 )
 API_REQUESTS = Counter(
@@ -261,7 +261,9 @@ WATCH_RESTARTS = Counter(
     ["resource", "reason"],
 )
 EVENTS_DROPPED = Counter(
-    "orca_events_dropped_total", "Kubernetes Events not posted because the queue was full."
+    "orca_events_dropped_total",
+    "Kubernetes Events not posted: their queue was full, or the Workload had its share "
+    "(client-go's spam filter: 25, then one per 5 minutes).",
 )
 
 # -- the rebalancer ----------------------------------------------------------------------------

@@ -145,6 +145,30 @@ def leave_time(
     return deadline, why
 
 
+def counts_from_now(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> bool:
+    """Whether ``leave_time`` counts one of ``taints`` from its ``now``: a NoExecute taint
+    with no time, tolerated for a number of seconds. Its verdict then moves with the clock."""
+    return any(
+        t.effect is TaintEffect.NO_EXECUTE
+        and t.time_added is None
+        and (used := next((u for u in tolerations if u.tolerates(t)), None)) is not None
+        and used.toleration_seconds is not None
+        for t in taints
+    )
+
+
+def holding_span(deadlines: Sequence[float], now: float, floating: bool) -> tuple[float, float]:
+    """The span of the clock ``[since, until)`` over which a verdict judged at ``now`` from
+    ``deadlines`` (each replica leaves at its deadline: ``at <= now`` means gone) stays the
+    same: from the latest deadline passed to the next one to come. ``floating`` (a deadline
+    counted from ``now`` itself, ``counts_from_now``): at this very ``now`` only."""
+    if floating:
+        return now, math.nextafter(now, math.inf)
+    passed = [at for at in deadlines if math.isfinite(at) and at <= now]
+    coming = [at for at in deadlines if math.isfinite(at) and at > now]
+    return max(passed, default=-math.inf), min(coming, default=math.inf)
+
+
 class TaintToleration:
     """Filter and score over ``NodeInfo.taints`` and ``spec.tolerations``."""
 
@@ -171,7 +195,9 @@ class TaintToleration:
         replicas (kube-scheduler would place one there and its taint-eviction controller
         would move it at once: orca does not place what must leave) and for those it holds.
         One tolerated until later keeps them there until then (``leaves``); such a verdict
-        depends on the time, so it is not memoised (only tainted nodes are looked at)."""
+        depends on the time: it says until when it holds (``Verdict.until``, the next
+        deadline), and the engine memoises it that long. Only tainted nodes are looked at,
+        each distinct set of taints once."""
         table = cycle.table
         tolerations = self.tolerations(cycle)
         size = len(table)
@@ -179,6 +205,7 @@ class TaintToleration:
         leaves = np.full(size, math.inf)
         rejected: dict[str, list[int]] = {}
         verdicts: dict[tuple[Taint, ...], tuple[str | None, float]] = {}
+        floating = False
         for i in table.tainted:
             node = table.nodes[i]
             verdict = verdicts.get(node.taints)
@@ -191,6 +218,7 @@ class TaintToleration:
                     reason_untolerated(bad[0]) if bad else None,
                     at,
                 )
+                floating = floating or counts_from_now(node.taints, tolerations)
             reason, at = verdict
             if reason is not None:
                 rejected.setdefault(reason, []).append(i)
@@ -204,8 +232,9 @@ class TaintToleration:
             passed[indexes] = False
             rejections.append(Rejection(reason, passed))
         timed = bool(np.isfinite(leaves).any())
+        since, until = holding_span([at for _, at in verdicts.values()], cycle.now, floating)
         return Verdict(
-            tuple(rejections), keeps, cacheable=not timed, leaves=leaves if timed else None
+            tuple(rejections), keeps, leaves=leaves if timed else None, since=since, until=until
         )
 
     def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray | None:
