@@ -25,7 +25,8 @@ BUILD_REQUIRES = $(PYTHON) -c 'import tomllib; \
 	print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
 
 .PHONY: demo demo-stop test lint lock-check unit integration controlplane gitops prometheus \
-	dashboard bench chaos clean image image-lock node node-tools release helm mutation
+	dashboard crd chart docs bench-docs bench chaos clean image image-lock node node-tools release helm \
+	mutation
 
 # The dev environment starts from the locked runtime versions, so tests run what the image runs.
 $(STAMP): pyproject.toml
@@ -100,9 +101,36 @@ release: $(STAMP) node-tools controlplane helm
 image-lock: $(STAMP) node-tools
 	$(BIN)/python -m controller.devcluster.image lock
 
+# The pages of docs/ generated from the code (unit tests fail when a checked-in one drifts): the
+# API reference from the CRD, the command-line reference from the parser, and bench-docs' pages.
+docs: $(STAMP) bench-docs
+	$(BIN)/orca crd --markdown > docs/reference/api.md
+	$(BIN)/python -m controller.cli.reference > docs/reference/cli.md
+
+# docs/benchmarks.md and docs/faults.md from the benches' and chaos scenarios' docstrings and
+# the results they recorded in bench/results/ (run after a bench, commit both).
+bench-docs: $(STAMP)
+	$(BIN)/python -m bench.report > docs/benchmarks.md
+	$(BIN)/python -m bench.report --faults > docs/faults.md
+
 # Regenerate the Grafana dashboard from controller/operator/telemetry/dashboard.py (a unit test fails on drift).
 dashboard: $(STAMP)
 	$(BIN)/orca dashboard > manifests/monitoring/grafana-dashboard.json
+	@$(MAKE) --no-print-directory chart
+
+# Regenerate the Workload CRD from controller/api/models.py (tests/unit/test_crd.py fails on drift).
+crd: $(STAMP)
+	$(BIN)/orca crd > crds/workloads.orca.cloudinit.dev.yaml
+	@$(MAKE) --no-print-directory chart
+
+# Helm reads nothing outside the chart's directory: the chart carries copies of the generated
+# CRD, the dashboard and the alert rules, made here, never by hand (tests/packaging/test_chart.py
+# fails when one differs). `make crd` and `make dashboard` run this.
+CHART := charts/orca-controller
+chart:
+	cp crds/workloads.orca.cloudinit.dev.yaml $(CHART)/crds/
+	cp manifests/monitoring/grafana-dashboard.json manifests/monitoring/prometheusrule.yaml \
+		$(CHART)/files/
 
 demo: $(STAMP) controlplane
 	bash hack/demo.sh start

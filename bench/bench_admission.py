@@ -33,10 +33,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_vs_kube_scheduler import peak_rss_mb
+from bench.common import command_line, peak_rss_mb, print_table, record
 from controller.devcluster.controlplane import ControlPlane
 from controller.operator.kube import ApiError, KubeApi, load_configuration
-from tests.integration.harness import REPO_ROOT, OperatorProcess, free_port
+from tests.support.harness import REPO_ROOT, OperatorProcess, free_port
 
 GROUP_PATH = "/apis/orca.cloudinit.dev/v1alpha1/namespaces/{ns}/workloads"
 CONFIGURATION = "orca-bench"
@@ -199,25 +199,33 @@ def main(argv: list[str] | None = None) -> int:
             f"admission latency, {args.rounds} rounds x {args.burst} creates, "
             f"{args.concurrency} in flight (ms):"
         )
-        print(f"{'side':<22}{'n':>6}{'p50':>9}{'p99':>9}{'max':>9}")
-        for side, values in results.items():
+        sides = {
+            **{("webhook " + k if k in ("on", "off") else k): v for k, v in results.items()},
+            **{"kubectl apply, " + k: v for k, v in kubectl_side.items()},
+        }
+        figures: dict[str, Any] = {}
+        for side, values in sides.items():
             ms = [v * 1000 for v in values]
-            print(
-                f"{'webhook ' + side if side in ('on', 'off') else side:<22}{len(ms):>6}"
-                f"{statistics.median(ms):>9.1f}{percentile(ms, 0.99):>9.1f}{max(ms):>9.1f}"
-            )
-        for side, values in kubectl_side.items():
-            ms = [v * 1000 for v in values]
-            print(
-                f"{'kubectl apply, ' + side:<22}{len(ms):>6}{statistics.median(ms):>9.1f}"
-                f"{percentile(ms, 0.99):>9.1f}{max(ms):>9.1f}"
-            )
+            figures[side] = {
+                "requests": len(ms),
+                "p50_ms": statistics.median(ms),
+                "p99_ms": percentile(ms, 0.99),
+                "max_ms": max(ms),
+            }
+        print_table(
+            ("side", "n", "p50", "p99", "max"),
+            [(side, *f.values()) for side, f in figures.items()],
+        )
         if sums[1]:
             print(
                 f"the API server's call to the webhook: mean {sums[0] / sums[1] * 1000:.1f} ms "
                 f"over {int(sums[1])} calls"
             )
-        print(f"operator peak RSS: {peak_rss_mb(op.process.pid):.0f} MB")
+            figures["the API server's call to the webhook, mean_ms"] = sums[0] / sums[1] * 1000
+        rss = peak_rss_mb(op.process.pid)
+        print(f"operator peak RSS: {rss:.0f} MB")
+        figures["operator peak RSS_mb"] = rss
+        record("bench_admission", figures, command_line(argv))
     finally:
         if op is not None:
             op.stop()

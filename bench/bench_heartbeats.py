@@ -62,6 +62,7 @@ import dataclasses
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -81,18 +82,17 @@ from bench.bench_vs_kube_scheduler import (
     KubeScheduler,
     Orca,
     Side,
-    cpu_seconds,
     create_all,
     node_objects,
-    peak_rss_mb,
     start,
     validate,
     wait_decided,
     wait_default_service_account,
 )
+from bench.common import command_line, cpu_seconds, load_average, peak_rss_mb, record
 from controller.devcluster.controlplane import LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS, ControlPlane
 from controller.operator.kube import ApiError, KubeApi, load_configuration
-from tests.integration.harness import REPO_ROOT
+from tests.support.harness import REPO_ROOT
 
 BENCH = "bench"  # this process: the heartbeat driver (and nothing else in the idle windows)
 #: orca's counters read over each idle window: did a heartbeat make it decide or write?
@@ -547,6 +547,28 @@ def per_beat(results: Results, name: str) -> float:
     return (results.beating.cpu[name] - results.quiet.cpu[name]) / rate
 
 
+def recorded(results: Results) -> dict[str, dict[str, float]]:
+    """``table``'s figures per side (backlogs: the median rate of the rounds)."""
+    out = {}
+    for side in (KUBE, ORCA):
+        row = {
+            "idle, Lease renewals only_cpu_s_per_s": results.quiet.cpu[side],
+            "idle, with the heartbeats_cpu_s_per_s": results.beating.cpu[side],
+            "CPU per heartbeat_us": per_beat(results, side) * 1e6,
+            "peak RSS at rest_mb": results.beating.rss_mb[side],
+        }
+        for beats in (False, True):
+            mine = [r for r in results.runs if r.side == side and r.heartbeats == beats]
+            what = "with heartbeats" if beats else "no heartbeats"
+            if mine:
+                row[f"backlog, {what}_placed_per_s"] = statistics.median(r.rate for r in mine)
+                row[f"backlog, {what}: CPU per placement_ms"] = statistics.median(
+                    r.scheduler_cpu / r.objects * 1000 for r in mine
+                )
+        out[side] = row
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
@@ -574,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"nodes={args.nodes} objects={args.objects} seconds={args.seconds:g} "
         f"heartbeat-period={args.heartbeat_period:g}s on {os.cpu_count()} cores "
-        f"(load average {os.getloadavg()[0]:.2f})",
+        f"(load average {load_average():.2f})",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="orca-heartbeats-") as tmp:
@@ -590,7 +612,8 @@ def main(argv: list[str] | None = None) -> int:
                 for log in workdir.glob("*.log"):
                     shutil.copy(log, args.logs / log.name)
     table(results)
-    print(f"(load average at the end {os.getloadavg()[0]:.2f})")
+    print(f"(load average at the end {load_average():.2f})")
+    record("bench_heartbeats", recorded(results), command_line(argv))
     return 1 if any(r.problems for r in results.runs) else 0
 
 

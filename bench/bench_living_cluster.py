@@ -27,7 +27,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_vs_kube_scheduler import cpu_seconds, create_all
+from bench.bench_vs_kube_scheduler import create_all
+from bench.common import command_line, cpu_seconds, load_average, record
 from controller.devcluster.controlplane import ControlPlane
 from controller.operator.kube import KubeApi, load_configuration
 
@@ -95,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(n) for n in args.nodes.split(",")]
     if sizes != sorted(sizes) or sizes[0] < 1:
         parser.error("--nodes: increasing positive counts, e.g. 10,1000")
-    print(f"on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.2f})", flush=True)
+    print(f"on {os.cpu_count()} cores (load average {load_average():.2f})", flush=True)
+    figures: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="orca-living-") as tmp, ControlPlane(tmp) as plane:
         lease = plane.node_timing.lease_seconds
         have = 0
@@ -110,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{lease / 4:g}s): CPU s/s over {args.seconds:g}s at rest: {cells}",
                 flush=True,
             )
+            figures[f"{count} nodes"] = {
+                "alive after creation_s": took,
+                **{f"{name}_cpu_s_per_s": c for name, c in cpu.items()},
+                "all servers_cpu_s_per_s": sum(cpu.values()),
+            }
+    record("bench_living_cluster", figures, command_line(argv))
     return 0
 
 

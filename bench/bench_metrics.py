@@ -3,7 +3,10 @@
 Builds the operator's state in-process (Nodes as the API returns them, Workloads with
 placements in status, some of them short of replicas), then times
 ``GaugeExporter.export`` (the periodic refresh: phases, pending queues, per-node gauges from
-the ledger) and renders ``/metrics`` as Prometheus would scrape it. Prints the figures.
+the ledger) and renders ``/metrics`` as Prometheus would scrape it. Prints the figures: the
+refresh's time and its share of one core at its interval, the scrape's size and series (the
+per-node gauges are 5 series per Node, so the size grows with the cluster) and the time to
+render it.
 
     python bench/bench_metrics.py                       # 1,000 and 5,000 nodes
     python bench/bench_metrics.py --nodes 5000 --workloads 10000
@@ -22,10 +25,11 @@ from prometheus_client import REGISTRY, generate_latest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import command_line, record
 from controller.operator.state import ClusterState
 from controller.operator.telemetry.gauges import INTERVAL, GaugeExporter
 from controller.operator.workqueue import WorkQueue
-from tests.factories import node_object
+from tests.support.factories import node_object
 
 
 def workload(i: int, nodes: int, rng: random.Random) -> dict[str, Any]:
@@ -51,7 +55,7 @@ def workload(i: int, nodes: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
-def run(nodes: int, workloads: int, rounds: int = 20) -> None:
+def run(nodes: int, workloads: int, rounds: int = 20) -> dict[str, Any]:
     rng = random.Random(1)
     state = ClusterState()
     for n in range(nodes):
@@ -74,6 +78,13 @@ def run(nodes: int, workloads: int, rounds: int = 20) -> None:
         f"/metrics {len(body) / 1024:.0f} KiB, {series} orca_ series, "
         f"rendered in {render * 1000:.0f} ms"
     )
+    return {
+        "gauge refresh_ms": per_export * 1000,
+        "gauge refresh, share of one core_percent": per_export / INTERVAL * 100,
+        "/metrics size_kib": len(body) / 1024,
+        "orca series": series,
+        "/metrics rendering_ms": render * 1000,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,8 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, action="append")
     parser.add_argument("--workloads", type=int, default=0, help="default: 2 per node")
     args = parser.parse_args(argv)
+    figures = {}
     for nodes in args.nodes or [1000, 5000]:
-        run(nodes, args.workloads or 2 * nodes)
+        workloads = args.workloads or 2 * nodes
+        figures[f"{nodes} nodes, {workloads} workloads"] = run(nodes, workloads)
+    record("bench_metrics", figures, command_line(argv))
     return 0
 
 

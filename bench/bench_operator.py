@@ -7,6 +7,12 @@ has a decision. Prints the time, workloads/s, API requests per Workload (status 
 Events counted by the API server itself, plus the operator's own counter) and the operator's
 peak RSS.
 
+Two more figures put the operator's against the API server's: the *backlog* (the Workloads
+already stored, an operator started on them: its own throughput with no creates competing
+for the machine), and the *floor*: the same number of creates and status writes sent by a
+plain client with no operator, whose API server + etcd CPU per create + status write bounds
+the rate of any operator on this machine (printed as Workloads/s on its cores).
+
     python bench/bench_operator.py --nodes 1000 --workloads 2000
 """
 
@@ -27,10 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_scheduler import ZONES, random_spec
 from bench.bench_vs_kube_scheduler import wait_not_ready_lifted
+from bench.common import command_line, cpu_seconds, peak_rss_mb, record
 from controller.api.models import workload_path
 from controller.devcluster.controlplane import LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS, ControlPlane
 from controller.operator.kube import KubeApi, load_configuration
-from tests.integration.harness import REPO_ROOT, OperatorProcess, phase
+from tests.support.harness import REPO_ROOT, OperatorProcess, phase
 
 
 def node_objects(count: int, rng: random.Random) -> list[dict[str, Any]]:
@@ -123,20 +130,9 @@ def store_pids(plane: ControlPlane) -> dict[str, int]:
     return {n: pid for n, pid in plane.pids.items() if n in ("etcd", "kube-apiserver")}
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_peak_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def run(plane: ControlPlane, nodes: int, workloads: int, seed: int, workdir: Path) -> None:
+def run(
+    plane: ControlPlane, nodes: int, workloads: int, seed: int, workdir: Path
+) -> dict[str, Any]:
     rng = random.Random(seed)
     kubectl = plane.kubectl
     kubectl("apply", "-k", str(REPO_ROOT / "crds"), check=True)
@@ -204,7 +200,7 @@ def run(plane: ControlPlane, nodes: int, workloads: int, seed: int, workdir: Pat
     time.sleep(1)
     after = apiserver_counts(plane)
     own = operator.metrics()
-    peak = rss_peak_mb(operator.process.pid)
+    peak = peak_rss_mb(operator.process.pid)
     operator.stop()
     backlog = decide_backlog(plane, workdir, baseline_ns, workloads)
     floor_wall, floor_cpu = status_write_cost(plane, baseline_ns, baseline)
@@ -238,6 +234,22 @@ def run(plane: ControlPlane, nodes: int, workloads: int, seed: int, workdir: Pat
         f"workloads/s on {os.cpu_count()} cores even with a free operator",
         flush=True,
     )
+    server = floor_cpu + sum(server_cpu.values())
+    return {
+        "burst: all decided after_s": elapsed,
+        "burst: end to end_workloads_per_s": workloads / elapsed,
+        "burst: status PATCHes per workload": patches / workloads,
+        "burst: Events": events,
+        "burst: operator API requests per workload": own_requests / workloads,
+        "burst: operator peak RSS_mb": peak,
+        "burst: operator_cpu_s": cpu_after["operator"] - cpu_before["operator"],
+        "backlog: all decided after_s": backlog,
+        "backlog_workloads_per_s": workloads / backlog,
+        "floor: server CPU per create + status write_ms": server / workloads * 1000,
+        "floor: ceiling with a free operator_workloads_per_s": workloads
+        * (os.cpu_count() or 1)
+        / server,
+    }
 
 
 WRITTEN = 'orca_status_writes_total{outcome="written"}'
@@ -317,7 +329,12 @@ def main(argv: list[str] | None = None) -> int:
             Path(tmp) / "cp", controller_manager_args=LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS
         ) as plane,
     ):
-        run(plane, args.nodes, args.workloads, args.seed, Path(tmp))
+        figures = run(plane, args.nodes, args.workloads, args.seed, Path(tmp))
+    record(
+        "bench_operator",
+        {f"{args.nodes} nodes, {args.workloads} workloads": figures},
+        command_line(argv),
+    )
     return 0
 
 

@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_manifests import node_object, write_nodes
 from bench.bench_scheduler import random_spec
+from bench.common import child_usage, command_line, record
 
 ORCA = Path(sys.executable).with_name("orca")
 TIMINGS = re.compile(r"^orca plan: timings: (.*)$", re.MULTILINE)
@@ -157,10 +158,11 @@ def run_cli(
         for part in found.group(1).split(", "):
             name, _, value = part.rpartition(" ")[0].rpartition(" ")
             phases[name] = float(value)
+    cpu, rss_mb = child_usage(usage)
     return Run(
         wall=wall,
-        cpu=usage.ru_utime + usage.ru_stime,
-        rss_mb=usage.ru_maxrss / 1024,
+        cpu=cpu,
+        rss_mb=rss_mb,
         phases=phases,
         exit_code=child.returncode,
     )
@@ -232,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         if writer.exitcode != 0:
             raise SystemExit(f"writing the inputs failed ({writer.exitcode})")
         shape = "lean" if args.lean_nodes else "kubelet-shaped"
+        figures: dict[str, Any] = {}
         for count in args.workloads:
             workloads = Path(tmp) / f"workloads-{count}.yaml"
             runs: dict[float, list[Run]] = {p: [] for p in args.not_ready}
@@ -245,12 +248,16 @@ def main(argv: list[str] | None = None) -> int:
                     f"{args.nodes} {shape} Nodes ({percent:g} % NotReady), "
                     f"{nodes.stat().st_size / 1e6:.1f} MB of YAML; --now {PLAN_NOW}"
                 )
-                report(min(made, key=_wall), count, workloads)
+                best = min(made, key=_wall)
+                report(best, count, workloads)
+                key = f"{args.nodes} {shape} nodes ({percent:g} % NotReady), {count} workloads"
+                figures[key] = figures_of(best, count)
                 if args.save:
                     args.save.mkdir(parents=True, exist_ok=True)
                     (args.save / out.name).write_bytes(out.read_bytes())
                 if args.compare:
                     print("       " + compare(out, args.compare / out.name))
+    record("bench_plan", figures, command_line(argv))
     return 0
 
 
@@ -268,6 +275,20 @@ def report(best: Run, count: int, workloads: Path) -> None:
         planning = best.phases.get("planning")
         if planning:
             print(f"       planning through the CLI: {count / planning:,.0f} Workloads/s")
+
+
+def figures_of(best: Run, count: int) -> dict[str, Any]:
+    """One run's figures for ``bench/results``."""
+    planning = best.phases.get("planning")
+    return {
+        "total wall_s": best.wall,
+        "cpu_s": best.cpu,
+        "end to end_workloads_per_s": count / best.wall,
+        "planning through the CLI_workloads_per_s": count / planning if planning else None,
+        "peak RSS_mb": best.rss_mb,
+        "exit code": best.exit_code,
+        **{f"phase: {k}_s": v for k, v in best.phases.items()},
+    }
 
 
 def _nodes_file(directory: Path, percent: float) -> Path:

@@ -1,6 +1,6 @@
 """kopf's PriorityClass watch, as the operator used it before issue 20, against the informer
 that replaced it (``controller.operator.kube.informer``), on the same in-process API server
-(``tests/unit/fakeapi.py``, real HTTP on loopback):
+(``tests/support/fakeapi.py``, real HTTP on loopback):
 
 - **deletions across a relist**: the watch is cut, a class is deleted and another created
   while nobody watches, the server compacts its history (the watch then gets 410 Gone), and
@@ -34,13 +34,14 @@ import kopf
 from kopf._cogs.clients import auth, watching
 from kopf._cogs.structs import credentials, references
 
+from bench.common import command_line, record
 from controller.operator.handlers import PriorityClassEvents, StartupGate
 from controller.operator.kube.informer import Informer
 from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.priority import LIST_PATH
-from tests.unit.fakeapi import FakeApiServer, Fault, until
+from tests.support.fakeapi import FakeApiServer, Fault, until
 
 RESOURCE = "priorityclasses"
 
@@ -187,9 +188,10 @@ async def cpu_per_event(side: type[Side], classes: int, events: int) -> float:
     return cpu / events * 1e6
 
 
-async def main(args: argparse.Namespace) -> None:
+async def main(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     # The fake server's watch handlers find their clients gone when a side stops: not news.
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
+    figures = {}
     for side in (Kopf, Informed):
         verdict = await deletions_across_a_relist(side, args.classes)
         micros = await cpu_per_event(side, args.classes, args.events)
@@ -198,10 +200,13 @@ async def main(args: argparse.Namespace) -> None:
             f"{micros:.0f} us of CPU per event ({args.events} updates of {args.classes} "
             "classes, the in-process API server's share included)"
         )
+        figures[side.name] = {"after a 410 relist": verdict, "CPU per event_us": micros}
+    return figures
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--classes", type=int, default=20)
     parser.add_argument("--events", type=int, default=2000)
-    asyncio.run(main(parser.parse_args()))
+    figures = asyncio.run(main(parser.parse_args()))
+    record("bench_priorityclass_watch", figures, command_line())

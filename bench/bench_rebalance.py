@@ -7,6 +7,12 @@ planning time on drifted clusters of 1,000 and 5,000 nodes: half the nodes busy 
 benchmarks' mixed batch of Jobs and Services with CEL constraints, placed by the scheduler),
 half new and empty, half the Workloads ``rebalance: Allowed``.
 
+On the scenarios the planner should reach the objective's optimum (stddev 0 on the spread
+scenario, the first-fit-decreasing count of nodes on the fragmented one, skew 0 on the zone).
+The drifted clusters show what a pass costs: with a budget of moves, and until nothing
+improves; a second pass on that output finds nothing to move but visits every Allowed
+Workload, which is why the operator plans in a worker thread.
+
     python bench/bench_rebalance.py                  # scenarios, then 1,000 and 5,000 nodes
     python bench/bench_rebalance.py --nodes 5000 --max-moves 50
 """
@@ -15,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import resource
 import sys
 import time
 from pathlib import Path
@@ -24,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_scheduler import make_nodes, random_spec, workload
+from bench.common import command_line, own_peak_rss_mb, print_table, record
 from controller.api.models import Workload
 from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import NodeInfo, NodeTable
@@ -49,7 +55,7 @@ def placed(nodes: list[NodeInfo], workloads: list[Workload], scheduler: Schedule
     return ledger
 
 
-def report(title: str, plan: Plan, seconds: float) -> None:
+def report(title: str, plan: Plan, seconds: float) -> dict[str, Any]:
     b, a = plan.before, plan.after
     rows = [
         ("moves proposed", f"{len(plan.moves)} (budget {plan.max_moves}, "
@@ -62,8 +68,18 @@ def report(title: str, plan: Plan, seconds: float) -> None:
         ("planning time", f"{seconds * 1000:.1f} ms"),
     ]  # fmt: skip
     print(f"\n{title}")
-    for name, value in rows:
-        print(f"  {name:<20}  {value}")
+    print_table(("", ""), [(f"  {name}", value) for name, value in rows])
+    return {
+        "moves proposed": len(plan.moves),
+        "utilisation stddev before": b.utilisation_stddev,
+        "utilisation stddev after": a.utilisation_stddev,
+        "topology skew before": b.skew,
+        "topology skew after": a.skew,
+        "nodes in use before": b.nodes_in_use,
+        "nodes in use after": a.nodes_in_use,
+        "nodes in use, first-fit-decreasing": plan.ffd_nodes,
+        "planning time_ms": seconds * 1000,
+    }
 
 
 def timed(rebalancer: Rebalancer, workloads: list[Workload], ledger: Ledger) -> tuple[Plan, float]:
@@ -72,7 +88,7 @@ def timed(rebalancer: Rebalancer, workloads: list[Workload], ledger: Ledger) -> 
     return plan, time.perf_counter() - started
 
 
-def scenarios(max_moves: int) -> None:
+def scenarios(max_moves: int) -> dict[str, dict[str, Any]]:
     scheduler = Scheduler()
     rebalancer = Rebalancer(scheduler, max_moves=max_moves)
 
@@ -84,7 +100,9 @@ def scenarios(max_moves: int) -> None:
     ]  # fmt: skip
     ledger = placed([node(f"old-{i:02}") for i in range(10)], services, scheduler)
     ledger.rebind(NodeTable([*ledger.table.nodes, *(node(f"new-{i:02}") for i in range(10))]))
-    report("10 busy + 10 new empty nodes, 12 Spread Services x 5 (60 replicas)",
+    figures = {}
+    figures["10 busy + 10 new nodes, 12 Spread Services x 5"] = report(
+        "10 busy + 10 new empty nodes, 12 Spread Services x 5 (60 replicas)",
            *timed(rebalancer, services, ledger))  # fmt: skip
 
     # A fragmented BinPack cluster: 40 replicas of 1-2 cpu, one or two per node on 30 nodes.
@@ -98,7 +116,8 @@ def scenarios(max_moves: int) -> None:
         job = {"kind": "Job", "strategy": "BinPack", "rebalance": "Allowed", "resources": size}
         jobs.append(workload(f"job-{i:02}", job))
         ledger.load(jobs[-1].key, [Booking(f"n-{i % 30:02}", f"{jobs[-1].key}-0", cpu, 2 * GiB)])
-    report("Fragmented BinPack: 40 Jobs of 1-2 cpu over 30 nodes of 8 cpu",
+    figures["fragmented BinPack: 40 Jobs, 30 nodes"] = report(
+        "Fragmented BinPack: 40 Jobs of 1-2 cpu over 30 nodes of 8 cpu",
            *timed(rebalancer, jobs, ledger))  # fmt: skip
 
     # A zone restored: 9 replicas spread over zones a and b while c was down.
@@ -109,8 +128,10 @@ def scenarios(max_moves: int) -> None:
     a_b = [node(f"{z}-{i}", labels={ZONE: z}) for z in "ab" for i in range(3)]
     ledger = placed(a_b, web, scheduler)
     ledger.rebind(NodeTable([*a_b, *(node(f"c-{i}", labels={ZONE: "c"}) for i in range(3))]))
-    report("Zone c restored: 4 Services x 9 replicas, topologySpread zone maxSkew 1",
+    figures["zone c restored: 4 Services x 9, maxSkew 1"] = report(
+        "Zone c restored: 4 Services x 9 replicas, topologySpread zone maxSkew 1",
            *timed(rebalancer, web, ledger))  # fmt: skip
+    return figures
 
 
 def drifted(n_nodes: int, rng: random.Random) -> tuple[list[Workload], Ledger, Scheduler]:
@@ -130,12 +151,13 @@ def drifted(n_nodes: int, rng: random.Random) -> tuple[list[Workload], Ledger, S
     return workloads, ledger, scheduler
 
 
-def scale(n_nodes: int, budgets: list[int]) -> None:
+def scale(n_nodes: int, budgets: list[int]) -> dict[str, Any]:
     workloads, ledger, scheduler = drifted(n_nodes, random.Random(n_nodes))
     replicas = len(ledger)
     allowed = sum(1 for w in workloads if w.spec.rebalance.value == "Allowed")
     print(f"\n{n_nodes:,} nodes ({n_nodes // 2:,} busy, {n_nodes - n_nodes // 2:,} new), "
           f"{len(workloads):,} Workloads ({allowed:,} Allowed), {replicas:,} replicas")  # fmt: skip
+    figures: dict[str, Any] = {"replicas": replicas}
     for budget in budgets:
         plan, seconds = timed(Rebalancer(scheduler, max_moves=budget), workloads, ledger)
         b, a = plan.before, plan.after
@@ -143,16 +165,23 @@ def scale(n_nodes: int, budgets: list[int]) -> None:
               f"({seconds / max(len(plan.moves), 1) * 1000:.1f} ms/move); stddev "
               f"{b.utilisation_stddev:.4f} -> {a.utilisation_stddev:.4f}, nodes in use "
               f"{b.nodes_in_use} -> {a.nodes_in_use} (FFD {plan.ffd_nodes})")  # fmt: skip
+        figures[f"at most {budget} moves: moves"] = len(plan.moves)
+        figures[f"at most {budget} moves: planning_s"] = seconds
     # Until nothing improves, then a pass over that output: it finds nothing, visiting all.
     plan, seconds = timed(Rebalancer(scheduler, max_moves=MAX_MOVES), workloads, ledger)
     b, a = plan.before, plan.after
     print(f"  until converged: {len(plan.moves):>5} moves in {seconds:6.2f} s; stddev "
           f"{b.utilisation_stddev:.4f} -> {a.utilisation_stddev:.4f}")  # fmt: skip
+    figures["until converged: moves"] = len(plan.moves)
+    figures["until converged: planning_s"] = seconds
     after = ledger.copy()
     for m in plan.moves:
         after.load(m.workload, moved(after.bookings(m.workload), m))
     again, seconds = timed(Rebalancer(scheduler, max_moves=MAX_MOVES), workloads, after)
     print(f"  a second pass on that output: {len(again.moves)} moves in {seconds:.2f} s")
+    figures["a second pass (nothing to move): moves"] = len(again.moves)
+    figures["a second pass (nothing to move): planning_s"] = seconds
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,12 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-scenarios", action="store_true")
     args = parser.parse_args(argv)
     budgets = args.max_moves or [10, 100]
+    figures: dict[str, Any] = {}
     if not args.no_scenarios:
-        scenarios(max(budgets))
+        figures |= scenarios(max(budgets))
     for n in args.nodes or [1000, 5000]:
-        scale(n, budgets)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        figures[f"drifted cluster of {n} nodes"] = scale(n, budgets)
+    rss = own_peak_rss_mb()
     print(f"\npeak RSS {rss:.0f} MB")
+    figures["peak RSS_mb"] = rss
+    record("bench_rebalance", figures, command_line(argv))
     return 0
 
 

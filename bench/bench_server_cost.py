@@ -58,12 +58,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import apiserver_profile
 from bench.bench_vs_kube_scheduler import (
-    cpu_seconds,
     node_objects,
     pod_object,
     wait_default_service_account,
     workload_object,
 )
+from bench.common import command_line, cpu_seconds, record
 from bench.kube_events import EVENTS_V1, PROTOBUF, scheduled_event
 from controller.api.models import API_VERSION, KIND, status_body, workload_path
 from controller.devcluster.controlplane import ControlPlane
@@ -555,7 +555,11 @@ def report(round_: int, label: str, costs: dict[str, Cost], reference: float | N
     return total
 
 
-async def run(plane: ControlPlane, workdir: Path, args: argparse.Namespace) -> None:
+async def run(
+    plane: ControlPlane, workdir: Path, args: argparse.Namespace
+) -> dict[str, dict[str, float]]:
+    """Every row of every round; returns their API server + etcd CPU per request, for
+    ``bench/results``."""
     shipped = yaml.safe_load(CRD.read_text())
     api = KubeApi(load_configuration(str(plane.kubeconfig_path)), max_connections=64)
     installed: Any = None
@@ -605,6 +609,14 @@ async def run(plane: ControlPlane, workdir: Path, args: argparse.Namespace) -> N
         await api.close()
     if len(every) > 1:
         summary(every)
+    return {
+        f"round {i}": {
+            f"{label}: {what}_ms": cost.server_ms
+            for label, costs in results.items()
+            for what, cost in costs.items()
+        }
+        for i, results in enumerate(every)
+    }
 
 
 def summary(every: list[dict[str, dict[str, Cost]]]) -> None:
@@ -683,7 +695,8 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="orca-server-cost-") as tmp,
         ControlPlane(Path(tmp) / "cp") as plane,
     ):
-        asyncio.run(run(plane, Path(tmp), args))
+        figures = asyncio.run(run(plane, Path(tmp), args))
+    record("bench_server_cost", figures, command_line(argv))
     return 0
 
 

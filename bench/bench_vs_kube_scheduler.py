@@ -23,8 +23,8 @@ cpu, memory or pods), which fails the run (exit 1) if anything is wrong. Then th
 Progress is followed with one watch per side (no polling LISTs stealing the measured CPU).
 
 Both schedulers post a ``Scheduled`` Event per placement. kube-scheduler posts each as it
-binds; orca holds its Events back while Workloads wait for a decision (status writes first),
-so most of them come after its last placement. Each side's CPU is therefore printed twice:
+binds; orca paces its Events (20/s) while its status writes are in flight (status first), so
+most of them come after its last placement. Each side's CPU is therefore printed twice:
 over the placements' window, and over the window extended until every placement's Event was
 posted (``--events-timeout``), which is the whole cost of the run. A watch on the Events of
 the namespace (one per side) follows them.
@@ -59,10 +59,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import command_line, cpu_seconds, peak_rss_mb, record
 from controller.api.models import quantity_to_int
 from controller.devcluster.controlplane import LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS, ControlPlane
 from controller.operator.kube import KubeApi, load_configuration
-from tests.integration.harness import REPO_ROOT, OperatorProcess
+from tests.support.harness import REPO_ROOT, OperatorProcess
 
 ZONES = ["eu-1a", "eu-1b", "eu-1c", "us-2a"]
 ALLOWED_ZONES = ["eu-1a", "eu-1b", "eu-1c"]
@@ -181,19 +182,6 @@ SIDES = {
 
 
 # -- processes ----------------------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 class KubeScheduler:
@@ -366,8 +354,8 @@ async def follow(
 @dataclass
 class Events:
     """The same window extended until every placement's ``Scheduled`` Event was posted: both
-    schedulers post one per placement, and orca holds its Events back while its queue has work
-    (status first), so the placements' window alone leaves most of orca's Events out."""
+    schedulers post one per placement, and orca paces its Events while its status writes are in
+    flight (status first), so the placements' window alone leaves most of orca's Events out."""
 
     seen: int  # placements with their Event posted at the end of the window
     after: float  # seconds from the last placement to the end of the window
@@ -584,6 +572,22 @@ def ratios(kube: Result, orca: Result) -> None:
     )
 
 
+def figures(result: Result) -> dict[str, float | int | bool | None]:
+    """What ``report`` prints, as figures."""
+    per = 1000 / result.objects
+    return {
+        "placed_per_s": result.rate,
+        "all decided after the last create_s": result.lag,
+        "scheduler CPU per placement_ms": result.scheduler_cpu * per,
+        "API server + etcd CPU per placement_ms": result.server_cpu * per,
+        "scheduler CPU per placement, with its Events_ms": result.events.scheduler_cpu * per,
+        "API server + etcd CPU per placement, with the Events_ms": result.events.server_cpu * per,
+        "Events posted after the last placement_s": result.events.after,
+        "scheduler peak RSS_mb": result.rss_mb,
+        "every placement valid": not result.problems,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("backlog", "burst"), default="backlog")
@@ -621,6 +625,9 @@ def main(argv: list[str] | None = None) -> int:
         report(result)
     if len(results) == 2:
         ratios(results[KUBE], results[ORCA])
+    setting = f"{args.mode}, {args.nodes} nodes, {args.objects} objects"
+    recorded = {f"{setting}: {name}": figures(r) for name, r in results.items()}
+    record("bench_vs_kube_scheduler", recorded, command_line(argv))
     return 1 if any(r.problems for r in results.values()) else 0
 
 

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_plan import Run, run_cli, write_node_file
 from bench.bench_scheduler import random_spec
+from bench.common import command_line, record
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -143,17 +144,43 @@ def main(argv: list[str] | None = None) -> int:
             ),
         ]
         reference: Run | None = None
+        figures: dict[str, Any] = {"replicas placed": placed}
         for name, extra in rows:
             out = d / "out.json"
             runs = [run_cli(nodes, settled, out, extra=extra) for _ in range(args.runs)]
             best = min(runs, key=lambda r: r.wall)
             reference = reference or best
+            answer = json.loads(out.read_text())
+            figures[name] = {
+                "wall_s": best.wall,
+                "cpu_s": best.cpu,
+                "ratio to plan (wall)_x": best.wall / reference.wall,
+                "peak RSS_mb": best.rss_mb,
+                "exit code": best.exit_code,
+                **answer_figures(answer),
+            }
             print(
                 f"  {name:<13} {best.wall:6.2f} s wall {best.cpu:6.2f} s CPU "
                 f"({best.wall / reference.wall:4.1f}x plan)  peak RSS {best.rss_mb:4.0f} MB  "
-                f"exit {best.exit_code}  {describe(json.loads(out.read_text()))}"
+                f"exit {best.exit_code}  {describe(answer)}"
             )
+    record("bench_whatif", figures, command_line(argv))
     return 0
+
+
+def answer_figures(answer: dict[str, Any]) -> dict[str, int | None]:
+    """What ``describe`` prints, as figures."""
+    if "drained" not in answer:
+        short = sum(1 for r in answer["results"] if r.get("phase") != "Scheduled")
+        return {"workloads not fully placed": short}
+    added = answer.get("nodesToAdd")
+    return {
+        "nodes drained": len(answer["drained"]),
+        "replicas displaced": answer["displaced"],
+        "replicas moved": len(answer["moved"]),
+        "replicas unplaced": len(answer["unplaced"]),
+        **({"nodes to add": added["count"], "plans searched": added.get("plans")} if added else {}),
+    }
 
 
 def describe(answer: dict[str, Any]) -> str:

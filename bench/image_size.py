@@ -33,6 +33,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import command_line, record
 from controller.devcluster.image.build import build
 from controller.devcluster.image.oci import read_archive
 
@@ -115,6 +118,20 @@ def main() -> int:
         print(f"Dockerfile (estimate): {mib(base + python + venv)} = bookworm-slim with "
               f"python:slim's apt packages {mib(base)} + CPython in /usr/local {mib(python)} "
               f"(from {prefix}) + the same virtualenv {mib(venv)}")  # fmt: skip
+        figures = {
+            "make image": {
+                "uncompressed_mib": ours / 2**20,
+                "archive_mib": archive.stat().st_size / 2**20,
+                "the virtualenv /opt/orca_mib": venv / 2**20,
+            },
+            "Dockerfile (estimate)": {
+                "uncompressed_mib": (base + python + venv) / 2**20,
+                "bookworm-slim with python:slim's apt packages_mib": base / 2**20,
+                "CPython in /usr/local_mib": python / 2**20,
+                "the same virtualenv_mib": venv / 2**20,
+            },
+        }
+        record("image_size", figures, command_line())
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

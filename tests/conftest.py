@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from tests.imagebuild import built_image
 from tests.support import properties
+from tests.support.imagebuild import built_image
 
 properties.load()
 

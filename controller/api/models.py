@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from datetime import UTC, datetime
 from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, ClassVar, Protocol, Self
 
 from pydantic import (
     AfterValidator,
@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from controller.api.quantity import parse_quantity
+from controller.api.rules import Rule, broken, frozen, validations
 
 GROUP = "orca.cloudinit.dev"
 VERSION = "v1alpha1"
@@ -128,6 +129,52 @@ class _Model(BaseModel):
     """Shared config: frozen values, camelCase aliases, unknown fields are an error."""
 
     model_config = MODEL_CONFIG
+
+
+class _Ruled(_Model):
+    """A model with cross-field rules (``controller.api.rules``): listed once in ``RULES``, they
+    are both the CRD's ``x-kubernetes-validations`` (the class passes
+    ``json_schema_extra=validations(*RULES)``) and orca's own check, the same CEL evaluated
+    here, with the same message."""
+
+    RULES: ClassVar[tuple[Rule, ...]] = ()
+
+    @model_validator(mode="after")
+    def _rules_hold(self) -> Self:
+        names = _api_names(type(self))
+
+        def key_of(rule: Rule) -> Hashable:
+            if rule.reads is None:
+                return tuple(frozen(getattr(self, name)) for name in names.values())
+            return tuple(frozen(getattr(self, names[field])) for field in rule.reads)
+
+        rule = broken(self.RULES, key_of, self._as_api_json)
+        if rule is not None:
+            raise ValueError(rule.message)
+        return self
+
+    def _as_api_json(self) -> Any:
+        return self.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+@functools.cache
+def _api_names(cls: type[BaseModel]) -> dict[str, str]:
+    """A model's field names by their names in the API (camelCase)."""
+    return {(f.alias or name): name for name, f in cls.model_fields.items()}
+
+
+def _list_rule(rule: Rule) -> AfterValidator:
+    """A rule on a list field (``self`` is the list): checked as the API server checks it."""
+
+    def check(items: list[Any]) -> list[Any]:
+        def as_json() -> Any:
+            return [i.model_dump(by_alias=True, mode="json", exclude_none=True) for i in items]
+
+        if broken((rule,), lambda _: tuple(items), as_json) is not None:
+            raise ValueError(rule.message)
+        return items
+
+    return AfterValidator(check)
 
 
 def _quantity_checker(scale: int) -> AfterValidator:
@@ -327,27 +374,21 @@ class Resources(_Model):
         return 0 if self.memory is None else quantity_to_int(self.memory)
 
 
-# Whitespace as RE2's [[:space:]] and Python's str.strip(chars) both mean it.
+# Whitespace, spelled out: RE2's [[:space:]] (the API server's) is not Python's re (orca's
+# evaluation of the same rule); these six are what both call space, and str.strip's.
 _SPACE = " \t\n\r\f\v"
-_PADDED_LABEL_RULE = (
-    "!self.target.matches('^[[:space:]]*[a-z0-9]([-a-z0-9]*[a-z0-9])?[[:space:]]*$')"
-    f" || self.target.matches({DNS1123_LABEL_PATTERN!r})"
+_SPACE_CLASS = "[ \\t\\n\\r\\f\\v]"
+_AFFINITY_RULES = (
+    Rule(
+        f"!self.target.matches('^{_SPACE_CLASS}*[a-z0-9]([-a-z0-9]*[a-z0-9])?{_SPACE_CLASS}*$')"
+        f" || self.target.matches({DNS1123_LABEL_PATTERN!r})",
+        "target: a Workload name must not have whitespace or a newline around it",
+        ".target",
+    ),
 )
 
 
-class AffinityRule(
-    _Model,
-    json_schema_extra={
-        "x-kubernetes-validations": [
-            {
-                "rule": _PADDED_LABEL_RULE,
-                "message": "target: a Workload name must not have whitespace or a newline "
-                "around it",
-                "fieldPath": ".target",
-            }
-        ]
-    },
-):
+class AffinityRule(_Ruled, json_schema_extra=validations(*_AFFINITY_RULES)):
     target: Expression = Field(
         description="What to prefer. A Workload name in the same namespace (anything that is "
         "a DNS-1123 label, e.g. redis): weight points per replica of it already on the node. "
@@ -360,20 +401,12 @@ class AffinityRule(
         description="Points added to the node's score, from -100 to 100; negative avoids.",
     )
 
-    @model_validator(mode="after")
-    def _no_padded_name(self) -> AffinityRule:
-        """``"web\n"`` is refused, never trimmed into the name ``web`` nor read as CEL."""
-        stripped = self.target.strip(_SPACE)
-        if stripped != self.target and DNS1123_LABEL.fullmatch(stripped):
-            raise ValueError(
-                f"target {self.target!r}: a Workload name must not have whitespace or a "
-                f"newline around it (write {stripped!r})"
-            )
-        return self
+    #: ``"web\n"`` is refused, never trimmed into the name ``web`` nor read as CEL.
+    RULES = _AFFINITY_RULES
 
     @property
     def is_workload_name(self) -> bool:
-        """The deterministic rule of DESIGN.md 2: a DNS-1123 label, the whole string,
+        """The deterministic rule of docs/design.md 2: a DNS-1123 label, the whole string,
         names a Workload."""
         return DNS1123_LABEL.fullmatch(self.target) is not None
 
@@ -391,21 +424,19 @@ class TaintLike(Protocol):
     def effect(self) -> TaintEffect: ...
 
 
-class Toleration(
-    _Model,
-    json_schema_extra={
-        "x-kubernetes-validations": [
-            {
-                "rule": "self.operator != 'Exists' || !has(self.value) || self.value == ''",
-                "message": "value must be empty when operator is Exists",
-            },
-            {
-                "rule": "(has(self.key) && self.key != '') || self.operator == 'Exists'",
-                "message": "operator must be Exists when key is empty",
-            },
-        ]
-    },
-):
+_TOLERATION_RULES = (
+    Rule(
+        "self.operator != 'Exists' || !has(self.value) || self.value == ''",
+        "value must be empty when operator is Exists",
+    ),
+    Rule(
+        "(has(self.key) && self.key != '') || self.operator == 'Exists'",
+        "operator must be Exists when key is empty",
+    ),
+)
+
+
+class Toleration(_Ruled, json_schema_extra=validations(*_TOLERATION_RULES)):
     """A Kubernetes Toleration (core/v1): which node taints a Workload accepts, and for a
     NoExecute taint for how long (``tolerationSeconds``, counted from the taint's
     ``timeAdded``, as kube's taint-eviction controller does for Pods)."""
@@ -441,13 +472,7 @@ class Toleration(
         "that key; DaemonSets tolerate both forever.",
     )
 
-    @model_validator(mode="after")
-    def _operator_rules(self) -> Toleration:
-        if self.operator is TolerationOperator.EXISTS and self.value:
-            raise ValueError("value must be empty when operator is Exists")
-        if not self.key and self.operator is not TolerationOperator.EXISTS:
-            raise ValueError("operator must be Exists when key is empty")
-        return self
+    RULES = _TOLERATION_RULES
 
     def tolerates(self, taint: TaintLike) -> bool:
         """``ToleratesTaint`` of k8s.io/api/core/v1: effect, key, then operator."""
@@ -503,18 +528,16 @@ LabelKey = Annotated[
 """A Kubernetes label key (a qualified name), as the API server validates it."""
 
 
-class TopologySpreadConstraint(
-    _Model,
-    json_schema_extra={
-        "x-kubernetes-validations": [
-            {
-                "rule": "self.whenUnsatisfiable == 'DoNotSchedule' || !has(self.minDomains)",
-                "message": "minDomains is only allowed when whenUnsatisfiable is DoNotSchedule",
-                "fieldPath": ".minDomains",
-            }
-        ]
-    },
-):
+_SPREAD_RULES = (
+    Rule(
+        "self.whenUnsatisfiable == 'DoNotSchedule' || !has(self.minDomains)",
+        "minDomains is only allowed when whenUnsatisfiable is DoNotSchedule",
+        ".minDomains",
+    ),
+)
+
+
+class TopologySpreadConstraint(_Ruled, json_schema_extra=validations(*_SPREAD_RULES)):
     """How this Workload's replicas spread over the values of a node label, as
     kube-scheduler's topologySpreadConstraints do for a Pod: the skew is max - min replicas
     per domain, a domain being a value of topologyKey on the nodes that carry every
@@ -554,13 +577,7 @@ class TopologySpreadConstraint(
         "NotReady nodes included, as Kubernetes taints them) do not count.",
     )
 
-    @model_validator(mode="after")
-    def _min_domains_only_with_do_not_schedule(self) -> TopologySpreadConstraint:
-        if self.min_domains is not None and self.when_unsatisfiable is not (
-            WhenUnsatisfiable.DO_NOT_SCHEDULE
-        ):
-            raise ValueError("minDomains is only allowed when whenUnsatisfiable is DoNotSchedule")
-        return self
+    RULES = _SPREAD_RULES
 
     @property
     def domains_needed(self) -> int:
@@ -578,29 +595,33 @@ class DaemonSchedule(_Model):
     )
 
 
-class WorkloadSpec(
-    _Model,
-    json_schema_extra={
-        "x-kubernetes-validations": [
-            {
-                "rule": "self.kind == 'Service' || !has(self.count)",
-                "message": "count is only allowed when kind is Service",
-                "fieldPath": ".count",
-            },
-            {
-                "rule": "self.kind == 'DaemonSet' || !has(self.schedule)",
-                "message": "schedule is only allowed when kind is DaemonSet",
-                "fieldPath": ".schedule",
-            },
-            {
-                "rule": "self.kind == 'Service' || !has(self.topologySpread)"
-                " || size(self.topologySpread) == 0",
-                "message": "topologySpread is only allowed when kind is Service",
-                "fieldPath": ".topologySpread",
-            },
-        ]
-    },
-):
+_SPEC_RULES = (
+    Rule(
+        "self.kind == 'Service' || !has(self.count)",
+        "count is only allowed when kind is Service",
+        ".count",
+    ),
+    Rule(
+        "self.kind == 'DaemonSet' || !has(self.schedule)",
+        "schedule is only allowed when kind is DaemonSet",
+        ".schedule",
+    ),
+    Rule(
+        "self.kind == 'Service' || !has(self.topologySpread) || size(self.topologySpread) == 0",
+        "topologySpread is only allowed when kind is Service",
+        ".topologySpread",
+    ),
+)
+_UNIQUE_SPREAD = Rule(
+    "self.all(a, self.exists_one(b, b.topologyKey == a.topologyKey"
+    " && b.whenUnsatisfiable == a.whenUnsatisfiable))",
+    "duplicate topologyKey and whenUnsatisfiable pair",
+)
+
+
+class WorkloadSpec(_Ruled, json_schema_extra=validations(*_SPEC_RULES)):
+    RULES = _SPEC_RULES
+
     kind: WorkloadKind = Field(
         description="What to place. Job: one replica. Service: count replicas, on distinct "
         "nodes while there are enough. DaemonSet: one replica on each node it wants (see "
@@ -651,19 +672,11 @@ class WorkloadSpec(
         "NoExecute taint none of them tolerates keeps its replicas off the node (and moves "
         "them off, for NoExecute); an untolerated PreferNoSchedule taint lowers the score.",
     )
-    topology_spread: list[TopologySpreadConstraint] = Field(
+    topology_spread: Annotated[list[TopologySpreadConstraint], _list_rule(_UNIQUE_SPREAD)] = Field(
         default_factory=list,
         max_length=MAX_TOPOLOGY_SPREAD,
         description="Service only: spread the replicas over the values of node labels.",
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "self.all(a, self.exists_one(b, b.topologyKey == a.topologyKey"
-                    " && b.whenUnsatisfiable == a.whenUnsatisfiable))",
-                    "message": "duplicate topologyKey and whenUnsatisfiable pair",
-                }
-            ]
-        },
+        json_schema_extra=validations(_UNIQUE_SPREAD),
     )
     priority_class_name: str | None = Field(
         default=None,
@@ -677,23 +690,6 @@ class WorkloadSpec(
         default=RebalancePolicy.NEVER,
         description="Allowed: the rebalancer may move this Workload's replicas.",
     )
-
-    @model_validator(mode="after")
-    def _cross_field(self) -> WorkloadSpec:
-        if self.count is not None and self.kind is not WorkloadKind.SERVICE:
-            raise ValueError("count is only allowed when kind is Service")
-        if self.schedule is not None and self.kind is not WorkloadKind.DAEMONSET:
-            raise ValueError("schedule is only allowed when kind is DaemonSet")
-        if self.topology_spread and self.kind is not WorkloadKind.SERVICE:
-            raise ValueError("topologySpread is only allowed when kind is Service")
-        pairs = [(c.topology_key, c.when_unsatisfiable.value) for c in self.topology_spread]
-        for i, pair in enumerate(pairs):
-            if pair in pairs[:i]:
-                raise ValueError(
-                    f"topologySpread[{i}]: duplicate topologyKey and whenUnsatisfiable pair "
-                    f"({pair[0]}, {pair[1]})"
-                )
-        return self
 
     @property
     def replicas(self) -> int:

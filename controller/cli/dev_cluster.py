@@ -4,26 +4,21 @@
 session, no parent-death signal) and exits; the others find them again through the pid files
 in ``--dir``. ``silence``/``revive`` stop and resume one Node's heartbeats.
 Heavy imports (cryptography, the control-plane module) happen inside the handlers so that
-``orca --help`` stays fast, and so that an install without the ``dev`` extra (the operator
-image) still runs every other command: there ``orca dev-cluster`` says in one line what is
-missing instead of a traceback.
+``orca --help`` stays fast. The operator image holds everything these commands import but not
+the control plane's binaries: there ``orca dev-cluster start`` says in one line where it looked
+for them.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from controller.devcluster.controlplane import ControlPlane
-
-#: Modules only the development control plane needs; they come with ``orca-controller[dev]``.
-DEV_ONLY_MODULES = frozenset({"cryptography"})
 
 #: A real cluster's node timing (``controlplane.NodeTiming``'s defaults, kept here so that
 #: ``orca --help`` does not import the control plane module; a unit test checks they agree).
@@ -33,8 +28,6 @@ NODE_TIMING_DEFAULTS: dict[str, float] = {
     "grace_period": 50.0,
     "startup_grace_period": 60.0,
 }
-
-Handler = Callable[[argparse.Namespace], int]
 
 
 def _print_err(msg: str) -> None:
@@ -196,25 +189,6 @@ def _kubeconfig(args: argparse.Namespace) -> int:
     return 0
 
 
-def _needs_dev_extra(handler: Handler) -> Handler:
-    """Turn a missing development-only module into one line and exit code 1."""
-
-    @functools.wraps(handler)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except ModuleNotFoundError as e:
-            if (e.name or "").split(".")[0] not in DEV_ONLY_MODULES:
-                raise
-            _print_err(
-                f"orca dev-cluster: needs the development extra (Python module '{e.name}' is "
-                "not installed): pip install 'orca-controller[dev]'"
-            )
-            return 1
-
-    return run
-
-
 def _describe(plane: ControlPlane) -> None:
     print(f"  endpoint:   {plane.server_url}")
     print(f"  kubeconfig: {plane.kubeconfig_path}")
@@ -302,22 +276,22 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="also run a real Node: kubelet, containerd and runc (built by "
         "hack/kubelet/build.sh), kube-scheduler and kube-proxy; needs root",
     )
-    start.set_defaults(func=_needs_dev_extra(_start))
+    start.set_defaults(func=_start)
 
     load = sub.add_parser(
         "load-image", help="import an image archive (OCI or docker) into the real Node"
     )
     common(load)
     load.add_argument("archive", type=Path, help="e.g. dist/orca-controller-0.1.0.oci.tar")
-    load.set_defaults(func=_needs_dev_extra(_load_image))
+    load.set_defaults(func=_load_image)
 
     stop = sub.add_parser("stop", help="stop the servers recorded in --dir")
     common(stop)
-    stop.set_defaults(func=_needs_dev_extra(_stop))
+    stop.set_defaults(func=_stop)
 
     status = sub.add_parser("status", help="exit 0 if running and ready, 1 otherwise")
     common(status)
-    status.set_defaults(func=_needs_dev_extra(_status))
+    status.set_defaults(func=_status)
 
     for name, func, text in (
         ("silence", _silence, "stop the heartbeats of Nodes (as if their kubelet died)"),
@@ -326,7 +300,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         sp = sub.add_parser(name, help=text)
         common(sp)
         sp.add_argument("node", nargs="+", help="Node name")
-        sp.set_defaults(func=_needs_dev_extra(func))
+        sp.set_defaults(func=func)
 
     kc = sub.add_parser("kubeconfig", help="mint a kubeconfig for another user/groups")
     common(kc)
@@ -335,4 +309,4 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--group", action="append", default=[], help="group (certificate O); repeatable"
     )
     kc.add_argument("--output", "-o", type=Path, default=None, help="where to write it")
-    kc.set_defaults(func=_needs_dev_extra(_kubeconfig))
+    kc.set_defaults(func=_kubeconfig)

@@ -222,6 +222,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "else default)",
     )
     add_credential_flags(p)
-    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table", help="default: %(default)s"
+    )
     whatif_cli.add_arguments(p)
     p.set_defaults(func=run)

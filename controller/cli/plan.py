@@ -344,7 +344,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(every Workload's status); writes nothing",
     )
     add_credential_flags(p, "with --from-cluster: ")
-    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table", help="default: %(default)s"
+    )
     p.add_argument(
         "--now",
         metavar="RFC3339",

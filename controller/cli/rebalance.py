@@ -189,5 +189,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="N",
         help=f"at most N moves (0..{MAX_MOVES}, default: %(default)s)",
     )
-    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.add_argument(
+        "-o", "--output", choices=("table", "json"), default="table", help="default: %(default)s"
+    )
     p.set_defaults(func=run)

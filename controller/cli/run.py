@@ -107,8 +107,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="NAME",
         help="the ValidatingWebhookConfiguration to register in (default: %(default)s)",
     )
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    p.add_argument("--log-format", default="text", choices=["text", "json"])
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default: %(default)s",
+    )
+    p.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="json: one object per line, for a log pipeline (default: %(default)s)",
+    )
     p.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
@@ -120,7 +130,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=os.environ.get("POD_NAMESPACE", "default"),
         help="namespace of the leader Lease (default: $POD_NAMESPACE or 'default')",
     )
-    p.add_argument("--lease-name", default="orca-controller")
+    p.add_argument(
+        "--lease-name",
+        metavar="NAME",
+        default="orca-controller",
+        help="the leader Lease (default: %(default)s)",
+    )
     p.add_argument("--resync-seconds", type=float, default=300.0, help="periodic full resync")
     p.add_argument(
         "--max-in-flight",

@@ -137,8 +137,13 @@ class Operator:
         queue.priority_of = lambda key: priorities.resolve(state, key).value
         is_leader = elector.holds_lease if elector is not None else (lambda: True)
         gate = StartupGate(state, queue)
-        events = EventRecorder(api, busy=lambda: len(queue) > 0, now=now, identity=identity)
+        events = EventRecorder(api, now=now, identity=identity)
         writes = StatusWrites(state, queue, api, events)
+        # Events hold back while status writes are in flight, not while the queue merely has
+        # keys: kwok's Nodes flapping under a 5,000-Node backlog kept re-queuing Workloads
+        # already placed (decided again, unchanged, nothing written), and the posters paced at
+        # 20/s for as long as that lasted, 10,000 Events needing 500 s after the last placement.
+        events.busy = lambda: writes.in_flight > 0
         preemption = Preemption(state, queue, scheduler, priorities, writes, now)
         loop = SchedulingLoop(
             state,

@@ -91,7 +91,8 @@ class WorkloadEvents:
         """Queue whoever waits for capacity, once for all that was freed since the last."""
         if self._freed:
             self._freed = False
-            self.queue.add_all(self.state.keys_waiting_for_capacity())
+            # Freed capacity changes nobody's priority: who already waits keeps its place.
+            self.queue.add_all(self.state.keys_waiting_for_capacity(), reprioritise=False)
 
     def listed(self, initial: bool) -> None:
         if not initial and self.ready.is_set():
@@ -141,7 +142,9 @@ class NodeEvents:
         keys = state.daemon_keys() | state.keys_waiting_for_nodes()
         for name in names:
             keys |= state.keys_on_node(name)
-        self.queue.add_all(keys)
+        # A Node changes nobody's priority: a Workload already waiting keeps its place without
+        # its priority resolved again (a backlog's undecided Workloads, once per Node change).
+        self.queue.add_all(keys, reprioritise=False)
 
 
 class PriorityClassEvents:

@@ -1,5 +1,5 @@
 """Preemption in the operator: one decision in the ledger, then the victims' writes before the
-preemptor's (DESIGN.md 4).
+preemptor's (docs/design.md 4).
 
 The scheduling loop asks ``consider`` after each decision. When the scheduler says the
 Workload may preempt and finds victims (``controller.scheduler.preemption.preempt``, the same

@@ -27,7 +27,7 @@ Every interval, on the leader only, after the initial listing::
 
 A move is one status write, so a crash at any moment leaves the old placement or the new one
 in the Workload's status, never both and never neither: a restarted operator rebuilds the
-same ledger (DESIGN.md 5). ``orca_rebalance_moves_total{outcome}`` counts each outcome.
+same ledger (docs/design.md 5). ``orca_rebalance_moves_total{outcome}`` counts each outcome.
 """
 
 from __future__ import annotations

@@ -112,6 +112,8 @@ class StatusWrites:
         self.events = events
         #: Keys whose last status write got no answer: read back before deciding again.
         self.unsure: set[str] = set()
+        #: Writes sent and not yet answered (the Event posters hold back while there are).
+        self.in_flight = 0
 
     def begin(
         self,
@@ -130,9 +132,11 @@ class StatusWrites:
 
     async def commit(self, write: StatusWrite) -> Result:
         """Send the write and settle it; the rollback runs however this ends."""
+        self.in_flight += 1
         try:
             return await self._send(write)
         finally:
+            self.in_flight -= 1
             self.abandon(write)  # nothing to do when settled: a bug or a cancellation
 
     def abandon(self, write: StatusWrite) -> None:

@@ -68,10 +68,14 @@ class WorkQueue:
         """Keys waiting out a retry delay (``add_after`` timers not yet fired)."""
         return len(self._timers)
 
-    def add(self, key: str) -> None:
-        """Queue ``key`` (once); if it is being processed, queue it again when that is done."""
+    def add(self, key: str, reprioritise: bool = True) -> None:
+        """Queue ``key`` (once); if it is being processed, queue it again when that is done.
+        ``reprioritise=False``: a key already waiting keeps its place without its priority
+        being resolved again (the caller knows no priority changed)."""
         if key in self._processing:
             self._dirty.add(key)
+            return
+        if not reprioritise and key in self._queued:
             return
         rank = -self.priority_of(key)
         entry = self._queued.get(key)
@@ -96,9 +100,9 @@ class WorkQueue:
                 waiter.set_result(None)
                 return
 
-    def add_all(self, keys: Iterable[str]) -> None:
+    def add_all(self, keys: Iterable[str], reprioritise: bool = True) -> None:
         for key in keys:
-            self.add(key)
+            self.add(key, reprioritise)
 
     def add_after(self, key: str, delay: float) -> None:
         """Queue ``key`` after ``delay`` seconds (one timer per key: the earliest wins)."""

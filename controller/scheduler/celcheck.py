@@ -56,7 +56,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
 from controller.api.models import MAX_EXPRESSION_LENGTH
 
-# -- declared limits (README "CEL budgets") ---------------------------------------------------
+# -- declared limits (docs/workloads.md, "CEL budgets") --------------------------------------
 MAX_NESTING: Final = 32
 """Parentheses, brackets and braces nested deeper than this are refused before parsing."""
 MAX_TREE_HEIGHT: Final = 420
@@ -131,22 +131,43 @@ BOOL: Final = CelType("bool")
 INT: Final = CelType("int")
 TYPE: Final = CelType("type")
 _NAME: Final = CelType("string", MAX_NAME)
-NODE_FIELDS: Final[dict[str, CelType]] = {
-    "hostname": CelType("string", MAX_HOSTNAME),
-    "runtimes": CelType("list", MAX_LIST_ITEMS, elem=_NAME),
-    "tags": CelType("list", MAX_LIST_ITEMS, elem=_NAME),
-    "labels": CelType(
-        "map",
-        MAX_LIST_ITEMS,
-        elem=CelType("string", MAX_LABEL_KEY),
-        value=CelType("string", MAX_LABEL_VALUE),
+
+
+@dataclass(frozen=True, slots=True)
+class NodeField:
+    """One field of the ``node`` variable CEL expressions see: its type (and the bound on its
+    size, for the cost estimate), and where its value comes from: a ``NodeInfo`` attribute
+    (``attribute``), or this cycle's free capacity (``free``: ``cpu`` or ``memory``), which
+    changes as replicas are placed (an expression reading it cannot be memoised per table)."""
+
+    type: CelType
+    attribute: str | None = None
+    free: str | None = None
+
+
+#: The ``node`` variable, declared once: the checker types expressions with it, the evaluator
+#: builds each node's value (``celexpr.cel_view``) and its memo keys (the fields an
+#: expression reads) from it. camelCase, as the user writes it (docs/design.md 3).
+NODE: Final[dict[str, NodeField]] = {
+    "hostname": NodeField(CelType("string", MAX_HOSTNAME), attribute="hostname"),
+    "runtimes": NodeField(CelType("list", MAX_LIST_ITEMS, elem=_NAME), attribute="runtimes"),
+    "tags": NodeField(CelType("list", MAX_LIST_ITEMS, elem=_NAME), attribute="tags"),
+    "labels": NodeField(
+        CelType(
+            "map",
+            MAX_LIST_ITEMS,
+            elem=CelType("string", MAX_LABEL_KEY),
+            value=CelType("string", MAX_LABEL_VALUE),
+        ),
+        attribute="labels",
     ),
-    "kind": _NAME,
-    "cpu": INT,
-    "memory": INT,
-    "freeCpu": INT,
-    "freeMemory": INT,
+    "kind": NodeField(_NAME, attribute="kind"),
+    "cpu": NodeField(INT, attribute="cpu"),
+    "memory": NodeField(INT, attribute="memory"),
+    "freeCpu": NodeField(INT, free="cpu"),
+    "freeMemory": NodeField(INT, free="memory"),
 }
+NODE_FIELDS: Final[dict[str, CelType]] = {name: f.type for name, f in NODE.items()}
 NODE_TYPE: Final = CelType("node", len(NODE_FIELDS), fields=NODE_FIELDS)
 _SIZED: Final = frozenset({"string", "bytes", "list", "map", "dyn"})
 

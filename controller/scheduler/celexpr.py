@@ -47,9 +47,8 @@ from celpy.evaluation import CELEvalError, Evaluator
 
 from controller.api.models import MAX_EXPRESSION_LENGTH
 from controller.scheduler import celcheck
-from controller.scheduler.nodes import BoolArray, IntArray, NodeTable
+from controller.scheduler.nodes import BoolArray, IntArray, NodeInfo, NodeTable
 
-NODE_FIELDS: Final = frozenset(celcheck.NODE_FIELDS)
 FREE_FIELDS: Final = frozenset({"freeCpu", "freeMemory"})
 _MAP_FIELDS: Final = frozenset({"labels"})
 # Memoised outcomes per expression; past this many distinct values the memo is reset, which
@@ -230,37 +229,42 @@ _MISSING: Final = ("<missing>",)
 
 
 def _project(dep: Dep, table: NodeTable, free_cpu: IntArray, free_memory: IntArray) -> list[Any]:
-    """The value of one dependency on every node of the table, hashable."""
+    """The value of one dependency on every node of the table, hashable (a map field read at
+    one key: that key's value only)."""
     field, key = dep
-    nodes = table.nodes
-    if field == "labels":
-        if key is None:
-            return [tuple(sorted(n.labels.items())) for n in nodes]
-        return [n.labels.get(key, _MISSING) for n in nodes]
-    if field == "freeCpu":
-        return list(free_cpu.tolist())
-    if field == "freeMemory":
-        return list(free_memory.tolist())
-    if field in NODE_FIELDS:
-        return [getattr(n, field) for n in nodes]
-    return [_MISSING] * len(nodes)
+    declared = celcheck.NODE.get(field)
+    if declared is None:
+        return [_MISSING] * len(table)
+    if declared.free is not None:
+        return list((free_cpu if declared.free == "cpu" else free_memory).tolist())
+    assert declared.attribute is not None
+    values = [getattr(n, declared.attribute) for n in table.nodes]
+    if declared.type.kind == "map":
+        if key is not None:
+            return [v.get(key, _MISSING) for v in values]
+        return [tuple(sorted(v.items())) for v in values]
+    return values
 
 
 def _whole_node(table: NodeTable, free_cpu: IntArray, free_memory: IntArray) -> list[Hashable]:
-    return [
-        (
-            n.hostname,
-            n.runtimes,
-            n.tags,
-            tuple(sorted(n.labels.items())),
-            n.kind,
-            n.cpu,
-            n.memory,
-            fc,
-            fm,
-        )
-        for n, fc, fm in zip(table.nodes, free_cpu.tolist(), free_memory.tolist(), strict=True)
-    ]
+    """Every field of ``node`` on every node, hashable: the memo key of an expression whose
+    reads are not known."""
+    columns = [_project((field, None), table, free_cpu, free_memory) for field in celcheck.NODE]
+    return list(zip(*columns, strict=True)) if columns else []
+
+
+def cel_view(node: NodeInfo, free_cpu: int, free_memory: int) -> dict[str, Any]:
+    """The ``node`` variable as CEL expressions see it on one node (``celcheck.NODE``)."""
+    view: dict[str, Any] = {}
+    for field, declared in celcheck.NODE.items():
+        if declared.free is not None:
+            view[field] = free_cpu if declared.free == "cpu" else free_memory
+            continue
+        assert declared.attribute is not None
+        value = getattr(node, declared.attribute)
+        kind = declared.type.kind
+        view[field] = list(value) if kind == "list" else dict(value) if kind == "map" else value
+    return view
 
 
 def _to_python(value: Any) -> Any:
@@ -387,7 +391,7 @@ class CelEvaluator:
         self.evaluations += 1
         node = table.nodes[index]
         activation = {
-            "node": json_to_cel(node.cel_view(int(free_cpu[index]), int(free_memory[index])))
+            "node": json_to_cel(cel_view(node, int(free_cpu[index]), int(free_memory[index])))
         }
         meter = _Meter(min(self.cost_limit, remaining))
         try:

@@ -74,7 +74,7 @@ class Rejection:
 class Verdict:
     """A filter plugin's answer over the whole table.
 
-    ``keeps`` says where an *existing* replica may stay (DESIGN.md 5); None means the
+    ``keeps`` says where an *existing* replica may stay (docs/design.md 5); None means the
     plugin's ``evicts`` attribute decides: the same as passing, or everywhere.
 
     ``since`` and ``until``: the span of the cycle's clock (``CycleState.now``) over which
@@ -153,7 +153,7 @@ class CycleState:
 
     @property
     def uses_constraints(self) -> bool:
-        """``EveryNode`` DaemonSets ignore constraints (DESIGN.md 4)."""
+        """``EveryNode`` DaemonSets ignore constraints (docs/design.md 4)."""
         return not (self.daemon and self.spec.mode is ScheduleMode.EVERY_NODE)
 
     # -- the only writers of the scratch arrays ----------------------------------------------

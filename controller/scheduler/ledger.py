@@ -315,7 +315,7 @@ def held_until_written(
 
     Capacity a decision frees is not free until its status write lands. Handing it out at once
     let another Workload's write land first; a crash (or a 409) then lost the first write and
-    left both on the node, over capacity, which nothing repairs. (DESIGN.md asks the same
+    left both on the node, over capacity, which nothing repairs. (docs/design.md asks the same
     order of preemption: victims' writes confirmed before the preemptor's.)"""
     held = {(b.node, b.alloc_id): b for b in decided}
     for b in previous:

@@ -1,5 +1,5 @@
-"""The scheduler's node types (``NodeInfo``, ``Taint``), Node objects to ``NodeInfo`` (DESIGN.md 3),
-and the ``NodeTable`` the scheduler works on.
+"""The scheduler's node types (``NodeInfo``, ``Taint``), Node objects to ``NodeInfo``
+(docs/design.md 3), and the ``NodeTable`` the scheduler works on.
 
 The table is an immutable snapshot of the cluster's nodes, sorted by hostname so that array
 index order *is* the tie-break order, with the per-node numbers the filters and scores need
@@ -92,7 +92,7 @@ class Taint(BaseModel):
 
 
 class NodeInfo(BaseModel):
-    """The scheduler's view of a Node (DESIGN.md 3); free capacity lives in the ledger.
+    """The scheduler's view of a Node (docs/design.md 3); free capacity lives in the ledger.
 
     ``runtimes`` and ``tags`` are sorted and lower-cased so two Nodes with the same labels give
     equal NodeInfos whatever order the API server listed their labels in.
@@ -116,20 +116,6 @@ class NodeInfo(BaseModel):
     def eligible(self) -> bool:
         """Takes new placements: Ready and not cordoned."""
         return self.ready and not self.unschedulable
-
-    def cel_view(self, free_cpu: int, free_memory: int) -> dict[str, Any]:
-        """The ``node`` variable as CEL expressions see it (camelCase field names)."""
-        return {
-            "hostname": self.hostname,
-            "runtimes": list(self.runtimes),
-            "tags": list(self.tags),
-            "labels": dict(self.labels),
-            "kind": self.kind,
-            "cpu": self.cpu,
-            "memory": self.memory,
-            "freeCpu": free_cpu,
-            "freeMemory": free_memory,
-        }
 
 
 class NodeError(ValueError):

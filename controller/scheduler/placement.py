@@ -35,7 +35,7 @@ def release(cycle: CycleState, existing: Sequence[Booking]) -> None:
 
 
 def keep(cycle: CycleState, existing: Sequence[Booking], keeps: BoolArray) -> dict[int, Booking]:
-    """Existing placements that stay, by replica index (DESIGN.md 5).
+    """Existing placements that stay, by replica index (docs/design.md 5).
 
     A replica stays while its node exists and ``keeps`` holds there (readable, not cordoned,
     runtime, constraints, every NoExecute taint tolerated for now: a NotReady node keeps its

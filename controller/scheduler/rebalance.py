@@ -1,5 +1,5 @@
 """The rebalancer's planner: a bounded, ordered list of replica moves that each improve a
-Workload's strategy objective (DESIGN.md 4, "Rebalancing"; issue 13).
+Workload's strategy objective (docs/design.md 4, "Rebalancing"; issue 13).
 
 Pure, on the scheduler's own framework and a scratch copy of the ledger: a move is judged the
 way the scheduling cycle would judge placing that replica afresh (``Scheduler.prepare``, the
@@ -27,7 +27,7 @@ Rules beside the objective: only ``rebalance: Allowed`` Job and Service Workload
 DaemonSet has one replica per node by definition); only *settled* Workloads move: all replicas
 placed, every placement one the scheduler would keep as it is (otherwise the scheduling loop
 has a decision to make first); a move never puts more replicas of a Workload on the target
-than were on the source (the scheduler's implicit anti-affinity, DESIGN.md 4).
+than were on the source (the scheduler's implicit anti-affinity, docs/design.md 4).
 
 Budgets. A plan holds at most ``max_moves`` moves, found in rounds: each round visits the
 Workloads in key order and makes the best move of each (so the budget is shared fairly).

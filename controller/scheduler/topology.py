@@ -1,6 +1,6 @@
 """Topology domains: the values of a node label, and how a Workload's replicas spread over them.
 
-One definition of "domain" and "skew" (DESIGN.md 4, kube-scheduler's PodTopologySpread for
+One definition of "domain" and "skew" (docs/design.md 4, kube-scheduler's PodTopologySpread for
 one Workload's own replicas), shared by the topology spread plugin, which keeps the skew
 within ``maxSkew`` as replicas are placed, and the rebalancer, which lowers it afterwards.
 

@@ -1,7 +1,7 @@
 """The invariants every chaos scenario checks, read from the API as a user would see them.
 
-An independent checker: every rule below is restated here from the API reference (README,
-DESIGN.md 2-5) and from Kubernetes' own code where orca borrows its semantics; nothing of the
+An independent checker: every rule below is restated here from the API reference (docs/,
+docs/design.md 2-5) and from Kubernetes' own code where orca borrows its semantics; nothing of the
 scheduler's or the models' behaviour is imported (only the parsing of quantities, which is the
 kubernetes client's). A rule the operator gets wrong and this module copies could never fail.
 
@@ -35,6 +35,10 @@ The scenarios use neither PriorityClasses (preemption) nor the rebalancer, so th
 of a move are the ones listed under "kept". Capacity assumes nodes never shrink (DESIGN 5:
 "capacity changes never evict", so a shrunken node may legitimately be over-committed); no
 scenario shrinks one.
+
+A scenario's "converge" figure is the time from the end of its fault (the restart, the thaw,
+the server back, the cuts stopped) to the first observation where the liveness invariants hold
+as well.
 """
 
 from __future__ import annotations
@@ -186,7 +190,7 @@ def _timestamp(value: Any) -> float | None:
 
 
 def node_view(obj: Mapping[str, Any]) -> NodeView:
-    """A Node's view; one whose quantities do not parse is kept as unreadable (README: the
+    """A Node's view; one whose quantities do not parse is kept as unreadable (docs/usage.md: the
     operator treats it as not ready, so its replicas move and it takes nothing new)."""
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
     ready, since = "", None
@@ -486,7 +490,7 @@ def _counts(
             Violation("desired", key, f"status.desired {status.get('desired')}, want {want}")
         )
     if phase == "Invalid":
-        return out  # README: an Invalid Workload keeps its placements as they were
+        return out  # docs/workloads.md: an Invalid Workload keeps its placements as they were
     placed = len(placements)
     if spec.get("kind") == "Service" and placed > want:
         out.append(Violation("service-replicas", key, f"{placed} placements, count {want}"))

@@ -45,7 +45,7 @@ from controller.devcluster.controlplane import (
     NodeTiming,
 )
 from tests.chaos.invariants import Observer, Snapshot, Violation, check, liveness
-from tests.integration.harness import INSTALL, OperatorProcess
+from tests.support.harness import INSTALL, OperatorProcess
 
 NAMESPACED_MODE_RBAC = """
 apiVersion: rbac.authorization.k8s.io/v1
@@ -98,10 +98,10 @@ rules:
 #: * Load. kwok renews every Node's Lease each quarter of ``lease_seconds`` (kwok v0.8.0,
 #:   pkg/kwok/controllers/controller.go ``initNodeLeaseController``), each renewal an API
 #:   write. At the default 40 s, the 5,000-Node burst of ``make chaos`` would be 500 writes/s
-#:   (1,000 Nodes at 100/s measured ~0.6 of a core for the API server, etcd and kwok: README,
-#:   ``bench_living_cluster.py``); at 600 s (a renewal every 150 s) it is ~33/s, and the chaos
-#:   test's ~20 Nodes cost nothing. The Nodes' status refresh (the heartbeat Stage) comes every
-#:   600-1210 s whatever the Lease.
+#:   (1,000 Nodes at 100/s measured ~0.6 of a core for the API server, etcd and kwok:
+#:   docs/benchmarks.md, ``bench_living_cluster.py``); at 600 s (a renewal every 150 s) it
+#:   is ~33/s, and the chaos test's ~20 Nodes cost nothing. The Nodes' status refresh (the
+#:   heartbeat Stage) comes every 600-1210 s whatever the Lease.
 #: * No node loss unless a scenario means it (none does). The node lifecycle controller marks a
 #:   Node ``Unknown`` (and the operator, without ``tolerationSeconds`` yet, issue 21, moves its
 #:   replicas at once) when it has seen no renewal for ``grace_period`` on its own clock
@@ -471,8 +471,9 @@ class Lab:
         self.custom: Any = k8s.CustomObjectsApi(self.client)
         self.operators: list[OperatorProcess] = []
         plane.kubectl("apply", "-k", str(INSTALL), check=True)  # CRD, RBAC, Deployment...
-        # The operators here run with -n, which also needs namespaces (README, RBAC): granted
-        # to the shipped ServiceAccount beside the shipped ClusterRole, for the token scenario.
+        # The operators here run with -n, which also needs namespaces (docs/security.md, RBAC):
+        # granted to the shipped ServiceAccount beside the shipped ClusterRole, for the token
+        # scenario.
         plane.kubectl("apply", "-f", "-", input=NAMESPACED_MODE_RBAC, check=True)
         plane.kubectl(
             "wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev", check=True

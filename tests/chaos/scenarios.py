@@ -39,7 +39,7 @@ from controller.devcluster import pki
 from tests.chaos.invariants import Violation
 from tests.chaos.lab import Lab, Row, node, registering, retry, retry_write
 from tests.chaos.proxy import FlakyProxy
-from tests.integration.harness import OperatorProcess
+from tests.support.harness import OperatorProcess
 
 NO_LEASE = "--no-leader-elect"
 RENEW_DEADLINE = 10.0  # the operator's (leader.py), what the outage must outlast
@@ -753,7 +753,8 @@ def burst(lab: Lab, workloads: int, nodes: int, bursts: int = 1, seed: int = 7) 
     RSS. The Nodes register as kubelets do (``lab.registering``) and the bursts start once
     every one is schedulable (the time that took is a note). Proven per burst: the API lists
     every Workload created."""
-    from bench.bench_operator import create_all, node_objects, rss_peak_mb, workload_objects
+    from bench.bench_operator import create_all, node_objects, workload_objects
+    from bench.common import peak_rss_mb
     from controller.operator.kube import KubeApi, load_configuration
 
     row = Row("burst", wanted=bursts)
@@ -794,7 +795,7 @@ def burst(lab: Lab, workloads: int, nodes: int, bursts: int = 1, seed: int = 7) 
             phase = (w.get("status") or {}).get("phase") or "none"
             phases[phase] = phases.get(phase, 0) + 1
         row.notes.append(f"{bursts} x {workloads} Workloads at {nodes} Nodes, phases {phases}")
-        row.notes.append(f"operator peak RSS {rss_peak_mb(op.process.pid):.0f} MB")
+        row.notes.append(f"operator peak RSS {peak_rss_mb(op.process.pid):.0f} MB")
         _alive(row, op)
         op.stop()
     return row

@@ -1,6 +1,6 @@
 """The invariant checker must catch what it claims to catch, or every chaos figure is vacuous:
 each rule is shown failing on a state that breaks it, and holding on its nearest legal twin.
-Expected results are worked out by hand from the rules (README, DESIGN.md, Kubernetes' code as
+Expected results are worked out by hand from the rules (docs/, docs/design.md, Kubernetes' code as
 cited in ``tests/chaos/invariants.py``), never from the operator's code."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.chaos.invariants import (
     safety,
     tolerates,
 )
-from tests.factories import node_object
+from tests.support.factories import node_object
 
 NOW = 1_800_000_000.0  # a fixed wall clock for the time-based rules
 
@@ -240,7 +240,7 @@ def kinds(nodes: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> list[
             id="scale-down-not-decided-yet",
         ),
         pytest.param(
-            # Invalid keeps its placements (README), even beyond a new count.
+            # Invalid keeps its placements (docs/design.md 2), even beyond a new count.
             [
                 wl(
                     "s",

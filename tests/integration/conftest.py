@@ -24,7 +24,7 @@ from kubernetes.client import ApiClient
 
 from controller.devcluster.binaries import BinariesNotFound
 from controller.devcluster.controlplane import ControlPlane, ControlPlaneError, KubectlRunner
-from tests.integration.harness import INSTALL, Cluster, OperatorProcess
+from tests.support.harness import INSTALL, Cluster, OperatorProcess
 
 #: Reuse a running ``orca dev-cluster`` directory instead of starting a private one.
 REUSE_ENV = "ORCA_TEST_DEVCLUSTER_DIR"

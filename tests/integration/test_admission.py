@@ -31,7 +31,8 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
-from tests.integration.harness import OperatorProcess, free_port, phase, workload_obj
+from tests.support.factories import workload_obj
+from tests.support.harness import OperatorProcess, free_port, phase, plain_http
 
 pytestmark = pytest.mark.controlplane
 
@@ -460,20 +461,6 @@ def post(
             return r.status, r.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
-
-
-def plain_http(port: int) -> str:
-    """What a plain-HTTP request to a TLS port gets: ``closed`` (nothing, or a TLS alert
-    record, then the connection closed) or the bytes of an HTTP answer."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        got = b""
-        while chunk := s.recv(4096):
-            got += chunk
-    if got.startswith(b"HTTP/"):
-        return got.decode(errors="replace")
-    assert got == b"" or got[0] == 0x15, got[:20]  # 0x15: a TLS alert record
-    return "closed"
 
 
 def review(obj: dict[str, Any] | None = None, **request: Any) -> bytes:

@@ -17,8 +17,8 @@ import yaml
 
 from controller.devcluster.controlplane import ControlPlane
 from tests.chaos.scenarios import IN_CLUSTER
-from tests.factories import node_object
-from tests.integration.harness import Cluster, workload_obj
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import Cluster
 
 pytestmark = pytest.mark.controlplane
 

@@ -4,30 +4,14 @@ not where they expect it (issue 10)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
-from tests.factories import node_object
-from tests.integration.harness import Cluster, OperatorProcess, phase, placements, workload_obj
-from tests.integration.test_operator import placed
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import Cluster, OperatorProcess, orca_explain, phase, placed, placements
 
 pytestmark = pytest.mark.controlplane
-
-
-def orca_explain(plane: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
-    """``kubectl orca explain`` is the ``kubectl-orca`` console script: the same entry point."""
-    return subprocess.run(
-        [sys.executable, "-m", "controller.cli", "explain", *args],
-        env={**os.environ, "KUBECONFIG": str(plane.kubeconfig_path)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def test_explain_names_each_nodes_filter_and_the_winning_scores(

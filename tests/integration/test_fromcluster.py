@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
-from tests.factories import node_object
-from tests.integration.harness import REPO_ROOT, Cluster, workload_obj
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import REPO_ROOT, Cluster
 
 pytestmark = pytest.mark.controlplane
 

@@ -31,15 +31,8 @@ from controller.scheduler.ledger import Booking
 from controller.scheduler.preemption import Victim, preempted_status
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import status_from_decision
-from tests.factories import NOW, ledger_for, node, node_object, workload
-from tests.integration.harness import (
-    REPO_ROOT,
-    Cluster,
-    OperatorProcess,
-    observed,
-    phase,
-    workload_obj,
-)
+from tests.support.factories import NOW, ledger_for, node, node_object, workload, workload_obj
+from tests.support.harness import REPO_ROOT, Cluster, OperatorProcess, observed, phase
 
 pytestmark = pytest.mark.controlplane
 

@@ -17,8 +17,8 @@ from controller.operator.kube.informer import Informer
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.nodes import NODES_PATH
-from tests.factories import node_object
-from tests.integration.harness import Cluster, workload_obj
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import Cluster
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.usefixtures("installed")]
 

@@ -13,7 +13,7 @@ import yaml
 
 from controller.api.crd import workload_crd
 from controller.devcluster.controlplane import KubectlRunner
-from tests.integration.harness import INSTALL, REPO_ROOT
+from tests.support.harness import INSTALL, REPO_ROOT
 
 pytestmark = pytest.mark.controlplane
 

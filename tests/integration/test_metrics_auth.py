@@ -24,8 +24,7 @@ from pathlib import Path
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
-from tests.integration.harness import REPO_ROOT, OperatorProcess
-from tests.integration.test_admission import plain_http
+from tests.support.harness import REPO_ROOT, OperatorProcess, plain_http
 
 pytestmark = pytest.mark.controlplane
 

@@ -10,7 +10,7 @@ kube-prometheus-stack's Prometheus selects ServiceMonitors and PrometheusRules l
 (prometheus-community/helm-charts, charts/kube-prometheus-stack). ``manifests/kube-prometheus-
 stack`` sets that label (and the runbook base) with two kustomize replacements: the render
 carries it on exactly those two objects and is otherwise the ``with-monitoring`` install; the
-README's overlay changes both values.
+overlay in docs/monitoring.md changes both values.
 
 A ``namePrefix`` renames the Service, so the ``job`` label the Prometheus Operator gives its
 targets (the Service's name: ``generateServiceMonitorConfig`` in prometheus-operator's
@@ -33,8 +33,8 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import KubectlRunner
-from tests.integration.harness import REPO_ROOT
 from tests.monitoring import RUNBOOKS, binary, selectors
+from tests.support.harness import REPO_ROOT
 
 pytestmark = pytest.mark.controlplane
 
@@ -131,9 +131,9 @@ def test_the_kube_prometheus_stack_overlay_labels_exactly_its_servicemonitor_and
 def test_a_user_overlay_sets_the_release_and_the_runbook_base(
     kubectl: KubectlRunner, tmp_path: Path
 ) -> None:
-    """The README's overlay, rendered as written (the path to orca adapted): both values land,
-    nothing else changes, and each runbook URL still ends in the page's path in this
-    repository."""
+    """The overlay docs/monitoring.md shows, rendered as written (the path to orca adapted):
+    both values land, nothing else changes, and each runbook URL still ends in the page's path
+    in this repository."""
     snippet = readme_overlay()
     release = re.search(r"sourceValue: (\S+)\s+# your kube-prometheus-stack release", snippet)
     base = re.search(r"sourceValue: (https://\S+)", snippet)
@@ -160,12 +160,12 @@ def test_a_user_overlay_sets_the_release_and_the_runbook_base(
 
 
 def readme_overlay() -> str:
-    """The README's example overlay for kube-prometheus-stack (the fenced YAML block with the
-    replacements)."""
-    text = (REPO_ROOT / "README.md").read_text()
+    """The example overlay for kube-prometheus-stack in docs/monitoring.md (the fenced YAML
+    block with the replacements)."""
+    text = (REPO_ROOT / "docs" / "monitoring.md").read_text()
     blocks: list[str] = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
     found = [b for b in blocks if "replacements:" in b and "kind: Kustomization" in b]
-    assert len(found) == 1, f"{len(found)} overlay examples with replacements in README.md"
+    assert len(found) == 1, f"{len(found)} overlay examples with replacements in docs/monitoring.md"
     return found[0]
 
 

@@ -6,7 +6,7 @@ replica only when its toleration of that taint runs out, counted from the taint'
 
 A control plane of its own, with the controller's grace periods shortened
 (``NodeTiming.fast``: Unknown after 15 s of silence) so a test does not wait 50 s; the
-operator runs with ``--default-unreachable-toleration-seconds=30`` (README: the flag) so the
+operator runs with ``--default-unreachable-toleration-seconds=30`` (docs/usage.md: the flag) so the
 default toleration is seen to run out within the test. Every poll is kept and checked: a
 replica may never be on two nodes, leave early, or come back.
 """
@@ -25,14 +25,8 @@ from typing import Any
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane, NodeTiming
-from tests.factories import node_object
-from tests.integration.harness import (
-    INSTALL,
-    Cluster,
-    OperatorProcess,
-    placements,
-    workload_obj,
-)
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import INSTALL, Cluster, OperatorProcess, placements
 
 pytestmark = pytest.mark.controlplane
 

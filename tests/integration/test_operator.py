@@ -1,4 +1,4 @@
-"""The operator against a real kube-apiserver + etcd (DESIGN.md 5, issue 4).
+"""The operator against a real kube-apiserver + etcd (docs/design.md 5, issue 4).
 
 Each test runs ``orca run`` in a subprocess scoped to a fresh namespace, creates Nodes as plain
 API objects and applies Workloads with kubectl, then reads back what a user would see.
@@ -19,16 +19,17 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane
-from tests.factories import node_object
-from tests.integration.harness import (
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import (
     REPO_ROOT,
     Cluster,
     OperatorProcess,
     observed,
     phase,
+    placed,
     placements,
+    reasons,
     usage_per_node,
-    workload_obj,
 )
 
 pytestmark = pytest.mark.controlplane
@@ -42,21 +43,6 @@ def unchanged_decisions(operator: OperatorProcess) -> float:
     """Decisions that found the status already right (every kind and result)."""
     samples = operator.metrics().items()
     return sum(v for k, v in samples if k.startswith("orca_schedule_unchanged_total"))
-
-
-def reasons(cluster: Cluster, ns: str, name: str) -> list[str]:
-    """Reasons of the Events on one Workload, in no particular order."""
-    return [e["reason"] for e in cluster.events(ns) if e["involvedObject"]["name"] == name]
-
-
-def placed(cluster: Cluster, ns: str, name: str, count: int, timeout: float = 30) -> dict[str, Any]:
-    return cluster.wait_for(
-        ns,
-        name,
-        lambda w: observed(w) and len(placements(w)) == count and phase(w) is not None,
-        timeout,
-        what=f"{count} placements",
-    )
 
 
 # -- kinds: create, update, delete ----------------------------------------------------------------

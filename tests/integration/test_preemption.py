@@ -1,4 +1,4 @@
-"""Priority and preemption with the operator on a real kube-apiserver + etcd (DESIGN.md 4,
+"""Priority and preemption with the operator on a real kube-apiserver + etcd (docs/design.md 4,
 issue 12): PriorityClasses created through the API (and the two the API server creates
 itself), a full cluster, a high-priority Job that preempts the lowest-priority replica, the
 victim's status, Event and requeue, and a SIGKILL between the victims' writes and the
@@ -15,17 +15,16 @@ from typing import Any
 import pytest
 
 from controller.devcluster.controlplane import ControlPlane
-from tests.factories import node_object
-from tests.integration.harness import (
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import (
     Cluster,
     OperatorProcess,
+    orca_explain,
     phase,
+    placed,
     placements,
     usage_per_node,
-    workload_obj,
 )
-from tests.integration.test_explain import orca_explain
-from tests.integration.test_operator import placed
 
 pytestmark = pytest.mark.controlplane
 

@@ -27,17 +27,6 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
-from tests.factories import node_object
-from tests.integration.harness import (
-    REPO_ROOT,
-    Cluster,
-    OperatorProcess,
-    free_port,
-    observed,
-    phase,
-    wait_serving,
-    workload_obj,
-)
 from tests.monitoring import (
     MONITORING,
     alert_rules,
@@ -48,6 +37,16 @@ from tests.monitoring import (
     rule_groups,
     runnable,
     scrape_config,
+)
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import (
+    REPO_ROOT,
+    Cluster,
+    OperatorProcess,
+    free_port,
+    observed,
+    phase,
+    wait_serving,
 )
 
 pytestmark = pytest.mark.controlplane

@@ -42,16 +42,9 @@ from kubernetes import client as k8s
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
 from controller.operator import tls
-from tests.factories import node_object
 from tests.integration.conftest import api_client_from
-from tests.integration.harness import (
-    INSTALL,
-    REPO_ROOT,
-    OperatorProcess,
-    free_port,
-    placements,
-    workload_obj,
-)
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import INSTALL, REPO_ROOT, OperatorProcess, free_port, placements
 
 pytestmark = pytest.mark.controlplane
 

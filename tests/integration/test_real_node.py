@@ -11,13 +11,18 @@ digest; ``imagePullPolicy: IfNotPresent``, since there is no registry to ask).
 What is proven for real, not impersonated: the Pods pass Pod Security ``restricted``, run as
 UID 10001 on a read-only root filesystem, talk to the API server with their own ServiceAccount
 token through the ``kubernetes`` Service (in-cluster configuration), and turn Ready by the
-kubelet's probes; the two replicas hand the Lease over when the leader Pod is deleted in the
-middle of a burst (the chaos suite's invariants checked at every poll), and through
-``kubectl rollout restart``; the metrics Service answers a scrape from a Pod on the node.
+kubelet's HTTPS probes (``/readyz``: the informers have listed); the two replicas hand the
+Lease over when the leader Pod is deleted in the middle of a burst (the chaos suite's
+invariants checked at every poll), and through ``kubectl rollout restart``; the metrics
+Service answers a scrape from a Pod in the ``monitoring`` namespace over HTTPS, verified with
+the CA of the Secret the operator keeps, only for a token holding the metrics-reader role
+(issue 29); the API server calls the admission webhook at the Pods' own addresses (the
+dev control plane routes webhooks to endpoints) and a bad Workload is refused at apply.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -35,12 +40,14 @@ from controller.devcluster.controlplane import ControlPlane, NodeTiming
 from controller.devcluster.image.build import Built
 from controller.devcluster.node import FAKE_NODE_TAINT, NODE_IP, NODE_NAME, RealNode
 from tests.chaos.invariants import Observer, Violation, check, dump
-from tests.factories import node_object
 from tests.packaging.dockerfile import REPO_ROOT
+from tests.support.factories import node_object
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.timeout(1500)]
 
 NS = "orca-system"
+DENIED = 'admission webhook "validate-workloads.orca.cloudinit.dev" denied the request: '
+WEBHOOK_PORT = 9443  # the Pods' `webhook` port (manifests/manager/deployment.yaml)
 TOLERATE_FAKE = [{"key": FAKE_NODE_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}]
 
 
@@ -174,7 +181,7 @@ def test_the_operator_runs_as_two_restricted_pods_on_the_real_node(cluster: Clus
         container = pod["spec"]["containers"][0]
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert pod["spec"]["serviceAccountName"] == "orca-controller"
-    # The kubelet ran the probes: Ready came from them (readiness on /healthz).
+    # The kubelet ran the probes: Ready came from them (readiness on /readyz, over HTTPS).
     leader = cluster.leader()
     assert leader in {p["metadata"]["name"] for p in pods}
     # In-cluster credentials: the only way to the API server is the kubernetes Service (its
@@ -323,33 +330,76 @@ def test_rollout_restart_mid_burst_loses_and_doubles_nothing(cluster: Cluster) -
     assert len(cluster.ready_pods()) == 2
 
 
-def test_the_metrics_service_answers_a_scrape_from_a_pod_on_the_node(cluster: Cluster) -> None:
-    ns = _namespace(cluster, "scrape")
-    service = cluster.json("get", "service", "orca-controller", "-n", NS)
-    ip = service["spec"]["clusterIP"]
-    port = service["spec"]["ports"][0]["port"]
+#: The scrape, run by the image's own Python in a Pod: HTTPS to the metrics Service's
+#: ClusterIP, the certificate verified against the operator's CA for the Service's name (as
+#: Prometheus does with a ``tlsConfig`` naming the CA and ``serverName``), once with no token,
+#: once with a token without the metrics-reader role, once with the Pod's own, which has it.
+SCRAPE = """
+import http.client, json, os, socket, ssl, sys
+ip, port, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+context = ssl.create_default_context(cafile="/ca/ca.crt")
+def get(token):
+    conn = http.client.HTTPSConnection(name, port, context=context, timeout=10)
+    conn.sock = context.wrap_socket(socket.create_connection((ip, port), 10), server_hostname=name)
+    conn.request("GET", "/metrics", headers={"Authorization": "Bearer " + token} if token else {})
+    answer = conn.getresponse()
+    return answer.status, answer.read().decode()
+own = open("/var/run/secrets/kubernetes.io/serviceaccount/token").read()
+for who, token in (("no token", None), ("no role", os.environ["NO_ROLE_TOKEN"]), ("reader", own)):
+    status, body = get(token)
+    got = [l for l in body.splitlines() if l.startswith("orca_leader")] if status == 200 else body
+    print(json.dumps({"who": who, "status": status, "got": got}))
+"""
+
+
+def _scrape_pod(
+    cluster: Cluster, ns: str, ip: str, port: int, no_role_token: str
+) -> dict[str, Any]:
     image = f"{cluster.image.reference.rpartition(':')[0]}@{cluster.image.archive.digest}"
-    scrape = (
-        "import urllib.request;"
-        f"body = urllib.request.urlopen('http://{ip}:{port}/metrics', timeout=10).read();"
-        "print([l for l in body.decode().splitlines() if l.startswith('orca_leader')])"
-    )
-    pod = {
+    name = f"orca-controller.{NS}.svc"
+    return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "scrape", "namespace": ns},
         "spec": {
             "restartPolicy": "Never",
+            "serviceAccountName": "prometheus",
             "containers": [
                 {
                     "name": "scrape",
                     "image": image,
                     "imagePullPolicy": "IfNotPresent",
-                    "command": ["/opt/orca/bin/python", "-c", scrape],
+                    "command": ["/opt/orca/bin/python", "-c", SCRAPE, ip, str(port), name],
+                    "env": [{"name": "NO_ROLE_TOKEN", "value": no_role_token}],
+                    "volumeMounts": [{"name": "ca", "mountPath": "/ca", "readOnly": True}],
                 }
             ],
+            "volumes": [{"name": "ca", "configMap": {"name": "orca-ca"}}],
         },
     }
+
+
+def test_the_metrics_service_answers_only_a_reader_over_https(cluster: Cluster) -> None:
+    """From the namespace the NetworkPolicy admits (``monitoring``), as a Prometheus there
+    would: its ServiceAccount bound to orca-controller-metrics-reader, the operator's CA
+    given to it (copied from the Secret the operator keeps, as a user would)."""
+    ns = _namespace(cluster, "monitoring")
+    cluster.kubectl("create", "serviceaccount", "prometheus", "-n", ns)
+    cluster.kubectl("create", "serviceaccount", "nobody", "-n", ns)
+    cluster.kubectl(
+        "create", "clusterrolebinding", "scrape-metrics-reader",
+        "--clusterrole=orca-controller-metrics-reader", f"--serviceaccount={ns}:prometheus",
+    )  # fmt: skip
+    secret = cluster.json("get", "secret", "orca-controller-tls", "-n", NS)
+    ca = base64.b64decode(secret["data"]["ca.crt"]).decode()
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "orca-ca"}}
+    cluster.kubectl(
+        "apply", "-n", ns, "-f", "-", input=yaml.safe_dump({**configmap, "data": {"ca.crt": ca}})
+    )
+    no_role = cluster.kubectl("create", "token", "nobody", "-n", ns).strip()
+    service = cluster.json("get", "service", "orca-controller", "-n", NS)
+    ip, port = service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"]
+    pod = _scrape_pod(cluster, ns, ip, port, no_role)
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(pod))
 
     def finished() -> bool:
@@ -360,7 +410,86 @@ def test_the_metrics_service_answers_a_scrape_from_a_pod_on_the_node(cluster: Cl
     result = cluster.json("get", "pod", "scrape", "-n", ns)
     logs = cluster.kubectl("logs", "scrape", "-n", ns)
     assert result["status"]["phase"] == "Succeeded", logs
-    assert "orca_leader" in logs, logs
+    answers = {a["who"]: a for a in map(json.loads, logs.splitlines())}
+    print("\n" + "\n".join(f"{w}: {a['status']} {a['got']}" for w, a in answers.items()))
+    assert answers["no token"]["status"] == 401, answers
+    assert answers["no role"]["status"] == 403, answers
+    assert f'user "system:serviceaccount:{ns}:nobody" cannot get path' in answers["no role"]["got"]
+    reader = answers["reader"]
+    assert reader["status"] == 200, answers
+    # Both replicas are behind the Service; whichever answered says whether it leads.
+    assert reader["got"] and reader["got"][0].startswith("orca_leader"), reader
+
+
+def _apiserver_peers(cluster: Cluster) -> set[tuple[str, int]]:
+    """The addresses the API server process has TCP connections open to (``ss``, as root):
+    the sockets' own peers, before any NAT, so a connection made to a Service's ClusterIP
+    shows that ClusterIP, one made to an endpoint shows the Pod's address."""
+    pid = cluster.plane.pids["kube-apiserver"]
+    done = subprocess.run(
+        ["ss", "-Htnp", "state", "established"], capture_output=True, text=True, check=True
+    )
+    peers = set()
+    for line in done.stdout.splitlines():
+        if f"pid={pid}," in line:
+            peer = line.split()[3]
+            address, _, port = peer.rpartition(":")
+            peers.add((address.strip("[]"), int(port)))
+    return peers
+
+
+def _denial(cluster: Cluster, obj: dict[str, Any], *extra: str) -> str | None:
+    """The webhook's refusal of an apply of ``obj``, or None when it went through (Ignore: no
+    replica answered, or the caBundle is not set yet)."""
+    done = cluster.plane.kubectl("apply", *extra, "-f", "-", input=yaml.safe_dump(obj))
+    if DENIED not in done.stderr:
+        assert done.returncode == 0, done.stderr  # refused by something else: say what
+        return None
+    assert done.returncode != 0, done.stdout
+    return done.stderr.split(DENIED, 1)[1].strip()
+
+
+def test_the_in_cluster_webhook_refuses_a_bad_workload_called_at_its_endpoints(
+    cluster: Cluster,
+) -> None:
+    """The shipped configuration calls the Service ``orca-webhook``; the dev control plane
+    routes webhook calls to the Service's endpoints (``--enable-aggregator-routing``), here the
+    operator Pods on the real Node's bridge. The caBundle is the CA of the Secret the operator
+    keeps, set by the operator."""
+    secret = cluster.json("get", "secret", "orca-controller-tls", "-n", NS)
+    configuration = cluster.json("get", "validatingwebhookconfiguration", "orca-controller")
+    (hook,) = configuration["webhooks"]
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    ns = _namespace(cluster, "admission")
+    bad = _workload("bad", ns, kind="Service", count=2, constraints=['"ssd" in node.tag'])
+    probe = _workload("probe", ns, kind="Job", constraints=["node.cpu"])
+    cluster.wait(
+        "the webhook answers", lambda: _denial(cluster, probe, "--dry-run=server") is not None, 60
+    )
+    for extra in (("--dry-run=server",), ()):
+        message = _denial(cluster, bad, *extra)
+        assert message is not None, "a bad Workload was accepted"
+        assert message.startswith("spec.constraints[0]"), message
+        assert "node has no field 'tag'" in message, message
+    stored = cluster.plane.kubectl("get", "workloads.orca.cloudinit.dev", "bad", "-n", ns)
+    assert stored.returncode != 0 and "NotFound" in stored.stderr, "refused, yet stored"
+    good = _workload("good", ns, kind="Job", constraints=['"ssd" in node.tags'])
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(good))
+    # The call went to a Pod's address and webhook port, never to the Service's ClusterIP:
+    # the API server keeps the connection of its last call open.
+    pods = {p["status"]["podIP"] for p in cluster.operator_pods()}
+    cluster_ip = cluster.json("get", "service", "orca-webhook", "-n", NS)["spec"]["clusterIP"]
+    peers: set[tuple[str, int]] = set()
+
+    def called_at_an_endpoint() -> bool:
+        nonlocal peers
+        if _denial(cluster, bad, "--dry-run=server") is None:
+            return False
+        peers = _apiserver_peers(cluster)
+        return any((ip, WEBHOOK_PORT) in peers for ip in pods)
+
+    cluster.wait(f"the API server connected to an operator Pod {pods}", called_at_an_endpoint, 30)
+    assert not [p for p in peers if p[0] == cluster_ip], peers
 
 
 def test_helm_install_runs_the_operator_on_the_real_node(cluster: Cluster) -> None:
@@ -397,3 +526,10 @@ def test_helm_install_runs_the_operator_on_the_real_node(cluster: Cluster) -> No
         return (w.get("status") or {}).get("placed") == 1
 
     cluster.wait("a Workload placed by the operator Helm installed", placed, timeout=120)
+    # The chart's webhook: its Service, its configuration, the caBundle the operator keeps.
+    bad = _workload("bad", ns, kind="Job", constraints=["node.cpu"])
+    cluster.wait(
+        "the chart's webhook refuses a bad Workload",
+        lambda: "must evaluate to a bool" in (_denial(cluster, bad, "--dry-run=server") or ""),
+        timeout=60,
+    )

@@ -21,15 +21,15 @@ from controller.devcluster.controlplane import ControlPlane
 from controller.operator.app import Operator
 from controller.operator.kube import KubeApi, load_configuration
 from controller.operator.telemetry import metrics
-from tests.factories import NOW, node_object
-from tests.integration.harness import (
+from tests.support.factories import NOW, node_object, workload_obj
+from tests.support.harness import (
     Cluster,
     OperatorProcess,
+    placed,
     placements,
+    reasons,
     usage_per_node,
-    workload_obj,
 )
-from tests.integration.test_operator import placed, reasons
 
 pytestmark = pytest.mark.controlplane
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.factories import node_object
-from tests.integration.harness import Cluster, OperatorProcess, observed, phase, workload_obj
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import Cluster, OperatorProcess, observed, phase
 
 pytestmark = pytest.mark.controlplane
 

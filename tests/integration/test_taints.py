@@ -1,5 +1,5 @@
 """Taints, tolerations, resizes and capacity-freed requeues, with the operator on a real
-kube-apiserver + etcd (DESIGN.md 4 and 5; issues 7 and 9). Taints are set with ``kubectl
+kube-apiserver + etcd (docs/design.md 4 and 5; issues 7 and 9). Taints are set with ``kubectl
 taint``, as a cluster operator would."""
 
 from __future__ import annotations
@@ -7,17 +7,16 @@ from __future__ import annotations
 import pytest
 
 from controller.devcluster.controlplane import SILENT_LABEL
-from tests.factories import node_object
-from tests.integration.harness import (
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import (
     Cluster,
     OperatorProcess,
     observed,
     phase,
+    placed,
     placements,
     usage_per_node,
-    workload_obj,
 )
-from tests.integration.test_operator import placed
 
 pytestmark = pytest.mark.controlplane
 

@@ -27,7 +27,8 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import KubectlRunner
-from tests.integration.harness import INSTALL, workload_obj
+from tests.support.factories import workload_obj
+from tests.support.harness import INSTALL
 
 pytestmark = pytest.mark.controlplane
 

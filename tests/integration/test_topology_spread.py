@@ -1,4 +1,4 @@
-"""Topology spread with the operator on a real kube-apiserver + etcd (DESIGN.md 4, issue 12):
+"""Topology spread with the operator on a real kube-apiserver + etcd (docs/design.md 4, issue 12):
 a Service spread over three zones, a constraint that cannot be met (its status message, and the
 requeue when capacity frees), and the API server refusing invalid ``topologySpread``."""
 
@@ -13,10 +13,8 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
-from tests.factories import node_object
-from tests.integration.harness import Cluster, OperatorProcess, phase, placements, workload_obj
-from tests.integration.test_explain import orca_explain
-from tests.integration.test_operator import placed
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import Cluster, OperatorProcess, orca_explain, phase, placed, placements
 
 pytestmark = pytest.mark.controlplane
 

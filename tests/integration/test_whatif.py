@@ -20,9 +20,8 @@ import yaml
 
 from controller.devcluster.controlplane import ControlPlane
 from controller.scheduler.plugins.resources import REASON_INSUFFICIENT_CPU
-from tests.factories import node_object
-from tests.integration.harness import Cluster, OperatorProcess, workload_obj
-from tests.integration.test_operator import placed
+from tests.support.factories import node_object, workload_obj
+from tests.support.harness import Cluster, OperatorProcess, placed
 
 pytestmark = pytest.mark.controlplane
 

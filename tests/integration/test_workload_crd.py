@@ -1,7 +1,7 @@
 """The Workload CRD on a real API server: schema validation, pruning, status subresource.
 
 The CRD in ``crds/`` is generated from the pydantic models; these tests check that what the
-API server makes of it matches DESIGN.md section 2: ``kubectl apply`` rejects bad objects at
+API server makes of it matches docs/design.md section 2: ``kubectl apply`` rejects bad objects at
 once, naming the field, unknown fields never reach storage, and only the ``/status``
 subresource can write status (so users cannot fake placement results).
 """
@@ -31,7 +31,7 @@ API_VERSION = "orca.cloudinit.dev/v1alpha1"
 
 
 def _workload(name: str, namespace: str) -> dict[str, Any]:
-    """A Workload that satisfies every static rule of DESIGN.md section 2."""
+    """A Workload that satisfies every static rule of docs/design.md section 2."""
     return {
         "apiVersion": API_VERSION,
         "kind": "Workload",

@@ -22,7 +22,7 @@ import pytest
 
 from controller.devcluster.binaries import BinariesNotFound
 from controller.devcluster.controlplane import ControlPlane, ControlPlaneError
-from tests.integration.harness import REPO_ROOT, OperatorProcess
+from tests.support.harness import REPO_ROOT, OperatorProcess
 
 pytestmark = pytest.mark.controlplane
 

@@ -7,26 +7,17 @@ the real API server.)"""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from controller.operator.app import Operator
 from controller.operator.telemetry import metrics
 from controller.scheduler.nodes import NODES_PATH
-from tests.factories import node_object, stored_workload
-from tests.unit.fakeapi import FakeApiServer, Fault, until
+from tests.support.factories import node_object, stored_workload
+from tests.support.fakeapi import FakeApiServer, Fault, run, until
 
 
 def failed_to_start(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         raise AssertionError(f"{task.get_name()} failed: {task.exception()!r}")
-
-
-def run(scenario: Any) -> None:
-    async def main() -> None:
-        async with FakeApiServer() as server:
-            await asyncio.wait_for(scenario(server), 120)
-
-    asyncio.run(main())
 
 
 def placed(server: FakeApiServer, name: str) -> list[str]:

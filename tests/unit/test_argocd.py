@@ -19,7 +19,7 @@ from controller.scheduler.ledger import Booking
 from controller.scheduler.preemption import Victim, preempted_status
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import status_from_decision
-from tests.factories import NOW, ledger_for, node, workload
+from tests.support.factories import NOW, ledger_for, node, workload
 
 ARGOCD = Path(__file__).resolve().parents[2] / "manifests" / "argocd"
 CHECK = ARGOCD / "resource_customizations" / "orca.cloudinit.dev" / "Workload"

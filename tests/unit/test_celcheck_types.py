@@ -5,7 +5,7 @@ Standard Definitions": each operator's overloads) and cel-go's checker, whose me
 uses (``checker/errors.go``: ``found no matching overload for '<fn>' applied to '<args>'``);
 the bool requirement is the Kubernetes API server's for CRD validation rules
 (``apiextensions-apiserver/pkg/apiserver/schema/cel/compilation.go``: "cel expression must
-evaluate to a bool"). ``node``'s field types are orca's declaration (DESIGN.md 3). Then: the
+evaluate to a bool"). ``node``'s field types are orca's declaration (docs/design.md 3). Then: the
 same refusal through the scheduler (``Invalid``), the operator, ``orca plan`` (exit 2) and an
 affinity target that is a name with whitespace around it.
 """
@@ -27,7 +27,15 @@ from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
 from controller.scheduler.celexpr import CelCompileError, compile_expression
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, ledger_for, node, node_object, stored_workload, workload
+from tests.support.factories import (
+    NOW,
+    ledger_for,
+    node,
+    node_object,
+    stored_workload,
+    workload,
+    workload_obj,
+)
 
 ILL_TYPED = [
     # _==_ : (A, A) -> bool
@@ -172,13 +180,7 @@ def _files(tmp_path: Path, spec: dict[str, Any]) -> tuple[str, str]:
     nodes = tmp_path / "nodes.yaml"
     nodes.write_text(json.dumps(node_object("a")))
     workloads = tmp_path / "w.yaml"
-    obj = {
-        "apiVersion": "orca.cloudinit.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": "x", "namespace": "shop"},
-        "spec": {"kind": "Job", **spec},
-    }
-    workloads.write_text(json.dumps(obj))
+    workloads.write_text(json.dumps(workload_obj("x", **{"kind": "Job", **spec})))
     return str(nodes), str(workloads)
 
 
@@ -201,7 +203,8 @@ def _files(tmp_path: Path, spec: dict[str, Any]) -> tuple[str, str]:
         ),
         (
             {"affinity": [{"target": "web\n", "weight": 1}]},
-            "a Workload name must not have whitespace or a newline around it (write 'web')",
+            "Workload shop/x: spec.affinity[0]: target: a Workload name must not have "
+            "whitespace or a newline around it",
         ),
     ],
     ids=["constraint-not-bool", "affinity-mismatch", "unknown-field", "padded-name"],

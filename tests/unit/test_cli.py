@@ -3,6 +3,8 @@ Workload resource the way that cannot collide (``orcawl``, ``workloads.orca.clou
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from controller.cli import main
@@ -30,3 +32,16 @@ def test_help_names_the_command_as_called_and_the_resource(
     out = capsys.readouterr().out
     assert out.startswith(usage + "explain")
     assert "kubectl get orcawl -n NS" in out
+
+
+def test_the_command_line_reference_is_generated_from_the_parser() -> None:
+    """docs/reference/cli.md is what ``make docs`` writes: every command and option, with the
+    help ``--help`` prints (an option added to a command is documented by being added)."""
+    from controller.cli.reference import cli_reference
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md"
+    assert page.read_text() == cli_reference(), (
+        "docs/reference/cli.md drifted from the commands: run `make docs`"
+    )
+    assert "| option | what it does |" in page.read_text()
+    assert "|  |" not in page.read_text(), "every option says what it does"

@@ -19,7 +19,8 @@ CHECKED_IN = Path(__file__).resolve().parents[2] / "crds" / f"{CRD_NAME}.yaml"
 
 def test_checked_in_crd_matches_the_models() -> None:
     assert CHECKED_IN.read_text() == workload_crd_yaml(), (
-        "crds/ drifted from controller/api/models.py: run `orca crd > " + str(CHECKED_IN) + "`"
+        "crds/ drifted from controller/api/models.py: run `make crd` (it writes crds/ and "
+        "the Helm chart's copy)"
     )
 
 
@@ -144,7 +145,7 @@ def test_descriptions_are_written_for_users() -> None:
     [
         ("A Toleration; ``tolerationSeconds`` is ignored.", "rst"),
         ("See :ref:`taints`.", "rst"),
-        ("As in DESIGN.md 4.", "file"),
+        ("As in docs/design.md 4.", "file"),
         ("See controller/core/status.py.", "file"),
         ("The label runtime.orca.cloudinit.dev/<name>, e.g. topology.kubernetes.io/zone.", None),
         ("More info: https://git.k8s.io/community/api-conventions.md#metadata", None),
@@ -173,3 +174,19 @@ def test_schedule_mode_is_camel_case_and_the_old_spelling_names_the_new() -> Non
 def test_yaml_round_trips() -> None:
     text = workload_crd_yaml()
     assert yaml.safe_load(text) == workload_crd()
+
+
+def test_the_api_reference_is_generated_from_the_crd() -> None:
+    """docs/reference/api.md is ``orca crd --markdown``'s output, and every property of spec
+    and status is on it with its description (a property added to the models shows up;
+    apiVersion, kind and metadata are Kubernetes' own)."""
+    from controller.api.reference import api_reference
+
+    page = CHECKED_IN.parents[1] / "docs" / "reference" / "api.md"
+    assert page.read_text() == api_reference(workload_crd()), (
+        f"docs/reference/api.md drifted from the CRD: run `orca crd --markdown > {page}`"
+    )
+    text = page.read_text()
+    root = workload_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for description in _descriptions([root["properties"]["spec"], root["properties"]["status"]]):
+        assert " ".join(description.split()).replace("|", "\\|") in text

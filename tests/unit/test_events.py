@@ -1,5 +1,5 @@
-"""The Event poster: Events wait while Workloads wait for decisions, then go out several at a
-time (one at a time, a 10,000-Workload backlog's Events took half a minute after its last
+"""The Event poster: Events are paced while status writes are in flight, then go out several
+at a time (one at a time, a 10,000-Workload backlog's Events took half a minute after its last
 placement and cost the API server more per Event)."""
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import aiohttp
 import pytest
 from prometheus_client import REGISTRY
 
+from controller.operator.app import Operator
 from controller.operator.events import EVENT_POSTERS, EventRecorder, PendingEvent, SpamFilter
 from controller.operator.kube import ApiError, Fenced, TransportError
-from controller.operator.state import WorkloadRecord
+from controller.operator.state import ClusterState, WorkloadRecord
 from controller.operator.workqueue import WorkQueue
-from tests.unit.fakeapi import until
+from tests.support.factories import node_object, stored_workload
+from tests.support.fakeapi import until
 
 
 class GatedApi:
@@ -248,3 +250,43 @@ def test_a_workload_past_its_share_has_its_events_dropped_and_counted() -> None:
         recorder.record(record, "MovePending", f"flap {i}", "1", warning=True)
     dropped = (REGISTRY.get_sample_value("orca_events_dropped_total") or 0.0) - before
     assert recorder.queue.qsize() == 25 and dropped == 5
+
+
+class HeldWrites(GatedApi):
+    """Status writes answered once ``writes`` is set (the echo of what was sent); Events as
+    ``GatedApi`` (its gate open)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate.set()
+        self.writes = asyncio.Event()
+
+    async def write_workload_status(
+        self, namespace: str, name: str, status: dict[str, Any], version: str | None
+    ) -> dict[str, Any]:
+        await self.writes.wait()
+        return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": "99"}}
+
+
+def test_the_operators_events_hold_back_while_a_status_write_is_in_flight_not_for_a_queue() -> None:
+    """Wired as the operator runs: Workloads queued again and decided unchanged (kwok's Nodes
+    flapping under a backlog requeue those placed on them) write nothing, so the Events go
+    out; a status write in flight holds them back until it is answered."""
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        state, queue, api = ClusterState(), WorkQueue(), HeldWrites()
+        state.upsert_node(node_object("a"))
+        operator = Operator.wire(api, state, queue)  # type: ignore[arg-type]
+        busy = operator.events.busy
+        queue.add_all(["ns/placed-1", "ns/placed-2"])  # queued, nothing to write
+        queue_only = busy()
+        state.upsert_workload(stored_workload("w", "1", {"kind": "Job"}))
+        writing = asyncio.create_task(operator.loop.process("ns/w"))
+        await until(lambda: operator.writes.in_flight == 1, "the status write sent")
+        during = busy()
+        api.writes.set()
+        await writing
+        return queue_only, during, busy()
+
+    queue_only, during, after = asyncio.run(scenario())
+    assert (queue_only, during, after) == (False, True, False)

@@ -21,7 +21,7 @@ from controller.scheduler.framework import (
 from controller.scheduler.nodes import NodeInfo
 from controller.scheduler.plugins import default_profile
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, cycle_for, ledger_for, node, workload
+from tests.support.factories import NOW, cycle_for, ledger_for, node, workload
 
 
 class OddCpu:

@@ -12,7 +12,7 @@ import pytest
 
 from controller.cli.cluster import read_cluster
 from controller.inputs.fromcluster import ClusterError, view_of
-from tests.factories import node_object
+from tests.support.factories import node_object
 
 
 def workload(name: str, spec: dict[str, Any], placements: list[dict[str, Any]]) -> dict[str, Any]:

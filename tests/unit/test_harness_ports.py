@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration import harness
+from tests.support import harness
 
 
 def ephemeral_range() -> range:

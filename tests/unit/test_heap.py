@@ -12,7 +12,7 @@ import pytest
 
 from controller.operator.heap import YOUNG_THRESHOLD, building_the_view
 from controller.operator.state import ClusterState
-from tests.factories import node_object, stored_workload
+from tests.support.factories import node_object, stored_workload
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -32,8 +31,8 @@ from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.nodes import NODES_PATH
 from controller.scheduler.priority import LIST_PATH as PRIORITY_CLASSES
-from tests.factories import node_object, stored_workload
-from tests.unit.fakeapi import FakeApiServer, FakeClock, Fault, until
+from tests.support.factories import node_object, stored_workload
+from tests.support.fakeapi import FakeApiServer, FakeClock, Fault, run, until
 
 WORKLOADS = "/apis/orca.cloudinit.dev/v1alpha1/workloads"
 PATHS = {"workloads": WORKLOADS, "nodes": NODES_PATH, "priorityclasses": PRIORITY_CLASSES}
@@ -133,14 +132,6 @@ class Watching:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.api.close()
-
-
-def run(scenario: Callable[[FakeApiServer], Awaitable[None]]) -> None:
-    async def main() -> None:
-        async with FakeApiServer() as server:
-            await asyncio.wait_for(scenario(server), 120)
-
-    asyncio.run(main())
 
 
 def workload(name: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The operator's own client sends the token the kubernetes loaders found (kube.py).
+"""The operator's own client sends the token the kubernetes loaders found
+(``controller/operator/kube/client.py``).
 
 The loaders store tokens under ``BearerToken``; reading only ``authorization`` sent no token at
 all in-cluster (every write anonymous) — this pins the header and the rotated-file re-read."""

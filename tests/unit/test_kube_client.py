@@ -1,5 +1,5 @@
-"""``KubeApi``'s contract with its callers (``controller/operator/kube.py``), over loopback HTTP
-against the in-process API server (``fakeapi``):
+"""``KubeApi``'s contract with its callers (``controller/operator/kube/client.py``), over
+loopback HTTP against the in-process API server (``fakeapi``):
 
 - a request or a watch that gets no answer raises ``TransportError`` (with the cause), never
   an aiohttp or socket exception: the operator's tasks catch ``ApiError``/``TransportError``
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -21,17 +20,9 @@ from kubernetes import client as k8s_client
 
 from controller.operator.kube import ApiError, KubeApi, TransportError
 from controller.operator.kube import client as kube
-from tests.unit.fakeapi import FakeApiServer, Fault, until
+from tests.support.fakeapi import FakeApiServer, Fault, run, until
 
 NODES = "/api/v1/nodes"
-
-
-def run(scenario: Callable[[FakeApiServer], Awaitable[None]]) -> None:
-    async def main() -> None:
-        async with FakeApiServer() as server:
-            await asyncio.wait_for(scenario(server), 120)
-
-    asyncio.run(main())
 
 
 def unused_port() -> int:
@@ -237,3 +228,41 @@ def test_the_old_session_is_retired_not_closed_under_the_requests_in_flight(
             await until(lambda: old.closed, "the retired session closed after its grace")
 
     run(scenario)
+
+
+def test_a_request_gets_a_connection_in_turn_while_busy_callers_keep_every_one_in_use() -> None:
+    """Four callers as many as the connections (the scheduling loop's workers, each issuing
+    its next status write as soon as the last is answered) and one more request (an Event,
+    a Lease renewal): it is answered after a few of theirs, not starved. aiohttp hands an
+    idle connection to whoever asks for one first, before the requests that waited for it
+    (``TCPConnector.connect`` tries its pool before its waiters), so a caller that asks again
+    as soon as it is answered took every connection back: in the 5,000-Node backlog every
+    Event POST timed out after 30 s (88 tried, none posted)."""
+
+    async def scenario() -> tuple[int, int]:
+        async with FakeApiServer() as server:
+            server.put("configmaps", {"metadata": {"name": "c", "namespace": "ns"}})
+            api = KubeApi(server.configuration(), max_connections=4)
+            answered = [0]
+            event_done: list[int] = []
+
+            async def busy() -> None:
+                for _ in range(150):
+                    await api.request("GET", "/api/v1/namespaces/ns/configmaps/c")
+                    answered[0] += 1
+
+            async def event() -> None:
+                await until(lambda: answered[0] >= 20, "the busy callers under way")
+                asked = answered[0]
+                await api.create_event("ns", {"metadata": {"generateName": "c."}})
+                event_done.append(answered[0] - asked)
+
+            try:
+                await asyncio.gather(*(busy() for _ in range(4)), event())
+            finally:
+                await api.close()
+            return event_done[0], answered[0]
+
+    after, total = asyncio.run(scenario())
+    assert total == 600
+    assert after <= 3 * 4  # in turn: behind the four requests in flight (and a few more)

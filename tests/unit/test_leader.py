@@ -15,27 +15,19 @@ holder, ``leaseDurationSeconds`` 1, both times now, and keeps ``leaseTransitions
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from controller.operator.kube import KubeApi
 from controller.operator.kube.leader import LeaderElector
-from tests.unit.fakeapi import FakeApiServer, FakeClock, Fault, until
+from tests.support.fakeapi import FakeApiServer, FakeClock, Fault, run, until
 
 NS, NAME = "orca-system", "orca-controller"
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
 ITEM = f"{LEASE}/{NAME}"
 RETRY = 0.02  # seconds between rounds (real): the clock that matters is the fake one
-
-
-def run(scenario: Callable[[FakeApiServer], Awaitable[None]]) -> None:
-    async def main() -> None:
-        async with FakeApiServer() as server:
-            await asyncio.wait_for(scenario(server), 120)
-
-    asyncio.run(main())
 
 
 class Replica:

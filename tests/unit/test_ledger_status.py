@@ -17,7 +17,7 @@ from controller.scheduler.ledger import (
 )
 from controller.scheduler.nodes import NodeTable
 from controller.scheduler.status import nodes_summary, status_from_decision
-from tests.factories import NOW, node
+from tests.support.factories import NOW, node
 
 
 def test_assume_books_and_forget_restores() -> None:
@@ -300,7 +300,7 @@ def test_a_status_validates_back_from_its_json_unchanged() -> None:
     """What ``status_from_decision`` builds, written as JSON and read back (as the operator's
     status round-trips through the API server), is the same status, for every phase."""
     from controller.scheduler.scheduler import Scheduler
-    from tests.factories import ledger_for, workload
+    from tests.support.factories import ledger_for, workload
 
     ledger = ledger_for(node("a", cpu="4"), node("b", cpu="1", runtimes=("wasmtime",)))
     cases = [

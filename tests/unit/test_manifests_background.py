@@ -12,7 +12,7 @@ import yaml
 from controller.cli import main
 from controller.inputs import manifests
 from controller.inputs.manifests import ManifestError, PendingRead, read_manifests
-from tests.factories import node_object
+from tests.support.factories import node_object
 
 
 def workloads(count: int, bad_at: int | None = None) -> str:

@@ -37,7 +37,7 @@ from controller.scheduler.plugins import (
     topology_spread,
 )
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import node_object, stored_workload
+from tests.support.factories import job, node_object, service
 
 
 def sample(name: str, **labels: str) -> float:
@@ -57,10 +57,6 @@ class Delta:
 
     def __exit__(self, *_exc: object) -> None:
         self.value = sample(self.name, **self.labels) - self._before
-
-
-def wl(name: str, version: str = "1", **spec: Any) -> dict[str, Any]:
-    return stored_workload(name, version, {"kind": "Job", **spec})
 
 
 class FakeApi:
@@ -129,7 +125,7 @@ ATTEMPTS = "orca_schedule_attempts_total"
 def test_attempts_count_each_decision_by_kind_and_result(
     spec: dict[str, Any], kind: str, result: str
 ) -> None:
-    operator, _ = operator_for([wl("w", **spec)])
+    operator, _ = operator_for([job("w", **spec)])
     with (
         Delta(ATTEMPTS, kind=kind, result=result) as attempts,
         Delta("orca_scheduling_algorithm_duration_seconds_count") as timed,
@@ -147,7 +143,7 @@ def test_attempts_count_each_decision_by_kind_and_result(
 
 
 def test_end_to_end_latency_is_observed_once_per_event_answered() -> None:
-    operator, _ = operator_for([wl("w")])
+    operator, _ = operator_for([job("w")])
     with Delta("orca_e2e_scheduling_duration_seconds_count") as e2e:
         asyncio.run(decide(operator, "ns/w"))
         asyncio.run(decide(operator, "ns/w"))  # unchanged: no write, nothing to observe
@@ -161,7 +157,7 @@ def test_an_internal_error_counts_as_result_error_and_backs_off() -> None:
             raise RuntimeError("a bug")
 
     async def scenario() -> int:
-        operator, _ = operator_for([wl("w")], Broken())
+        operator, _ = operator_for([job("w")], Broken())
         operator.queue.add("ns/w")
         operator.gate.ready.set()  # every informer has listed (the start-up gate)
         loop = asyncio.create_task(operator.loop.run())
@@ -186,7 +182,7 @@ def test_an_internal_error_counts_as_result_error_and_backs_off() -> None:
 
 def test_lists_are_counted_per_resource_and_outcome() -> None:
     """Each informer counts its own LISTs: the one that failed, then the one that worked."""
-    operator, api = operator_for([wl("w")])
+    operator, api = operator_for([job("w")])
     state, queue = operator.state, operator.queue
     handler = WorkloadEvents(state, queue, StartupGate(state, queue))
     informer = Informer(api, "/apis/orca.cloudinit.dev/v1alpha1/workloads", "workloads", handler)  # type: ignore[arg-type]
@@ -219,7 +215,7 @@ def test_lists_are_counted_per_resource_and_outcome() -> None:
     ids=["conflict", "not_found", "5xx", "disconnected"],
 )
 def test_status_write_outcomes(error: Exception, outcome: str, code: str) -> None:
-    operator, api = operator_for([wl("w")])
+    operator, api = operator_for([job("w")])
     api.fail_with = error
     with (
         Delta("orca_status_writes_total", outcome=outcome) as writes,
@@ -231,7 +227,7 @@ def test_status_write_outcomes(error: Exception, outcome: str, code: str) -> Non
 
 
 def test_cel_errors_and_cost_limit_hits_are_counted_as_they_grow() -> None:
-    zone = wl("w", constraints=['node.labels["zone"] == "x"'])  # no such label: an error
+    zone = job("w", constraints=['node.labels["zone"] == "x"'])  # no such label: an error
     operator, _ = operator_for([zone])
     with Delta("orca_cel_evaluation_errors_total") as errors:
         asyncio.run(decide(operator, "ns/w"))
@@ -248,9 +244,9 @@ def test_cel_errors_and_cost_limit_hits_are_counted_as_they_grow() -> None:
 def test_gauges_follow_the_ledger_per_node_and_drop_deleted_nodes() -> None:
     operator, _ = operator_for(
         [
-            wl("web", kind="Service", count=2, resources={"cpu": "1500m", "memory": "1Gi"}),
-            wl("big", resources={"cpu": "16"}),
-            wl("wasm", runtime={"oneOf": ["wasm"]}),
+            service("web", 2, cpu="1500m"),
+            job("big", resources={"cpu": "16"}),
+            job("wasm", runtime={"oneOf": ["wasm"]}),
         ]
     )
     state = operator.state
@@ -283,9 +279,9 @@ def test_workloads_by_namespace_and_phase_and_a_namespace_without_workloads_has_
     namespace); none for a namespace whose last Workload went (bounded by the namespaces in
     use, not by every namespace ever seen)."""
     placed, short, gone = (
-        wl("web", resources={"cpu": "1"}),
-        wl("big", resources={"cpu": "16"}),
-        wl("lone", resources={"cpu": "16"}),
+        job("web", resources={"cpu": "1"}),
+        job("big", resources={"cpu": "16"}),
+        job("lone", resources={"cpu": "16"}),
     )
     placed["metadata"]["namespace"] = short["metadata"]["namespace"] = "team-a"
     gone["metadata"]["namespace"] = "team-b"
@@ -388,7 +384,7 @@ def test_each_rejection_carries_its_plugin_to_the_status_and_the_gauge(
     recovered from the reason's text: the status names it, and
     ``orca_unschedulable_workloads{plugin}`` counts under it; both TopologySpread reasons
     too (recovered from the text, they counted as "Other")."""
-    obj = wl("w", **spec)
+    obj = job("w", **spec)
     operator, _ = operator_for([obj])
     state = operator.state
     state.delete_node("a")
@@ -507,7 +503,7 @@ def test_build_info_carries_the_installed_version_and_labelled_series_start_at_z
 
 
 def test_events_that_do_not_fit_their_queue_are_counted_as_dropped() -> None:
-    operator, _ = operator_for([wl("w")])
+    operator, _ = operator_for([job("w")])
     full: asyncio.Queue[PendingEvent] = asyncio.Queue(maxsize=1)
     full.put_nowait(PendingEvent("other", "ns", None, "1", "Scheduled", "", False, "", "me"))
     operator.events.queue = full

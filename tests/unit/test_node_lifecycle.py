@@ -1,4 +1,4 @@
-"""Node lifecycle as Kubernetes defines it (DESIGN.md 5, issue 21), cases computed by hand from
+"""Node lifecycle as Kubernetes defines it (docs/design.md 5, issue 21), cases computed by hand from
 kube's code, v1.36.3:
 
 - the node lifecycle controller taints a node whose Ready condition is False with
@@ -45,7 +45,7 @@ from controller.scheduler.plugins.taints import (
 )
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import status_from_decision
-from tests.factories import NOW, ledger_for, node, node_object, workload
+from tests.support.factories import NOW, ledger_for, node, node_object, workload
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
 NOT_READY = "node.kubernetes.io/not-ready"

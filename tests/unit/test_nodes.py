@@ -1,4 +1,4 @@
-"""Node object -> NodeInfo (DESIGN.md 3) and the NodeTable snapshot."""
+"""Node object -> NodeInfo (docs/design.md 3) and the NodeTable snapshot."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from controller.scheduler.nodes import (
     node_name,
     unreadable_node_info,
 )
-from tests.factories import GiB, node, node_object
+from tests.support.factories import GiB, node, node_object
 
 
 def test_labels_become_runtimes_tags_and_kind() -> None:

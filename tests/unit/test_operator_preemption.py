@@ -12,7 +12,7 @@ from controller.operator.app import Operator
 from controller.operator.kube import ApiError, KubeApi
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
-from tests.factories import node_object, stored_workload
+from tests.support.factories import node_object, stored_workload
 
 CLASSES = [
     {"metadata": {"name": "high", "resourceVersion": "1"}, "value": 1000},

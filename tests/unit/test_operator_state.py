@@ -13,14 +13,14 @@ from prometheus_client import REGISTRY
 from controller.api.models import Phase
 from controller.operator import state as state_module
 from controller.operator.app import Operator
-from controller.operator.handlers import NodeEvents, StartupGate
+from controller.operator.handlers import NodeEvents, StartupGate, WorkloadEvents
 from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.framework import Code
 from controller.scheduler.ledger import Booking, gives_back
 from controller.scheduler.nodes import node_info_from_node as real_node_info
-from tests.factories import node_object, stored_workload
+from tests.support.factories import node_object, stored_workload
 
 
 def wl_obj(
@@ -501,3 +501,140 @@ def test_an_event_during_a_write_in_flight_leaves_the_assumption_booked() -> Non
     assert record is not None and record.resource_version == "6"
     assert state.ledger.bookings("ns/w") == decided
     assert int(state.ledger.used_cpu[0]) == 1000
+
+
+async def drain(queue: WorkQueue) -> set[str]:
+    """Every key queued, handed out and done (what the workers would decide next)."""
+    keys = set()
+    while len(queue):
+        key = await queue.get()
+        queue.done(key)
+        keys.add(key)
+    return keys
+
+
+def test_node_changes_in_two_turns_are_flushed_once_each_with_the_workloads_on_them() -> None:
+    """One flush per turn of the event loop, not one for good: a Node changed in a later turn
+    queues the Workloads booked on it (and a deleted Node those booked on it), not those of
+    the Nodes flushed before."""
+
+    async def scenario() -> list[set[str]]:
+        state, queue = ClusterState(), WorkQueue()
+        gate = StartupGate(state, queue)
+        events = NodeEvents(state, queue, gate)
+        for name in ("a", "b", "c"):
+            events.added(versioned(node_object(name), "1"))
+        for name in ("a", "b", "c"):
+            placed = [{"node": name, "allocId": f"ns/on-{name}-0", "score": 1}]
+            state.upsert_workload(wl_obj(f"on-{name}", "2", placed))
+            state.records[f"ns/on-{name}"].code = Code.SUCCESS
+        gate.ready.set()
+        flushes = [0]
+        real = events.flush
+
+        def counted() -> None:
+            flushes[0] += 1
+            real()
+
+        events.flush = counted  # type: ignore[method-assign]
+        seen = []
+        events.modified(versioned(node_object("a", ready=False), "3"))
+        events.modified(versioned(node_object("a", ready="Unknown"), "4"))
+        await asyncio.sleep(0)
+        seen.append(await drain(queue))
+        events.modified(versioned(node_object("b", cpu="8"), "5"))
+        await asyncio.sleep(0)
+        seen.append(await drain(queue))
+        events.deleted(versioned(node_object("c"), "6"))
+        await asyncio.sleep(0)
+        seen.append(await drain(queue))
+        await asyncio.sleep(0)
+        seen.append({str(flushes[0])})
+        return seen
+
+    assert asyncio.run(scenario()) == [{"ns/on-a"}, {"ns/on-b"}, {"ns/on-c"}, {"3"}]
+
+
+def test_nothing_is_queued_for_node_or_workload_events_before_the_startup_gate_opens() -> None:
+    """Before every informer has listed the view is partial: Node changes, deletions and
+    freed capacity queue nobody, not even a turn later (the gate queues everyone itself)."""
+
+    async def scenario() -> int:
+        state, queue = ClusterState(), WorkQueue()
+        gate = StartupGate(state, queue)
+        nodes, workloads = NodeEvents(state, queue, gate), WorkloadEvents(state, queue, gate)
+        nodes.added(versioned(node_object("a"), "1"))
+        waiting = wl_obj("waiting", "2")
+        workloads.added(waiting)
+        placed = [{"node": "a", "allocId": "ns/on-a-0", "score": 1}]
+        workloads.added(wl_obj("on-a", "3", placed))
+        nodes.modified(versioned(node_object("a", ready=False), "4"))
+        workloads.deleted(wl_obj("on-a", "5", placed))
+        nodes.deleted(versioned(node_object("a"), "6"))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return len(queue)
+
+    assert asyncio.run(scenario()) == 0
+
+
+def test_capacity_freed_many_times_in_one_turn_wakes_who_waits_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A namespace of 300 placed Workloads deleted in one watch chunk: who waits for capacity
+    (Unschedulable, or not decided yet) is found by one walk and queued, those decided
+    otherwise are not; capacity freed in a later turn walks again."""
+
+    async def scenario() -> tuple[set[str], set[str], int]:
+        state, queue = ClusterState(), WorkQueue()
+        gate = StartupGate(state, queue)
+        nodes, events = NodeEvents(state, queue, gate), WorkloadEvents(state, queue, gate)
+        nodes.added(versioned(node_object("a", cpu="1000"), "1"))
+
+        def placed(i: int) -> list[dict[str, Any]]:
+            return [{"node": "a", "allocId": f"ns/p{i}-0", "score": 1}]
+
+        for i in range(301):
+            events.added(wl_obj(f"p{i}", "2", placed(i)))
+            state.records[f"ns/p{i}"].code = Code.SUCCESS
+        events.added(wl_obj("starved", "3"))
+        state.records["ns/starved"].code = Code.UNSCHEDULABLE
+        events.added(wl_obj("new", "3"))  # not decided yet
+        events.added(wl_obj("bad", "3"))
+        state.records["ns/bad"].code = Code.INVALID
+        gate.ready.set()
+        walks = [0]
+        real = state.keys_waiting_for_capacity
+
+        def counted() -> set[str]:
+            walks[0] += 1
+            return real()
+
+        monkeypatch.setattr(state, "keys_waiting_for_capacity", counted)
+        for i in range(300):
+            events.deleted(wl_obj(f"p{i}", "4", placed(i)))
+        assert len(queue) == 0  # not yet: once, when this turn of the loop ends
+        await asyncio.sleep(0)
+        first = await drain(queue)
+        events.deleted(wl_obj("p300", "5", placed(300)))
+        await asyncio.sleep(0)
+        second = await drain(queue)
+        return first, second, walks[0]
+
+    first, second, walks = asyncio.run(scenario())
+    assert first == second == {"ns/starved", "ns/new"}
+    assert walks == 2
+
+
+def test_daemon_keys_follow_a_workload_that_becomes_or_stops_being_a_daemonset() -> None:
+    """Every Node change queues the DaemonSets: kept as an index with the records, so a kind
+    changed either way and a deletion show in it at once."""
+    state = ClusterState()
+    state.upsert_workload(stored_workload("ds", "1", {"kind": "DaemonSet"}))
+    state.upsert_workload(wl_obj("job", "2"))
+    assert state.daemon_keys() == {"ns/ds"}
+    state.upsert_workload(stored_workload("ds", "3", {"kind": "Job"}))
+    state.upsert_workload(stored_workload("job", "4", {"kind": "DaemonSet"}))
+    assert state.daemon_keys() == {"ns/job"}
+    state.delete_workload("ns/job")
+    assert state.daemon_keys() == set()

@@ -10,38 +10,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.cli import main
-from tests.factories import node_object
+from tests.support.cli import Orca, write
+from tests.support.factories import node_object
+from tests.support.factories import workload_obj as wl
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def write(tmp_path: Path, name: str, docs: list[dict[str, object]] | str) -> Path:
-    path = tmp_path / name
-    path.write_text(docs if isinstance(docs, str) else yaml.safe_dump_all(docs))
-    return path
-
-
-def wl(name: str, **spec: object) -> dict[str, object]:
-    return {
-        "apiVersion": "orca.cloudinit.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": "shop"},
-        "spec": spec,
-    }
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
-    code = main(["plan", *map(str, args)])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_shipped_examples_plan_with_one_unplaceable_workload(
-    capsys: pytest.CaptureFixture[str],
+    orca: Orca,
 ) -> None:
-    code, out, err = run(
-        capsys, "--nodes", EXAMPLES / "nodes.yaml", "--workloads", EXAMPLES / "workloads.yaml"
+    code, out, err = orca(
+        "plan", "--nodes", EXAMPLES / "nodes.yaml", "--workloads", EXAMPLES / "workloads.yaml"
     )
     assert code == 1  # ml/trainer asks for 12 cores: nothing that big
     lines = out.split("\n\n")[0].splitlines()  # the table, before the sections below it
@@ -64,12 +44,10 @@ def test_shipped_examples_plan_with_one_unplaceable_workload(
     assert err == ""
 
 
-def test_json_output_has_the_status_fields(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_json_output_has_the_status_fields(tmp_path: Path, orca: Orca) -> None:
     nodes = write(tmp_path, "nodes.yaml", [node_object("a"), node_object("b")])
     workloads = write(tmp_path, "w.yaml", [wl("web", kind="Service", count=2)])
-    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    code, out, _ = orca("plan", "--nodes", nodes, "--workloads", workloads, "-o", "json")
     assert code == 0
     (result,) = json.loads(out)["results"]
     assert result["workload"] == "shop/web"
@@ -83,21 +61,17 @@ def test_json_output_has_the_status_fields(
     assert result["nodes"] == "a,b"  # the summary kubectl -o wide shows
 
 
-def test_workloads_see_the_placements_before_them(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_workloads_see_the_placements_before_them(tmp_path: Path, orca: Orca) -> None:
     nodes = write(tmp_path, "nodes.yaml", [node_object("a", cpu="1")])
     docs = [wl(f"j{i}", kind="Job", resources={"cpu": "600m"}) for i in range(2)]
     workloads = write(tmp_path, "w.yaml", docs)
-    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    code, out, _ = orca("plan", "--nodes", nodes, "--workloads", workloads, "-o", "json")
     assert code == 1
     phases = [r["phase"] for r in json.loads(out)["results"]]
     assert phases == ["Scheduled", "Unschedulable"]
 
 
-def test_kubectl_list_output_is_accepted(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_kubectl_list_output_is_accepted(tmp_path: Path, orca: Orca) -> None:
     nodes = write(
         tmp_path,
         "nodes.yaml",
@@ -108,19 +82,17 @@ def test_kubectl_list_output_is_accepted(
         "w.yaml",
         [{"apiVersion": "v1", "kind": "List", "items": [wl("d", kind="DaemonSet")]}],
     )
-    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    code, out, _ = orca("plan", "--nodes", nodes, "--workloads", workloads, "-o", "json")
     assert code == 0
     assert json.loads(out)["results"][0]["placed"] == 2
 
 
-def test_existing_status_placements_are_kept(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_existing_status_placements_are_kept(tmp_path: Path, orca: Orca) -> None:
     nodes = write(tmp_path, "nodes.yaml", [node_object("a"), node_object("b", cpu="64")])
     placed = wl("web", kind="Job")
     placed["status"] = {"placements": [{"node": "a", "allocId": "shop/web-0", "score": 7}]}
     workloads = write(tmp_path, "w.yaml", [placed])
-    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    code, out, _ = orca("plan", "--nodes", nodes, "--workloads", workloads, "-o", "json")
     assert code == 0
     assert json.loads(out)["results"][0]["placements"] == [
         {"node": "a", "allocId": "shop/web-0", "score": 7}
@@ -149,13 +121,13 @@ BAD_INPUTS = [
 )
 def test_bad_workload_input_exits_2_with_one_line(
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    orca: Orca,
     content: list[dict[str, object]] | str | None,
     expected: str,
 ) -> None:
     nodes = write(tmp_path, "nodes.yaml", [node_object("a")])
     path = tmp_path / "absent.yaml" if content is None else write(tmp_path, "w.yaml", content)
-    code, out, err = run(capsys, "--nodes", nodes, "--workloads", path)
+    code, out, err = orca("plan", "--nodes", nodes, "--workloads", path)
     assert code == 2
     assert out == ""
     assert len(err.strip().splitlines()) == 1, err
@@ -163,10 +135,10 @@ def test_bad_workload_input_exits_2_with_one_line(
     assert expected in err
 
 
-def test_bad_node_input_names_the_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_node_input_names_the_node(tmp_path: Path, orca: Orca) -> None:
     nodes = write(tmp_path, "nodes.yaml", [node_object("a", cpu="many")])
     workloads = write(tmp_path, "w.yaml", [wl("x", kind="Job")])
-    code, _, err = run(capsys, "--nodes", nodes, "--workloads", workloads)
+    code, _, err = orca("plan", "--nodes", nodes, "--workloads", workloads)
     assert code == 2
     assert "Node a: status.allocatable" in err
 
@@ -206,9 +178,7 @@ def priority_class(name: str, value: int, **extra: object) -> dict[str, object]:
     }
 
 
-def test_plan_orders_by_priority_then_file_order(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_plan_orders_by_priority_then_file_order(tmp_path: Path, orca: Orca) -> None:
     nodes = write(tmp_path, "nodes.yaml", [node_object("a", cpu="2"), priority_class("hi", 100)])
     workloads = write(
         tmp_path,
@@ -219,7 +189,7 @@ def test_plan_orders_by_priority_then_file_order(
             wl("second", kind="Job", resources={"cpu": "1"}),
         ],
     )
-    code, out, err = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    code, out, err = orca("plan", "--nodes", nodes, "--workloads", workloads, "-o", "json")
     results = json.loads(out)["results"]
     assert [(r["workload"], r["priority"], r["phase"]) for r in results] == [
         ("shop/late", 100, "Scheduled"),
@@ -229,9 +199,7 @@ def test_plan_orders_by_priority_then_file_order(
     assert (code, err) == (1, "")
 
 
-def test_plan_preempts_lower_priority_replicas_and_says_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_plan_preempts_lower_priority_replicas_and_says_so(tmp_path: Path, orca: Orca) -> None:
     nodes = write(tmp_path, "nodes.yaml", [node_object("a", cpu="2"), node_object("b", cpu="2")])
     placed = {
         "placements": [
@@ -250,7 +218,7 @@ def test_plan_preempts_lower_priority_replicas_and_says_so(
         wl("urgent", kind="Job", resources={"cpu": "1"}, priorityClassName="urgent"),
     ]
     workloads = write(tmp_path, "w.yaml", docs)
-    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    code, out, _ = orca("plan", "--nodes", nodes, "--workloads", workloads, "-o", "json")
     results = {r["workload"]: r for r in json.loads(out)["results"]}
     assert results["shop/waits"]["phase"] == "Unschedulable"  # Never: no preemption
     urgent = results["shop/urgent"]
@@ -264,18 +232,18 @@ def test_plan_preempts_lower_priority_replicas_and_says_so(
         {"allocId": "shop/low-0", "node": "a", "by": "shop/urgent", "priority": 1000}
     ]
     assert code == 1
-    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads)
+    code, out, _ = orca("plan", "--nodes", nodes, "--workloads", workloads)
     assert out.split("PREEMPTED\n")[1] == (
         "shop/low-0 (priority -10) on a by shop/urgent (priority 1000)\n"
     )
 
 
 def test_plan_missing_class_is_invalid_and_a_bad_class_is_bad_input(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, orca: Orca
 ) -> None:
     nodes = write(tmp_path, "nodes.yaml", [node_object("a")])
     workloads = write(tmp_path, "w.yaml", [wl("x", kind="Job", priorityClassName="gold")])
-    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    code, out, _ = orca("plan", "--nodes", nodes, "--workloads", workloads, "-o", "json")
     (result,) = json.loads(out)["results"]
     assert (code, result["phase"], result["message"]) == (
         1,
@@ -283,15 +251,13 @@ def test_plan_missing_class_is_invalid_and_a_bad_class_is_bad_input(
         "spec.priorityClassName: no PriorityClass with name gold was found",
     )
     bad = write(tmp_path, "bad.yaml", [priority_class("gold", 10, preemptionPolicy="Sometimes")])
-    code, out, err = run(capsys, "--nodes", bad, "--workloads", workloads)
+    code, out, err = orca("plan", "--nodes", bad, "--workloads", workloads)
     assert code == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1
     assert "preemptionPolicy 'Sometimes' is not one of PreemptLowerPriority, Never" in err
 
 
-def test_now_makes_a_plan_of_an_unreachable_node_reproducible(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_now_makes_a_plan_of_an_unreachable_node_reproducible(tmp_path: Path, orca: Orca) -> None:
     """A replica on a node Unknown since 10:00:00 with a 15 s toleration: kept (and announced)
     at 10:00:10, moved at 10:00:20, whatever the time the plan runs (issue 21)."""
     since = "2026-12-01T10:00:00Z"
@@ -311,8 +277,8 @@ def test_now_makes_a_plan_of_an_unreachable_node_reproducible(
     workloads = write(tmp_path, "workloads.yaml", [web])
 
     def planned(now: str) -> dict[str, object]:
-        code, out, err = run(
-            capsys, "--nodes", nodes, "--workloads", workloads, "--now", now, "-o", "json"
+        code, out, err = orca(
+            "plan", "--nodes", nodes, "--workloads", workloads, "--now", now, "-o", "json"
         )
         assert (code, err) == (0, "")  # every replica placed
         (result,) = json.loads(out)["results"]
@@ -331,11 +297,9 @@ def test_now_makes_a_plan_of_an_unreachable_node_reproducible(
 
 
 @pytest.mark.parametrize("now", ["yesterday", "2026-12-01T10:00:00"])
-def test_a_bad_now_is_one_line_and_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], now: str
-) -> None:
+def test_a_bad_now_is_one_line_and_exit_2(tmp_path: Path, orca: Orca, now: str) -> None:
     nodes = write(tmp_path, "nodes.yaml", [node_object("a")])
     workloads = write(tmp_path, "workloads.yaml", [wl("j", kind="Job")])
-    code, out, err = run(capsys, "--nodes", nodes, "--workloads", workloads, "--now", now)
+    code, out, err = orca("plan", "--nodes", nodes, "--workloads", workloads, "--now", now)
     assert (code, out) == (2, "")
     assert err.startswith("error: --now: ") and err.count("\n") == 1, err

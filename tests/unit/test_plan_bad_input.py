@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from controller.cli import main
 from controller.inputs import safeyaml
-from tests.factories import node_object
+from tests.support.cli import Orca
+from tests.support.factories import node_object
 from tests.support.properties import examples
 
 NODE = """apiVersion: v1
@@ -152,9 +153,8 @@ def files(tmp_path: Path) -> dict[str, Path]:
     return {"nodes": nodes, "workloads": workloads}
 
 
-def plan(capsys: pytest.CaptureFixture[str], nodes: Path, workloads: Path) -> tuple[int, str]:
-    code = main(["plan", "--nodes", str(nodes), "--workloads", str(workloads)])
-    out, err = capsys.readouterr()
+def plan(orca: Orca, nodes: Path, workloads: Path) -> tuple[int, str]:
+    code, out, err = orca("plan", "--nodes", nodes, "--workloads", workloads)
     if code == 2:
         assert out == ""
     return code, err
@@ -166,8 +166,8 @@ def assert_one_error_line(err: str, path: Path, expected: str) -> None:
     assert expected in err
 
 
-def test_the_valid_files_plan(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = plan(capsys, files["nodes"], files["workloads"])
+def test_the_valid_files_plan(files: dict[str, Path], orca: Orca) -> None:
+    code, err = plan(orca, files["nodes"], files["workloads"])
     assert (code, err) == (0, "")
 
 
@@ -176,13 +176,13 @@ def test_the_valid_files_plan(files: dict[str, Path], capsys: pytest.CaptureFixt
 )
 def test_bad_node_files_are_one_error_line(
     files: dict[str, Path],
-    capsys: pytest.CaptureFixture[str],
+    orca: Orca,
     content: str | bytes,
     expected: str,
 ) -> None:
     path = files["nodes"]
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
-    code, err = plan(capsys, path, files["workloads"])
+    code, err = plan(orca, path, files["workloads"])
     assert code == 2
     assert_one_error_line(err, path, expected)
 
@@ -254,24 +254,24 @@ BAD_WORKLOADS: list[tuple[str, str | bytes, str]] = [
 )
 def test_bad_workload_files_are_one_error_line(
     files: dict[str, Path],
-    capsys: pytest.CaptureFixture[str],
+    orca: Orca,
     content: str | bytes,
     expected: str,
 ) -> None:
     path = files["workloads"]
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
-    code, err = plan(capsys, files["nodes"], path)
+    code, err = plan(orca, files["nodes"], path)
     assert code == 2
     assert_one_error_line(err, path, expected)
 
 
 def test_a_file_over_the_size_limit_is_refused_before_parsing(
-    files: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    files: dict[str, Path], orca: Orca, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(safeyaml, "MAX_FILE_BYTES", 1 << 20)
     path = files["nodes"]
     path.write_text(node_yaml() + "#" * (1 << 20))
-    code, err = plan(capsys, path, files["workloads"])
+    code, err = plan(orca, path, files["workloads"])
     assert code == 2
     assert_one_error_line(err, path, "larger than 1 MiB")
 
@@ -296,12 +296,10 @@ GOOD_NODES = [
 
 
 @pytest.mark.parametrize("content", [c for _, c in GOOD_NODES], ids=[i for i, _ in GOOD_NODES])
-def test_what_kubectl_accepts_is_accepted(
-    files: dict[str, Path], capsys: pytest.CaptureFixture[str], content: str
-) -> None:
+def test_what_kubectl_accepts_is_accepted(files: dict[str, Path], orca: Orca, content: str) -> None:
     path = files["nodes"]
     path.write_text(content)
-    code, err = plan(capsys, path, files["workloads"])
+    code, err = plan(orca, path, files["workloads"])
     assert err == ""
     assert code in (0, 1)  # placed, or not (a node may be not ready): never bad input
 

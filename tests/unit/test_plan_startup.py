@@ -17,7 +17,7 @@ from celpy import celparser
 from controller.api.quantity import parse_quantity
 from controller.cli import main
 from controller.scheduler.celcache import build_cel_parser, cache_path, ship
-from tests.factories import node_object
+from tests.support.factories import node_object
 
 EXPRESSIONS = [
     '"ssd" in node.tags',

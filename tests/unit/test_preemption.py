@@ -43,7 +43,7 @@ from controller.scheduler.preemption import (
 from controller.scheduler.priority import Priority, PriorityClass, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.vocabulary import CONDITION_PREEMPTED, CONDITION_SCHEDULED
-from tests.factories import NOW, GiB, node, workload
+from tests.support.factories import NOW, GiB, node, workload
 from tests.support.properties import examples
 
 CPU = 1000  # millicores per core

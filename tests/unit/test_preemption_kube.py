@@ -35,7 +35,7 @@ from controller.scheduler.plan import plan as plan_offline
 from controller.scheduler.preemption import Victim, select_victims, victims_on_node
 from controller.scheduler.priority import PriorityClass, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, node, workload
+from tests.support.factories import NOW, node, workload
 from tests.support.properties import examples
 
 CPU = 1000

@@ -21,7 +21,7 @@ from controller.scheduler.priority import (
 )
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import status_from_decision
-from tests.factories import NOW, node, workload
+from tests.support.factories import NOW, node, workload
 
 HIGH = PriorityClass("high", 1000)
 LOW = PriorityClass("low", -5)

@@ -7,7 +7,7 @@ from typing import Any
 
 from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState
-from tests.factories import stored_workload
+from tests.support.factories import stored_workload
 
 
 def pc(name: str, value: int, version: str, **extra: Any) -> dict[str, Any]:

@@ -1,11 +1,12 @@
 """Property tests over random clusters and workloads (hypothesis), against independent oracles.
 
-Each property is a promise a cluster operator relies on, checked against ``tests.unit.oracles``:
-DESIGN.md's rules restated from the documents and Kubernetes' Go sources, importing nothing of
-the scheduler (a test below checks that). The scheduler is driven the way a user drives it:
-Node objects as the API server returns them (``node_info_from_node``), Workload specs as a user
-writes them, decided by ``orca plan``'s ``plan`` (highest priority first, here all equal, so in
-file order, each seeing the placements before it), and a restart rebuilt from the statuses.
+Each property is a promise a cluster operator relies on, checked against
+``tests.support.oracles``: docs/design.md's rules restated from the documents and Kubernetes' Go
+sources, importing nothing of the scheduler (a test below checks that). The scheduler is driven
+the way a user drives it: Node objects as the API server returns them (``node_info_from_node``),
+Workload specs as a user writes them, decided by ``orca plan``'s ``plan`` (highest priority
+first, here all equal, so in file order, each seeing the placements before it), and a restart
+rebuilt from the statuses.
 
 Clusters carry taints (NoSchedule, NoExecute, PreferNoSchedule, valued or not), runtime labels
 in mixed case (``WASM``, ``Docker``; ``pve-vm`` on a linux node, which must not count),
@@ -37,10 +38,10 @@ from hypothesis import strategies as st
 from controller.api.models import Phase
 from controller.scheduler.nodes import NodeInfo, node_info_from_node
 from controller.scheduler.plan import PlanResult, plan
-from tests.factories import node_object, workload
+from tests.support import oracles
+from tests.support.factories import node_object, workload
+from tests.support.oracles import Node, Spec
 from tests.support.properties import examples
-from tests.unit import oracles
-from tests.unit.oracles import Node, Spec
 
 NOW = "2025-01-01T00:00:00Z"  # the clock the statuses' conditions carry
 NAMESPACE = "shop"
@@ -57,7 +58,7 @@ CPU_REQUESTS = [None, "0", "100m", "250m", "500m", "1", "1.5", "3"]
 MEMORY_REQUESTS = [None, "0", "256Mi", "1Gi", "4Gi", "1G", "300M"]
 
 # Constraints that read only what a Node says of itself. ``rack`` is missing on some nodes:
-# there the expression fails to evaluate, which filters the node out (DESIGN.md 3).
+# there the expression fails to evaluate, which filters the node out (docs/design.md 3).
 STATIC_CONSTRAINTS = [
     '"ssd" in node.tags',
     '!("gpu" in node.tags)',
@@ -157,7 +158,7 @@ wide_clusters = clusters_of(node_objects(), min_size=5)
 # For capacity: few nodes, most healthy, and longer batches, so the nodes fill up (a
 # quarter of the examples end with a node at 75% of its cpu or more).
 busy_clusters = clusters_of(node_objects(sick=8), min_size=1, max_size=4)
-# For the score property: no PreferNoSchedule taints (DESIGN.md 4 gives no formula for that
+# For the score property: no PreferNoSchedule taints (docs/design.md 4 gives no formula for that
 # part) and every node with some cpu and memory (see test_a_resource_without_allocatable_...).
 scored_clusters = clusters_of(
     node_objects(NO_SCHEDULE_TAINTS, CPU_ALLOCATABLE, MEMORY_ALLOCATABLE, sick=8), min_size=3
@@ -257,7 +258,7 @@ thorough = settings(common, max_examples=examples(200))
 
 
 def node_infos(objects: Sequence[dict[str, Any]]) -> list[NodeInfo]:
-    """What the operator makes of the Node objects (DESIGN.md 3)."""
+    """What the operator makes of the Node objects (docs/design.md 3)."""
     return [node_info_from_node(o) for o in objects]
 
 
@@ -334,7 +335,7 @@ def test_the_toleration_oracle_agrees_with_kubernetes_cases() -> None:
 
 
 def test_the_runtime_oracle_agrees_with_the_documented_cases() -> None:
-    """DESIGN.md 3's examples, by hand."""
+    """docs/design.md 3's examples, by hand."""
 
     def node(runtimes: Sequence[str], kind: str | None = None) -> Node:
         return oracles.read_node(node_object("n", runtimes=tuple(runtimes), kind=kind))
@@ -420,8 +421,8 @@ def test_replica_counts_are_exact(objects: list[dict[str, Any]], batch: list[Spe
 def test_the_filters_decide_exactly_where_replicas_may_go(
     objects: list[dict[str, Any]], batch: list[Spec]
 ) -> None:
-    """Both directions of DESIGN.md 4's filters: eligible, taints tolerated (ToleratesTaint),
-    runtime offered (DESIGN.md 3), every constraint true by cel-python on the Node's fields
+    """Both directions of docs/design.md 4's filters: eligible, taints tolerated (ToleratesTaint),
+    runtime offered (docs/design.md 3), every constraint true by cel-python on the Node's fields
     (freeCpu: what the Workloads before hold), the DoNotSchedule spread keys present.
 
     - every placement is on a node that passes them;
@@ -456,7 +457,7 @@ def test_the_filters_decide_exactly_where_replicas_may_go(
 def expected_replicas(
     nodes: Sequence[Node], spec: Spec, start: Free, replicas: dict[str, Counter[str]]
 ) -> list[tuple[str, int]]:
-    """DESIGN.md 4, replica by replica: among the nodes that pass the filters and have room,
+    """docs/design.md 4, replica by replica: among the nodes that pass the filters and have room,
     those with the fewest replicas of this Workload so far (Services), then the highest
     score (LeastAllocated after placing it, plus affinity), then the lowest hostname. Each
     replica's node and score."""
@@ -517,7 +518,7 @@ def test_spread_replicas_go_where_the_documented_score_is_highest(
 def test_same_result_under_any_node_order(
     objects: list[dict[str, Any]], batch: list[Spec], rng: Any
 ) -> None:
-    """DESIGN.md 4: the result must not depend on the order the nodes were listed in. The
+    """docs/design.md 4: the result must not depend on the order the nodes were listed in. The
     node table sorts the nodes by hostname itself, so this holds almost by construction; it
     guards that sort (and any cache keyed on list order). The property the sort does not make
     true is ``test_spread_replicas_go_where_the_documented_score_is_highest``."""
@@ -624,7 +625,7 @@ def restarted(
 def test_a_restart_replans_every_placement_exactly(
     objects: list[dict[str, Any]], batch: list[Spec], data: st.DataObject
 ) -> None:
-    """Level-triggered (DESIGN.md 5): after a restart, every Workload keeps exactly the
+    """Level-triggered (docs/design.md 5): after a restart, every Workload keeps exactly the
     placements it had: the same node for each allocId, none added, none dropped, and the
     same phase."""
     results = plan_batch(objects, batch)

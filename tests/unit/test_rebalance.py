@@ -19,7 +19,7 @@ from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import NodeInfo, NodeTable
 from controller.scheduler.rebalance import Move, Plan, Rebalancer, ffd_nodes, moved
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, node, workload
+from tests.support.factories import NOW, node, workload
 from tests.support.properties import examples
 
 GiB = 1 << 30

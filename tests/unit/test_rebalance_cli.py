@@ -11,16 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from controller.cli import main
-from tests.factories import node_object
-
-
-def write(tmp_path: Path, name: str, docs: list[dict[str, Any]] | str) -> Path:
-    path = tmp_path / name
-    path.write_text(docs if isinstance(docs, str) else yaml.safe_dump_all(docs))
-    return path
+from tests.support.cli import Orca, write
+from tests.support.factories import node_object
 
 
 def placed_service(name: str, nodes: list[str], rebalance: str = "Allowed") -> dict[str, Any]:
@@ -55,17 +48,11 @@ def drifted(tmp_path: Path) -> tuple[Path, Path]:
     return write(tmp_path, "nodes.yaml", nodes), write(tmp_path, "workloads.yaml", workloads)
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
-    code = main(["rebalance", *map(str, args)])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_json_lists_the_moves_in_order_with_objectives_and_totals(
-    drifted: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+    drifted: tuple[Path, Path], orca: Orca
 ) -> None:
     nodes, workloads = drifted
-    code, out, err = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    code, out, err = orca("rebalance", "--nodes", nodes, "--workloads", workloads, "-o", "json")
     assert (code, err) == (0, "")
     plan = json.loads(out)
     moves = plan["moves"]
@@ -89,11 +76,9 @@ def test_json_lists_the_moves_in_order_with_objectives_and_totals(
     assert totals["nodesInUse"] == {"before": 4, "after": 8, "ffd": 3}  # 12 cpus on 4-cpu nodes
 
 
-def test_table_shows_each_move_and_the_totals(
-    drifted: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_table_shows_each_move_and_the_totals(drifted: tuple[Path, Path], orca: Orca) -> None:
     nodes, workloads = drifted
-    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "--max-moves", "2")
+    code, out, _ = orca("rebalance", "--nodes", nodes, "--workloads", workloads, "--max-moves", "2")
     lines = out.splitlines()
     assert code == 0
     assert lines[0].split()[:5] == ["#", "WORKLOAD", "ALLOC", "ID", "FROM"]
@@ -102,13 +87,13 @@ def test_table_shows_each_move_and_the_totals(
     assert "2 move(s) (budget of 2 reached, more to do)" in lines[-1]
 
 
-def test_no_moves_is_exit_0_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_moves_is_exit_0_and_says_so(tmp_path: Path, orca: Orca) -> None:
     nodes = write(tmp_path, "n.yaml", [node_object("a"), node_object("b")])
     workloads = write(tmp_path, "w.yaml", [placed_service("web", ["a", "b"])])
-    code, out, err = run(capsys, "--nodes", nodes, "--workloads", workloads)
+    code, out, err = orca("rebalance", "--nodes", nodes, "--workloads", workloads)
     assert (code, err) == (0, "")
     assert out.startswith("No moves:")
-    code, out, _ = run(capsys, "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    code, out, _ = orca("rebalance", "--nodes", nodes, "--workloads", workloads, "-o", "json")
     assert code == 0 and json.loads(out)["moves"] == []
 
 
@@ -145,7 +130,7 @@ def test_no_moves_is_exit_0_and_says_so(tmp_path: Path, capsys: pytest.CaptureFi
 def test_bad_input_is_one_line_and_exit_2(
     tmp_path: Path,
     drifted: tuple[Path, Path],
-    capsys: pytest.CaptureFixture[str],
+    orca: Orca,
     args: list[str],
     message: str,
 ) -> None:
@@ -157,7 +142,7 @@ def test_bad_input_is_one_line_and_exit_2(
         "bad": write(tmp_path, "bad.yaml", "kind: [unclosed"),
         "twice": write(tmp_path, "twice.yaml", [placed_service("web", ["old-0"])] * 2),
     }
-    code, out, err = run(capsys, *[a.format(**paths) for a in args])
+    code, out, err = orca("rebalance", *[a.format(**paths) for a in args])
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err
 

@@ -17,7 +17,7 @@ from controller.operator.kube import ApiError, KubeApi
 from controller.operator.rebalancer import RebalanceLoop
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
-from tests.factories import NOW, node_object, stored_workload
+from tests.support.factories import NOW, node_object, service
 
 
 class RecordingApi:
@@ -45,14 +45,6 @@ class RecordingApi:
     async def create_event(self, namespace: str, event: dict[str, Any]) -> dict[str, Any]:
         self.events.append(event)
         return {}
-
-
-def service(
-    name: str, count: int, rebalance: str = "Allowed", version: str = "7"
-) -> dict[str, Any]:
-    size = {"cpu": "1", "memory": "1Gi"}
-    spec = {"kind": "Service", "count": count, "resources": size, "rebalance": rebalance}
-    return stored_workload(name, version=version, spec=spec)
 
 
 def cluster(
@@ -96,7 +88,10 @@ def nodes_of(state: ClusterState, key: str) -> list[str]:
 
 
 def test_a_pass_moves_allowed_replicas_with_a_write_an_event_and_a_count() -> None:
-    state, api, operator = cluster(service("web", 2), service("db", 2, "Never"))
+    state, api, operator = cluster(
+        service("web", 2, version="7", rebalance="Allowed"),
+        service("db", 2, version="7", rebalance="Never"),
+    )
     before = moves(metrics.MOVE_MOVED)
     made = asyncio.run(rebalancer(operator).rebalance())
 
@@ -123,7 +118,10 @@ def test_a_pass_moves_allowed_replicas_with_a_write_an_event_and_a_count() -> No
 
 
 def test_a_workload_changed_by_its_owner_is_replanned_not_overwritten() -> None:
-    state, api, operator = cluster(service("web", 2), service("db", 2, "Never"))
+    state, api, operator = cluster(
+        service("web", 2, version="7", rebalance="Allowed"),
+        service("db", 2, version="7", rebalance="Never"),
+    )
     api.error = ApiError(409, "Conflict", "the object has been modified")
     before = moves(metrics.MOVE_CONFLICT)
     assert asyncio.run(rebalancer(operator).rebalance()) == 0
@@ -136,7 +134,10 @@ def test_a_workload_changed_by_its_owner_is_replanned_not_overwritten() -> None:
 
 def test_a_refused_move_drops_only_that_workloads_later_moves() -> None:
     state, api, operator = cluster(
-        service("web", 2), service("api", 2), service("db", 2, "Never"), new=4
+        service("web", 2, version="7", rebalance="Allowed"),
+        service("api", 2, version="7", rebalance="Allowed"),
+        service("db", 2, version="7", rebalance="Never"),
+        new=4,
     )
     loop = rebalancer(operator)
     state.table()
@@ -152,7 +153,10 @@ def test_a_refused_move_drops_only_that_workloads_later_moves() -> None:
 
 
 def test_a_move_planned_on_an_older_version_is_not_made() -> None:
-    state, api, operator = cluster(service("web", 2), service("db", 2, "Never"))
+    state, api, operator = cluster(
+        service("web", 2, version="7", rebalance="Allowed"),
+        service("db", 2, version="7", rebalance="Never"),
+    )
     loop = rebalancer(operator)
     record = state.records["ns/web"]
     assert record.workload is not None
@@ -160,7 +164,9 @@ def test_a_move_planned_on_an_older_version_is_not_made() -> None:
     plan = loop.planner.plan([record.workload], state.ledger, now=NOW)
     assert plan.moves
     planned = record.resource_version
-    stored = service("web", 2, version="200")  # the owner changed it; the watch told us
+    stored = service(
+        "web", 2, version="200", rebalance="Allowed"
+    )  # the owner changed it; the watch told us
     stored["status"] = record.status.model_dump(by_alias=True, mode="json") if record.status else {}
     state.upsert_workload(stored)
     assert asyncio.run(loop.make(plan.moves[0], planned)) == (metrics.MOVE_CHANGED, None)
@@ -168,7 +174,10 @@ def test_a_move_planned_on_an_older_version_is_not_made() -> None:
 
 
 def test_a_busy_workload_is_left_to_the_scheduling_loop_and_the_others_move() -> None:
-    state, api, operator = cluster(service("web", 2), service("api", 2))
+    state, api, operator = cluster(
+        service("web", 2, version="7", rebalance="Allowed"),
+        service("api", 2, version="7", rebalance="Allowed"),
+    )
     operator.queue.add("ns/web")  # an event is waiting to be decided
     assert asyncio.run(rebalancer(operator).rebalance()) >= 1
     assert {key for key, _, _ in api.writes} == {"ns/api"}
@@ -176,7 +185,10 @@ def test_a_busy_workload_is_left_to_the_scheduling_loop_and_the_others_move() ->
 
 
 def test_only_the_leader_rebalances() -> None:
-    _, api, operator = cluster(service("web", 2), service("db", 2, "Never"))
+    _, api, operator = cluster(
+        service("web", 2, version="7", rebalance="Allowed"),
+        service("db", 2, version="7", rebalance="Never"),
+    )
     rebalancer(operator).is_leader = lambda: False
     assert asyncio.run(rebalancer(operator).rebalance()) == 0
     assert api.writes == []

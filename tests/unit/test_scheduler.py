@@ -1,4 +1,4 @@
-"""The scheduler's promises: the original's scenarios, DESIGN.md 4 and 5, whole results."""
+"""The scheduler's promises: the original's scenarios, docs/design.md 4 and 5, whole results."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from controller.scheduler.vocabulary import (
     REASON_PARTIALLY_PLACED,
     REASON_UNSCHEDULABLE,
 )
-from tests.factories import NOW, GiB, ledger_for, node, workload
+from tests.support.factories import NOW, GiB, ledger_for, node, workload
 
 
 def schedule(w: Workload, ledger: Ledger) -> Decision:
@@ -261,7 +261,7 @@ def test_invalid_spec_keeps_existing_placements() -> None:
     assert broken.placements == first.placements
 
 
-# -- reconciliation semantics (DESIGN.md 5) ----------------------------------------------------
+# -- reconciliation semantics (docs/design.md 5) ---------------------------------------------------
 
 
 def test_existing_placements_are_kept_even_when_a_better_node_appears() -> None:
@@ -407,7 +407,7 @@ def test_nodeinfo_eligibility_is_what_filters_use() -> None:
     assert not n.eligible
 
 
-# -- resizes (DESIGN.md 5: a resize never over-commits; capacity changes never evict) -----------
+# -- resizes (docs/design.md 5: a resize never over-commits; capacity changes never evict) ---------
 
 
 def test_a_resize_moves_the_replica_its_node_cannot_hold() -> None:
@@ -461,7 +461,7 @@ def test_status_records_the_size_so_a_rebuilt_ledger_is_exact() -> None:
     assert resized.phase is Phase.UNSCHEDULABLE
 
 
-# -- taints and tolerations (DESIGN.md 4) ----------------------------------------------------
+# -- taints and tolerations (docs/design.md 4) ----------------------------------------------------
 
 
 CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}

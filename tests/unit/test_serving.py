@@ -17,7 +17,7 @@ from controller.operator.serving import (
     Readiness,
     endpoint_app,
 )
-from tests.unit.fakeapi import FakeClock
+from tests.support.fakeapi import FakeClock
 
 
 class Reviews:

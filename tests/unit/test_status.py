@@ -21,7 +21,7 @@ from controller.scheduler.ledger import Booking
 from controller.scheduler.preemption import Victim, preempted_status
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import status_from_decision
-from tests.factories import NOW, ledger_for, node, workload
+from tests.support.factories import NOW, ledger_for, node, workload
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
 T3 = "2026-01-01T00:03:00Z"

@@ -15,17 +15,14 @@ from controller.operator.webhook import WEBHOOK, Admission, webhook_entry
 from controller.scheduler.ledger import Ledger
 from controller.scheduler.priority import NO_CLASSES, PriorityClass, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
+from tests.support.factories import workload_obj
 
 SHIPPED = Path(__file__).resolve().parents[2] / "manifests" / "webhook"
 
 
 def workload(name: str = "w", namespace: str = "shop", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "orca.cloudinit.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"kind": "Service", "count": 2, **spec},
-    }
+    """A Service of 2 unless ``spec`` says otherwise, as a user writes it."""
+    return workload_obj(name, namespace, **{"kind": "Service", "count": 2, **spec})
 
 
 BAD = [

@@ -1,6 +1,6 @@
 """``orca plan --drain / --add-nodes``: the what-if answers, through the command a user runs.
 
-Every expected answer below is worked out by hand from the rules (DESIGN.md 4 and 5, and
+Every expected answer below is worked out by hand from the rules (docs/design.md 4 and 5, and
 kube-scheduler's where orca follows it), in the comment beside the case, not read off the
 scheduler: the placements, the moves, what finds no place, and the smallest node counts.
 Capacity is in cpu only (memory requests 0, so the memory part of every score is 100 and the
@@ -15,20 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from controller.cli import main
 from controller.scheduler.plugins.topology_spread import REASON_CONSTRAINTS_NOT_MATCH
-from tests.factories import node_object
+from tests.support.cli import Orca, write
+from tests.support.factories import node_object
+from tests.support.factories import workload_obj as wl
 
 ZONE = "topology.kubernetes.io/zone"
 NOW = "2026-12-01T10:00:00Z"
-
-
-def write(tmp_path: Path, name: str, docs: list[dict[str, Any]]) -> Path:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump_all(docs))
-    return path
 
 
 def zone_node(
@@ -37,36 +31,8 @@ def zone_node(
     return node_object(name, cpu=cpu, memory="8Gi", labels={ZONE: zone, **(labels or {})}, **kwargs)
 
 
-def wl(
-    name: str,
-    placed: dict[int, str] | None = None,
-    namespace: str = "shop",
-    **spec: Any,
-) -> dict[str, Any]:
-    """A Workload; ``placed`` (replica index -> node) becomes its status, as ``kubectl get
-    orcawl -o yaml`` shows a placed one."""
-    obj: dict[str, Any] = {
-        "apiVersion": "orca.cloudinit.dev/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-    if placed:
-        obj["status"] = {
-            "placements": [
-                {"node": node, "allocId": f"{namespace}/{name}-{i}", "score": 0}
-                for i, node in sorted(placed.items())
-            ],
-            "resources": spec.get("resources", {}),
-        }
-    return obj
-
-
-def plan(
-    capsys: pytest.CaptureFixture[str], nodes: Path, workloads: Path, *args: str
-) -> tuple[int, dict[str, Any], str]:
-    code = main(["plan", "--nodes", str(nodes), "--workloads", str(workloads), "--now", NOW, *args])
-    out, err = capsys.readouterr()
+def plan(orca: Orca, nodes: Path, workloads: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    code, out, err = orca("plan", "--nodes", nodes, "--workloads", workloads, "--now", NOW, *args)
     return code, (json.loads(out) if "-o" in args and out else {}), err if code == 2 else out
 
 
@@ -77,9 +43,7 @@ def moves(answer: dict[str, Any]) -> dict[str, tuple[str, str]]:
 # -- drains -------------------------------------------------------------------------------------
 
 
-def test_a_zone_drain_whose_replicas_fit_elsewhere(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_zone_drain_whose_replicas_fit_elsewhere(tmp_path: Path, orca: Orca) -> None:
     # Zone a: a1, a2; zone b: b1, b2; 4 cores each. web (Service, 2 x 1 core) on a1 and b1;
     # job (1 core) on a2. Draining zone a displaces web-0 and job-0; planned in file order:
     # web-0 goes where web has fewest replicas: b2 (0) rather than b1 (web-1);
@@ -94,11 +58,11 @@ def test_a_zone_drain_whose_replicas_fit_elsewhere(
         tmp_path,
         "workloads.yaml",
         [
-            wl("web", {0: "a1", 1: "b1"}, kind="Service", count=2, resources={"cpu": "1"}),
-            wl("job", {0: "a2"}, kind="Job", resources={"cpu": "1"}),
+            wl("web", placed={0: "a1", 1: "b1"}, kind="Service", count=2, resources={"cpu": "1"}),
+            wl("job", placed={0: "a2"}, kind="Job", resources={"cpu": "1"}),
         ],
     )
-    code, answer, _ = plan(capsys, nodes, workloads, "--drain", f"{ZONE}=a", "-o", "json")
+    code, answer, _ = plan(orca, nodes, workloads, "--drain", f"{ZONE}=a", "-o", "json")
     assert code == 0
     assert answer["drained"] == ["a1", "a2"]
     assert answer["displaced"] == 2
@@ -109,7 +73,7 @@ def test_a_zone_drain_whose_replicas_fit_elsewhere(
 
 
 def test_a_zone_drain_where_the_spread_leaves_two_replicas_without_a_place(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, orca: Orca
 ) -> None:
     # web: 6 replicas, two on each of a1, b1, c1 (16 cores each), spread over zones with
     # maxSkew 1, DoNotSchedule. Zone c also has c2, tainted NoSchedule (web does not tolerate
@@ -137,7 +101,7 @@ def test_a_zone_drain_where_the_spread_leaves_two_replicas_without_a_place(
         [
             wl(
                 "web",
-                placed,
+                placed=placed,
                 kind="Service",
                 count=6,
                 resources={"cpu": "1"},
@@ -145,7 +109,7 @@ def test_a_zone_drain_where_the_spread_leaves_two_replicas_without_a_place(
             )
         ],
     )
-    code, answer, _ = plan(capsys, nodes, workloads, "--drain", "c1", "-o", "json")
+    code, answer, _ = plan(orca, nodes, workloads, "--drain", "c1", "-o", "json")
     assert code == 1
     assert answer["moved"] == []
     unplaced = {u["allocId"]: u for u in answer["unplaced"]}
@@ -156,17 +120,15 @@ def test_a_zone_drain_where_the_spread_leaves_two_replicas_without_a_place(
         assert "untolerated taint {maint: }" in u["reason"]
 
 
-def test_daemonset_replicas_on_a_drained_node_end(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_daemonset_replicas_on_a_drained_node_end(tmp_path: Path, orca: Orca) -> None:
     # agent runs on a1 (index 0) and b1 (index 1); draining a1 ends agent-0 and moves nothing.
     nodes = write(tmp_path, "nodes.yaml", [zone_node("a1", "a"), zone_node("b1", "b")])
     workloads = write(
         tmp_path,
         "workloads.yaml",
-        [wl("agent", {0: "a1", 1: "b1"}, namespace="ops", kind="DaemonSet")],
+        [wl("agent", placed={0: "a1", 1: "b1"}, namespace="ops", kind="DaemonSet")],
     )
-    code, answer, _ = plan(capsys, nodes, workloads, "--drain", "a1", "-o", "json")
+    code, answer, _ = plan(orca, nodes, workloads, "--drain", "a1", "-o", "json")
     assert code == 0
     assert answer["ended"] == [{"workload": "ops/agent", "allocId": "ops/agent-0", "node": "a1"}]
     assert answer["moved"] == [] and answer["unplaced"] == [] and answer["displaced"] == 0
@@ -175,7 +137,7 @@ def test_daemonset_replicas_on_a_drained_node_end(
 
 
 def test_after_a_drain_a_higher_priority_replica_preempts_a_lower_one(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, orca: Orca
 ) -> None:
     # a1 and b1, 4 cores each. critical (priority 1000, 3 cores) on a1; batch (priority 0,
     # 3 cores) on b1. Drain a1: critical needs 3 cores, b1 has 1 free; batch is lower, so
@@ -193,11 +155,17 @@ def test_after_a_drain_a_higher_priority_replica_preempts_a_lower_one(
         "workloads.yaml",
         [
             high,
-            wl("critical", {0: "a1"}, kind="Job", resources={"cpu": "3"}, priorityClassName="high"),
-            wl("batch", {0: "b1"}, kind="Job", resources={"cpu": "3"}),
+            wl(
+                "critical",
+                placed={0: "a1"},
+                kind="Job",
+                resources={"cpu": "3"},
+                priorityClassName="high",
+            ),
+            wl("batch", placed={0: "b1"}, kind="Job", resources={"cpu": "3"}),
         ],
     )
-    code, answer, _ = plan(capsys, nodes, workloads, "--drain", "a1", "-o", "json")
+    code, answer, _ = plan(orca, nodes, workloads, "--drain", "a1", "-o", "json")
     assert code == 1
     assert moves(answer) == {"shop/critical-0": ("a1", "b1")}
     [lost] = answer["unplaced"]
@@ -207,7 +175,7 @@ def test_after_a_drain_a_higher_priority_replica_preempts_a_lower_one(
     assert critical["victims"] == [
         {"workload": "shop/batch", "allocId": "shop/batch-0", "node": "b1", "priority": 0}
     ]
-    code, _, table = plan(capsys, nodes, workloads, "--drain", "a1")
+    code, _, table = plan(orca, nodes, workloads, "--drain", "a1")
     assert code == 1
     assert "PREEMPTED" in table and "shop/batch-0 (priority 0) on b1 by shop/critical" in table
 
@@ -218,7 +186,7 @@ def test_after_a_drain_a_higher_priority_replica_preempts_a_lower_one(
 def full_cluster(tmp_path: Path, pending: list[dict[str, Any]]) -> tuple[Path, Path]:
     """n0 (4 cores) full with one 4-core Job, and ``pending`` Workloads without status."""
     nodes = write(tmp_path, "nodes.yaml", [zone_node("n0", "a")])
-    full = wl("full", {0: "n0"}, kind="Job", resources={"cpu": "4"})
+    full = wl("full", placed={0: "n0"}, kind="Job", resources={"cpu": "4"})
     workloads = write(tmp_path, "workloads.yaml", [full, *pending])
     return nodes, workloads
 
@@ -227,30 +195,26 @@ def template(tmp_path: Path, **kwargs: Any) -> Path:
     return write(tmp_path, "big.yaml", [zone_node("big", "b", **kwargs)])
 
 
-def test_auto_on_uniform_jobs_is_a_division(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_auto_on_uniform_jobs_is_a_division(tmp_path: Path, orca: Orca) -> None:
     # Ten 1-core Jobs wait; n0 is full; a template has 4 cores: ceil(10 / 4) = 3 copies, and
     # with 2 copies (8 cores) two Jobs are left.
     pending = [wl(f"j{i}", kind="Job", resources={"cpu": "1"}) for i in range(10)]
     nodes, workloads = full_cluster(tmp_path, pending)
     big = template(tmp_path)
-    code, answer, _ = plan(capsys, nodes, workloads, "--add-nodes", f"{big}:auto", "-o", "json")
+    code, answer, _ = plan(orca, nodes, workloads, "--add-nodes", f"{big}:auto", "-o", "json")
     assert code == 0
     assert answer["nodesToAdd"]["count"] == 3
     assert answer["nodesToAdd"]["names"] == ["big-1", "big-2", "big-3"]
     assert answer["unplaced"] == []
     assert answer["nodesToAdd"]["proof"].startswith("with 2, ")
     # The proof, checked by planning 2 copies ourselves: two Jobs find no place.
-    code, fixed, _ = plan(capsys, nodes, workloads, "--add-nodes", f"{big}:2", "-o", "json")
+    code, fixed, _ = plan(orca, nodes, workloads, "--add-nodes", f"{big}:2", "-o", "json")
     assert code == 1
     assert len(fixed["unplaced"]) == 2
     assert all(u["from"] is None for u in fixed["unplaced"])
 
 
-def test_auto_on_a_mix_needs_more_than_the_division(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_auto_on_a_mix_needs_more_than_the_division(tmp_path: Path, orca: Orca) -> None:
     # Waiting, in file order: three 3-core Jobs, three 2-core Jobs (15 cores: the division
     # says 4 templates of 4 cores). By the rules: each 3-core Job takes an empty copy (big-1..3,
     # each then 1 core free); the 2-core Jobs fit only on empty or half-full copies: with 4
@@ -260,7 +224,7 @@ def test_auto_on_a_mix_needs_more_than_the_division(
     pending += [wl(f"j2-{i}", kind="Job", resources={"cpu": "2"}) for i in range(3)]
     nodes, workloads = full_cluster(tmp_path, pending)
     big = template(tmp_path)
-    code, answer, _ = plan(capsys, nodes, workloads, "--add-nodes", f"{big}:auto", "-o", "json")
+    code, answer, _ = plan(orca, nodes, workloads, "--add-nodes", f"{big}:auto", "-o", "json")
     assert code == 0
     assert answer["nodesToAdd"]["count"] == 5
     assert answer["nodesToAdd"]["proof"].startswith("with 4, shop/j2-2-0 has no place")
@@ -270,9 +234,7 @@ def test_auto_on_a_mix_needs_more_than_the_division(
     assert placed["shop/j2-2"] == ["big-4"]
 
 
-def test_a_template_that_can_never_help_says_why_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_template_that_can_never_help_says_why_in_one_line(tmp_path: Path, orca: Orca) -> None:
     # The waiting Job needs wasm; the template offers docker only: no count helps. The
     # template is written by hand, without a Ready condition: its copies count as Ready
     # nodes (what is refused is the runtime, not the readiness).
@@ -281,22 +243,20 @@ def test_a_template_that_can_never_help_says_why_in_one_line(
     bare = zone_node("big", "b")
     del bare["status"]["conditions"]
     big = write(tmp_path, "big.yaml", [bare])
-    code, answer, _ = plan(capsys, nodes, workloads, "--add-nodes", f"{big}:auto", "-o", "json")
+    code, answer, _ = plan(orca, nodes, workloads, "--add-nodes", f"{big}:auto", "-o", "json")
     assert code == 1
     c = answer["nodesToAdd"]
     assert c["count"] is None
     assert "shop/edge-0" in c["why"]
     assert "a big node cannot take it: runtime wasm not offered (Runtime)" in c["why"]
     assert c["plans"] == 2  # the question without nodes, then the largest count: no search
-    code, _, table = plan(capsys, nodes, workloads, "--add-nodes", f"{big}:auto")
+    code, _, table = plan(orca, nodes, workloads, "--add-nodes", f"{big}:auto")
     assert code == 1
     [line] = [x for x in table.splitlines() if x.startswith("no count of big")]
     assert "runtime wasm not offered" in line
 
 
-def test_a_fixed_count_adds_exactly_those_nodes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_fixed_count_adds_exactly_those_nodes(tmp_path: Path, orca: Orca) -> None:
     # Three 1-core Jobs, one pinned by its hostname label to the second copy: each copy's
     # kubernetes.io/hostname label is its own name.
     pinned = ['node.labels["kubernetes.io/hostname"] == "big-2"']
@@ -304,7 +264,7 @@ def test_a_fixed_count_adds_exactly_those_nodes(
     pending.append(wl("pinned", kind="Job", resources={"cpu": "1"}, constraints=pinned))
     nodes, workloads = full_cluster(tmp_path, pending)
     big = template(tmp_path, labels={"kubernetes.io/hostname": "big"})
-    code, answer, _ = plan(capsys, nodes, workloads, "--add-nodes", f"{big}:2", "-o", "json")
+    code, answer, _ = plan(orca, nodes, workloads, "--add-nodes", f"{big}:2", "-o", "json")
     assert code == 0
     assert answer["nodesToAdd"] == {
         "template": "big",
@@ -322,9 +282,7 @@ def test_a_fixed_count_adds_exactly_those_nodes(
     }
 
 
-def test_a_drain_and_auto_together_place_the_displaced_replicas(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_drain_and_auto_together_place_the_displaced_replicas(tmp_path: Path, orca: Orca) -> None:
     # a1 and b1 (4 cores) each hold a 3-core Job; draining a1 displaces one, which fits on
     # no remaining node (b1 has 1 core free); one copy of a 4-core template takes it.
     nodes = write(tmp_path, "nodes.yaml", [zone_node("a1", "a"), zone_node("b1", "b")])
@@ -332,15 +290,15 @@ def test_a_drain_and_auto_together_place_the_displaced_replicas(
         tmp_path,
         "workloads.yaml",
         [
-            wl("x", {0: "a1"}, kind="Job", resources={"cpu": "3"}),
-            wl("y", {0: "b1"}, kind="Job", resources={"cpu": "3"}),
+            wl("x", placed={0: "a1"}, kind="Job", resources={"cpu": "3"}),
+            wl("y", placed={0: "b1"}, kind="Job", resources={"cpu": "3"}),
         ],
     )
     big = template(tmp_path)
-    code, answer, _ = plan(capsys, nodes, workloads, "--drain", "a1", "-o", "json")
+    code, answer, _ = plan(orca, nodes, workloads, "--drain", "a1", "-o", "json")
     assert code == 1 and [u["allocId"] for u in answer["unplaced"]] == ["shop/x-0"]
     args = ("--drain", "a1", "--add-nodes", f"{big}:auto", "-o", "json")
-    code, answer, _ = plan(capsys, nodes, workloads, *args)
+    code, answer, _ = plan(orca, nodes, workloads, *args)
     assert code == 0
     assert answer["nodesToAdd"]["count"] == 1
     assert moves(answer) == {"shop/x-0": ("a1", "big-1")}
@@ -350,12 +308,12 @@ def test_a_drain_and_auto_together_place_the_displaced_replicas(
 
 
 def test_the_same_inputs_give_the_same_answer_whatever_the_node_order(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, orca: Orca
 ) -> None:
     zones = "aabbcc"
     nodes_list = [zone_node(f"n{i}", zones[i]) for i in range(6)]
     placed = {i: f"n{i}" for i in range(6)}
-    docs = [wl("web", placed, kind="Service", count=6, resources={"cpu": "3"})]
+    docs = [wl("web", placed=placed, kind="Service", count=6, resources={"cpu": "3"})]
     docs += [wl(f"j{i}", kind="Job", resources={"cpu": "1"}) for i in range(4)]
     workloads = write(tmp_path, "workloads.yaml", docs)
     big = template(tmp_path)
@@ -364,7 +322,7 @@ def test_the_same_inputs_give_the_same_answer_whatever_the_node_order(
     for seed in range(3):
         random.Random(seed).shuffle(nodes_list)
         nodes = write(tmp_path, f"nodes{seed}.yaml", nodes_list)
-        code, answer, _ = plan(capsys, nodes, workloads, *args)
+        code, answer, _ = plan(orca, nodes, workloads, *args)
         answers.append((code, answer))
     assert answers[0] == answers[1] == answers[2]
     assert answers[0][1]["drained"] == ["n0", "n1", "n2", "n3"]
@@ -382,24 +340,24 @@ def test_the_same_inputs_give_the_same_answer_whatever_the_node_order(
     ],
 )
 def test_bad_questions_are_one_line_and_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+    tmp_path: Path, orca: Orca, args: tuple[str, ...], message: str
 ) -> None:
     nodes = write(tmp_path, "nodes.yaml", [zone_node("a1", "a"), zone_node("b1", "b")])
     workloads = write(tmp_path, "workloads.yaml", [wl("j", kind="Job")])
-    code, _, err = plan(capsys, nodes, workloads, *args)
+    code, _, err = plan(orca, nodes, workloads, *args)
     assert code == 2
     assert err == f"error: {message}\n"
 
 
 def test_a_template_file_must_hold_one_node_and_its_copies_new_names(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, orca: Orca
 ) -> None:
     nodes = write(tmp_path, "nodes.yaml", [zone_node("big-1", "a")])
     workloads = write(tmp_path, "workloads.yaml", [wl("j", kind="Job")])
     two = write(tmp_path, "two.yaml", [zone_node("x", "a"), zone_node("y", "a")])
-    code, _, err = plan(capsys, nodes, workloads, "--add-nodes", f"{two}:1")
+    code, _, err = plan(orca, nodes, workloads, "--add-nodes", f"{two}:1")
     assert code == 2 and err == f"error: --add-nodes {two}: holds 2 Nodes; give the one to copy\n"
     big = template(tmp_path)
-    code, _, err = plan(capsys, nodes, workloads, "--add-nodes", f"{big}:1")
+    code, _, err = plan(orca, nodes, workloads, "--add-nodes", f"{big}:1")
     assert code == 2
     assert err == "error: --add-nodes: Node big-1 is already in the cluster: rename the template\n"

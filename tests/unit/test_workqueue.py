@@ -52,6 +52,26 @@ def test_a_waiting_key_whose_priority_changed_moves_and_is_handed_out_once() -> 
     assert drain(queue) == ["c", "b", "a"]
 
 
+def test_added_again_without_reprioritising_a_waiting_key_keeps_its_place_unresolved() -> None:
+    """A Node change queues every Workload it could concern, most already waiting (a
+    backlog's): those keep their place and their priority is not resolved again; a key not
+    waiting is queued by its priority as ever."""
+    priorities = {"a": 0, "b": 0, "c": 5}
+    resolved: list[str] = []
+
+    def priority_of(key: str) -> int:
+        resolved.append(key)
+        return priorities[key]
+
+    queue = WorkQueue(priority_of=priority_of)
+    queue.add_all(["a", "b"])
+    priorities["a"] = 10  # not looked at: the caller says no priority changed
+    resolved.clear()
+    queue.add_all(["a", "b", "c"], reprioritise=False)
+    assert resolved == ["c"]
+    assert drain(queue) == ["c", "a", "b"]
+
+
 def test_a_key_added_while_processing_comes_back_in_priority_order() -> None:
     priorities = {"a": 5, "b": 1}
 

@@ -1,5 +1,6 @@
-"""Write fencing: a replica writes only while its leader Lease is locally valid (leader.py,
-kube.py). The chaos suite checks it end to end with SIGSTOP; these pin the rule itself."""
+"""Write fencing: a replica writes only while its leader Lease is locally valid
+(``controller/operator/kube/leader.py``, ``client.py``). The chaos suite checks it end to end
+with SIGSTOP; these pin the rule itself."""
 
 from __future__ import annotations
 

@@ -29,9 +29,28 @@ app.kubernetes.io/name: {{ include "orca.name" . }}
 {{- end -}}
 {{- end -}}
 
+{{/* Names the operator's flags and the objects share. */}}
+{{- define "orca.webhookService" -}}orca-webhook{{- end -}}
+{{- define "orca.tlsSecret" -}}{{ include "orca.name" . }}-tls{{- end -}}
+{{- define "orca.certManagerSecret" -}}{{ include "orca.name" . }}-cert-manager-tls{{- end -}}
+
+{{/* `orca run`'s flags, in the kustomize base's order (manifests/manager/deployment.yaml;
+     manifests/cert-manager swaps --tls-secret for --tls-cert-dir in place). */}}
 {{- define "orca.args" -}}
 - run
 - --log-format=json
+- --liveness=none
+- --metrics-port=9090
+{{- if .Values.webhook.enabled }}
+- --webhook-port=9443
+- --webhook-service=$(POD_NAMESPACE)/{{ include "orca.webhookService" . }}
+{{- end }}
+{{- if .Values.certManager.enabled }}
+- --tls-cert-dir=/etc/orca/tls
+{{- else }}
+- --tls-secret=$(POD_NAMESPACE)/{{ include "orca.tlsSecret" . }}
+{{- end }}
+- --tls-san={{ include "orca.name" . }}.$(POD_NAMESPACE).svc
 {{- range .Values.watchNamespaces }}
 - --namespace={{ . }}
 {{- end }}

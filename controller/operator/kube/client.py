@@ -216,6 +216,23 @@ class KubeApi:
     _session: aiohttp.ClientSession | None = None
     _retired: set[aiohttp.ClientSession] = field(default_factory=set)
     _answering: asyncio.Event | None = None
+    _turns: asyncio.Semaphore | None = None
+    _turns_loop: asyncio.AbstractEventLoop | None = None
+
+    def turns(self) -> asyncio.Semaphore:
+        """One per connection, handed out in the order they were asked for (asyncio's
+        semaphore is first come, first served). aiohttp's pool is not: ``TCPConnector.connect``
+        takes an idle connection before looking at who waits for one, so a caller that asks
+        again as soon as it is answered (the scheduling loop's workers, as many as the
+        connections) takes back every connection it frees, and the others wait until their
+        timeout: in a 5,000-Node backlog every Event POST timed out after 30 s, none posted.
+        Holding a turn while a request is sent and read, the pool is never asked for more
+        connections than it has. (A new one in a new event loop: a semaphore that made a
+        caller wait belongs to the loop it waited in.)"""
+        loop = asyncio.get_running_loop()
+        if self._turns is None or self._turns_loop is not loop:
+            self._turns, self._turns_loop = asyncio.Semaphore(self.max_connections), loop
+        return self._turns
 
     def answering(self) -> asyncio.Event:
         """Set once the API server answers a request (any status) made after the latest one
@@ -361,16 +378,19 @@ class KubeApi:
         resource = api_resource(path)
         try:
             session = await self.session()  # reads the CA and client certificate files
-            async with session.request(
-                method,
-                # Already encoded: API paths are built from names the API server validated
-                # (DNS labels and subdomains), and yarl's parsing and re-encoding of every URL
-                # was a tenth of a status write's CPU.
-                URL(self.configuration.host + path, encoded=True),
-                data=data,
-                headers=headers,
-                params=params,
-            ) as response:
+            async with (
+                self.turns(),
+                session.request(
+                    method,
+                    # Already encoded: API paths are built from names the API server validated
+                    # (DNS labels and subdomains), and yarl's parsing and re-encoding of every URL
+                    # was a tenth of a status write's CPU.
+                    URL(self.configuration.host + path, encoded=True),
+                    data=data,
+                    headers=headers,
+                    params=params,
+                ) as response,
+            ):
                 text = await response.read()
         except NO_ANSWER as exc:  # refused, reset, closed, TLS, timed out: still a request made
             metrics.api_requests(method, resource, "error").inc()

@@ -9,8 +9,8 @@ values (``pkg/scheduler/metrics/metrics.go``): ``orca_schedule_attempts_total{re
 is a label only on the ``orca_node_*`` gauges, whose series are removed when the Node goes, and
 a namespace's only on ``orca_workloads``, whose series go with the namespace's last Workload.
 
-The label *values* are constants here too, so the code that counts, the README, the alert
-rules and the dashboard speak one vocabulary; the README's metrics table lists every metric.
+The label *values* are constants here too, so the code that counts, the docs, the alert
+rules and the dashboard speak one vocabulary; docs/monitoring.md lists every metric.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from controller.scheduler.plugins.topology_spread import TopologySpread
 
 
 def default_profile(cel: CelEvaluator, tolerations: DefaultTolerations | None = None) -> Profile:
-    """DESIGN.md 4's filter order, then the scores (weight 1: the parts add up as documented).
+    """docs/design.md 4's filter order, then the scores (weight 1: the parts add up as documented).
     ``tolerations``: the default not-ready/unreachable toleration seconds (300 s each)."""
     return Profile(
         (

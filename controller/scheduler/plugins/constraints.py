@@ -7,7 +7,7 @@ Outcomes are memoised per distinct value of what an expression reads
 ``EveryNode`` DaemonSets ignore constraints.
 
 A replica already placed stays while the expressions that do not read free capacity hold
-(DESIGN.md 5: "capacity changes never evict"). One that reads ``node.freeCpu`` or
+(docs/design.md 5: "capacity changes never evict"). One that reads ``node.freeCpu`` or
 ``node.freeMemory`` decides where a *new* replica may go; re-checked for a kept one, it would
 move the replica as soon as other Workloads filled the node (or at a restart, where the free
 capacity seen no longer counts what was placed before), which is a capacity change.

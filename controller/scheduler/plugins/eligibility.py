@@ -1,7 +1,7 @@
 """NodeEligibility: cordoned and NotReady nodes take nothing new; cordoned ones (and Nodes
 orca cannot read) also lose what they hold.
 
-DESIGN.md 5: replicas on a cordoned node are rescheduled (DaemonSets dropped). Replicas on a
+docs/design.md 5: replicas on a cordoned node are rescheduled (DaemonSets dropped). Replicas on a
 NotReady node are not moved here: the node carries (or is read as carrying) the node
 lifecycle controller's ``not-ready``/``unreachable`` NoExecute taint, and TaintToleration moves
 them when their toleration of it runs out (300 s by default), as Kubernetes does for Pods.

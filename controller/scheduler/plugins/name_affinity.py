@@ -1,7 +1,7 @@
 """NameAffinity: ``+weight`` per replica of the named Workload already on the node.
 
 The target is a Workload in the same namespace (an affinity target that is a DNS-1123 label,
-DESIGN.md 2); its replicas are counted in the cluster-wide ledger. Unnormalised: a rule
+docs/design.md 2); its replicas are counted in the cluster-wide ledger. Unnormalised: a rule
 adds ``weight * replicas`` (negative weights push away).
 """
 

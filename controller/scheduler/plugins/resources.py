@@ -1,7 +1,7 @@
 """ResourcesFit: the node has the free cpu and memory the replica asks for.
 
 Per replica: the cycle's free capacity shrinks as it places replicas. Capacity never evicts
-(DESIGN.md 5): an existing replica's fit is only re-checked when the Workload grew
+(docs/design.md 5): an existing replica's fit is only re-checked when the Workload grew
 (``controller.scheduler.placement.keep``). A request of zero fits anywhere, as in Kubernetes, even
 on a node that is over-committed for that resource.
 """

@@ -1,4 +1,4 @@
-"""TopologySpread: a Service's replicas spread over the values of node labels (DESIGN.md 4).
+"""TopologySpread: a Service's replicas spread over the values of node labels (docs/design.md 4).
 
 kube-scheduler's PodTopologySpread (``framework/plugins/podtopologyspread``) for one
 Workload's own replicas, per constraint of ``spec.topologySpread``, with the domains counted

@@ -31,7 +31,7 @@ from controller.api.models import Strategy
 from controller.scheduler.ledger import Booking
 from controller.scheduler.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, cycle_for, ledger_for, node, workload
+from tests.support.factories import NOW, cycle_for, ledger_for, node, workload
 from tests.support.properties import examples
 
 GiB = 1 << 30

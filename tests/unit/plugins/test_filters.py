@@ -12,7 +12,7 @@ from controller.scheduler.plugins.eligibility import NodeEligibility
 from controller.scheduler.plugins.resources import ResourcesFit
 from controller.scheduler.plugins.runtime import Runtime
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, cycle_for, ledger_for, node, rejected, workload
+from tests.support.factories import NOW, cycle_for, ledger_for, node, rejected, workload
 
 
 def test_eligibility_rejects_cordoned_and_not_ready_and_evicts_only_from_cordoned() -> None:

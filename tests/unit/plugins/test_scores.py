@@ -11,7 +11,7 @@ from controller.scheduler.plugins.capacity import CapacityScore, capacity_score,
 from controller.scheduler.plugins.cel_affinity import CelAffinity
 from controller.scheduler.plugins.name_affinity import NameAffinity
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, cycle_for, ledger_for, node, workload
+from tests.support.factories import NOW, cycle_for, ledger_for, node, workload
 from tests.support.properties import examples
 
 

@@ -10,7 +10,7 @@ import pytest
 from controller.api.models import Toleration
 from controller.scheduler.nodes import Taint
 from controller.scheduler.plugins.taints import TaintToleration
-from tests.factories import cycle_for, ledger_for, node, rejected, workload
+from tests.support.factories import cycle_for, ledger_for, node, rejected, workload
 
 CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
 DEDICATED_ML = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}

@@ -14,7 +14,7 @@ from controller.scheduler.framework import Code, CycleState
 from controller.scheduler.ledger import Ledger
 from controller.scheduler.plugins.topology_spread import TopologySpread
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, ledger_for, node, rejected, workload
+from tests.support.factories import NOW, ledger_for, node, rejected, workload
 
 ZONE = "topology.kubernetes.io/zone"
 SKEW = f"node(s) didn't match pod topology spread constraints ({ZONE})"

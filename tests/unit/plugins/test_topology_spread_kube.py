@@ -44,7 +44,7 @@ from controller.scheduler.plugins.topology_spread import (
     spread_lines,
 )
 from controller.scheduler.scheduler import Scheduler
-from tests.factories import NOW, ledger_for, node, rejected, workload
+from tests.support.factories import NOW, ledger_for, node, rejected, workload
 from tests.support.properties import examples
 
 ZONE = "topology.kubernetes.io/zone"

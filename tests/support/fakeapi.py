@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -488,6 +488,17 @@ async def until(predicate: Callable[[], bool], what: str, timeout: float = 20.0)
         if loop.time() > deadline:
             raise AssertionError(f"not reached within {timeout:.0f}s: {what}")
         await asyncio.sleep(0.005)
+
+
+def run(scenario: Callable[[FakeApiServer], Awaitable[None]]) -> None:
+    """Run ``scenario`` against a fresh server in an event loop of its own; a scenario that
+    hangs fails after two minutes instead of holding the session."""
+
+    async def main() -> None:
+        async with FakeApiServer() as server:
+            await asyncio.wait_for(scenario(server), 120)
+
+    asyncio.run(main())
 
 
 class FakeClock:

@@ -21,12 +21,11 @@ from typing import Any
 import yaml
 
 from controller.api.models import quantity_to_int
-from controller.devcluster.controlplane import SILENT_LABEL, KubectlRunner
+from controller.devcluster.controlplane import SILENT_LABEL, ControlPlane, KubectlRunner
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: The kustomize base a user installs with ``kubectl apply -k`` (CRD, RBAC, Deployment...).
 INSTALL = REPO_ROOT / "manifests" / "default"
-API_VERSION = "orca.cloudinit.dev/v1alpha1"
 
 
 def wait_serving(
@@ -289,15 +288,6 @@ def _poll(
     return False, last
 
 
-def workload_obj(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-
-
 def placements(obj: dict[str, Any]) -> list[tuple[str, str]]:
     """(allocId, node) of a Workload's status, in order."""
     return [(p["allocId"], p["node"]) for p in (obj.get("status") or {}).get("placements", [])]
@@ -326,3 +316,44 @@ def usage_per_node(workloads: Sequence[dict[str, Any]]) -> dict[str, tuple[int, 
             used[p["node"]][0] += cpu
             used[p["node"]][1] += memory
     return {node: (c, m) for node, (c, m) in used.items()}
+
+
+def reasons(cluster: Cluster, ns: str, name: str) -> list[str]:
+    """Reasons of the Events on one Workload, in no particular order."""
+    return [e["reason"] for e in cluster.events(ns) if e["involvedObject"]["name"] == name]
+
+
+def placed(cluster: Cluster, ns: str, name: str, count: int, timeout: float = 30) -> dict[str, Any]:
+    return cluster.wait_for(
+        ns,
+        name,
+        lambda w: observed(w) and len(placements(w)) == count and phase(w) is not None,
+        timeout,
+        what=f"{count} placements",
+    )
+
+
+def orca_explain(plane: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kubectl orca explain`` is the ``kubectl-orca`` console script: the same entry point."""
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", "explain", *args],
+        env={**os.environ, "KUBECONFIG": str(plane.kubeconfig_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def plain_http(port: int) -> str:
+    """What a plain-HTTP request to a TLS port gets: ``closed`` (nothing, or a TLS alert
+    record, then the connection closed) or the bytes of an HTTP answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = b""
+        while chunk := s.recv(4096):
+            got += chunk
+    if got.startswith(b"HTTP/"):
+        return got.decode(errors="replace")
+    assert got == b"" or got[0] == 0x15, got[:20]  # 0x15: a TLS alert record
+    return "closed"

@@ -1,4 +1,5 @@
-"""Small builders for tests: Nodes as the API returns them, Workloads as users write them."""
+"""Small builders for tests: Nodes and Workloads as the API server returns them, Workloads as
+users write them."""
 
 from __future__ import annotations
 
@@ -108,6 +109,8 @@ def stored_workload(
     version: str = "1",
     spec: dict[str, Any] | None = None,
     status: dict[str, Any] | None = None,
+    *,
+    uid: str | None = None,
 ) -> dict[str, Any]:
     """A Workload object as the API server returns it (namespace ``ns``, uid, resourceVersion),
     for tests that feed the operator's state or scheduling loop directly."""
@@ -117,7 +120,7 @@ def stored_workload(
         "metadata": {
             "name": name,
             "namespace": "ns",
-            "uid": f"uid-{name}",
+            "uid": uid if uid is not None else f"uid-{name}",
             "resourceVersion": version,
             "generation": 1,
         },
@@ -125,6 +128,82 @@ def stored_workload(
     }
     if status is not None:
         obj["status"] = status
+    return obj
+
+
+def job(
+    name: str = "web",
+    cpu: str | None = None,
+    node: str | None = None,
+    *,
+    version: str | int = "1",
+    uid: str | None = None,
+    observed: int | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A Job as the API server returns it (``stored_workload``), asking ``cpu`` when given;
+    with ``node``, its one replica placed there as the operator writes it (``observed``: the
+    status's ``observedGeneration``, absent unless given). ``spec`` adds to the Workload's
+    spec, ``kind`` included."""
+    status = None
+    if node is not None:
+        status = {
+            **({"observedGeneration": observed} if observed is not None else {}),
+            "phase": "Scheduled",
+            "placements": [{"node": node, "allocId": f"ns/{name}-0", "score": 0}],
+            "resources": {"cpu": cpu},
+        }
+    resources = {"resources": {"cpu": cpu}} if cpu is not None else {}
+    return stored_workload(
+        name, str(version), {"kind": "Job", **resources, **spec}, status, uid=uid
+    )
+
+
+def service(
+    name: str,
+    count: int,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    *,
+    version: str = "1",
+    rebalance: str | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A Service of ``count`` replicas of ``cpu``/``memory`` as the API server returns it
+    (``stored_workload``), unplaced; ``rebalance`` absent unless given."""
+    fields: dict[str, Any] = {
+        "kind": "Service",
+        "count": count,
+        "resources": {"cpu": cpu, "memory": memory},
+        **({"rebalance": rebalance} if rebalance is not None else {}),
+        **spec,
+    }
+    return stored_workload(name, version, fields)
+
+
+def workload_obj(
+    name: str,
+    namespace: str = "shop",
+    placed: dict[int, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A Workload as a user writes it (``kubectl apply``, ``orca plan --workloads``);
+    ``placed`` (replica index -> node) becomes its status, as ``kubectl get orcawl -o yaml``
+    shows a placed one."""
+    obj: dict[str, Any] = {
+        "apiVersion": "orca.cloudinit.dev/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+    if placed:
+        obj["status"] = {
+            "placements": [
+                {"node": node, "allocId": f"{namespace}/{name}-{i}", "score": 0}
+                for i, node in sorted(placed.items())
+            ],
+            "resources": spec.get("resources", {}),
+        }
     return obj
 
 

@@ -1,16 +1,16 @@
 """orca's scheduling rules restated from the documents, for the property tests to check against.
 
-Every rule here is written from DESIGN.md (sections 2-4) and from Kubernetes' own Go sources
+Every rule here is written from docs/design.md (sections 2-4) and from Kubernetes' own Go sources
 (each function cites the file and function it restates), never from orca's code: this module
 imports nothing of ``controller`` (``test_properties`` checks that), so a rule the scheduler
 gets wrong cannot be repeated here by sharing one of its helpers. It reads what a user writes:
 Node objects as the API server returns them and Workload specs as plain dicts, with the
-kubernetes client's quantity parser (DESIGN.md 3: "parsed with the client's quantity parser")
+kubernetes client's quantity parser (docs/design.md 3: "parsed with the client's quantity parser")
 and cel-python called directly for the CEL expressions.
 
 Deliberately absent: BinPack's score and topology spread's domain counting (issue 23 is
 changing both; their properties belong with that change), and the PreferNoSchedule part of the
-score (DESIGN.md 4 says only that it "lowers the score"; the properties that compare scores
+score (docs/design.md 4 says only that it "lowers the score"; the properties that compare scores
 use clusters without such taints).
 """
 
@@ -36,14 +36,14 @@ parse_quantity = cast(Callable[[str | int], Decimal], quantity.parse_quantity)
 Spec = Mapping[str, Any]
 """A Workload's ``spec`` as the user writes it (camelCase keys, quantities as strings)."""
 
-# DESIGN.md 3: the labels a Node carries for orca.
+# docs/design.md 3: the labels a Node carries for orca.
 RUNTIME_PREFIX = "runtime.orca.cloudinit.dev/"
 TAG_PREFIX = "tag.orca.cloudinit.dev/"
 KIND_LABEL = "orca.cloudinit.dev/kind"
 
-# DESIGN.md 3, runtime matching: these three names mean "a node whose kind is proxmox".
+# docs/design.md 3, runtime matching: these three names mean "a node whose kind is proxmox".
 PROXMOX_RUNTIMES = frozenset({"pve-vm", "pve-ct", "proxmox"})
-# DESIGN.md 2: an affinity target that is a DNS-1123 label names a Workload.
+# docs/design.md 2: an affinity target that is a DNS-1123 label names a Workload.
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 MAX_NODE_SCORE = 100  # kube-scheduler's framework.MaxNodeScore
 
@@ -62,7 +62,7 @@ def byte_count(quantity: str | int) -> int:
 
 
 def request(spec: Spec) -> tuple[int, int]:
-    """(millicores, bytes) one replica asks for; absent resources are zero (DESIGN.md 2)."""
+    """(millicores, bytes) one replica asks for; absent resources are zero (docs/design.md 2)."""
     resources = spec.get("resources") or {}
     cpu, memory = resources.get("cpu"), resources.get("memory")
     return (
@@ -76,7 +76,7 @@ def request(spec: Spec) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Node:
-    """A Node object, read as DESIGN.md 3's table says (allocatable, labels, taints, Ready)."""
+    """A Node object, read as docs/design.md 3's table says (allocatable, labels, taints, Ready)."""
 
     name: str
     labels: Mapping[str, str]
@@ -150,7 +150,7 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
 
 
 def untolerated_blocking_taint(node: Node, spec: Spec) -> bool:
-    """DESIGN.md 4: a NoSchedule or NoExecute taint that no toleration tolerates filters the
+    """docs/design.md 4: a NoSchedule or NoExecute taint that no toleration tolerates filters the
     node (kube-scheduler's TaintToleration Filter); PreferNoSchedule never does."""
     tolerations = spec.get("tolerations") or []
     return any(
@@ -161,13 +161,13 @@ def untolerated_blocking_taint(node: Node, spec: Spec) -> bool:
 
 
 def _one_runtime(name: str) -> str:
-    """DESIGN.md 3: case-insensitive, and ``wasm`` and ``wasmtime`` are one runtime."""
+    """docs/design.md 3: case-insensitive, and ``wasm`` and ``wasmtime`` are one runtime."""
     lowered = name.lower()
     return "wasm" if lowered == "wasmtime" else lowered
 
 
 def offers_runtime(node: Node, spec: Spec) -> bool:
-    """DESIGN.md 3's runtime matching: no ``runtime.oneOf`` = any runtime; ``pve-vm``,
+    """docs/design.md 3's runtime matching: no ``runtime.oneOf`` = any runtime; ``pve-vm``,
     ``pve-ct`` and ``proxmox`` match exactly the nodes whose kind is proxmox (whatever runtime
     labels a node carries); the other names match a node's runtime labels."""
     wanted = {_one_runtime(r) for r in (spec.get("runtime") or {}).get("oneOf") or []}
@@ -180,7 +180,7 @@ def offers_runtime(node: Node, spec: Spec) -> bool:
 
 
 def cel_view(node: Node, free_cpu: int, free_memory: int) -> dict[str, Any]:
-    """The ``node`` variable of DESIGN.md 3's CEL environment, from the Node's fields."""
+    """The ``node`` variable of docs/design.md 3's CEL environment, from the Node's fields."""
     return {
         "hostname": node.name,
         "runtimes": sorted(r.lower() for r in node.runtimes),
@@ -218,7 +218,7 @@ def _evaluate(expression: str, view_json: str) -> bool | None:
 
 def cel_holds(expression: str, view: Mapping[str, Any]) -> bool | None:
     """The expression's value on ``view`` by cel-python itself; None when it fails to
-    evaluate (a missing label, say), which DESIGN.md 3 says filters the node out (a
+    evaluate (a missing label, say), which docs/design.md 3 says filters the node out (a
     constraint) or adds nothing (an affinity rule)."""
     return _evaluate(expression, json.dumps(view, sort_keys=True))
 
@@ -232,13 +232,13 @@ def hard_spread_keys(spec: Spec) -> list[str]:
 
 
 def every_node_daemonset(spec: Spec) -> bool:
-    """DESIGN.md 4: a DaemonSet in ``EveryNode`` mode (the default) ignores constraints."""
+    """docs/design.md 4: a DaemonSet in ``EveryNode`` mode (the default) ignores constraints."""
     mode = (spec.get("schedule") or {}).get("mode", "EveryNode")
     return bool(spec["kind"] == "DaemonSet" and mode == "EveryNode")
 
 
 def passes_filters(node: Node, spec: Spec, free_cpu: int, free_memory: int) -> bool:
-    """DESIGN.md 4's filters that do not depend on this Workload's own replicas: eligible, no
+    """docs/design.md 4's filters that do not depend on this Workload's own replicas: eligible, no
     untolerated NoSchedule/NoExecute taint, runtime offered, every constraint true (not for
     an EveryNode DaemonSet), and for each DoNotSchedule topology spread constraint the node
     has the key. ``free_*`` is what the CEL view shows as ``freeCpu``/``freeMemory``: the
@@ -283,7 +283,7 @@ def usage(
 
 
 def least_allocated(node: Node, free_cpu_after: int, free_memory_after: int) -> int:
-    """DESIGN.md 4's Spread score, kube-scheduler's LeastAllocated
+    """docs/design.md 4's Spread score, kube-scheduler's LeastAllocated
     (``leastResourceScorer`` and ``leastRequestedScore``, pkg/scheduler/framework/plugins/
     noderesources/least_allocated.go, weight 1 each): per resource
     ``(allocatable - requested) * 100 / allocatable`` in integers (0 when requested is over
@@ -301,8 +301,8 @@ def least_allocated(node: Node, free_cpu_after: int, free_memory_after: int) -> 
 def affinity(
     node: Node, spec: Spec, replicas: Mapping[str, Counter[str]], free_cpu: int, free_memory: int
 ) -> int:
-    """DESIGN.md 4's affinity part: for a CEL target, ``+weight`` where it is true (an error
-    adds nothing); for a Workload-name target (a DNS-1123 label, DESIGN.md 2), ``+weight``
+    """docs/design.md 4's affinity part: for a CEL target, ``+weight`` where it is true (an error
+    adds nothing); for a Workload-name target (a DNS-1123 label, docs/design.md 2), ``+weight``
     per replica of that Workload already placed on the node (``replicas``: name -> node ->
     count, same namespace)."""
     total = 0

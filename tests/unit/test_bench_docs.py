@@ -1,0 +1,126 @@
+"""docs/benchmarks.md and docs/faults.md are made from the benches' docstrings and recorded
+results (``python -m bench.report``), and the results are data a reader can trust: written by
+``bench.common.record`` with the commit, the machine and the command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import common, report
+
+DOCS = common.REPO_ROOT / "docs"
+
+
+def test_the_benchmarks_page_is_generated_from_the_results() -> None:
+    page = DOCS / "benchmarks.md"
+    assert page.read_text() == report.benchmarks_page(), (
+        "docs/benchmarks.md drifted from bench/results/ or a bench's docstring: "
+        "run `make bench-docs`"
+    )
+
+
+def test_the_faults_page_is_generated_from_the_chaos_suite() -> None:
+    page = DOCS / "faults.md"
+    assert page.read_text() == report.faults_page(), (
+        "docs/faults.md drifted from bench/results/chaos.json or a scenario's docstring: "
+        "run `make bench-docs`"
+    )
+
+
+def test_every_bench_and_scenario_is_on_its_page() -> None:
+    from bench.chaos import SCENARIOS
+
+    benchmarks = report.benchmarks_page()
+    for path in sorted((common.REPO_ROOT / "bench").glob("*.py")):
+        if path.stem not in report.NOT_BENCHES:
+            assert f"### {path.stem}\n" in benchmarks, path.name
+    faults = report.faults_page()
+    for name in SCENARIOS:
+        assert f"### {name}\n" in faults, name
+
+
+def test_every_checked_in_result_says_what_it_was_measured_on() -> None:
+    results = sorted(common.RESULTS.glob("*.json"))
+    assert results, "bench/results/ holds no recorded run"
+    for path in results:
+        result = json.loads(path.read_text())
+        assert result["bench"] == path.stem
+        assert result["command"].startswith("python bench/")
+        assert len(result["commit"]["sha"]) == 40 and isinstance(result["commit"]["dirty"], bool)
+        machine = result["machine"]
+        assert machine["cores"] >= 1 and machine["python"] and machine["kernel"]
+        assert {"load_average_start", "load_average_end"} <= set(machine)
+        assert result["figures"], path.name
+
+
+def test_a_bench_without_a_result_is_listed_with_no_recorded_run(tmp_path: Path) -> None:
+    """Nothing recorded yet: every bench's section says so, and no figure appears."""
+    page = report.benchmarks_page(results=tmp_path)
+    sections = page.split("\n### ")[1:]
+    assert sections
+    for section in sections:
+        assert "No recorded run." in section
+        assert "| figure |" not in section
+
+
+def test_record_writes_figures_with_their_provenance(tmp_path: Path) -> None:
+    figures = {"1000 nodes": {"plan_ms": 12.345678, "placed": 7}, "peak RSS_mb": 99.96}
+    path = common.record("bench_x", figures, "python bench/bench_x.py --n 3", tmp_path)
+    result = json.loads(path.read_text())
+    assert path == tmp_path / "bench_x.json"
+    assert result["figures"] == {
+        "1000 nodes": {"plan_ms": 12.35, "placed": 7},
+        "peak RSS_mb": 99.96,
+    }
+    assert result["command"] == "python bench/bench_x.py --n 3"
+    assert len(result["commit"]["sha"]) == 40
+    assert result["machine"]["load_average_start"] == round(common.LOAD_AT_START, 2)
+    # The page shows them with their units and where they came from.
+    lines = "\n".join(report._latest(result))
+    assert "`python bench/bench_x.py --n 3`" in lines
+    assert "| peak RSS | 100 MB |" in lines
+    assert "| plan | 12.3 ms |" in lines and "| placed | 7 |" in lines
+
+
+@pytest.mark.parametrize(
+    ("key", "shown"),
+    [
+        ("peak RSS_mb", ("peak RSS", "MB")),
+        ("cold_workloads_per_s", ("cold", "workloads/s")),
+        ("etcd_cpu_s_per_s", ("etcd", "CPU s/s")),
+        ("CPU per event_us", ("CPU per event", "µs")),
+        ("replicas placed", ("replicas placed", "")),
+        ("kube_apiserver_cpu_s_per_s", ("kube_apiserver", "CPU s/s")),
+        ("cold_us_per_pair", ("cold", "µs per (workload, node)")),
+        ("orca_series", ("orca_series", "")),
+    ],
+)
+def test_a_figures_unit_is_its_names_suffix(key: str, shown: tuple[str, str]) -> None:
+    assert report.split_unit(key) == shown
+
+
+def test_groups_with_the_same_figures_share_one_table() -> None:
+    figures = {
+        "500 nodes": {"warm_ms": 1.0, "ok": True},
+        "5000 nodes": {"warm_ms": 10.0, "ok": False},
+    }
+    assert list(report.figure_tables(figures)) == [
+        "| figure | unit | 500 nodes | 5000 nodes |",
+        "|---|---|---:|---:|",
+        "| warm | ms | 1.00 | 10.0 |",
+        "| ok |  | yes | no |",
+        "",
+    ]
+
+
+def test_process_counters_are_read_from_proc() -> None:
+    """The helpers every bench uses read this process's own counters sensibly."""
+    import os
+
+    pid = os.getpid()
+    assert common.cpu_seconds(pid) > 0
+    assert common.peak_rss_mb(pid) > 1
+    assert common.own_peak_rss_mb() >= common.peak_rss_mb(pid) * 0.5
