@@ -25,7 +25,8 @@ BUILD_REQUIRES = $(PYTHON) -c 'import tomllib; \
 	print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))'
 
 .PHONY: demo demo-stop test lint lock-check unit integration controlplane gitops prometheus \
-	dashboard crd chart docs bench-docs bench chaos clean image image-lock node node-tools release helm
+	dashboard crd chart docs bench-docs bench chaos clean image image-lock node node-tools release helm \
+	mutation
 
 # The dev environment starts from the locked runtime versions, so tests run what the image runs.
 $(STAMP): pyproject.toml
@@ -170,5 +171,19 @@ bench: $(STAMP) controlplane
 chaos: $(STAMP) controlplane
 	$(BIN)/python bench/chaos.py $(CHAOS_ARGS)
 
+# Mutation testing (not part of `make test`: hours here, see docs/development.md): mutmut
+# changes the scheduler core and the operator's kube layer one line at a time ([tool.mutmut] in
+# pyproject.toml) and runs the unit tests that call each changed function; then the report:
+# per module killed/scored and every surviving mutant by file and line, less the equivalent
+# ones listed in tests/mutation/equivalent.txt. Niced, two children at most, so benchmarks get
+# the CPU first. Verdicts are kept in mutants/: a second run checks only what is not checked
+# yet or changed since.
+# MUTANTS='controller.scheduler.ledger.*' make mutation   checks just those, again if checked.
+MUTANTS ?=
+MUTATION_FAIL_UNDER ?= 95
+mutation: $(STAMP)
+	nice -n 19 $(BIN)/mutmut run --max-children 2 $(MUTANTS)
+	$(BIN)/python hack/mutation_report.py --fail-under $(MUTATION_FAIL_UNDER)
+
 clean:
-	rm -rf $(VENV) $(TOOLS_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis mutants

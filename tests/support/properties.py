@@ -42,6 +42,11 @@ def examples(count: int) -> int:
     return max(1, round(count * float(os.environ.get(SCALE_ENV, "10"))))
 
 
+def is_property_test(item: object) -> bool:
+    """Whether a collected pytest item is a hypothesis test (``@given``)."""
+    return bool(getattr(getattr(item, "obj", None), "is_hypothesis_test", False))
+
+
 def load() -> None:
     """Make the chosen profile the default (from ``tests/conftest.py``, before any test module
     is imported, so every ``@settings`` inherits it)."""

@@ -5,15 +5,23 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from controller.api.models import Phase
 from controller.scheduler.celexpr import CelEvaluator
-from controller.scheduler.framework import Code, CycleState, Profile, Rejection, Verdict
+from controller.scheduler.framework import (
+    Code,
+    CycleState,
+    Framework,
+    Profile,
+    Rejection,
+    Verdict,
+)
 from controller.scheduler.nodes import NodeInfo
 from controller.scheduler.plugins import default_profile
 from controller.scheduler.scheduler import Scheduler
-from tests.support.factories import NOW, ledger_for, node, workload
+from tests.support.factories import NOW, cycle_for, ledger_for, node, workload
 
 
 class OddCpu:
@@ -234,3 +242,39 @@ def test_what_if_on_the_cluster_lifts_removes_and_adds_without_changing_it() -> 
     assert ledger.table.hostnames == ("a", "b") and ledger.free()[0].tolist() == [1000, 3000]
     with pytest.raises(ValueError, match="node b is already in the cluster"):
         ledger.what_if(add=[node("b")])
+    with pytest.raises(ValueError, match="node c is already in the cluster"):
+        ledger.what_if(add=[node("c"), node("c")])  # twice among the added
+
+
+class Cores:
+    """A score plugin written for the test: a node's cpu in cores."""
+
+    name = "Cores"
+
+    def score(self, cycle: CycleState, candidates: Any) -> Any:
+        return cycle.table.cpu[candidates] // 1000
+
+
+class Abstains:
+    """A score plugin with nothing to say for this Workload (kube's Skip)."""
+
+    name = "Abstains"
+
+    def score(self, cycle: CycleState, candidates: Any) -> Any:
+        return None
+
+
+def test_score_parts_are_each_plugins_weighted_score_and_sum_to_the_score() -> None:
+    """``orca explain``'s score parts: weight x score per plugin (a plugin that abstains
+    scores 0 everywhere, as integers like the others), and their sum is the node's score."""
+    framework = Framework(Profile(((Cores(), 3), (Abstains(), 2))))
+    ledger = ledger_for(node("a", cpu="1"), node("b", cpu="4"), node("c", cpu="2"))
+    cycle = cycle_for(workload(kind="Job"), ledger)
+    candidates = np.array([2, 0], dtype=np.intp)
+    parts = framework.score_parts(cycle, candidates)
+    assert {name: part.tolist() for name, part in parts.items()} == {
+        "Cores": [6, 3],
+        "Abstains": [0, 0],
+    }
+    assert all(part.dtype.kind == "i" for part in parts.values())
+    assert framework.score(cycle, candidates).tolist() == [6, 3]

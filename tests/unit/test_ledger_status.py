@@ -8,7 +8,13 @@ import pytest
 
 from controller.api.models import Phase, WorkloadStatus
 from controller.scheduler.decision import Decision
-from controller.scheduler.ledger import Booking, Ledger, bookings_from_object, ledger_from_objects
+from controller.scheduler.ledger import (
+    Booking,
+    Ledger,
+    bookings_from_object,
+    held_until_written,
+    ledger_from_objects,
+)
 from controller.scheduler.nodes import NodeTable
 from controller.scheduler.status import nodes_summary, status_from_decision
 from tests.support.factories import NOW, node
@@ -108,6 +114,28 @@ def test_hold_books_both_outcomes_of_a_write_that_got_no_answer() -> None:
     assert [int(c) for c in ledger.used_cpu] == [2000, 1000]
 
 
+def test_held_until_written_books_each_replica_at_its_larger_size_wherever_either_puts_it() -> None:
+    """While a write is in flight: every decided booking; a replica the decision keeps on its
+    node at the larger of its two sizes, each resource on its own (its new score); a replica
+    it moves or drops also where it was, as it was."""
+    previous = (
+        Booking("a", "ns/w-0", 2000, 1024, 1),  # kept on a: cpu shrinks, memory grows
+        Booking("b", "ns/w-1", 1000, 4096, 2),  # moved to c
+        Booking("d", "ns/w-2", 300, 300, 4),  # kept on d, unchanged
+    )
+    decided = (
+        Booking("a", "ns/w-0", 1000, 2048, 5),
+        Booking("c", "ns/w-1", 500, 0, 3),
+        Booking("d", "ns/w-2", 300, 300, 6),
+    )
+    assert held_until_written(previous, decided) == (
+        Booking("a", "ns/w-0", 2000, 2048, 5),
+        Booking("c", "ns/w-1", 500, 0, 3),
+        Booking("d", "ns/w-2", 300, 300, 6),
+        Booking("b", "ns/w-1", 1000, 4096, 2),
+    )
+
+
 def test_rebind_keeps_bookings_on_nodes_that_left() -> None:
     ledger = Ledger(NodeTable([node("a"), node("b")]))
     ledger.load("ns/w", [Booking("b", "ns/w-0", 500, 0)])
@@ -202,6 +230,63 @@ def test_raw_workloads_keep_their_bookings_parseable_or_not(
         (p["node"], p["allocId"], p["score"]) for p in PLACED[:booked]
     ]
     assert all((b.cpu, b.memory) == size for b in bookings)
+
+
+# A spec the models refuse (count on a Job), its status's recorded size (status.resources) as
+# written: (cpu millicores, memory bytes, sized). The status's size wins, each of cpu and memory
+# on its own; the replica is sized only when the status records both (else the scheduler
+# re-checks it fits, as for a guess).
+HELD_SIZES = [
+    ("both-recorded", {"cpu": "2", "memory": "2Ki"}, (2000, 2048, True)),
+    ("cpu-recorded", {"cpu": "2"}, (2000, 1024, False)),
+    ("memory-recorded", {"memory": "2Ki"}, (1000, 2048, False)),
+    ("cpu-refused", {"cpu": "8Ei", "memory": "2Ki"}, (1000, 2048, False)),
+    ("memory-refused", {"cpu": "2", "memory": "-1Ki"}, (2000, 1024, False)),
+    ("not-an-object", ["2"], (1000, 1024, False)),
+    ("none", None, (1000, 1024, False)),
+]
+
+
+@pytest.mark.parametrize(
+    ("held", "size"), [(h, z) for _, h, z in HELD_SIZES], ids=[i for i, *_ in HELD_SIZES]
+)
+def test_a_refused_spec_books_the_size_its_status_records(
+    held: object, size: tuple[int, int, bool]
+) -> None:
+    obj = _raw({"kind": "Job", "count": 3, "resources": {"cpu": "1", "memory": "1Ki"}}, PLACED)
+    if held is not None:
+        obj["status"]["resources"] = held
+    bookings = bookings_from_object(obj)
+    assert [(b.node, b.cpu, b.memory, b.sized) for b in bookings] == [
+        ("a", *size),
+        ("b", *size),
+    ]
+
+
+def test_a_refused_placement_does_not_stop_those_after_it() -> None:
+    obj = _raw({"kind": "Job", "count": 3}, [{"node": "b"}, PLACED[0], 7, PLACED[1]])
+    assert [b.alloc_id for b in bookings_from_object(obj)] == ["ns/w-0", "ns/w-1"]
+
+
+@pytest.mark.parametrize(
+    "status", [["placements"], {"placements": None}, {"placements": 7}], ids=str
+)
+def test_a_status_without_a_list_of_placements_books_nothing(status: object) -> None:
+    obj = _raw({"kind": "Job", "count": 3}, PLACED)
+    obj["status"] = status
+    assert bookings_from_object(obj) == []
+
+
+def test_hold_after_the_write_was_confirmed_changes_nothing() -> None:
+    """An assumption settles once: a late ``hold`` (after ``confirm``) must not book the
+    previous placement again beside the confirmed one."""
+    ledger = Ledger(NodeTable([node("a", cpu="4"), node("b", cpu="4")]))
+    ledger.load("ns/w", [Booking("a", "ns/w-0", 2000, 0)])
+    assumption = ledger.assume("ns/w", [Booking("b", "ns/w-0", 1000, 0)])
+    ledger.confirm(assumption)
+    ledger.hold(assumption)
+    assert [int(c) for c in ledger.used_cpu] == [0, 1000]
+    assert ledger.bookings("ns/w") == (Booking("b", "ns/w-0", 1000, 0),)
 
 
 def test_ledger_from_objects_books_what_the_models_refuse() -> None:

@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 from prometheus_client import REGISTRY
 
+from controller.api.models import Phase
 from controller.operator import state as state_module
 from controller.operator.app import Operator
 from controller.operator.handlers import NodeEvents, StartupGate, WorkloadEvents
@@ -139,7 +140,8 @@ def test_an_unreadable_node_after_a_good_one_is_not_eligible_and_counted_once(
     assert state.keys_on_node("a") == {"ns/w"}  # its replica is still booked, to move
     assert read_errors() == errors + 1
     logged = [r.getMessage() for r in caplog.records]
-    assert len(logged) == 1 and "status.allocatable.cpu" in logged[0] and "Node a" in logged[0]
+    assert len(logged) == 1 and "status.allocatable.cpu" in logged[0]
+    assert logged[0].startswith("Node a (resourceVersion 2) cannot be read, treated as not ready: ")
 
     state.upsert_node(versioned(node_object("a", cpu="9Ei"), "3"))  # a new version, still bad
     assert read_errors() == errors + 2
@@ -320,6 +322,185 @@ def test_a_mass_node_change_walks_the_workloads_once_and_queues_each_concerned_k
 
     keys, walks = asyncio.run(scenario())
     assert keys == {"ns/on-7", "ns/ds"} and walks == 1
+
+
+def test_a_deleted_node_is_forgotten_whole_and_only_once() -> None:
+    """Deleting a Node: True the first time (its replicas must move), False for a Node orca
+    never had or has forgotten already; nothing of it stays behind (its version, its parts,
+    its unreadable mark), so Nodes coming and going do not grow the state."""
+    state = ClusterState()
+    state.upsert_node(versioned(node_object("a"), "1"))
+    state.upsert_node(versioned(node_object("b", cpu="8Ei"), "2"))  # unreadable
+    assert state.delete_node("a") and state.delete_node("b")
+    assert not state.delete_node("a") and not state.delete_node("never")
+    assert state.table().hostnames == ()
+    assert (state.nodes, state.node_versions, state.node_parts, state.unreadable_nodes) == (
+        {},
+        {},
+        {},
+        {},
+    )
+
+
+def test_a_deleted_workload_frees_its_room_and_says_whether_it_held_any() -> None:
+    state = ClusterState()
+    state.upsert_node(versioned(node_object("a", cpu="2"), "1"))
+    state.table()
+    state.upsert_workload(wl_obj("w", "5", [{"node": "a", "allocId": "ns/w-0", "score": 1}]))
+    state.upsert_workload(wl_obj("idle", "6"))
+    assert int(state.ledger.used_cpu[0]) == 1000
+    assert state.delete_workload("ns/w")  # held a's cpu: who waits for room is woken
+    assert not state.delete_workload("ns/idle")  # held nothing
+    assert not state.delete_workload("ns/never")
+    assert state.records == {} and state.ledger.bookings("ns/w") == ()
+    assert state.table().hostnames == ("a",) and int(state.ledger.used_cpu[0]) == 0
+
+
+def test_a_node_without_a_usable_name_is_logged_and_counted_once_per_version(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    state = ClusterState()
+    nameless = versioned(node_object("a", cpu="8Ei"), "9")
+    del nameless["metadata"]["name"]
+    errors = read_errors()
+    with caplog.at_level(logging.WARNING, logger="orca.nodes"):
+        assert state.upsert_node(nameless) is None
+        assert state.upsert_node(copy.deepcopy(nameless)) is None  # the same event again
+    assert state.nodes == {} and read_errors() == errors + 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "Node (no valid name) (resourceVersion 9) cannot be read, treated as not ready: "
+        "metadata.name is required"
+    ]
+
+
+def test_a_refused_spec_keeps_the_status_it_records_for_the_invalid_status_written() -> None:
+    """A Workload whose spec does not parse is recorded with its status as written (its
+    phase and message, so the Invalid status orca writes keeps what it replaces), or, when
+    the status does not parse either, with the placements that do (the ones booked)."""
+    state = ClusterState()
+    placed = [{"node": "a", "allocId": "ns/w-0", "score": 7}]
+    refused = {"kind": "Job", "count": 3, "resources": {"cpu": "1"}}
+    status = {"phase": "Scheduled", "placements": placed, "message": "1/1 replicas placed"}
+    record = state.upsert_workload(stored_workload("w", "5", refused, status))
+    assert record is not None and record.workload is None and record.status is not None
+    assert (record.status.phase, record.status.message) == (Phase.SCHEDULED, "1/1 replicas placed")
+    assert [p.alloc_id for p in record.status.placements] == ["ns/w-0"]
+
+    garbled = {"phase": "Sideways", "placements": [*placed, {"node": "b"}]}
+    record = state.upsert_workload(stored_workload("w", "6", refused, garbled))
+    assert record is not None and record.status is not None
+    assert record.status.phase is None and record.status.message is None
+    assert [(p.node, p.alloc_id, p.score) for p in record.status.placements] == [("a", "ns/w-0", 7)]
+
+
+@pytest.mark.parametrize(
+    ("candidate", "known", "newer"),
+    [
+        ("5", "5", True),  # the same version again is not older (a LIST and a watch both)
+        ("6", "5", True),
+        ("4", "5", False),  # a stale event, after what a LIST already told
+        ("10", "9", True),  # integers, not strings: "10" < "9" as text
+        (None, "5", True),
+        ("5", None, True),
+        ("abc", "5", True),  # not an etcd integer: opaque, so it counts as new
+    ],
+)
+def test_is_newer_orders_etcd_resource_versions_and_trusts_anything_else(
+    candidate: str | None, known: str | None, newer: bool
+) -> None:
+    assert state_module.is_newer(candidate, known) is newer
+
+
+def test_an_update_keeps_what_the_operator_learnt_of_the_workload() -> None:
+    """A newer event replaces the record's object and version and takes its generation (the
+    status's observedGeneration), but keeps what the operator learnt: who can cure its last
+    decision (so it stays among those waiting for capacity), the version its own last write
+    produced, and when its first unanswered event came (the end-to-end latency's start)."""
+    state = ClusterState()
+    first = state.upsert_workload(wl_obj("w", "5"))
+    assert first is not None and first.seen is not None and first.generation == 1
+    first.code, first.written_version, first.seen = Code.UNSCHEDULABLE, "4", 123.0
+    changed = wl_obj("w", "6")
+    changed["metadata"]["generation"] = 2
+    record = state.upsert_workload(changed)
+    assert record is not None and record is not first
+    assert (record.resource_version, record.generation) == ("6", 2)
+    assert (record.code, record.written_version, record.seen) == (Code.UNSCHEDULABLE, "4", 123.0)
+    assert "ns/w" in state.keys_waiting_for_capacity()
+    record.seen = None  # answered by a write: the next event starts a new clock
+    again = state.upsert_workload(wl_obj("w", "7"))
+    assert again is not None and again.seen is not None and again.seen != 123.0
+
+
+def test_a_noexecute_taint_without_a_time_counts_from_when_it_was_first_seen() -> None:
+    """kube's taint-eviction controller counts a NoExecute taint from when it first saw it:
+    the state stamps the taint with its clock when it arrives, and keeps that time through
+    the Node's later updates (a relabel at a later clock does not restart the count)."""
+    now = [1000.0]
+    state = ClusterState(clock=lambda: now[0])
+    taint = [{"key": "maintenance", "effect": "NoExecute"}]
+    state.upsert_node(versioned(node_object("a", taints=taint), "1"))
+    now[0] = 2000.0
+    state.upsert_node(versioned(node_object("a", taints=taint, labels={"x": "y"}), "2"))
+    assert [(t.key, t.time_added) for t in state.nodes["a"].taints] == [("maintenance", 1000.0)]
+
+
+@pytest.mark.parametrize("metadata", ["a", {"name": ["a"], "resourceVersion": "3"}], ids=str)
+def test_a_node_whose_metadata_cannot_be_read_is_counted_not_stored(metadata: object) -> None:
+    state = ClusterState()
+    errors = read_errors()
+    obj = node_object("a")
+    obj["metadata"] = metadata
+    assert state.upsert_node(obj) is None
+    assert state.nodes == {} and read_errors() == errors + 1
+
+
+def unlabelled(cpu: str, version: str) -> dict[str, Any]:
+    obj = versioned(node_object("a", cpu=cpu), version)
+    obj["metadata"].pop("labels", None)
+    return obj
+
+
+@pytest.mark.parametrize("first_good", [False, True], ids=["broken-first", "good-first"])
+def test_an_unreadable_node_without_labels_is_read_again_when_it_changes(first_good: bool) -> None:
+    """A Node that becomes readable again is read again, even with the very labels and parts
+    it had before it broke (nothing of the broken one is kept to compare with), and its
+    unreadable mark is gone."""
+    state = ClusterState()
+    if first_good:
+        assert state.upsert_node(unlabelled("4", "1")) == "a"
+    assert state.upsert_node(unlabelled("8Ei", "2")) == "a"
+    assert not state.nodes["a"].eligible and "a" in state.unreadable_nodes
+    assert state.upsert_node(unlabelled("4", "3")) == "a"
+    assert state.nodes["a"].eligible and state.nodes["a"].cpu == 4000
+    assert state.unreadable_nodes == {}
+
+
+def test_a_stale_event_does_not_revive_an_unreadable_node() -> None:
+    """An event older than the unreadable version already seen (a LIST told 7, a delayed
+    watch event brings 6) changes nothing: the Node stays unreadable until a newer one."""
+    state = ClusterState()
+    assert state.upsert_node(unlabelled("8Ei", "7")) == "a"
+    assert state.upsert_node(unlabelled("4", "6")) is None
+    assert not state.nodes["a"].eligible
+
+
+def test_an_event_during_a_write_in_flight_leaves_the_assumption_booked() -> None:
+    """While a status write of w is in flight its assumption is w's booking (the
+    transaction settles it): an event of w meanwhile (an older status, without the decision)
+    updates the record but must not book over the assumption."""
+    state = ClusterState()
+    state.upsert_node(versioned(node_object("a", cpu="4"), "1"))
+    state.table()
+    state.upsert_workload(wl_obj("w", "5"))
+    decided = (Booking("a", "ns/w-0", 1000, 0),)
+    state.ledger.assume("ns/w", decided)
+    relabelled = wl_obj("w", "6")
+    relabelled["metadata"]["labels"] = {"team": "x"}
+    record = state.upsert_workload(relabelled)
+    assert record is not None and record.resource_version == "6"
+    assert state.ledger.bookings("ns/w") == decided
+    assert int(state.ledger.used_cpu[0]) == 1000
 
 
 async def drain(queue: WorkQueue) -> set[str]:

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from controller.api.models import Phase, WorkloadStatus
+from controller.scheduler.decision import Decision
 from controller.scheduler.framework import Code
 from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import NodeInfo, NodeTable
@@ -33,6 +34,7 @@ from controller.scheduler.plan import plan as plan_offline
 from controller.scheduler.preemption import (
     PreemptionPlan,
     Victim,
+    gained_nodes,
     may_preempt,
     preempted_status,
     select_victims,
@@ -225,6 +227,96 @@ def test_preempted_status_names_the_preemptor() -> None:
         "True",
         message,
     )
+
+
+def test_preempted_status_of_several_replicas_replaces_the_last_preemption() -> None:
+    """Two of three replicas preempted, on two nodes: the message counts them and names the
+    nodes sorted; ``desired`` absent from the old status means the replicas it had (3); the
+    Preempted condition of an earlier preemption is replaced, not kept beside the new one;
+    a condition orca does not own stays."""
+    previous = WorkloadStatus.model_validate(
+        {
+            "phase": "Scheduled",
+            "placed": 3,
+            "placements": [
+                {"node": "b", "allocId": "ns/low-0", "score": 1},
+                {"node": "c", "allocId": "ns/low-1", "score": 1},
+                {"node": "a", "allocId": "ns/low-2", "score": 1},
+            ],
+            "conditions": [
+                {
+                    "type": "Preempted",
+                    "status": "False",
+                    "reason": "Preempted",
+                    "message": "1 replica preempted by ns/old (priority 5) on c",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                },
+                {
+                    "type": "example.com/Audited",
+                    "status": "True",
+                    "reason": "Seen",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                },
+            ],
+        }
+    )
+    removed = [
+        Victim("ns/low", Booking("b", "ns/low-0", 1000, 0), 0),
+        Victim("ns/low", Booking("a", "ns/low-2", 1000, 0), 0),
+    ]
+    status = preempted_status(previous, removed, "ns/boss", 1000, "2026-01-02T00:00:00Z")
+    message = "2 replicas preempted by ns/boss (priority 1000) on a, b"
+    assert (status.phase, status.placed, status.message, status.nodes) == (
+        Phase.PARTIALLY_SCHEDULED,
+        1,
+        message,
+        "c",
+    )
+    summary = "1/3 replicas placed; see Preempted"
+    assert [(c.type, c.status, c.reason, c.message) for c in status.conditions] == [
+        ("Ready", "False", "Preempted", summary),
+        (
+            "Reconciling",
+            "True",
+            "Preempted",
+            "waiting to be placed again after a preemption; see Preempted",
+        ),
+        ("Scheduled", "False", "Preempted", summary),
+        ("example.com/Audited", "True", "Seen", None),
+        ("Preempted", "True", "Preempted", message),
+    ]
+
+
+def test_preempted_status_counts_against_the_desired_replicas_it_recorded() -> None:
+    """A victim that recorded ``desired`` 4 with 2 placed, one preempted: 1/4, partially."""
+    previous = WorkloadStatus.model_validate(
+        {
+            "phase": "PartiallyScheduled",
+            "desired": 4,
+            "placed": 2,
+            "placements": [
+                {"node": "a", "allocId": "ns/low-0", "score": 1},
+                {"node": "a", "allocId": "ns/low-1", "score": 1},
+            ],
+        }
+    )
+    victim = Victim("ns/low", Booking("a", "ns/low-1", 1000, 0), 0)
+    status = preempted_status(previous, [victim], "ns/boss", 1000, "2026-01-02T00:00:00Z")
+    assert (status.phase, status.placed) == (Phase.PARTIALLY_SCHEDULED, 1)
+    ready = next(c for c in status.conditions if c.type == "Ready")
+    assert ready.message == "1/4 replicas placed; see Preempted"
+
+
+def test_gained_nodes_are_where_the_decision_without_victims_holds_more_replicas() -> None:
+    """Where preempting helped: a node counts only where the preemptor holds more replicas
+    than before (a kept replica is no gain, and a node it already had must gain another)."""
+
+    def decided(*nodes: str) -> Decision:
+        bookings = tuple(Booking(n, f"ns/boss-{i}", 1000, 0) for i, n in enumerate(nodes))
+        return Decision(Phase.SCHEDULED, "", len(nodes), (), "", bookings=bookings)
+
+    assert gained_nodes(decided("a", "b"), decided("a", "a", "b", "c")) == {"a", "c"}
+    assert gained_nodes(decided("a", "b"), decided("b", "a")) == set()
 
 
 # -- the rule, re-stated ---------------------------------------------------------------------------

@@ -6,8 +6,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from prometheus_client import REGISTRY
 
 from controller.operator.workqueue import QueueShutDown, WorkQueue
+
+
+def depth() -> float:
+    return REGISTRY.get_sample_value("orca_queue_depth") or 0.0
 
 
 def drain(queue: WorkQueue) -> list[str]:
@@ -104,6 +109,49 @@ def test_take_takes_a_waiting_key_out_and_refuses_one_being_processed() -> None:
     asyncio.run(scenario())
 
 
+def test_claim_takes_only_a_key_that_is_neither_waiting_nor_processing() -> None:
+    """The rebalancer's ``claim``: refused while the key waits or is processed; granted, the
+    key is processing (``get`` does not hand it out) and an ``add`` meanwhile brings it back
+    once released."""
+
+    async def scenario() -> None:
+        queue = WorkQueue()
+        queue.add_all(["waiting", "handed"])
+        assert not queue.claim("waiting")
+        assert await queue.get() == "waiting"
+        assert not queue.claim("waiting")  # being processed
+        assert queue.claim("idle")
+        assert queue.processing("idle") and queue.busy("idle")
+        assert not queue.claim("idle")  # once
+        queue.add("idle")  # changed while claimed: dirty, not handed out
+        assert await queue.get() == "handed"
+        assert len(queue) == 0
+        queue.done("idle")
+        assert await queue.get() == "idle"
+
+    asyncio.run(scenario())
+
+
+def test_queue_depth_counts_what_waits_through_take_and_get() -> None:
+    """``orca_queue_depth`` is the number of keys waiting: a key taken out of the queue
+    (``take``) or handed out (``get``) no longer waits; taking a key that was not waiting
+    changes nothing."""
+
+    async def scenario() -> list[float]:
+        queue = WorkQueue()
+        queue.add_all(["a", "b", "c"])
+        seen = [depth()]
+        assert queue.take("b")  # waiting: leaves the queue
+        seen.append(depth())
+        assert queue.take("z")  # not waiting: nothing leaves
+        seen.append(depth())
+        await queue.get()
+        seen.append(depth())
+        return seen
+
+    assert asyncio.run(scenario()) == [3.0, 2.0, 2.0, 1.0]
+
+
 def test_shut_down_hands_out_nothing_more_and_wakes_every_waiter() -> None:
     """client-go's ``ShutDown``: the workers waiting in ``get`` end, so does any later ``get``
     (keys still waiting included), and a key being processed is still released by ``done``."""
@@ -141,12 +189,71 @@ def test_two_timers_for_one_key_the_earlier_one_wins(order: str) -> None:
 
     async def scenario() -> list[str]:
         queue = WorkQueue()
-        delays = [10.0, 0.05] if order == "later-first" else [0.05, 10.0]
+        delays = [0.3, 0.05] if order == "later-first" else [0.05, 0.3]
         for delay in delays:
             queue.add_after("k", delay)
-        got = await asyncio.wait_for(queue.get(), 5)  # the 0.05 s timer, not the 10 s one
+        assert queue.backing_off == 1  # one timer
+        got = await asyncio.wait_for(queue.get(), 5)  # the 0.05 s timer, not the 0.3 s one
         queue.done(got)
-        await asyncio.sleep(0.1)  # nothing else is queued meanwhile
+        await asyncio.sleep(0.4)  # past the later one: nothing else is queued meanwhile
         return [got, *(["again"] if len(queue) else [])]
 
     assert asyncio.run(scenario()) == ["k"]
+
+
+@pytest.mark.parametrize("delay", [0.0, -1.0])
+def test_no_delay_queues_the_key_at_once(delay: float) -> None:
+    async def scenario() -> None:
+        queue = WorkQueue()
+        queue.add_after("k", delay)
+        assert (len(queue), queue.backing_off) == (1, 0)  # queued now, no timer
+        assert queue.busy("k") and await queue.get() == "k"
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_cancelled_after_being_woken_hands_the_key_to_another() -> None:
+    """One key wakes one waiting worker; if that worker is cancelled before it runs (the
+    operator stopping one of its workers), the wake-up goes to the next waiting worker, or
+    the key would wait for an unrelated add."""
+
+    async def scenario() -> str:
+        queue = WorkQueue()
+        first = asyncio.create_task(queue.get())
+        second = asyncio.create_task(queue.get())
+        await asyncio.sleep(0)  # both wait
+        queue.add("k")  # wakes the first only
+        first.cancel()  # before it runs
+        got = await asyncio.wait_for(second, 5)
+        assert first.cancelled()
+        return got
+
+    assert asyncio.run(scenario()) == "k"
+
+
+def test_a_reprioritised_key_keeps_its_arrival_among_its_new_equals() -> None:
+    """c, raised to 5, ranks among the keys of priority 5 by when it first arrived: before d,
+    added later at 5."""
+    priorities = {"a": 0, "b": 0, "c": 0, "d": 5}
+    queue = WorkQueue(priority_of=priorities.__getitem__)
+    queue.add_all(["a", "b", "c"])
+    priorities["c"] = 5
+    queue.add("c")
+    queue.add("d")
+    assert drain(queue) == ["c", "d", "a", "b"]
+
+
+def test_many_priority_changes_keep_the_order_and_each_key_once() -> None:
+    """A waiting key re-prioritised again and again (its Workload's PriorityClass edited)
+    leaves stale entries behind; past a bound they are dropped in one rebuild, and the order
+    and the once-per-key rule hold through it."""
+    priorities = {"a": 0, "b": 0, "c": 0}
+    queue = WorkQueue(priority_of=priorities.__getitem__)
+    queue.add_all(["a", "b", "c"])
+    for step in range(200):
+        priorities["b"] = step % 7
+        queue.add("b")
+    priorities["a"] = 10
+    queue.add("a")
+    assert len(queue) == 3
+    assert drain(queue) == ["a", "b", "c"]  # b ends at 199 % 7 = 3

@@ -85,7 +85,8 @@ def scores(
 ) -> dict[str, int]:
     """The plugin's score per node for a Job of ``request`` (``held``: cpu millicores and
     memory bytes already booked per node)."""
-    ledger = ledger_for(*(node(n.pop("name"), **n) for n in nodes))
+    # Not ``n.pop("name")``: the table's dicts are shared by every run of the case.
+    ledger = ledger_for(*(node(**n) for n in nodes))
     for i, (name, (cpu, memory)) in enumerate((held or {}).items()):
         ledger.load(f"other/held-{i}", [Booking(name, f"other/held-{i}-0", cpu, memory)])
     cycle = cycle_for(workload(kind="Job", strategy=strategy, resources=request), ledger)

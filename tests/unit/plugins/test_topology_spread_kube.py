@@ -37,7 +37,12 @@ from controller.scheduler.explain import explain
 from controller.scheduler.framework import CycleState
 from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import NodeInfo
-from controller.scheduler.plugins.topology_spread import TopologySpread
+from controller.scheduler.plugins.topology_spread import (
+    ConstraintVerdict,
+    DomainVerdict,
+    TopologySpread,
+    spread_lines,
+)
 from controller.scheduler.scheduler import Scheduler
 from tests.support.factories import NOW, ledger_for, node, rejected, workload
 from tests.support.properties import examples
@@ -267,6 +272,64 @@ def test_explain_names_the_policy_that_counted_or_ignored_each_domain() -> None:
         f"{ZONE} maxSkew=1 DoNotSchedule minDomains=5 nodeAffinityPolicy=Honor "
         "nodeTaintsPolicy=Ignore"
     )
+
+
+def test_the_spread_as_text_and_json_shows_every_setting_and_aligns_the_domains() -> None:
+    """``orca explain`` / ``orca plan``: per constraint its settings (minDomains only with
+    DoNotSchedule), the minimum ("none" when no node passes the other filters), the note,
+    and the domains in aligned columns; the JSON carries the same, the note only when set."""
+    anyway, strict = workload(
+        kind="Service",
+        topologySpread=[spread(whenUnsatisfiable="ScheduleAnyway"), spread(minDomains=3)],
+    ).spec.topology_spread
+    domains = (
+        DomainVerdict("zone-long", 10, True, "counted"),
+        DomainVerdict("b", 2, False, "ignored"),
+    )
+    verdicts = [
+        ConstraintVerdict(anyway, domains, eligible=1, minimum=None),
+        ConstraintVerdict(strict, domains[:1], eligible=1, minimum=0, note="1 < minDomains 3"),
+    ]
+    assert spread_lines(verdicts, indent="  ") == [
+        f"  {ZONE} maxSkew=1 ScheduleAnyway nodeAffinityPolicy=Honor nodeTaintsPolicy=Ignore:"
+        " minimum none (every node passes)\n",
+        "    DOMAIN      REPLICAS   VERDICT\n",
+        "    zone-long   10         counted\n",
+        "    b           2          ignored\n",
+        f"  {ZONE} maxSkew=1 DoNotSchedule minDomains=3 nodeAffinityPolicy=Honor"
+        " nodeTaintsPolicy=Ignore: minimum 0\n",
+        "    1 < minDomains 3\n",
+        "    DOMAIN      REPLICAS   VERDICT\n",
+        "    zone-long   10         counted\n",
+    ]
+    assert spread_lines(verdicts[:1])[1] == "  DOMAIN      REPLICAS   VERDICT\n"  # no indent
+    policies = {"nodeAffinityPolicy": "Honor", "nodeTaintsPolicy": "Ignore"}
+    zone_long = {"domain": "zone-long", "replicas": 10, "counted": True, "why": "counted"}
+    assert [v.to_json() for v in verdicts] == [
+        {
+            "topologyKey": ZONE,
+            "maxSkew": 1,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            **policies,
+            "eligibleDomains": 1,
+            "minimum": None,
+            "domains": [
+                zone_long,
+                {"domain": "b", "replicas": 2, "counted": False, "why": "ignored"},
+            ],
+        },
+        {
+            "topologyKey": ZONE,
+            "maxSkew": 1,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "minDomains": 3,
+            **policies,
+            "eligibleDomains": 1,
+            "minimum": 0,
+            "note": "1 < minDomains 3",
+            "domains": [zone_long],
+        },
+    ]
 
 
 def test_the_new_fields_default_as_in_kube_and_min_domains_needs_do_not_schedule() -> None:
