@@ -70,7 +70,10 @@ def lab(living: ControlPlane, tmp_path: Path) -> Iterator[tuple[Cluster, str, Op
 
 @dataclass(frozen=True)
 class Poll:
-    at: float  # wall clock, seconds since the epoch
+    #: wall clock (seconds since the epoch) once the Workloads were read: every write seen in
+    #: this poll happened before it, so ``at < due`` proves a move early (a time taken before
+    #: the read would not: a write landing during the read would look early by the read's length)
+    at: float
     where: dict[str, list[str]]  # Workload -> nodes of its placements
     pending: dict[str, str]  # Workload -> its MovePending message
     time_added: float | None  # node a's unreachable NoExecute taint's timeAdded
@@ -81,9 +84,10 @@ def epoch(rfc3339: str) -> float:
 
 
 def poll(cluster: Cluster, namespace: str) -> Poll:
-    now = time.time()
     where, pending = {}, {}
-    for w in cluster.workloads(namespace):
+    workloads = cluster.workloads(namespace)
+    now = time.time()
+    for w in workloads:
         name = w["metadata"]["name"]
         where[name] = sorted(n for _, n in placements(w))
         for c in (w.get("status") or {}).get("conditions") or []:
