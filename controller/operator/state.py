@@ -94,7 +94,10 @@ class ClusterState:
     ledger: Ledger = field(default_factory=Ledger)
     unreadable_nodes: dict[str, str | None] = field(default_factory=dict)  # name -> version logged
     clock: Callable[[], float] = time.time  # when a NoExecute taint without a time was seen
-    _table_dirty: bool = False
+    #: Nodes whose NodeInfo changed since the table was built (``table`` replaces their rows);
+    #: ``_regrow``: a node came or went, so the table is built again.
+    _changed: set[str] = field(default_factory=set)
+    _regrow: bool = False
     #: Keys of the DaemonSet Workloads, kept with ``records``: every Node change queues them
     #: (``daemon_keys``), and finding them by walking every record was a tenth of the
     #: operator's CPU while kwok's 5,000 Nodes flapped under a backlog.
@@ -141,10 +144,14 @@ class ClusterState:
             self.node_parts.pop(info.hostname, None)
         else:
             self.node_parts[info.hostname] = parts
-        if self.nodes.get(info.hostname) == info:
+        known = self.nodes.get(info.hostname)
+        if known == info:
             return None  # nothing the scheduler reads changed
         self.nodes[info.hostname] = info
-        self._table_dirty = True
+        if known is None:
+            self._regrow = True
+        else:
+            self._changed.add(info.hostname)
         return info.hostname
 
     def _unchanged(self, obj: Mapping[str, Any], version: str | None) -> bool:
@@ -187,14 +194,22 @@ class ClusterState:
         self.unreadable_nodes.pop(name, None)
         if self.nodes.pop(name, None) is None:
             return False
-        self._table_dirty = True
+        self._regrow = True
         return True
 
     def table(self) -> NodeTable:
-        """The current node table; rebuilt (and the ledger rebound) only after node changes."""
-        if self._table_dirty:
+        """The current node table, and the ledger bound to it: built again after a node came
+        or went; after nodes only changed, the last one with their rows replaced
+        (``NodeTable.replaced``: the changed rows' time, and the caches on the table's
+        ``shape`` survive a node going NotReady). While kwok's 5,000 Nodes flapped under a
+        backlog, building the whole table before nearly every decision was 42 % of the
+        operator's CPU."""
+        if self._regrow:
             self.ledger.rebind(NodeTable(self.nodes.values()))
-            self._table_dirty = False
+        elif self._changed:
+            self.ledger.rebind(self.ledger.table.replaced(self.nodes[n] for n in self._changed))
+        self._regrow = False
+        self._changed.clear()
         return self.ledger.table
 
     # -- workloads ---------------------------------------------------------------------------

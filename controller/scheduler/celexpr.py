@@ -288,11 +288,12 @@ class CelEvaluator:
         self._cycle_cut = False
         self.cost_limit = cost_limit
         self._memo: dict[str, dict[Hashable, Outcome]] = {}
-        self._table_version = -1
+        self._table_shape = -1
         self._groups: dict[tuple[Dep, ...], tuple[np.ndarray[Any, Any], list[Hashable], list[int]]]
         self._groups = {}
         self._outcomes: dict[str, tuple[list[Outcome], np.ndarray[Any, Any]]] = {}
         self.evaluations = 0  # real interpreter runs, for benchmarks and tests
+        self.groupings = 0  # nodes grouped by what an expression reads (a pass over the table)
         self.errors = 0  # evaluations that raised (the operator exports this as a metric)
         self.cost_limit_hits = 0  # evaluations stopped at ``cost_limit`` (also in ``errors``)
         self.cycle_budget_hits = 0  # cycles that spent their budget before every node was seen
@@ -316,8 +317,8 @@ class CelEvaluator:
         free_memory: IntArray,
     ) -> tuple[list[Outcome], np.ndarray[Any, Any]]:
         """Distinct outcomes and, per node, the index of its outcome in that list."""
-        if table.version != self._table_version:
-            self._table_version = table.version
+        if table.shape != self._table_shape:  # what CEL reads of the nodes changed
+            self._table_shape = table.shape
             self._groups.clear()
             self._outcomes.clear()
         if not expr.reads_free:
@@ -327,10 +328,12 @@ class CelEvaluator:
         if expr.deps is None:
             keys = _whole_node(table, free_cpu, free_memory)
             group_ids, uniques, reps = _group(keys)
+            self.groupings += 1
         else:
             deps = expr.deps
             grouped = None if expr.reads_free else self._groups.get(deps)
             if grouped is None:
+                self.groupings += 1
                 columns = [_project(d, table, free_cpu, free_memory) for d in deps]
                 keys = list(zip(*columns, strict=True)) if columns else [()] * len(table)
                 grouped = _group(keys)

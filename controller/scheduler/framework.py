@@ -235,6 +235,11 @@ class FilterPlugin(Protocol):
     - ``per_replica``: re-run before each replica (it reads what the cycle's placements
       change: free capacity, ``own``); it runs after the static filters and may read
       ``cycle.passes``.
+
+    Optionally ``shape_only = True``: its verdict reads nothing of a node but
+    ``NodeTable.SHAPE_FIELDS`` (labels, runtimes, allocatable...), so the engine keeps it
+    across tables of the same ``shape``, through nodes going NotReady and back. Without it, a
+    verdict is kept for one table only.
     """
 
     name: str
@@ -313,9 +318,14 @@ class Framework:
         self._static = [f for f in profile.filters if not f.per_replica]
         self._per_replica = [f for f in profile.filters if f.per_replica]
         self._scores = profile.scores
+        # Static filters' verdicts by (plugin, signature): for this table only, or, for the
+        # ``shape_only`` plugins, for every table of this shape.
         self._memo: dict[Hashable, FilterResult] = {}
+        self._shaped: dict[Hashable, FilterResult] = {}
+        self._shape_only = {f.name for f in self._static if getattr(f, "shape_only", False)}
         self._folded: dict[Hashable, Filtered] = {}
         self._table_version = -1
+        self._table_shape = -1
 
     # -- PreFilter -----------------------------------------------------------------------------
 
@@ -343,6 +353,9 @@ class Framework:
             self._memo.clear()
             self._folded.clear()
             self._table_version = table.version
+        if table.shape != self._table_shape or len(self._shaped) > self.MAX_CACHED_FILTERS:
+            self._shaped.clear()
+            self._table_shape = table.shape
         signatures = [(f.name, f.signature(cycle)) for f in self._static]
         cacheable = all(sig is not None for _, sig in signatures)
         folded_key = tuple(signatures)
@@ -350,11 +363,12 @@ class Framework:
             return hit
         results: list[FilterResult] = []
         for plugin, key in zip(self._static, signatures, strict=True):
-            result = self._memo.get(key) if key[1] is not None else None
+            memo = self._shaped if plugin.name in self._shape_only else self._memo
+            result = memo.get(key) if key[1] is not None else None
             if result is None or not result.holds_at(now):
                 result = _run_filter(plugin, cycle)
                 if key[1] is not None and result.cacheable:
-                    self._memo[key] = result
+                    memo[key] = result
             cacheable = cacheable and result.cacheable
             results.append(result)
         size = len(table)

@@ -219,8 +219,16 @@ class Ledger:
 
     def rebind(self, table: NodeTable) -> None:
         """Follow a new node table: usage is recomputed from the bookings (nothing is lost;
-        bookings on nodes that left the table keep their place until rescheduled)."""
+        bookings on nodes that left the table keep their place until rescheduled). A table
+        with the same hostnames in the same rows (``NodeTable.replaced``: a node changed, none
+        came or went) keeps the usage as it is: it is per row, and every booking is already
+        counted on its row."""
+        same_rows = (
+            table.hostnames is self.table.hostnames or table.hostnames == self.table.hostnames
+        )
         self.table = table
+        if same_rows:
+            return
         self.used_cpu = np.zeros(len(table), dtype=np.int64)
         self.used_memory = np.zeros(len(table), dtype=np.int64)
         self.replicas = np.zeros(len(table), dtype=np.int64)

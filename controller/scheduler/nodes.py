@@ -12,7 +12,7 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -440,11 +440,19 @@ def _shown(value: str) -> str:
 class NodeTable:
     """An immutable, hostname-sorted snapshot of the nodes, with numpy columns.
 
-    ``version`` is a counter the CEL caches key on; a new table (node added, removed,
-    relabelled, resized) gets a new version, while caches keyed on *values* survive.
+    Two counters key the caches built on a table. ``version`` is new for every table: a cache
+    of anything a node can change (readiness, cordon, taints) keys on it. ``shape`` is new
+    only when a node was added or removed, or changed what CEL expressions and capacity read
+    (``SHAPE_FIELDS``: name, labels, runtimes, tags, kind, allocatable); a cache of those
+    (CEL outcomes and groups, static filters over them, capacity scores) keys on it and
+    survives a node going NotReady and back, which on a large cluster happens between nearly
+    every two decisions. Caches keyed on *values* survive both.
     """
 
     _next_version = 0
+
+    #: The NodeInfo fields a change of which gives the table a new ``shape``.
+    SHAPE_FIELDS: Final = ("hostname", "runtimes", "tags", "labels", "kind", "cpu", "memory")
 
     def __init__(self, nodes: Iterable[NodeInfo]) -> None:
         by_name: dict[str, NodeInfo] = {}
@@ -458,9 +466,19 @@ class NodeTable:
         self.ready: BoolArray = np.array([n.ready for n in self.nodes], dtype=np.bool_)
         self.cordoned: BoolArray = np.array([n.unschedulable for n in self.nodes], dtype=np.bool_)
         self.readable: BoolArray = np.array([n.readable for n in self.nodes], dtype=np.bool_)
-        self.eligible: BoolArray = self.ready & ~self.cordoned
         # Most nodes carry no taint: the taint plugin looks only at those that do.
         self.tainted: tuple[int, ...] = tuple(i for i, n in enumerate(self.nodes) if n.taints)
+        self._derive()
+        self.version = self.shape = NodeTable._new_version()
+
+    @staticmethod
+    def _new_version() -> int:
+        NodeTable._next_version += 1
+        return NodeTable._next_version
+
+    def _derive(self) -> None:
+        """The columns computed from others, and every column made read-only."""
+        self.eligible: BoolArray = self.ready & ~self.cordoned
         # Divisors for the capacity scores: allocatable as float, inf where there is none.
         self.cpu_divisor: FloatArray = np.where(self.cpu > 0, self.cpu, np.inf)
         self.memory_divisor: FloatArray = np.where(self.memory > 0, self.memory, np.inf)
@@ -475,8 +493,44 @@ class NodeTable:
             self.memory_divisor,
         ):
             arr.setflags(write=False)
-        NodeTable._next_version += 1
-        self.version = NodeTable._next_version
+
+    def replaced(self, infos: Iterable[NodeInfo]) -> NodeTable:
+        """This table with the NodeInfos of some of its nodes replaced: a new table (this one
+        is not changed) built in the time the changed rows take, not the whole table's, as
+        kube-scheduler's snapshot copies only the nodes whose generation moved
+        (``Cache.UpdateSnapshot``, pkg/scheduler/backend/cache/cache.go). The same hostnames
+        in the same rows (so ``index`` and ``hostnames`` are shared, and a ledger's usage
+        arrays stay valid); ``shape`` is kept unless a changed node differs in a
+        ``SHAPE_FIELDS`` field. A hostname not in the table is a ``KeyError``: adding or
+        removing a node is a new ``NodeTable``."""
+        rows = {self.index[info.hostname]: info for info in infos}
+        table = object.__new__(NodeTable)
+        nodes = list(self.nodes)
+        cpu, memory = self.cpu.copy(), self.memory.copy()
+        ready, cordoned, readable = self.ready.copy(), self.cordoned.copy(), self.readable.copy()
+        tainted = set(self.tainted)
+        reshaped = False
+        for i, info in rows.items():
+            old = nodes[i]
+            reshaped = reshaped or any(
+                getattr(old, f) != getattr(info, f) for f in NodeTable.SHAPE_FIELDS
+            )
+            nodes[i] = info
+            cpu[i], memory[i] = info.cpu, info.memory
+            ready[i], cordoned[i], readable[i] = info.ready, info.unschedulable, info.readable
+            if info.taints:
+                tainted.add(i)
+            else:
+                tainted.discard(i)
+        table.nodes = tuple(nodes)
+        table.index, table.hostnames = self.index, self.hostnames
+        table.cpu, table.memory = cpu, memory
+        table.ready, table.cordoned, table.readable = ready, cordoned, readable
+        table.tainted = tuple(sorted(tainted))
+        table._derive()
+        table.version = NodeTable._new_version()
+        table.shape = table.version if reshaped else self.shape
+        return table
 
     def __len__(self) -> int:
         return len(self.nodes)

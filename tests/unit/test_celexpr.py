@@ -470,6 +470,27 @@ def test_one_evaluation_per_distinct_value() -> None:
     assert bool(true2[table2.index["z"]])
 
 
+def test_nodes_are_grouped_again_only_when_what_cel_reads_changed() -> None:
+    """Grouping the nodes by what an expression reads is a pass over the whole table: a
+    table whose shape is the same (a node went NotReady) reuses the groups, a relabel does
+    not, and either way the answer is the new table's."""
+    nodes = [node(f"n{i}", tags=("ssd",) if i % 2 else ()) for i in range(6)]
+    table = NodeTable(nodes)
+    cel = CelEvaluator()
+    expr = compile_expression('"ssd" in node.tags')
+    cel.truth(expr, table, *_free(table))
+    assert cel.groupings == 1
+    flapped = table.replaced([node("n1", tags=("ssd",), ready=False)])
+    true, _, _ = cel.truth(expr, flapped, *_free(flapped))
+    assert cel.groupings == 1
+    assert true.tolist() == [i % 2 == 1 for i in range(6)]
+    retagged = flapped.replaced([node("n0", tags=("ssd",))])
+    true, _, _ = cel.truth(expr, retagged, *_free(retagged))
+    assert cel.groupings == 2
+    assert true.tolist() == [i == 0 or i % 2 == 1 for i in range(6)]
+    assert cel.evaluations == 2  # both values were seen before: memoised by value
+
+
 def test_errors_and_non_bool_results_fail_the_node() -> None:
     table = NodeTable([node("a", labels={"zone": "x"}), node("b")])
     cel = CelEvaluator()

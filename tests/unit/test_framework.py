@@ -96,6 +96,54 @@ def test_a_new_node_table_clears_the_memo() -> None:
     assert decision.phase is Phase.UNSCHEDULABLE
 
 
+class ShapeOnlyOddCpu(OddCpu):
+    """The same filter, declared to read only what a table's shape covers (allocatable)."""
+
+    name = "ShapeOnlyOddCpu"
+    shape_only = True
+
+
+def test_a_shape_only_verdict_outlives_a_node_going_not_ready_but_not_a_resize() -> None:
+    """A node going NotReady (or cordoned, or tainted) between two decisions gives a new table
+    of the same shape: a ``shape_only`` filter is not run again, and the NotReady node is still
+    left out (by eligibility, which is run again). A resize is a new shape: run again."""
+    plugin = ShapeOnlyOddCpu()
+    scheduler = Scheduler(profile=profile_with(plugin))
+    ledger = ledger_for(node("a", cpu="2"), node("b", cpu="4"), node("c", cpu="3"))
+    first = scheduler.schedule(workload(name="one", kind="Job"), ledger, now=NOW)
+    assert [p.node for p in first.placements] == ["a"]  # spread: a and b tie, a's name first
+    ledger.rebind(ledger.table.replaced([node("a", cpu="2", ready=False)]))
+    flapped = scheduler.schedule(workload(name="two", kind="Job"), ledger, now=NOW)
+    assert plugin.calls == 1
+    assert [p.node for p in flapped.placements] == ["b"]
+    ledger.rebind(ledger.table.replaced([node("b", cpu="5")]))
+    resized = scheduler.schedule(workload(name="three", kind="Job"), ledger, now=NOW)
+    assert plugin.calls == 2
+    assert resized.phase is Phase.UNSCHEDULABLE  # a not ready, b odd now, c odd
+
+
+def test_cel_outcomes_survive_a_readiness_flap_and_follow_a_relabel() -> None:
+    """What CEL reads (labels here) did not change when a node went NotReady: nothing is
+    evaluated or grouped again, and the NotReady node is still left out; a relabelled node is
+    grouped again and the answer follows its new label."""
+    nodes = [node(f"n{i}", labels={"zone": "a" if i % 2 else "b"}) for i in range(6)]
+    cel = CelEvaluator()
+    scheduler = Scheduler(cel=cel)
+    ledger = ledger_for(*nodes)
+    spec: dict[str, Any] = {"kind": "Service", "constraints": ['node.labels.zone == "a"']}
+    first = scheduler.schedule(workload(name="w1", count=3, **spec), ledger, now=NOW)
+    assert sorted(p.node for p in first.placements) == ["n1", "n3", "n5"]
+    evaluated, grouped = cel.evaluations, cel.groupings
+    ledger.rebind(ledger.table.replaced([node("n3", labels={"zone": "a"}, ready=False)]))
+    second = scheduler.schedule(workload(name="w2", count=2, **spec), ledger, now=NOW)
+    assert (cel.evaluations, cel.groupings) == (evaluated, grouped)
+    assert sorted(p.node for p in second.placements) == ["n1", "n5"]
+    ledger.rebind(ledger.table.replaced([node("n0", labels={"zone": "a"})]))
+    third = scheduler.schedule(workload(name="w3", count=3, **spec), ledger, now=NOW)
+    assert cel.groupings == grouped + 1  # zone "a" was evaluated already (memo by value)
+    assert sorted(p.node for p in third.placements) == ["n0", "n1", "n5"]
+
+
 @pytest.mark.parametrize(
     ("nodes", "spec", "code"),
     [

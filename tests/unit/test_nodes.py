@@ -83,6 +83,81 @@ def test_table_is_sorted_by_hostname_whatever_the_input_order() -> None:
     assert NodeTable([a]).version != table.version
 
 
+def _columns(table: NodeTable) -> dict[str, Any]:
+    """Everything a table holds that the scheduler reads, as plain values."""
+    return {
+        "nodes": table.nodes,
+        "hostnames": table.hostnames,
+        "index": table.index,
+        "tainted": table.tainted,
+        **{
+            name: getattr(table, name).tolist()
+            for name in (
+                "cpu",
+                "memory",
+                "ready",
+                "cordoned",
+                "readable",
+                "eligible",
+                "cpu_divisor",
+                "memory_divisor",
+            )
+        },
+    }
+
+
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
+
+
+@pytest.mark.parametrize(
+    ("change", "reshaped"),
+    [
+        ({"ready": False, "taints": [NOT_READY]}, False),  # the flap a large cluster always has
+        ({"cordoned": True}, False),
+        ({"taints": [{"key": "k", "effect": "NoSchedule"}]}, False),
+        ({"labels": {"zone": "b"}}, True),  # CEL reads labels
+        ({"runtimes": ("wasmtime",)}, True),
+        ({"tags": ("gpu",)}, True),
+        ({"kind": "proxmox"}, True),
+        ({"cpu": "8"}, True),  # CEL and the capacity scores read allocatable
+        ({"memory": "1Gi"}, True),
+    ],
+    ids=lambda v: "-".join(v) if isinstance(v, dict) else str(v),
+)
+def test_a_table_with_rows_replaced_equals_one_built_anew(
+    change: dict[str, Any], reshaped: bool
+) -> None:
+    """``replaced`` (the operator's path after a Node changed) must give the scheduler exactly
+    what a table built from all the nodes gives; it keeps ``shape`` (and so the caches on it)
+    only when the change is one CEL and capacity cannot see."""
+    before = [
+        node("a", taints=[{"key": "t", "effect": "PreferNoSchedule"}]),
+        node("b", labels={"zone": "a"}),
+        node("c"),
+    ]
+    table = NodeTable(before)
+    changed = node("b", **{"labels": {"zone": "a"}, **change})
+    after = table.replaced([changed])
+    rebuilt = NodeTable([before[0], changed, before[2]])
+    assert _columns(after) == _columns(rebuilt)
+    assert _columns(table) == _columns(NodeTable(before))  # the old table is untouched
+    assert after.version not in (table.version, rebuilt.version)
+    assert (after.shape != table.shape) is reshaped
+
+
+def test_replacing_every_kind_of_row_at_once_keeps_the_taint_index_sorted() -> None:
+    taint = [{"key": "k", "effect": "NoSchedule"}]
+    table = NodeTable([node("a"), node("b", taints=taint), node("c"), node("d")])
+    after = table.replaced([node("d", taints=taint), node("b"), node("a", taints=taint)])
+    assert after.tainted == (0, 3)
+    assert after.shape == table.shape
+
+
+def test_a_replaced_row_must_already_be_in_the_table() -> None:
+    with pytest.raises(KeyError):
+        NodeTable([node("a")]).replaced([node("z")])  # adding a node is a new table
+
+
 # -- validation: what the API server refuses, and orca's own bounds ---------------------------
 
 

@@ -8,6 +8,8 @@ import logging
 from typing import Any, cast
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
 from controller.api.models import Phase
@@ -18,9 +20,11 @@ from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.framework import Code
-from controller.scheduler.ledger import Booking, gives_back
+from controller.scheduler.ledger import Booking, Ledger, gives_back
+from controller.scheduler.nodes import NodeTable
 from controller.scheduler.nodes import node_info_from_node as real_node_info
 from tests.support.factories import node_object, stored_workload
+from tests.support.properties import examples
 
 
 def wl_obj(
@@ -638,3 +642,65 @@ def test_daemon_keys_follow_a_workload_that_becomes_or_stops_being_a_daemonset()
     assert state.daemon_keys() == {"ns/job"}
     state.delete_workload("ns/job")
     assert state.daemon_keys() == set()
+
+
+# -- the node table kept up to date row by row -------------------------------------------------
+
+NODE_EVENTS = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.sampled_from(["upsert", "delete", "book"]),
+        st.booleans(),  # ready
+        st.sampled_from(["x", "y"]),  # zone label
+        st.sampled_from(["2", "4"]),  # cpu
+        st.booleans(),  # decide (take the table) after this event
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=examples(150))
+@given(NODE_EVENTS)
+def test_the_table_kept_row_by_row_is_the_one_built_from_every_node(events: list[Any]) -> None:
+    """Whatever the order of Nodes coming, flapping, relabelled, resized and going, with
+    replicas booked on them, the table the operator decides on (built again only when a node
+    comes or goes, otherwise rows replaced) and the ledger's usage are those built from the
+    nodes and bookings as they are."""
+    state = ClusterState()
+    for version, (name, what, ready, zone, cpu, decide) in enumerate(events, start=1):
+        if what == "delete":
+            state.delete_node(name)
+        elif what == "book":
+            state.ledger.load(f"ns/{name}-{version}", [Booking(name, "x", 500, 1 << 20)])
+        else:
+            obj = node_object(name, cpu=cpu, ready=ready, labels={"zone": zone})
+            state.upsert_node(versioned(obj, str(version)))
+        if not decide:
+            continue
+        table = state.table()
+        built = NodeTable(state.nodes.values())
+        assert table.nodes == built.nodes and table.index == built.index
+        assert table.tainted == built.tainted
+        for column in ("cpu", "memory", "ready", "cordoned", "readable", "eligible"):
+            assert getattr(table, column).tolist() == getattr(built, column).tolist(), column
+        fresh = Ledger(built)
+        for key in state.ledger.workload_keys():
+            fresh.load(key, state.ledger.bookings(key))
+        assert state.ledger.used_cpu.tolist() == fresh.used_cpu.tolist()
+        assert state.ledger.used_memory.tolist() == fresh.used_memory.tolist()
+        assert state.ledger.replicas.tolist() == fresh.replicas.tolist()
+
+
+def test_a_node_going_not_ready_keeps_the_tables_shape_and_a_new_node_changes_it() -> None:
+    state = ClusterState()
+    state.upsert_node(versioned(node_object("a"), "1"))
+    state.upsert_node(versioned(node_object("b"), "2"))
+    first = state.table()
+    state.upsert_node(versioned(node_object("a", ready=False), "3"))
+    flapped = state.table()
+    assert flapped.shape == first.shape and flapped.version != first.version
+    assert flapped.ready.tolist() == [False, True]
+    assert state.table() is flapped  # nothing changed since: the same table
+    state.upsert_node(versioned(node_object("c"), "4"))
+    grown = state.table()
+    assert grown.shape != first.shape and grown.hostnames == ("a", "b", "c")

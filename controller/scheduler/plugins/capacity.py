@@ -132,7 +132,7 @@ class CapacityScore:
         """The score of every node of the table on the cycle's free capacity now."""
         table = cycle.table
         strategy, cpu, memory = cycle.spec.strategy, cycle.cpu, cycle.memory
-        key = (table.version, strategy, cpu, memory)
+        key = (table.shape, strategy, cpu, memory)  # reads allocatable and free only
         kept = self._kept.get(key)
         if kept is None:
             scores = capacity_score(

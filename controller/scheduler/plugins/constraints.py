@@ -44,6 +44,7 @@ class CelConstraints:
     evicts = True
     selects = True
     per_replica = False
+    shape_only = True  # reads runtimes / CEL fields only (NodeTable.SHAPE_FIELDS)
 
     def __init__(self, cel: CelEvaluator) -> None:
         self.cel = cel

@@ -54,6 +54,7 @@ class Runtime:
     evicts = True
     selects = False  # a Mandatory DaemonSet's matching node without the runtime is missing
     per_replica = False
+    shape_only = True  # reads runtimes / CEL fields only (NodeTable.SHAPE_FIELDS)
 
     def pre_filter(self, cycle: CycleState) -> list[str]:
         return [
