@@ -136,7 +136,7 @@ class SchedulingLoop:
         started: float,
     ) -> bool:
         key = record.key
-        record.code = decision.code
+        self.state.decided(record, decision.code)
         metrics.SCHEDULING_ALGORITHM_DURATION.observe(time.perf_counter() - started)
         self.cel.update()
         kind = self._kind(key)

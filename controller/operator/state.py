@@ -70,7 +70,9 @@ class WorkloadRecord:
     error: str | None = None  # why it does not parse, in the user's field names
     status: WorkloadStatus | None = None
     written_version: str | None = None  # resourceVersion our last status write produced
-    code: Code | None = None  # who can cure what the last decision lacked (None: not decided)
+    #: Who can cure what the last decision lacked (None: not decided). Set it through
+    #: ``ClusterState.decided``, which keeps the indexes of who waits for what.
+    code: Code | None = None
     seen: float | None = None  # monotonic time of the first event not yet answered by a write
 
     @property
@@ -102,6 +104,11 @@ class ClusterState:
     #: (``daemon_keys``), and finding them by walking every record was a tenth of the
     #: operator's CPU while kwok's 5,000 Nodes flapped under a backlog.
     _daemons: set[str] = field(default_factory=set)
+    #: Keys of the Workloads whose last decision (or none yet) capacity freed, or a Node
+    #: change, could cure (``_CAPACITY_CURES``, ``_NODE_CURES``), kept with the records: a
+    #: walk of every record per Node flush was 6 % of the operator's CPU in that backlog.
+    _waiting_capacity: set[str] = field(default_factory=set)
+    _waiting_nodes: set[str] = field(default_factory=set)
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -250,6 +257,7 @@ class ClusterState:
             seen=record.seen if record and record.seen is not None else time.monotonic(),
         )
         self.records[key] = record
+        self._index_code(key, record.code)
         if record.daemon:
             self._daemons.add(key)
         else:
@@ -269,6 +277,8 @@ class ClusterState:
         """A Workload is gone: forget it and free its capacity. True if it held any."""
         self.records.pop(key, None)
         self._daemons.discard(key)
+        self._waiting_capacity.discard(key)
+        self._waiting_nodes.discard(key)
         held = bool(self.ledger.bookings(key))
         self.ledger.remove(key)
         return held
@@ -279,10 +289,26 @@ class ClusterState:
         """Workloads with a replica booked on node ``name`` (the ledger's index)."""
         return self.ledger.keys_on(name)
 
+    def decided(self, record: WorkloadRecord, code: Code | None) -> None:
+        """Record who can cure what ``record``'s last decision lacked (``Decision.code``)."""
+        record.code = code
+        if self.records.get(record.key) is record:
+            self._index_code(record.key, code)
+
+    def _index_code(self, key: str, code: Code | None) -> None:
+        for waiting, cures in (
+            (self._waiting_capacity, _CAPACITY_CURES),
+            (self._waiting_nodes, _NODE_CURES),
+        ):
+            if code in cures:
+                waiting.add(key)
+            else:
+                waiting.discard(key)
+
     def keys_waiting_for_capacity(self) -> set[str]:
         """Workloads freed capacity could help: some node failed them only for lack of room
         (DaemonSets included), or not decided yet."""
-        return {key for key, r in self.records.items() if r.code in _CAPACITY_CURES}
+        return set(self._waiting_capacity)
 
     def woken_by(
         self, key: str, before: tuple[Booking, ...], after: tuple[Booking, ...] | None = None
@@ -297,7 +323,7 @@ class ClusterState:
     def keys_waiting_for_nodes(self) -> set[str]:
         """Workloads a node change could help: lacking capacity, or rejected for a reason a
         node can change (runtime, constraints, taints, eligibility), or not decided yet."""
-        return {key for key, r in self.records.items() if r.code in _NODE_CURES}
+        return set(self._waiting_nodes)
 
     def daemon_keys(self) -> set[str]:
         """The DaemonSet Workloads (an index, not a walk of every record)."""

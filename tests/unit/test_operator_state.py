@@ -300,10 +300,10 @@ def test_a_mass_node_change_walks_the_workloads_once_and_queues_each_concerned_k
         elsewhere = [{"node": "x", "allocId": "ns/elsewhere-0", "score": 1}]
         state.upsert_workload(wl_obj("elsewhere", "3", elsewhere))
         for key in ("ns/on-7", "ns/elsewhere"):
-            state.records[key].code = Code.SUCCESS  # decided: only its Nodes concern it
+            state.decided(state.records[key], Code.SUCCESS)  # decided: only its Nodes concern it
         daemon = stored_workload("ds", spec={"kind": "DaemonSet"})
         state.upsert_workload(daemon)
-        state.records["ns/ds"].code = Code.SUCCESS
+        state.decided(state.records["ns/ds"], Code.SUCCESS)
         gate.ready.set()
         walks = [0]
         real = state.daemon_keys
@@ -531,7 +531,7 @@ def test_node_changes_in_two_turns_are_flushed_once_each_with_the_workloads_on_t
         for name in ("a", "b", "c"):
             placed = [{"node": name, "allocId": f"ns/on-{name}-0", "score": 1}]
             state.upsert_workload(wl_obj(f"on-{name}", "2", placed))
-            state.records[f"ns/on-{name}"].code = Code.SUCCESS
+            state.decided(state.records[f"ns/on-{name}"], Code.SUCCESS)
         gate.ready.set()
         flushes = [0]
         real = events.flush
@@ -600,12 +600,12 @@ def test_capacity_freed_many_times_in_one_turn_wakes_who_waits_once(
 
         for i in range(301):
             events.added(wl_obj(f"p{i}", "2", placed(i)))
-            state.records[f"ns/p{i}"].code = Code.SUCCESS
+            state.decided(state.records[f"ns/p{i}"], Code.SUCCESS)
         events.added(wl_obj("starved", "3"))
-        state.records["ns/starved"].code = Code.UNSCHEDULABLE
+        state.decided(state.records["ns/starved"], Code.UNSCHEDULABLE)
         events.added(wl_obj("new", "3"))  # not decided yet
         events.added(wl_obj("bad", "3"))
-        state.records["ns/bad"].code = Code.INVALID
+        state.decided(state.records["ns/bad"], Code.INVALID)
         gate.ready.set()
         walks = [0]
         real = state.keys_waiting_for_capacity
@@ -704,3 +704,35 @@ def test_a_node_going_not_ready_keeps_the_tables_shape_and_a_new_node_changes_it
     state.upsert_node(versioned(node_object("c"), "4"))
     grown = state.table()
     assert grown.shape != first.shape and grown.hostnames == ("a", "b", "c")
+
+
+@settings(max_examples=examples(150))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["ns/a", "ns/b", "ns/c"]),
+            st.sampled_from(["upsert", "delete", "decided"]),
+            st.sampled_from([None, *Code]),
+        ),
+        max_size=30,
+    )
+)
+def test_who_waits_for_capacity_or_nodes_is_every_record_whose_code_a_change_can_cure(
+    events: list[tuple[str, str, Code | None]],
+) -> None:
+    """The indexes kept with the records answer what a walk of every record would."""
+    state = ClusterState()
+    for version, (key, what, code) in enumerate(events, start=1):
+        if what == "delete":
+            state.delete_workload(key)
+        elif what == "upsert":
+            state.upsert_workload(wl_obj(key.partition("/")[2], str(version)))
+        elif key in state.records:
+            state.decided(state.records[key], code)
+        waiting = {Code.UNSCHEDULABLE, None}
+        assert state.keys_waiting_for_capacity() == {
+            k for k, r in state.records.items() if r.code in waiting
+        }
+        assert state.keys_waiting_for_nodes() == {
+            k for k, r in state.records.items() if r.code in {*waiting, Code.UNRESOLVABLE}
+        }
