@@ -169,6 +169,37 @@ def holding_span(deadlines: Sequence[float], now: float, floating: bool) -> tupl
     return max(passed, default=-math.inf), min(coming, default=math.inf)
 
 
+#: Taint sets judged and kept per tolerations (``TaintToleration._judged``) before starting over.
+MAX_JUDGED: Final = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """A node's taints judged against a Workload's tolerations, whatever the clock says:
+    ``untolerated``, the reason a blocking taint no toleration tolerates gives (else None);
+    ``at`` and ``expired``, when a replica must leave (``leave_time``) and the reason given
+    once that time has passed (None: never); ``floating``: ``at`` was counted from the ``now``
+    judged at (``counts_from_now``), so it holds at that moment only."""
+
+    taints: tuple[Taint, ...]
+    untolerated: str | None
+    at: float
+    expired: str | None
+    floating: bool
+
+
+def _judge(taints: tuple[Taint, ...], tolerations: Sequence[Toleration], now: float) -> _Judged:
+    bad = [t for t in untolerated(taints, tolerations) if t.effect in _BLOCKING]
+    at, why = leave_time(taints, tolerations, now)
+    return _Judged(
+        taints,
+        reason_untolerated(bad[0]) if bad else None,
+        at,
+        reason_untolerated(why) if why is not None else None,
+        counts_from_now(taints, tolerations),
+    )
+
+
 class TaintToleration:
     """Filter and score over ``NodeInfo.taints`` and ``spec.tolerations``."""
 
@@ -181,6 +212,11 @@ class TaintToleration:
     def __init__(self, defaults: DefaultTolerations | None = None) -> None:
         self.defaults = defaults if defaults is not None else DefaultTolerations()
         self._prefer: dict[tuple[int, Hashable], IntArray | None] = {}
+        # What ``filter`` judged of a node's taints, per tolerations: by the taints tuple's
+        # identity (a NodeInfo keeps its tuple until the Node changes; the entry holds it, so
+        # its id is not reused), so a table with a few rows replaced costs a lookup per tainted
+        # node, not a judgement (``_judged``).
+        self._judged: dict[Hashable, dict[int, _Judged]] = {}
 
     def signature(self, cycle: CycleState) -> Hashable:
         return (cycle.daemon, tuple(cycle.spec.tolerations))
@@ -198,41 +234,45 @@ class TaintToleration:
         depends on the time: it says until when it holds (``Verdict.until``, the next
         deadline), and the engine memoises it that long. Only tainted nodes are looked at,
         each distinct set of taints once."""
-        table = cycle.table
+        table, now = cycle.table, cycle.now
         tolerations = self.tolerations(cycle)
         size = len(table)
         keeps = np.ones(size, dtype=np.bool_)
         leaves = np.full(size, math.inf)
         rejected: dict[str, list[int]] = {}
-        verdicts: dict[tuple[Taint, ...], tuple[str | None, float]] = {}
+        deadlines: list[float] = []
         floating = False
+        signature = self.signature(cycle)
+        judged = self._judged.get(signature)
+        if judged is None or len(judged) > MAX_JUDGED:
+            if len(self._judged) > MAX_CACHED:
+                self._judged.clear()
+            judged = self._judged[signature] = {}
         for i in table.tainted:
-            node = table.nodes[i]
-            verdict = verdicts.get(node.taints)
-            if verdict is None:
-                bad = [t for t in untolerated(node.taints, tolerations) if t.effect in _BLOCKING]
-                at, why = leave_time(node.taints, tolerations, cycle.now)
-                if not bad and why is not None and at <= cycle.now:
-                    bad = [why]  # tolerated, but no longer
-                verdict = verdicts[node.taints] = (
-                    reason_untolerated(bad[0]) if bad else None,
-                    at,
-                )
-                floating = floating or counts_from_now(node.taints, tolerations)
-            reason, at = verdict
+            taints = table.nodes[i].taints
+            entry = judged.get(id(taints))
+            if entry is None or entry.taints is not taints:
+                entry = _judge(taints, tolerations, now)
+                if entry.floating:
+                    floating = True  # counted from this ``now``: good for this run only
+                else:
+                    judged[id(taints)] = entry
+            at = entry.at
+            reason = entry.untolerated or (entry.expired if at <= now else None)
             if reason is not None:
                 rejected.setdefault(reason, []).append(i)
-            if at <= cycle.now:
+            if at <= now:
                 keeps[i] = False
             else:
                 leaves[i] = at
+            deadlines.append(at)
         rejections = []
         for reason, indexes in rejected.items():
             passed = np.ones(size, dtype=np.bool_)
             passed[indexes] = False
             rejections.append(Rejection(reason, passed))
         timed = bool(np.isfinite(leaves).any())
-        since, until = holding_span([at for _, at in verdicts.values()], cycle.now, floating)
+        since, until = holding_span(deadlines, now, floating)
         return Verdict(
             tuple(rejections), keeps, leaves=leaves if timed else None, since=since, until=until
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -9,8 +10,9 @@ import pytest
 
 from controller.api.models import Toleration
 from controller.scheduler.nodes import Taint
+from controller.scheduler.plugins import taints as taints_module
 from controller.scheduler.plugins.taints import TaintToleration
-from tests.support.factories import cycle_for, ledger_for, node, rejected, workload
+from tests.support.factories import NOW, cycle_for, ledger_for, node, rejected, workload
 
 CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
 DEDICATED_ML = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
@@ -105,3 +107,56 @@ def test_prefer_no_schedule_lowers_the_score_and_nothing_else() -> None:
     assert part is not None and part.tolist() == [0, -50, -100]
     tolerant = cycle_for(workload(kind="Job", tolerations=[{"operator": "Exists"}]), ledger)
     assert plugin.score(tolerant, np.arange(3)) is None  # adds nothing
+
+
+def test_a_nodes_taints_are_judged_once_and_their_deadline_still_follows_the_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between two decisions a few nodes change (a table with rows replaced): the taints of
+    the others are not judged again, yet a deadline that has passed since is enforced, and a
+    node whose taint changed is judged anew."""
+    judged: list[tuple[Taint, ...]] = []
+    real = taints_module._judge
+
+    def counting(taints: tuple[Taint, ...], *args: Any) -> Any:
+        judged.append(taints)
+        return real(taints, *args)
+
+    monkeypatch.setattr(taints_module, "_judge", counting)
+
+    def unreachable(ago: float) -> dict[str, str]:
+        stamp = datetime.fromtimestamp(NOW - ago, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": stamp}
+
+    ledger = ledger_for(
+        node("old", taints=[unreachable(100)]), node("new", taints=[unreachable(10)]), node("ok")
+    )
+    web = workload(
+        kind="Job",
+        tolerations=[
+            {
+                "key": "node.kubernetes.io/unreachable",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 60,
+            }
+        ],
+    )
+    plugin = TaintToleration()
+    first = plugin.filter(cycle_for(web, ledger))
+    assert first.keeps is not None and first.keeps.tolist() == [True, True, False]  # new, ok, old
+    reason = "node(s) had untolerated taint {node.kubernetes.io/unreachable: }"
+    assert rejected(first) == {reason: [2]}  # "new" is tolerated for 50 s more
+    assert len(judged) == 2
+    ledger.rebind(ledger.table.replaced([node("ok", cordoned=True)]))
+    later = cycle_for(web, ledger)
+    later.now = NOW + 55  # "new"'s 60 s ran out 5 s ago
+    second = plugin.filter(later)
+    assert len(judged) == 2  # nothing judged again
+    assert second.keeps is not None and second.keeps.tolist() == [False, True, False]
+    assert rejected(second) == {reason: [0, 2]}
+    ledger.rebind(ledger.table.replaced([node("new", taints=[unreachable(-40)])]))
+    third = plugin.filter(cycle_for(web, ledger))
+    assert len(judged) == 3  # its new taint, only
+    assert third.keeps is not None and third.keeps.tolist() == [True, True, False]
+    assert rejected(third) == {reason: [2]}
