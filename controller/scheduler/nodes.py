@@ -451,6 +451,8 @@ class NodeTable:
 
     _next_version = 0
 
+    #: How many earlier tables ``changed_since`` remembers.
+    LINEAGE: Final = 16
     #: The NodeInfo fields a change of which gives the table a new ``shape``.
     SHAPE_FIELDS: Final = ("hostname", "runtimes", "tags", "labels", "kind", "cpu", "memory")
 
@@ -470,6 +472,10 @@ class NodeTable:
         self.tainted: tuple[int, ...] = tuple(i for i, n in enumerate(self.nodes) if n.taints)
         self._derive()
         self.version = self.shape = NodeTable._new_version()
+        #: For the last few tables this one was made from by ``replaced``: their version ->
+        #: the rows replaced since (empty for a table built anew), so a plugin that kept
+        #: per-row answers for one of them redoes only those rows (``TaintToleration``).
+        self.changed_since: dict[int, frozenset[int]] = {}
 
     @staticmethod
     def _new_version() -> int:
@@ -530,6 +536,10 @@ class NodeTable:
         table._derive()
         table.version = NodeTable._new_version()
         table.shape = table.version if reshaped else self.shape
+        replaced = frozenset(rows)
+        table.changed_since = {self.version: replaced}
+        for version, before in list(self.changed_since.items())[: NodeTable.LINEAGE - 1]:
+            table.changed_since[version] = before | replaced
         return table
 
     def __len__(self) -> int:

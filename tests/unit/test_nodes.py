@@ -153,6 +153,20 @@ def test_replacing_every_kind_of_row_at_once_keeps_the_taint_index_sorted() -> N
     assert after.shape == table.shape
 
 
+def test_a_table_says_which_rows_changed_since_each_of_the_last_tables_it_came_from() -> None:
+    first = NodeTable([node("a"), node("b"), node("c")])
+    assert first.changed_since == {}  # built anew: nothing to start from
+    second = first.replaced([node("b", ready=False)])
+    third = second.replaced([node("c", cordoned=True)])
+    assert third.changed_since == {second.version: {2}, first.version: {1, 2}}
+    table = third
+    for _ in range(NodeTable.LINEAGE + 3):
+        table = table.replaced([node("a", ready=False)])
+    assert len(table.changed_since) == NodeTable.LINEAGE
+    assert first.version not in table.changed_since  # too far back: judged afresh
+    assert NodeTable(table.nodes).changed_since == {}
+
+
 def test_a_replaced_row_must_already_be_in_the_table() -> None:
     with pytest.raises(KeyError):
         NodeTable([node("a")]).replaced([node("z")])  # adding a node is a new table

@@ -7,12 +7,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.api.models import Toleration
 from controller.scheduler.nodes import Taint
 from controller.scheduler.plugins import taints as taints_module
 from controller.scheduler.plugins.taints import TaintToleration
 from tests.support.factories import NOW, cycle_for, ledger_for, node, rejected, workload
+from tests.support.properties import examples
 
 CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
 DEDICATED_ML = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
@@ -160,3 +163,97 @@ def test_a_nodes_taints_are_judged_once_and_their_deadline_still_follows_the_clo
     assert len(judged) == 3  # its new taint, only
     assert third.keeps is not None and third.keeps.tolist() == [True, True, False]
     assert rejected(third) == {reason: [2]}
+
+
+TAINT_CHOICES = [
+    None,  # no taints
+    [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}],  # no time: from now
+    [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "T-100"}],
+    [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "T-10"}],
+    [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute", "timeAdded": "T-30"},
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+    ],
+    [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}],
+    [{"key": "maintenance", "effect": "NoExecute", "timeAdded": "T+5"}],
+    [{"key": "soft", "effect": "PreferNoSchedule"}],
+]
+
+
+def _timed(choice: list[dict[str, str]] | None) -> list[dict[str, str]] | None:
+    if choice is None:
+        return None
+    out = []
+    for taint in choice:
+        taint = dict(taint)
+        if "timeAdded" in taint:
+            offset = float(taint["timeAdded"][1:])
+            stamp = datetime.fromtimestamp(NOW + offset, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            taint["timeAdded"] = stamp
+        out.append(taint)
+    return out
+
+
+def _verdict_parts(verdict: Any) -> tuple[Any, ...]:
+    return (
+        [(r.reason, r.passed.tolist()) for r in verdict.rejections],
+        None if verdict.keeps is None else verdict.keeps.tolist(),
+        None if verdict.leaves is None else verdict.leaves.tolist(),
+        verdict.since,
+        verdict.until,
+    )
+
+
+@settings(max_examples=examples(120))
+@given(
+    st.lists(st.sampled_from(range(len(TAINT_CHOICES))), min_size=6, max_size=6),
+    st.lists(
+        st.tuples(
+            st.sets(st.integers(0, 5), max_size=3),  # rows changed before this decision
+            st.lists(st.sampled_from(range(len(TAINT_CHOICES))), min_size=3, max_size=3),
+            st.integers(0, 120),  # seconds after NOW the decision is made
+            st.sampled_from([0, 1, 2]),  # which Workload decides
+        ),
+        max_size=8,
+    ),
+)
+def test_the_taint_verdict_kept_row_by_row_is_the_one_judged_afresh(
+    start: list[int], steps: list[tuple[set[int], list[int], int, int]]
+) -> None:
+    """Whatever rows change between decisions, whatever the clock and whichever Workload (with
+    its own tolerations) decides, the verdict the plugin gives from the rows it kept equals a
+    new plugin's on the same table at the same time."""
+    names = [f"n{i}" for i in range(6)]
+    infos = [node(n, taints=_timed(TAINT_CHOICES[c])) for n, c in zip(names, start, strict=True)]
+    ledger = ledger_for(*infos)
+    workloads = [
+        workload(kind="Job"),
+        workload(kind="DaemonSet"),
+        workload(
+            kind="Service",
+            tolerations=[
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 20,
+                },
+                {"key": "maintenance", "operator": "Exists"},
+            ],
+        ),
+    ]
+    kept = TaintToleration()
+    for changed, choices, later, who in steps:
+        replaced = [
+            node(names[i], taints=_timed(TAINT_CHOICES[choices[j % 3]]))
+            for j, i in enumerate(sorted(changed))
+        ]
+        if replaced:
+            ledger.rebind(ledger.table.replaced(replaced))
+        cycle = cycle_for(workloads[who], ledger)
+        cycle.now = NOW + later
+        fresh_cycle = cycle_for(workloads[who], ledger)
+        fresh_cycle.now = NOW + later
+        assert _verdict_parts(kept.filter(cycle)) == _verdict_parts(
+            TaintToleration().filter(fresh_cycle)
+        )
