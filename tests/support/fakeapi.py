@@ -10,6 +10,8 @@ source named where it is:
   a PUT of it too, everything but the status taken from the stored object (apiextensions-
   apiserver pkg/registry/customresource/strategy.go, ``statusStrategy.PrepareForUpdate``),
   and 422 without a version (a custom resource has ``AllowUnconditionalUpdate`` false);
+- a POST or PUT body the API server refuses before storage is a 400: a custom resource without
+  its ``kind`` or of another ``apiVersion``, a PUT naming another object (``_refused_body``);
 - a write asked to answer ``as=PartialObjectMetadata`` answers with the metadata alone;
 - PUT is an update preconditioned on ``metadata.resourceVersion``: 409 Conflict when it differs,
   422 when it is missing (a Lease has ``AllowUnconditionalUpdate`` false), created when the
@@ -367,6 +369,8 @@ class FakeApiServer:
                 message = f'{resource} "{metadata["name"]}" already exists'
                 return self._answer(seen, status(409, "AlreadyExists", message), 409)
             return self._answer(seen, _as_asked(request, self._store(key, obj, "ADDED")), 201)
+        if request.method in ("POST", "PUT") and (refused := _refused_body(match, seen)):
+            return self._answer(seen, status(400, "BadRequest", refused), 400)
         key = (resource, ns or "", name or "")
         current = self.objects.get(key)
         if request.method == "GET":
@@ -468,6 +472,47 @@ class FakeApiServer:
             return response
         await response.write_eof()
         return response
+
+
+#: API groups whose objects are custom resources here: decoded as unstructured objects, which
+#: name their kind and apiVersion themselves (a built-in object's are defaulted from the URL).
+CUSTOM_GROUPS = frozenset({"orca.cloudinit.dev"})
+
+
+def _refused_body(match: re.Match[str], seen: Seen) -> str | None:
+    """Why the API server refuses a POST or PUT body before it reaches storage (400), or None:
+    a custom resource's body without a ``kind`` (k8s.io/apimachinery
+    pkg/runtime/serializer/json/json.go, ``Decode`` into an unstructured object:
+    ``NewMissingKindErr``) or of another ``apiVersion`` than the URL's (k8s.io/apiserver
+    pkg/endpoints/handlers/update.go and create.go, ``AcceptsGroupVersion``); a PUT whose
+    ``metadata.name`` is not the URL's, or whose namespace, when it names one, is not
+    (handlers/rest.go, ``checkName``)."""
+    body = seen.body or {}
+    metadata = body.get("metadata") or {}
+    parts = seen.path.split("/")
+    group_version = parts[2] if parts[1] == "api" else f"{parts[2]}/{parts[3]}"
+    if parts[1] == "apis" and parts[2] in CUSTOM_GROUPS:
+        if not body.get("kind"):
+            return "Object 'Kind' is missing in the body"
+        if body.get("apiVersion") != group_version:
+            return (
+                f"the API version in the data ({body.get('apiVersion') or ''}) does not match "
+                f"the expected API version ({group_version})"
+            )
+    if seen.method == "PUT":
+        name = metadata.get("name") or ""
+        if name != match["name"]:
+            return (
+                f"the name of the object ({name}) does not match the name on the URL "
+                f"({match['name']})"
+            )
+        namespace = metadata.get("namespace")
+        if namespace and match["ns"] and namespace != match["ns"]:
+            return (
+                f"the namespace of the object ({namespace}) does not match the namespace on "
+                f"the request ({match['ns']})"
+            )
+    return None
 
 
 def _as_asked(request: web.Request, obj: dict[str, Any]) -> dict[str, Any]:

@@ -11,14 +11,18 @@ loopback HTTP against the in-process API server (``fakeapi``):
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 from kubernetes import client as k8s_client
+from prometheus_client import REGISTRY
 
-from controller.operator.kube import ApiError, KubeApi, TransportError
+from controller.api.models import API_VERSION
+from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
 from controller.operator.kube import client as kube
 from tests.support.fakeapi import FakeApiServer, Fault, run, until
 
@@ -197,6 +201,221 @@ def test_a_401_without_new_credentials_stays_a_401() -> None:
                 with pytest.raises(ApiError):
                     async for _ in api.watch(NODES, None, 30):
                         pass
+
+    run(scenario)
+
+
+def test_a_401_without_new_credentials_is_not_sent_again_and_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without loaded credentials there is nothing new to send: the 401 is the answer, after
+    one request (sending the refused token again would only double the refusals an API server
+    under a token rotation sees). A loader that fails says why, in the log an operator reads."""
+    caplog.set_level(logging.INFO, logger="orca.kube")
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.tokens = {"new"}
+
+        def broken() -> k8s_client.Configuration:
+            raise OSError("token file being replaced")
+
+        for reload in (None, broken):
+            server.requests.clear()
+            async with server.client(token="old", reload=reload) as api:
+                with pytest.raises(ApiError):
+                    await api.request("GET", NODES)
+            assert [(s.token, s.outcome) for s in server.requests] == [("old", "401")]
+
+    run(scenario)
+    logged = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert logged == [
+        (logging.INFO, f"credentials refused (401 on GET {NODES}): loading them again"),
+        (logging.WARNING, "could not load the credentials again: token file being replaced"),
+    ]
+
+
+def test_a_401_that_loads_new_credentials_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """The log line of a reload names the request that was refused: a 401 storm is then
+    traced to the credentials, not to the network."""
+    caplog.set_level(logging.INFO, logger="orca.kube")
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.tokens = {"new"}
+        async with server.client(token="old", reload=Loader(server, "new")) as api:
+            await api.request("GET", NODES)
+
+    run(scenario)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"credentials refused (401 on GET {NODES}): loading them again"
+    ]
+
+
+def test_retired_sessions_are_closed_and_let_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each 401 retires a session; once closed after its grace it is no longer kept: a
+    long-running operator under repeated rotations does not accumulate sessions (and their
+    connection pools)."""
+    monkeypatch.setattr(kube, "RETIRED_SESSION_GRACE", 0.05)
+
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client(token="t0", reload=Loader(server, "t0")) as api:
+            await api.request("GET", NODES)
+            retired = []
+            for turn in range(1, 4):
+                server.tokens = {f"t{turn}"}
+                api.reload = Loader(server, f"t{turn}")
+                old = api._session
+                await api.request("GET", NODES)  # 401, reloaded, retried on a new session
+                retired.append(old)
+            await until(lambda: all(s is not None and s.closed for s in retired), "closed")
+            await until(lambda: not api._retired, "the retired sessions let go")
+
+    run(scenario)
+
+
+def test_answering_tells_when_the_api_server_answers_again() -> None:
+    """``answering`` is what an informer backing off waits on: not set before any answer,
+    set by one, replaced by an unset one when a request gets no answer, and set again by
+    the next answer (any status)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            first = api.answering()
+            assert not first.is_set() and api.answering() is first
+            await api.request("GET", NODES)
+            assert first.is_set() and api.answering().is_set()
+            server.add(Fault("GET", NODES, "cut"))
+            with pytest.raises(TransportError):
+                await api.request("GET", NODES)
+            waiting = api.answering()
+            assert not waiting.is_set()
+            server.refuse("GET", NODES, 503, "ServiceUnavailable")
+            with pytest.raises(ApiError):
+                await api.request("GET", NODES)
+            assert waiting.is_set()
+            # Asked only after the server came back: it has answered since the failure.
+            server.add(Fault("GET", NODES, "cut"))
+            with pytest.raises(TransportError):
+                await api.request("GET", NODES)
+            await api.request("GET", NODES)
+            assert api.answering().is_set()
+
+    run(scenario)
+
+
+def test_a_list_hands_on_each_object_without_managed_fields() -> None:
+    """Nothing in orca reads ``managedFields``, a third to a half of a Workload: they are
+    dropped as each object is handed on, before anything keeps it. The LIST counts itself."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        fields = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
+        for name in ("a", "b"):
+            server.put("nodes", {"metadata": {"name": name, "managedFields": fields}})
+        seen: list[dict[str, Any]] = []
+        labels = {"verb": "GET", "resource": "nodes", "code": "200"}
+        before = REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
+        async with server.client() as api:
+            version = await api.list_objects(NODES, seen.append)
+        assert REGISTRY.get_sample_value("orca_api_requests_total", labels) == before + 1
+        assert version == str(server.revision)
+        assert [o["metadata"] for o in seen] == [
+            {"name": "a", "resourceVersion": "101"},
+            {"name": "b", "resourceVersion": "102"},
+        ]
+
+    run(scenario)
+
+
+def test_a_watch_counts_itself_and_names_itself_when_it_breaks() -> None:
+    """A watch is counted as ``WATCH`` of its resource; one that breaks or sends a line that
+    is not JSON is a ``TransportError`` naming the watch (the informer logs it)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        labels = {"verb": "WATCH", "resource": "nodes", "code": "200"}
+        before = REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
+        server.put("nodes", {"metadata": {"name": "a"}})
+        async with server.client() as api:
+            with pytest.raises(TransportError) as broken:
+                async for _ in api.watch(NODES, "100", 300):
+                    server.cut_watches()
+            assert str(broken.value).startswith(f"WATCH {NODES}: ClientPayloadError")
+            server.add(Fault("GET", NODES, "garbage", watch=True))
+            with pytest.raises(TransportError) as garbled:
+                async for _ in api.watch(NODES, "100", 300):
+                    pass
+            assert str(garbled.value).startswith(f"WATCH {NODES} (unreadable event): ")
+            assert isinstance(garbled.value.cause, orjson.JSONDecodeError)
+        assert REGISTRY.get_sample_value("orca_api_requests_total", labels) == before + 2
+
+    run(scenario)
+
+
+def test_a_status_write_replaces_the_status_on_the_version_it_was_decided_from() -> None:
+    """What the API server needs of a status PUT (``fakeapi`` refuses as it does a body
+    without the Workload's kind and apiVersion, or naming another object): the status is
+    stored, the answer is the metadata alone with the new resourceVersion, and a write from
+    an older version is a 409."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        stored = server.put(
+            "workloads",
+            {
+                "apiVersion": API_VERSION,
+                "kind": "Workload",
+                "metadata": {"name": "web", "namespace": "team-a"},
+                "spec": {"replicas": 1},
+            },
+        )
+        version = stored["metadata"]["resourceVersion"]
+        async with server.client() as api:
+            answer = await api.write_workload_status(
+                "team-a", "web", {"phase": "Scheduled"}, version
+            )
+            assert answer["kind"] == "PartialObjectMetadata" and "status" not in answer
+            written = server.get("workloads", "web", "team-a")
+            assert written is not None and written["status"] == {"phase": "Scheduled"}
+            assert answer["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
+            assert written["metadata"]["resourceVersion"] != version
+            with pytest.raises(ApiError) as raised:
+                await api.write_workload_status("team-a", "web", {"phase": "Pending"}, version)
+            assert raised.value.conflict
+        assert [s.outcome for s in server.seen("PUT")] == ["200", "409"]
+
+    run(scenario)
+
+
+def test_an_event_is_posted_with_its_body_in_its_namespace() -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": "web."},
+            "reason": "Scheduled",
+            "message": "placed 2 replicas",
+        }
+        async with server.client() as api:
+            labels = {"verb": "POST", "resource": "events", "code": "201"}
+            before = REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
+            answer = await api.create_event("team-a", event)
+            after = REGISTRY.get_sample_value("orca_api_requests_total", labels)
+            assert after == before + 1  # counted under the verb the API server's metrics use
+        stored = server.get("events", answer["metadata"]["name"], "team-a")
+        assert stored is not None
+        assert (stored["reason"], stored["message"]) == ("Scheduled", "placed 2 replicas")
+        assert answer["kind"] == "PartialObjectMetadata"  # the metadata alone came back
+
+    run(scenario)
+
+
+def test_a_fenced_write_says_it_was_not_sent_and_why() -> None:
+    """The line an operator finds in the log for a write a deposed leader dropped."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            api.fence = lambda: False
+            with pytest.raises(Fenced) as raised:
+                await api.create_event("ns", {"kind": "Event", "metadata": {"name": "e"}})
+        assert str(raised.value) == "not sent: this replica does not hold a valid leader Lease"
+        assert server.requests == []
 
     run(scenario)
 
