@@ -15,13 +15,18 @@ holder, ``leaseDurationSeconds`` 1, both times now, and keeps ``leaseTransitions
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import re
+import socket
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from controller.operator.kube import KubeApi
-from controller.operator.kube.leader import LeaderElector
+from controller.operator.kube.leader import LeaderElector, default_identity
 from tests.support.fakeapi import FakeApiServer, FakeClock, Fault, run, until
 
 NS, NAME = "orca-system", "orca-controller"
@@ -383,3 +388,121 @@ def test_a_standby_never_releases_what_it_does_not_hold() -> None:
         assert spec(server)["holderIdentity"] == "old"
 
     run(scenario)
+
+
+def test_a_lease_is_expired_once_its_duration_has_passed_as_client_go_judges() -> None:
+    """client-go's ``isLeaseValid``: valid while ``observedTime + leaseDurationSeconds`` is
+    *after* now, so at exactly ``leaseDurationSeconds`` since the record last changed the
+    Lease is expired and a standby takes it (a standby waiting one round more would leave the
+    cluster without a leader a retry period longer than the one a Go replica allows)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        held_by(server, "old")
+        b = Replica(server, "b").start()
+        await rounds(server, b)
+        b.clock.advance(14.5)
+        await rounds(server, b)
+        assert not b.leader and not server.seen("PUT", ITEM)
+        b.clock.advance(0.5)  # exactly 15 s since b first saw this record
+        await until(lambda: b.leader, "b takes over at exactly leaseDurationSeconds")
+        await b.stop()
+
+    run(scenario)
+
+
+def test_lease_times_are_micro_times_the_api_server_parses() -> None:
+    """``acquireTime`` and ``renewTime`` are ``metav1.MicroTime``: RFC 3339 with exactly six
+    fractional digits (k8s.io/apimachinery pkg/apis/meta/v1/micro_time.go, ``RFC3339Micro``),
+    in UTC; a Lease written otherwise is refused by the API server (400). The time is now:
+    tools that show leader changes (``kubectl get lease``) read it."""
+    micro = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+    async def scenario(server: FakeApiServer) -> None:
+        before = datetime.now(UTC)
+        a = Replica(server, "a").start()
+        await until(lambda: a.leader, "a elected")
+        await rounds(server, a)
+        await a.stop()
+        after = datetime.now(UTC)
+        bodies = [s.body for s in server.seen(path=LEASE) if s.method in ("POST", "PUT")]
+        assert len(bodies) >= 3  # created, renewed, released
+        for body in bodies:
+            assert body is not None
+            for field in ("acquireTime", "renewTime"):
+                written = body["spec"][field]
+                assert micro.match(written), written
+                when = datetime.strptime(written, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+                assert before - timedelta(seconds=1) <= when <= after + timedelta(seconds=1)
+
+    run(scenario)
+
+
+def test_the_default_identity_names_the_host_and_process_and_is_unique() -> None:
+    """The holder an operator reads in the Lease: which pod (hostname) and process, and a
+    random part so a restarted process never passes for its predecessor."""
+    first, second = default_identity(), default_identity()
+    host, pid, tail = first.rsplit("_", 2)
+    assert (host, pid) == (socket.gethostname(), str(os.getpid()))
+    assert re.fullmatch(r"[0-9a-f]{6}", tail)
+    assert first != second
+
+
+def test_leadership_changes_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """What an operator reads to tell when and why a replica led, stepped down or lost the
+    Lease: elected (with the Lease and identity), the deadline passed, another holder seen,
+    the Lease released."""
+    caplog.set_level(logging.INFO, logger="orca.leader")
+
+    async def scenario(server: FakeApiServer) -> None:
+        a = Replica(server, "a").start()
+        await until(lambda: a.leader, "a elected")
+        server.add(Fault("PUT", ITEM, "drop", times=None))
+        await rounds(server, a)
+        a.clock.advance(10)
+        assert not a.leader  # exactly the renew deadline since the last renew was sent
+        server.clear()
+        await until(lambda: a.leader, "a leads again")
+
+        def taken_over() -> None:
+            current = server.get("leases", NAME, NS)
+            assert current is not None
+            current["spec"].update(holderIdentity="b")
+            server.put("leases", current)
+
+        server.before("PUT", ITEM, taken_over)
+        await alive_until(a, lambda: not a.elector.is_leader, "a steps down")
+        await rounds(server, a)  # reads b's Lease: lost
+        await a.stop()
+
+    run(scenario)
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records]
+    lease = f"{NS}/{NAME}"
+    assert (logging.INFO, f"became leader (Lease {lease}, a)") in messages
+    assert (
+        logging.ERROR,
+        f"leader Lease {lease} not renewed within 10.0s: writing nothing more",
+    ) in messages
+    assert any(m.startswith("leader election: PUT ") for _, m in messages)
+    assert (logging.WARNING, f"lost the leader Lease {lease} (held by b)") in messages
+    assert messages.count((logging.INFO, f"became leader (Lease {lease}, a)")) == 2
+
+
+def test_a_release_is_logged_and_a_failed_one_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="orca.leader")
+
+    async def scenario(server: FakeApiServer) -> None:
+        a = Replica(server, "a").start()
+        await until(lambda: a.leader, "a elected")
+        await a.stop()
+        b = Replica(server, "b").start()
+        await until(lambda: b.leader, "b elected")
+        server.refuse("PUT", ITEM, 500, "InternalError", times=None)
+        await b.stop()
+
+    run(scenario)
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert (logging.INFO, "released the leader Lease") in messages
+    assert (
+        logging.WARNING,
+        "could not release the Lease: 500 InternalError: injected 500",
+    ) in messages
