@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import re
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,7 +127,8 @@ def status(code: int, reason: str, message: str) -> dict[str, Any]:
 class FakeApiServer:
     """``async with FakeApiServer() as server``: listening on 127.0.0.1 (``server.host``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.ssl_context = ssl_context  # serve HTTPS with it (``host`` is then https://)
         self.revision = 100
         self.objects: dict[Key, dict[str, Any]] = {}
         self.log: list[tuple[int, Key, str, dict[str, Any]]] = []
@@ -145,8 +147,9 @@ class FakeApiServer:
         # A handler still running at the end (a test that failed mid-way) is cut, not awaited.
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.host = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        await web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context).start()
+        scheme = "https" if self.ssl_context is not None else "http"
+        self.host = f"{scheme}://127.0.0.1:{self._runner.addresses[0][1]}"
         return self
 
     async def __aexit__(self, *_exc: object) -> None:

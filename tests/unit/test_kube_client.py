@@ -11,17 +11,25 @@ loopback HTTP against the in-process API server (``fakeapi``):
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import socket
+import ssl
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes import client as k8s_client
 from prometheus_client import REGISTRY
 
 from controller.api.models import API_VERSION
+from controller.operator import tls
 from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
 from controller.operator.kube import client as kube
 from tests.support.fakeapi import FakeApiServer, Fault, run, until
@@ -485,3 +493,103 @@ def test_a_request_gets_a_connection_in_turn_while_busy_callers_keep_every_one_i
     after, total = asyncio.run(scenario())
     assert total == 600
     assert after <= 3 * 4  # in turn: behind the four requests in flight (and a few more)
+
+
+# -- TLS: the API server's certificate checked, the client's own sent -----------------------------
+
+
+def test_requests_and_watches_verify_the_api_server_and_present_the_client_certificate(
+    tmp_path: Path,
+) -> None:
+    """As a kubeconfig describes it: the API server's certificate is verified against the
+    configured CA (``certificate-authority``), and the client's certificate and key
+    (``client-certificate``, ``client-key``) are presented, for requests and for watches
+    (each on a session of its own). A client that does not trust the CA gets no answer
+    (``TransportError``), and ``insecure-skip-tls-verify`` (``verify_ssl`` False) skips the
+    check."""
+    server_bundle = tls.generate(["127.0.0.1"])
+    client_bundle = _client_certificate()
+    for name, data in {
+        "ca.crt": server_bundle.ca,
+        "client.crt": client_bundle.cert,
+        "client.key": client_bundle.key,
+        "other-ca.crt": tls.generate(["127.0.0.1"]).ca,
+    }.items():
+        (tmp_path / name).write_bytes(data)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=client_bundle.ca.decode())
+    context.load_cert_chain(*_pem_files(tmp_path / "server", server_bundle))
+    context.verify_mode = ssl.CERT_REQUIRED  # the API server asks for a client certificate
+
+    def configuration(host: str, ca: str | None, verify: bool = True) -> k8s_client.Configuration:
+        configuration = k8s_client.Configuration()
+        configuration.host = host
+        configuration.verify_ssl = verify
+        configuration.ssl_ca_cert = None if ca is None else str(tmp_path / ca)
+        configuration.cert_file = str(tmp_path / "client.crt")
+        configuration.key_file = str(tmp_path / "client.key")
+        return configuration
+
+    async def main() -> None:
+        async with FakeApiServer(ssl_context=context) as server:
+            server.put("nodes", {"metadata": {"name": "a"}})
+            for trusted in (
+                configuration(server.host, "ca.crt"),
+                configuration(server.host, None, verify=False),
+            ):
+                async with KubeApi(trusted) as api:
+                    listed = await api.request("GET", NODES)
+                    assert [n["metadata"]["name"] for n in listed["items"]] == ["a"]
+                    async for event in api.watch(NODES, None, 30):
+                        assert event["object"]["metadata"]["name"] == "a"
+                        break
+            async with KubeApi(configuration(server.host, "other-ca.crt")) as api:
+                with pytest.raises(TransportError):
+                    await api.request("GET", NODES)
+                with pytest.raises(TransportError):
+                    async for _ in api.watch(NODES, None, 30):
+                        pass
+            anonymous = configuration(server.host, "ca.crt")
+            anonymous.cert_file = anonymous.key_file = None
+            async with KubeApi(anonymous) as api:  # no client certificate: refused in the handshake
+                with pytest.raises(TransportError):
+                    await api.request("GET", NODES)
+
+    asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def _pem_files(directory: Path, bundle: tls.CertBundle) -> tuple[str, str]:
+    directory.mkdir()
+    (directory / "tls.crt").write_bytes(bundle.cert)
+    (directory / "tls.key").write_bytes(bundle.key)
+    return str(directory / "tls.crt"), str(directory / "tls.key")
+
+
+def _client_certificate() -> tls.CertBundle:
+    """A CA and a client certificate it signs (``clientAuth``), as kubeadm issues an admin's."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "client-ca")])
+
+    def certificate(subject: x509.Name, public: Any, ca: bool) -> x509.Certificate:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(ca_name)
+            .public_key(public)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            usage = x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])
+            builder = builder.add_extension(usage, critical=False)
+        return builder.sign(ca_key, hashes.SHA256())
+
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "orca-controller")])
+    pem = serialization.Encoding.PEM
+    return tls.CertBundle(
+        cert=certificate(subject, key.public_key(), ca=False).public_bytes(pem),
+        key=key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+        ca=certificate(ca_name, ca_key.public_key(), ca=True).public_bytes(pem),
+    )
