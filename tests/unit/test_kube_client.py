@@ -495,6 +495,80 @@ def test_a_request_gets_a_connection_in_turn_while_busy_callers_keep_every_one_i
     assert after <= 3 * 4  # in turn: behind the four requests in flight (and a few more)
 
 
+def test_a_refused_watch_is_an_api_error_at_once_without_loading_credentials() -> None:
+    """Only a 401 loads the credentials again; any other refusal (a 503 from an API server
+    starting, a 300 from a misconfigured proxy) is the caller's to retry."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        loader = Loader(server, "t")
+        async with server.client(token="t", reload=loader) as api:
+            for code, reason in ((503, "ServiceUnavailable"), (300, "MultipleChoices")):
+                server.refuse("GET", NODES, code, reason)
+                with pytest.raises(ApiError) as raised:
+                    async for _ in api.watch(NODES, None, 30):
+                        pass
+                assert (raised.value.status, raised.value.reason) == (code, reason)
+        assert loader.calls == 0
+        assert [s.outcome for s in server.seen("GET", NODES)] == ["503", "300"]
+
+    run(scenario)
+
+
+def test_a_401_on_a_watch_says_which_watch_was_refused(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="orca.kube")
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("nodes", {"metadata": {"name": "a"}})
+        server.tokens = {"new"}
+        async with server.client(token="old", reload=Loader(server, "new")) as api:
+            async for _ in api.watch(NODES, None, 30):
+                break
+
+    run(scenario)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"credentials refused (401 watching {NODES}): loading them again"
+    ]
+
+
+def test_a_watch_event_larger_than_a_chunk_arrives_whole() -> None:
+    """A Node with large annotations (or a Workload with many placements) comes in several
+    chunks of the stream: the event is the one object, not its pieces."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        big = "x" * 300_000
+        server.put("nodes", {"metadata": {"name": "a", "annotations": {"big": big}}})
+        server.put("nodes", {"metadata": {"name": "b"}})
+        names = []
+        async with server.client() as api:
+            async for event in api.watch(NODES, None, 30):
+                names.append(event["object"]["metadata"]["name"])
+                if names == ["a"]:
+                    assert event["object"]["metadata"]["annotations"]["big"] == big
+                if len(names) == 2:
+                    break
+        assert names == ["a", "b"]
+
+    run(scenario)
+
+
+def test_a_watch_from_a_compacted_version_is_the_api_servers_410() -> None:
+    """The ``ERROR`` event's ``Status`` becomes the ``ApiError``: its code (410, LIST again),
+    reason and message, as the informer logs them."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("nodes", {"metadata": {"name": "a"}})
+        server.compact()
+        async with server.client() as api:
+            with pytest.raises(ApiError) as raised:
+                async for _ in api.watch(NODES, "100", 30):
+                    pass
+        expired = raised.value
+        assert (expired.status, expired.reason) == (410, "Expired")
+        assert expired.message == f"too old resource version: 100 ({server.revision})"
+
+    run(scenario)
+
+
 # -- TLS: the API server's certificate checked, the client's own sent -----------------------------
 
 
