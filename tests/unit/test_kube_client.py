@@ -144,6 +144,48 @@ def test_refusals_stay_api_errors() -> None:
     run(scenario)
 
 
+# -- what an answer that is not 2xx says ------------------------------------------------------
+
+
+def test_an_api_error_carries_the_status_objects_reason_and_message() -> None:
+    """The API server writes a ``metav1.Status``: its ``reason`` (more precise than the HTTP
+    one: AlreadyExists is a 409 too) and its message, trimmed, are what callers branch on and
+    log."""
+    body = orjson.dumps({"kind": "Status", "reason": "AlreadyExists", "message": " lease exists\n"})
+    error = kube.api_error(409, "Conflict", body)
+    assert (error.status, error.reason, error.message) == (409, "AlreadyExists", "lease exists")
+    assert str(error) == "409 AlreadyExists: lease exists"
+    without_reason = kube.api_error(500, "Internal Server Error", b'{"message": "etcd down"}')
+    assert (without_reason.reason, without_reason.message) == ("Internal Server Error", "etcd down")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"<html>" + b"x" * 300 + b"\xff</html>", b'["not", "a", "Status"]' + b" " * 300],
+    ids=["a-proxys-page", "json-but-not-a-status"],
+)
+def test_an_answer_that_is_not_a_status_is_quoted_in_part(body: bytes) -> None:
+    """A proxy's page (or any body that is not a ``Status``): the HTTP reason, and the first
+    200 bytes of the body as the message, undecodable bytes replaced, never an exception."""
+    error = kube.api_error(502, "Bad Gateway", body)
+    assert error.reason == "Bad Gateway"
+    assert error.message == body[:200].decode(errors="replace").strip()
+    error = kube.api_error(502, "Bad Gateway", b"\xff\xfe broken")
+    assert error.message == "\ufffd\ufffd broken"
+
+
+def test_a_transport_error_names_the_request_and_the_cause() -> None:
+    silent = TransportError("PUT /x", TimeoutError())
+    assert (str(silent), silent.what, silent.kind) == (
+        "PUT /x: TimeoutError",
+        "PUT /x",
+        "TimeoutError",
+    )
+    reset = TransportError("GET /y", ConnectionResetError("reset by peer"))
+    assert str(reset) == "GET /y: ConnectionResetError: reset by peer"
+    assert reset.what == "GET /y" and reset.cause.args == ("reset by peer",)
+
+
 # -- 401: the credentials loaded again -----------------------------------------------------------
 
 
