@@ -611,6 +611,26 @@ def test_a_watch_from_a_compacted_version_is_the_api_servers_410() -> None:
     run(scenario)
 
 
+def test_one_client_serves_one_event_loop_after_another() -> None:
+    """A client used from one event loop after another (``asyncio.run`` each time, its
+    session closed in between): the turns callers waited for in one loop are not the next
+    loop's (an asyncio semaphore that made a caller wait is bound to that loop, and waiting on
+    it from another raises ``RuntimeError``)."""
+
+    async def busy(api: KubeApi) -> None:
+        async with api:  # its session closed with the loop; the client goes on
+            await asyncio.gather(*(api.request("GET", NODES) for _ in range(4)))  # callers wait
+
+    async def main() -> None:
+        async with FakeApiServer() as server:
+            api = KubeApi(server.configuration(), max_connections=1)
+            for _ in range(2):
+                await asyncio.to_thread(asyncio.run, busy(api))
+            assert [s.outcome for s in server.requests] == ["200"] * 8
+
+    asyncio.run(main())
+
+
 # -- TLS: the API server's certificate checked, the client's own sent -----------------------------
 
 
