@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from controller.operator.kube import KubeApi
 from controller.operator.kube.leader import LeaderElector, default_identity
@@ -501,6 +502,16 @@ def test_a_release_is_logged_and_a_failed_one_says_why(caplog: pytest.LogCapture
     run(scenario)
     messages = [(r.levelno, r.getMessage()) for r in caplog.records]
     assert (logging.INFO, "released the leader Lease") in messages
+    # Every request the elector made is counted under its HTTP verb, as the API server's own
+    # apiserver_request_total spells it (a dashboard sums both by verb).
+    verbs = {
+        sample.labels["verb"]
+        for metric in REGISTRY.collect()
+        if metric.name == "orca_api_requests"
+        for sample in metric.samples
+        if sample.labels.get("resource") == "leases"
+    }
+    assert verbs and verbs <= {"GET", "POST", "PUT"}
     assert (
         logging.WARNING,
         "could not release the Lease: 500 InternalError: injected 500",
