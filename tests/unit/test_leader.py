@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import socket
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -411,11 +412,16 @@ def test_a_lease_is_expired_once_its_duration_has_passed_as_client_go_judges() -
     run(scenario)
 
 
-def test_lease_times_are_micro_times_the_api_server_parses() -> None:
+def test_lease_times_are_micro_times_the_api_server_parses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """``acquireTime`` and ``renewTime`` are ``metav1.MicroTime``: RFC 3339 with exactly six
     fractional digits (k8s.io/apimachinery pkg/apis/meta/v1/micro_time.go, ``RFC3339Micro``),
     in UTC; a Lease written otherwise is refused by the API server (400). The time is now:
-    tools that show leader changes (``kubectl get lease``) read it."""
+    tools that show leader changes (``kubectl get lease``) read it, whatever the local time
+    zone of the Pod (``TZ``)."""
+    monkeypatch.setenv("TZ", "IST-5:30")  # a POSIX zone 5.5 hours east of UTC
+    time.tzset()
     micro = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
     async def scenario(server: FakeApiServer) -> None:
@@ -435,7 +441,11 @@ def test_lease_times_are_micro_times_the_api_server_parses() -> None:
                 when = datetime.strptime(written, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
                 assert before - timedelta(seconds=1) <= when <= after + timedelta(seconds=1)
 
-    run(scenario)
+    try:
+        run(scenario)
+    finally:
+        monkeypatch.undo()  # TZ as it was, and the zone read again
+        time.tzset()
 
 
 def test_the_default_identity_names_the_host_and_process_and_is_unique() -> None:
