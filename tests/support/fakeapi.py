@@ -480,6 +480,15 @@ class FakeApiServer:
 #: API groups whose objects are custom resources here: decoded as unstructured objects, which
 #: name their kind and apiVersion themselves (a built-in object's are defaulted from the URL).
 CUSTOM_GROUPS = frozenset({"orca.cloudinit.dev"})
+#: The kind of each built-in resource orca writes: a body may leave its kind out (the decoder
+#: takes the URL's), but one naming another kind is refused.
+BUILTIN_KINDS = {
+    "leases": "Lease",
+    "events": "Event",
+    "secrets": "Secret",
+    "tokenreviews": "TokenReview",
+    "subjectaccessreviews": "SubjectAccessReview",
+}
 
 
 def _refused_body(match: re.Match[str], seen: Seen) -> str | None:
@@ -487,7 +496,9 @@ def _refused_body(match: re.Match[str], seen: Seen) -> str | None:
     a custom resource's body without a ``kind`` (k8s.io/apimachinery
     pkg/runtime/serializer/json/json.go, ``Decode`` into an unstructured object:
     ``NewMissingKindErr``) or of another ``apiVersion`` than the URL's (k8s.io/apiserver
-    pkg/endpoints/handlers/update.go and create.go, ``AcceptsGroupVersion``); a PUT whose
+    pkg/endpoints/handlers/update.go and create.go, ``AcceptsGroupVersion``); a built-in
+    object's naming another apiVersion or kind (left out, they are the URL's: json.go's
+    ``gvkWithDefaults``); a PUT whose
     ``metadata.name`` is not the URL's, or whose namespace, when it names one, is not
     (handlers/rest.go, ``checkName``)."""
     body = seen.body or {}
@@ -502,6 +513,15 @@ def _refused_body(match: re.Match[str], seen: Seen) -> str | None:
                 f"the API version in the data ({body.get('apiVersion') or ''}) does not match "
                 f"the expected API version ({group_version})"
             )
+    else:  # a built-in object: kind and apiVersion defaulted from the URL when left out
+        if body.get("apiVersion") and body["apiVersion"] != group_version:
+            return (
+                f"the API version in the data ({body['apiVersion']}) does not match the "
+                f"expected API version ({group_version})"
+            )
+        kind = BUILTIN_KINDS.get(match["resource"])
+        if body.get("kind") and kind is not None and body["kind"] != kind:
+            return f'no kind "{body["kind"]}" is registered for version "{group_version}"'
     if seen.method == "PUT":
         name = metadata.get("name") or ""
         if name != match["name"]:
