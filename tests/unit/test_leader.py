@@ -526,3 +526,66 @@ def test_a_release_is_logged_and_a_failed_one_says_why(caplog: pytest.LogCapture
         logging.WARNING,
         "could not release the Lease: 500 InternalError: injected 500",
     ) in messages
+
+
+@pytest.mark.parametrize(("duration", "wait"), [(40, 40.0), (None, 15.0)], ids=["40s", "unset"])
+def test_a_standby_waits_the_leases_own_duration(duration: int | None, wait: float) -> None:
+    """Expiry is judged by the Lease's ``leaseDurationSeconds`` (the holder's setting, not
+    the standby's), 15 s when the Lease names none."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        obj = held_by(server, "old")
+        if duration is None:
+            del obj["spec"]["leaseDurationSeconds"]
+        else:
+            obj["spec"]["leaseDurationSeconds"] = duration
+        server.put("leases", obj)
+        b = Replica(server, "b").start()
+        await rounds(server, b)
+        b.clock.advance(wait - 0.5)
+        await rounds(server, b)
+        assert not b.leader and not server.seen("PUT", ITEM)
+        b.clock.advance(0.5)
+        await until(lambda: b.leader, "b takes over after the Lease's own duration")
+        await b.stop()
+
+    run(scenario)
+
+
+def test_losing_the_race_to_create_the_lease_is_not_winning_it() -> None:
+    """Two replicas starting at once both find no Lease; the second POST is refused (409
+    AlreadyExists): that replica stands by, it does not count as leader."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        def other_created_it() -> None:
+            obj = lease()
+            obj["metadata"]["namespace"] = NS
+            obj["spec"] = {"holderIdentity": "a", "leaseDurationSeconds": 15}
+            server.put("leases", obj)
+
+        server.before("POST", LEASE, other_created_it)
+        b = Replica(server, "b").start()
+        await alive_until(b, lambda: any(s.outcome == "409" for s in server.seen("POST")), "409")
+        await rounds(server, b)
+        assert not b.leader and b.elected == []
+        assert spec(server)["holderIdentity"] == "a"
+        await b.stop()
+
+    run(scenario)
+
+
+def test_the_replica_that_creates_the_lease_leads_from_that_round() -> None:
+    """Creating the Lease is winning it: leader at once, not a retry period later."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        def hold_the_next_rounds() -> None:
+            server.hold("GET", ITEM, times=None)
+
+        server.before("POST", LEASE, hold_the_next_rounds)
+        a = Replica(server, "a").start()
+        await alive_until(a, lambda: a.leader, "a leads after its POST alone")
+        assert [s.outcome for s in server.seen("POST")] == ["201"]
+        server.clear()
+        await a.stop()
+
+    run(scenario)
