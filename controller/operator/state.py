@@ -233,8 +233,10 @@ class ClusterState:
             if not is_newer(version, record.resource_version) or version == record.resource_version:
                 return None  # stale, or already known (a LIST and a watch both delivered it)
             if version is not None and version == record.written_version:
-                record.resource_version = version
-                return None  # our own write coming back
+                # Our own write coming back. With etcd's integer versions it is caught just
+                # above (the write's version is the record's once it landed); with opaque ones
+                # it may come after a newer change, and the record keeps that change's version.
+                return None
         workload: Workload | None = None
         error: str | None = None
         try:

@@ -195,7 +195,9 @@ class Ledger:
           on a live cluster whose node was deleted: the scheduler finds those replicas'
           node gone and places them again, a DaemonSet's simply end;
         - ``add``: nodes added, empty (capacity bought). A name that would be there twice is
-          a ``ValueError``.
+          a ``ValueError``, and so is the name of a node removed in the same change: what that
+          node held stays recorded under its name, so a node added under it would not be
+          empty.
         """
         other = self.copy()
         added = tuple(add)
@@ -204,6 +206,11 @@ class Ledger:
             staying = [n for n in self.table.nodes if n.hostname not in gone]
             names = {n.hostname for n in staying}
             for node in added:
+                if node.hostname in gone:
+                    raise ValueError(
+                        f"node {node.hostname} is removed: a node added under its name would "
+                        "hold what the removed one held"
+                    )
                 if node.hostname in names:
                     raise ValueError(f"node {node.hostname} is already in the cluster")
                 names.add(node.hostname)

@@ -10,6 +10,8 @@ source named where it is:
   a PUT of it too, everything but the status taken from the stored object (apiextensions-
   apiserver pkg/registry/customresource/strategy.go, ``statusStrategy.PrepareForUpdate``),
   and 422 without a version (a custom resource has ``AllowUnconditionalUpdate`` false);
+- a POST or PUT body the API server refuses before storage is a 400: a custom resource without
+  its ``kind`` or of another ``apiVersion``, a PUT naming another object (``_refused_body``);
 - a write asked to answer ``as=PartialObjectMetadata`` answers with the metadata alone;
 - PUT is an update preconditioned on ``metadata.resourceVersion``: 409 Conflict when it differs,
   422 when it is missing (a Lease has ``AllowUnconditionalUpdate`` false), created when the
@@ -39,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import re
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,7 +127,8 @@ def status(code: int, reason: str, message: str) -> dict[str, Any]:
 class FakeApiServer:
     """``async with FakeApiServer() as server``: listening on 127.0.0.1 (``server.host``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.ssl_context = ssl_context  # serve HTTPS with it (``host`` is then https://)
         self.revision = 100
         self.objects: dict[Key, dict[str, Any]] = {}
         self.log: list[tuple[int, Key, str, dict[str, Any]]] = []
@@ -143,8 +147,9 @@ class FakeApiServer:
         # A handler still running at the end (a test that failed mid-way) is cut, not awaited.
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.host = f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+        await web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context).start()
+        scheme = "https" if self.ssl_context is not None else "http"
+        self.host = f"{scheme}://127.0.0.1:{self._runner.addresses[0][1]}"
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
@@ -367,6 +372,8 @@ class FakeApiServer:
                 message = f'{resource} "{metadata["name"]}" already exists'
                 return self._answer(seen, status(409, "AlreadyExists", message), 409)
             return self._answer(seen, _as_asked(request, self._store(key, obj, "ADDED")), 201)
+        if request.method in ("POST", "PUT") and (refused := _refused_body(match, seen)):
+            return self._answer(seen, status(400, "BadRequest", refused), 400)
         key = (resource, ns or "", name or "")
         current = self.objects.get(key)
         if request.method == "GET":
@@ -468,6 +475,67 @@ class FakeApiServer:
             return response
         await response.write_eof()
         return response
+
+
+#: API groups whose objects are custom resources here: decoded as unstructured objects, which
+#: name their kind and apiVersion themselves (a built-in object's are defaulted from the URL).
+CUSTOM_GROUPS = frozenset({"orca.cloudinit.dev"})
+#: The kind of each built-in resource orca writes: a body may leave its kind out (the decoder
+#: takes the URL's), but one naming another kind is refused.
+BUILTIN_KINDS = {
+    "leases": "Lease",
+    "events": "Event",
+    "secrets": "Secret",
+    "tokenreviews": "TokenReview",
+    "subjectaccessreviews": "SubjectAccessReview",
+}
+
+
+def _refused_body(match: re.Match[str], seen: Seen) -> str | None:
+    """Why the API server refuses a POST or PUT body before it reaches storage (400), or None:
+    a custom resource's body without a ``kind`` (k8s.io/apimachinery
+    pkg/runtime/serializer/json/json.go, ``Decode`` into an unstructured object:
+    ``NewMissingKindErr``) or of another ``apiVersion`` than the URL's (k8s.io/apiserver
+    pkg/endpoints/handlers/update.go and create.go, ``AcceptsGroupVersion``); a built-in
+    object's naming another apiVersion or kind (left out, they are the URL's: json.go's
+    ``gvkWithDefaults``); a PUT whose
+    ``metadata.name`` is not the URL's, or whose namespace, when it names one, is not
+    (handlers/rest.go, ``checkName``)."""
+    body = seen.body or {}
+    metadata = body.get("metadata") or {}
+    parts = seen.path.split("/")
+    group_version = parts[2] if parts[1] == "api" else f"{parts[2]}/{parts[3]}"
+    if parts[1] == "apis" and parts[2] in CUSTOM_GROUPS:
+        if not body.get("kind"):
+            return "Object 'Kind' is missing in the body"
+        if body.get("apiVersion") != group_version:
+            return (
+                f"the API version in the data ({body.get('apiVersion') or ''}) does not match "
+                f"the expected API version ({group_version})"
+            )
+    else:  # a built-in object: kind and apiVersion defaulted from the URL when left out
+        if body.get("apiVersion") and body["apiVersion"] != group_version:
+            return (
+                f"the API version in the data ({body['apiVersion']}) does not match the "
+                f"expected API version ({group_version})"
+            )
+        kind = BUILTIN_KINDS.get(match["resource"])
+        if body.get("kind") and kind is not None and body["kind"] != kind:
+            return f'no kind "{body["kind"]}" is registered for version "{group_version}"'
+    if seen.method == "PUT":
+        name = metadata.get("name") or ""
+        if name != match["name"]:
+            return (
+                f"the name of the object ({name}) does not match the name on the URL "
+                f"({match['name']})"
+            )
+        namespace = metadata.get("namespace")
+        if namespace and match["ns"] and namespace != match["ns"]:
+            return (
+                f"the namespace of the object ({namespace}) does not match the namespace on "
+                f"the request ({match['ns']})"
+            )
+    return None
 
 
 def _as_asked(request: web.Request, obj: dict[str, Any]) -> dict[str, Any]:

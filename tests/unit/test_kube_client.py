@@ -11,14 +11,26 @@ loopback HTTP against the in-process API server (``fakeapi``):
 from __future__ import annotations
 
 import asyncio
+import datetime
+import logging
 import socket
+import ssl
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kubernetes import client as k8s_client
+from prometheus_client import REGISTRY
 
-from controller.operator.kube import ApiError, KubeApi, TransportError
+from controller.api.models import API_VERSION
+from controller.operator import tls
+from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
 from controller.operator.kube import client as kube
 from tests.support.fakeapi import FakeApiServer, Fault, run, until
 
@@ -132,6 +144,48 @@ def test_refusals_stay_api_errors() -> None:
     run(scenario)
 
 
+# -- what an answer that is not 2xx says ------------------------------------------------------
+
+
+def test_an_api_error_carries_the_status_objects_reason_and_message() -> None:
+    """The API server writes a ``metav1.Status``: its ``reason`` (more precise than the HTTP
+    one: AlreadyExists is a 409 too) and its message, trimmed, are what callers branch on and
+    log."""
+    body = orjson.dumps({"kind": "Status", "reason": "AlreadyExists", "message": " lease exists\n"})
+    error = kube.api_error(409, "Conflict", body)
+    assert (error.status, error.reason, error.message) == (409, "AlreadyExists", "lease exists")
+    assert str(error) == "409 AlreadyExists: lease exists"
+    without_reason = kube.api_error(500, "Internal Server Error", b'{"message": "etcd down"}')
+    assert (without_reason.reason, without_reason.message) == ("Internal Server Error", "etcd down")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"<html>" + b"x" * 300 + b"\xff</html>", b'["not", "a", "Status"]' + b" " * 300],
+    ids=["a-proxys-page", "json-but-not-a-status"],
+)
+def test_an_answer_that_is_not_a_status_is_quoted_in_part(body: bytes) -> None:
+    """A proxy's page (or any body that is not a ``Status``): the HTTP reason, and the first
+    200 bytes of the body as the message, undecodable bytes replaced, never an exception."""
+    error = kube.api_error(502, "Bad Gateway", body)
+    assert error.reason == "Bad Gateway"
+    assert error.message == body[:200].decode(errors="replace").strip()
+    error = kube.api_error(502, "Bad Gateway", b"\xff\xfe broken")
+    assert error.message == "\ufffd\ufffd broken"
+
+
+def test_a_transport_error_names_the_request_and_the_cause() -> None:
+    silent = TransportError("PUT /x", TimeoutError())
+    assert (str(silent), silent.what, silent.kind) == (
+        "PUT /x: TimeoutError",
+        "PUT /x",
+        "TimeoutError",
+    )
+    reset = TransportError("GET /y", ConnectionResetError("reset by peer"))
+    assert str(reset) == "GET /y: ConnectionResetError: reset by peer"
+    assert reset.what == "GET /y" and reset.cause.args == ("reset by peer",)
+
+
 # -- 401: the credentials loaded again -----------------------------------------------------------
 
 
@@ -201,6 +255,221 @@ def test_a_401_without_new_credentials_stays_a_401() -> None:
     run(scenario)
 
 
+def test_a_401_without_new_credentials_is_not_sent_again_and_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without loaded credentials there is nothing new to send: the 401 is the answer, after
+    one request (sending the refused token again would only double the refusals an API server
+    under a token rotation sees). A loader that fails says why, in the log an operator reads."""
+    caplog.set_level(logging.INFO, logger="orca.kube")
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.tokens = {"new"}
+
+        def broken() -> k8s_client.Configuration:
+            raise OSError("token file being replaced")
+
+        for reload in (None, broken):
+            server.requests.clear()
+            async with server.client(token="old", reload=reload) as api:
+                with pytest.raises(ApiError):
+                    await api.request("GET", NODES)
+            assert [(s.token, s.outcome) for s in server.requests] == [("old", "401")]
+
+    run(scenario)
+    logged = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert logged == [
+        (logging.INFO, f"credentials refused (401 on GET {NODES}): loading them again"),
+        (logging.WARNING, "could not load the credentials again: token file being replaced"),
+    ]
+
+
+def test_a_401_that_loads_new_credentials_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """The log line of a reload names the request that was refused: a 401 storm is then
+    traced to the credentials, not to the network."""
+    caplog.set_level(logging.INFO, logger="orca.kube")
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.tokens = {"new"}
+        async with server.client(token="old", reload=Loader(server, "new")) as api:
+            await api.request("GET", NODES)
+
+    run(scenario)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"credentials refused (401 on GET {NODES}): loading them again"
+    ]
+
+
+def test_retired_sessions_are_closed_and_let_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each 401 retires a session; once closed after its grace it is no longer kept: a
+    long-running operator under repeated rotations does not accumulate sessions (and their
+    connection pools)."""
+    monkeypatch.setattr(kube, "RETIRED_SESSION_GRACE", 0.05)
+
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client(token="t0", reload=Loader(server, "t0")) as api:
+            await api.request("GET", NODES)
+            retired = []
+            for turn in range(1, 4):
+                server.tokens = {f"t{turn}"}
+                api.reload = Loader(server, f"t{turn}")
+                old = api._session
+                await api.request("GET", NODES)  # 401, reloaded, retried on a new session
+                retired.append(old)
+            await until(lambda: all(s is not None and s.closed for s in retired), "closed")
+            await until(lambda: not api._retired, "the retired sessions let go")
+
+    run(scenario)
+
+
+def test_answering_tells_when_the_api_server_answers_again() -> None:
+    """``answering`` is what an informer backing off waits on: not set before any answer,
+    set by one, replaced by an unset one when a request gets no answer, and set again by
+    the next answer (any status)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            first = api.answering()
+            assert not first.is_set() and api.answering() is first
+            await api.request("GET", NODES)
+            assert first.is_set() and api.answering().is_set()
+            server.add(Fault("GET", NODES, "cut"))
+            with pytest.raises(TransportError):
+                await api.request("GET", NODES)
+            waiting = api.answering()
+            assert not waiting.is_set()
+            server.refuse("GET", NODES, 503, "ServiceUnavailable")
+            with pytest.raises(ApiError):
+                await api.request("GET", NODES)
+            assert waiting.is_set()
+            # Asked only after the server came back: it has answered since the failure.
+            server.add(Fault("GET", NODES, "cut"))
+            with pytest.raises(TransportError):
+                await api.request("GET", NODES)
+            await api.request("GET", NODES)
+            assert api.answering().is_set()
+
+    run(scenario)
+
+
+def test_a_list_hands_on_each_object_without_managed_fields() -> None:
+    """Nothing in orca reads ``managedFields``, a third to a half of a Workload: they are
+    dropped as each object is handed on, before anything keeps it. The LIST counts itself."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        fields = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:spec": {}}}]
+        for name in ("a", "b"):
+            server.put("nodes", {"metadata": {"name": name, "managedFields": fields}})
+        seen: list[dict[str, Any]] = []
+        labels = {"verb": "GET", "resource": "nodes", "code": "200"}
+        before = REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
+        async with server.client() as api:
+            version = await api.list_objects(NODES, seen.append)
+        assert REGISTRY.get_sample_value("orca_api_requests_total", labels) == before + 1
+        assert version == str(server.revision)
+        assert [o["metadata"] for o in seen] == [
+            {"name": "a", "resourceVersion": "101"},
+            {"name": "b", "resourceVersion": "102"},
+        ]
+
+    run(scenario)
+
+
+def test_a_watch_counts_itself_and_names_itself_when_it_breaks() -> None:
+    """A watch is counted as ``WATCH`` of its resource; one that breaks or sends a line that
+    is not JSON is a ``TransportError`` naming the watch (the informer logs it)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        labels = {"verb": "WATCH", "resource": "nodes", "code": "200"}
+        before = REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
+        server.put("nodes", {"metadata": {"name": "a"}})
+        async with server.client() as api:
+            with pytest.raises(TransportError) as broken:
+                async for _ in api.watch(NODES, "100", 300):
+                    server.cut_watches()
+            assert str(broken.value).startswith(f"WATCH {NODES}: ClientPayloadError")
+            server.add(Fault("GET", NODES, "garbage", watch=True))
+            with pytest.raises(TransportError) as garbled:
+                async for _ in api.watch(NODES, "100", 300):
+                    pass
+            assert str(garbled.value).startswith(f"WATCH {NODES} (unreadable event): ")
+            assert isinstance(garbled.value.cause, orjson.JSONDecodeError)
+        assert REGISTRY.get_sample_value("orca_api_requests_total", labels) == before + 2
+
+    run(scenario)
+
+
+def test_a_status_write_replaces_the_status_on_the_version_it_was_decided_from() -> None:
+    """What the API server needs of a status PUT (``fakeapi`` refuses as it does a body
+    without the Workload's kind and apiVersion, or naming another object): the status is
+    stored, the answer is the metadata alone with the new resourceVersion, and a write from
+    an older version is a 409."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        stored = server.put(
+            "workloads",
+            {
+                "apiVersion": API_VERSION,
+                "kind": "Workload",
+                "metadata": {"name": "web", "namespace": "team-a"},
+                "spec": {"replicas": 1},
+            },
+        )
+        version = stored["metadata"]["resourceVersion"]
+        async with server.client() as api:
+            answer = await api.write_workload_status(
+                "team-a", "web", {"phase": "Scheduled"}, version
+            )
+            assert answer["kind"] == "PartialObjectMetadata" and "status" not in answer
+            written = server.get("workloads", "web", "team-a")
+            assert written is not None and written["status"] == {"phase": "Scheduled"}
+            assert answer["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
+            assert written["metadata"]["resourceVersion"] != version
+            with pytest.raises(ApiError) as raised:
+                await api.write_workload_status("team-a", "web", {"phase": "Pending"}, version)
+            assert raised.value.conflict
+        assert [s.outcome for s in server.seen("PUT")] == ["200", "409"]
+
+    run(scenario)
+
+
+def test_an_event_is_posted_with_its_body_in_its_namespace() -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": "web."},
+            "reason": "Scheduled",
+            "message": "placed 2 replicas",
+        }
+        async with server.client() as api:
+            labels = {"verb": "POST", "resource": "events", "code": "201"}
+            before = REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
+            answer = await api.create_event("team-a", event)
+            after = REGISTRY.get_sample_value("orca_api_requests_total", labels)
+            assert after == before + 1  # counted under the verb the API server's metrics use
+        stored = server.get("events", answer["metadata"]["name"], "team-a")
+        assert stored is not None
+        assert (stored["reason"], stored["message"]) == ("Scheduled", "placed 2 replicas")
+        assert answer["kind"] == "PartialObjectMetadata"  # the metadata alone came back
+
+    run(scenario)
+
+
+def test_a_fenced_write_says_it_was_not_sent_and_why() -> None:
+    """The line an operator finds in the log for a write a deposed leader dropped."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            api.fence = lambda: False
+            with pytest.raises(Fenced) as raised:
+                await api.create_event("ns", {"kind": "Event", "metadata": {"name": "e"}})
+        assert str(raised.value) == "not sent: this replica does not hold a valid leader Lease"
+        assert server.requests == []
+
+    run(scenario)
+
+
 def test_the_old_session_is_retired_not_closed_under_the_requests_in_flight(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -266,3 +535,197 @@ def test_a_request_gets_a_connection_in_turn_while_busy_callers_keep_every_one_i
     after, total = asyncio.run(scenario())
     assert total == 600
     assert after <= 3 * 4  # in turn: behind the four requests in flight (and a few more)
+
+
+def test_a_refused_watch_is_an_api_error_at_once_without_loading_credentials() -> None:
+    """Only a 401 loads the credentials again; any other refusal (a 503 from an API server
+    starting, a 300 from a misconfigured proxy) is the caller's to retry."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        loader = Loader(server, "t")
+        async with server.client(token="t", reload=loader) as api:
+            for code, reason in ((503, "ServiceUnavailable"), (300, "MultipleChoices")):
+                server.refuse("GET", NODES, code, reason)
+                with pytest.raises(ApiError) as raised:
+                    async for _ in api.watch(NODES, None, 30):
+                        pass
+                assert (raised.value.status, raised.value.reason) == (code, reason)
+        assert loader.calls == 0
+        assert [s.outcome for s in server.seen("GET", NODES)] == ["503", "300"]
+
+    run(scenario)
+
+
+def test_a_401_on_a_watch_says_which_watch_was_refused(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="orca.kube")
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("nodes", {"metadata": {"name": "a"}})
+        server.tokens = {"new"}
+        async with server.client(token="old", reload=Loader(server, "new")) as api:
+            async for _ in api.watch(NODES, None, 30):
+                break
+
+    run(scenario)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"credentials refused (401 watching {NODES}): loading them again"
+    ]
+
+
+def test_a_watch_event_larger_than_a_chunk_arrives_whole() -> None:
+    """A Node with large annotations (or a Workload with many placements) comes in several
+    chunks of the stream: the event is the one object, not its pieces."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        big = "x" * 300_000
+        server.put("nodes", {"metadata": {"name": "a", "annotations": {"big": big}}})
+        server.put("nodes", {"metadata": {"name": "b"}})
+        names = []
+        async with server.client() as api:
+            async for event in api.watch(NODES, None, 30):
+                names.append(event["object"]["metadata"]["name"])
+                if names == ["a"]:
+                    assert event["object"]["metadata"]["annotations"]["big"] == big
+                if len(names) == 2:
+                    break
+        assert names == ["a", "b"]
+
+    run(scenario)
+
+
+def test_a_watch_from_a_compacted_version_is_the_api_servers_410() -> None:
+    """The ``ERROR`` event's ``Status`` becomes the ``ApiError``: its code (410, LIST again),
+    reason and message, as the informer logs them."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("nodes", {"metadata": {"name": "a"}})
+        server.compact()
+        async with server.client() as api:
+            with pytest.raises(ApiError) as raised:
+                async for _ in api.watch(NODES, "100", 30):
+                    pass
+        expired = raised.value
+        assert (expired.status, expired.reason) == (410, "Expired")
+        assert expired.message == f"too old resource version: 100 ({server.revision})"
+
+    run(scenario)
+
+
+def test_one_client_serves_one_event_loop_after_another() -> None:
+    """A client used from one event loop after another (``asyncio.run`` each time, its
+    session closed in between): the turns callers waited for in one loop are not the next
+    loop's (an asyncio semaphore that made a caller wait is bound to that loop, and waiting on
+    it from another raises ``RuntimeError``)."""
+
+    async def busy(api: KubeApi) -> None:
+        async with api:  # its session closed with the loop; the client goes on
+            await asyncio.gather(*(api.request("GET", NODES) for _ in range(4)))  # callers wait
+
+    async def main() -> None:
+        async with FakeApiServer() as server:
+            api = KubeApi(server.configuration(), max_connections=1)
+            for _ in range(2):
+                await asyncio.to_thread(asyncio.run, busy(api))
+            assert [s.outcome for s in server.requests] == ["200"] * 8
+
+    asyncio.run(main())
+
+
+# -- TLS: the API server's certificate checked, the client's own sent -----------------------------
+
+
+def test_requests_and_watches_verify_the_api_server_and_present_the_client_certificate(
+    tmp_path: Path,
+) -> None:
+    """As a kubeconfig describes it: the API server's certificate is verified against the
+    configured CA (``certificate-authority``), and the client's certificate and key
+    (``client-certificate``, ``client-key``) are presented, for requests and for watches
+    (each on a session of its own). A client that does not trust the CA gets no answer
+    (``TransportError``), and ``insecure-skip-tls-verify`` (``verify_ssl`` False) skips the
+    check."""
+    server_bundle = tls.generate(["127.0.0.1"])
+    client_bundle = _client_certificate()
+    for name, data in {
+        "ca.crt": server_bundle.ca,
+        "client.crt": client_bundle.cert,
+        "client.key": client_bundle.key,
+        "other-ca.crt": tls.generate(["127.0.0.1"]).ca,
+    }.items():
+        (tmp_path / name).write_bytes(data)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=client_bundle.ca.decode())
+    context.load_cert_chain(*_pem_files(tmp_path / "server", server_bundle))
+    context.verify_mode = ssl.CERT_REQUIRED  # the API server asks for a client certificate
+
+    def configuration(host: str, ca: str | None, verify: bool = True) -> k8s_client.Configuration:
+        configuration = k8s_client.Configuration()
+        configuration.host = host
+        configuration.verify_ssl = verify
+        configuration.ssl_ca_cert = None if ca is None else str(tmp_path / ca)
+        configuration.cert_file = str(tmp_path / "client.crt")
+        configuration.key_file = str(tmp_path / "client.key")
+        return configuration
+
+    async def main() -> None:
+        async with FakeApiServer(ssl_context=context) as server:
+            server.put("nodes", {"metadata": {"name": "a"}})
+            for trusted in (
+                configuration(server.host, "ca.crt"),
+                configuration(server.host, None, verify=False),
+            ):
+                async with KubeApi(trusted) as api:
+                    listed = await api.request("GET", NODES)
+                    assert [n["metadata"]["name"] for n in listed["items"]] == ["a"]
+                    async for event in api.watch(NODES, None, 30):
+                        assert event["object"]["metadata"]["name"] == "a"
+                        break
+            async with KubeApi(configuration(server.host, "other-ca.crt")) as api:
+                with pytest.raises(TransportError):
+                    await api.request("GET", NODES)
+                with pytest.raises(TransportError):
+                    async for _ in api.watch(NODES, None, 30):
+                        pass
+            anonymous = configuration(server.host, "ca.crt")
+            anonymous.cert_file = anonymous.key_file = None
+            async with KubeApi(anonymous) as api:  # no client certificate: refused in the handshake
+                with pytest.raises(TransportError):
+                    await api.request("GET", NODES)
+
+    asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def _pem_files(directory: Path, bundle: tls.CertBundle) -> tuple[str, str]:
+    directory.mkdir()
+    (directory / "tls.crt").write_bytes(bundle.cert)
+    (directory / "tls.key").write_bytes(bundle.key)
+    return str(directory / "tls.crt"), str(directory / "tls.key")
+
+
+def _client_certificate() -> tls.CertBundle:
+    """A CA and a client certificate it signs (``clientAuth``), as kubeadm issues an admin's."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "client-ca")])
+
+    def certificate(subject: x509.Name, public: Any, ca: bool) -> x509.Certificate:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(ca_name)
+            .public_key(public)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            usage = x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])
+            builder = builder.add_extension(usage, critical=False)
+        return builder.sign(ca_key, hashes.SHA256())
+
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "orca-controller")])
+    pem = serialization.Encoding.PEM
+    return tls.CertBundle(
+        cert=certificate(subject, key.public_key(), ca=False).public_bytes(pem),
+        key=key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+        ca=certificate(ca_name, ca_key.public_key(), ca=True).public_bytes(pem),
+    )

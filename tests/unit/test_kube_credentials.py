@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from controller.operator.kube import CredentialsError, default_namespace, load_configuration
-from controller.operator.kube.credentials import choose_source
+from controller.operator.kube.credentials import Source, choose_source
 
 
 def kubeconfig(
@@ -198,3 +198,90 @@ def test_a_pod_without_a_namespace_file_acts_in_default(world: dict[str, object]
     assert isinstance(env, dict)
     assert default_namespace(None, environ=env, service_account=pod) == "default"
     assert choose_source(None, environ=env, service_account=pod).kind == "in-cluster"
+
+
+def test_a_pod_namespace_file_is_read_without_its_whitespace_and_empty_means_default(
+    world: dict[str, object],
+) -> None:
+    drop(world, "KUBECONFIG")
+    pod = world["pod"]
+    assert isinstance(pod, Path)
+    env = world["env"]
+    assert isinstance(env, dict)
+    (pod / "namespace").write_text("  team-a \n")
+    assert default_namespace(None, environ=env, service_account=pod) == "team-a"
+    (pod / "namespace").write_text(" \n")
+    assert default_namespace(None, environ=env, service_account=pod) == "default"
+
+
+def test_an_unreadable_kubeconfig_is_one_bounded_line_naming_the_file(
+    world: dict[str, object], tmp_path: Path
+) -> None:
+    """A kubeconfig that is not YAML: the parser's message (several lines, quoting the file)
+    is one line of at most 300 characters after the file's name, for loading and for the
+    default namespace alike."""
+    deep = tmp_path / ("d" * 200) / ("e" * 200)  # the parser quotes the file's path
+    deep.mkdir(parents=True)
+    broken = deep / "broken.yaml"
+    broken.write_text("clusters: [\n  - {name: a\n\nusers: :\n")
+    for call in (
+        host,
+        lambda w, f: default_namespace(f, environ=w["env"], service_account=w["pod"]),
+    ):
+        with pytest.raises(CredentialsError) as caught:
+            call(world, str(broken))
+        message = str(caught.value)
+        assert "\n" not in message
+        assert message.startswith(f"{broken}: ")
+        detail = message.removeprefix(f"{broken}: ")
+        assert len(detail) == 300 and detail.endswith("...")
+
+
+def test_one_line_keeps_a_message_of_the_bound_whole() -> None:
+    from controller.operator.kube.credentials import _one_line
+
+    exactly = "y" * 299 + "z"
+    assert _one_line(exactly) == exactly
+    assert _one_line(exactly + "!") == "y" * 297 + "..."
+    assert _one_line("a\n  b\tc ") == "a b c"
+
+
+def test_context_applies_to_the_home_kubeconfig_too(world: dict[str, object]) -> None:
+    drop(world, "KUBECONFIG", "KUBERNETES_SERVICE_HOST")
+    home = Path(str(world["home"])) / ".kube" / "config"
+    kubeconfig(
+        home, ("home", "https://home.test:6443", None), ("lab", "https://lab.test:6443", None)
+    )
+    assert host(world, None, "lab") == "https://lab.test:6443"
+
+
+def test_the_chosen_source_says_what_it_is(world: dict[str, object], tmp_path: Path) -> None:
+    """``Source.kind`` is ``kubeconfig`` for each of the three files and ``in-cluster`` for
+    the Pod (what ``load_configuration`` branches on)."""
+    env = world["env"]
+    assert isinstance(env, dict)
+    pod = world["pod"]
+    assert isinstance(pod, Path)
+    flag = str(world["flag"])
+    home = str(Path(str(world["home"])) / ".kube" / "config")
+
+    def chosen(given: str | None) -> object:
+        return choose_source(given, "ctx", environ=env, service_account=pod)
+
+    assert chosen(flag) == Source("kubeconfig", flag, "ctx")
+    assert chosen(None) == Source("kubeconfig", env["KUBECONFIG"], "ctx")
+    drop(world, "KUBECONFIG")
+    assert chosen(None) == Source("in-cluster")
+    drop(world, "KUBERNETES_SERVICE_HOST")
+    assert chosen(None) == Source("kubeconfig", home, "ctx")
+
+
+def test_an_unusable_service_account_is_one_line_saying_in_cluster(
+    world: dict[str, object],
+) -> None:
+    drop(world, "KUBECONFIG")
+    (Path(str(world["pod"])) / "ca.crt").unlink()
+    with pytest.raises(CredentialsError) as caught:
+        host(world)
+    message = str(caught.value)
+    assert message.startswith("in-cluster: ") and "\n" not in message

@@ -15,13 +15,20 @@ holder, ``leaseDurationSeconds`` 1, both times now, and keeps ``leaseTransitions
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import re
+import socket
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from controller.operator.kube import KubeApi
-from controller.operator.kube.leader import LeaderElector
+from controller.operator.kube.leader import LeaderElector, default_identity
 from tests.support.fakeapi import FakeApiServer, FakeClock, Fault, run, until
 
 NS, NAME = "orca-system", "orca-controller"
@@ -381,5 +388,204 @@ def test_a_standby_never_releases_what_it_does_not_hold() -> None:
         await b.stop()
         assert not server.seen("PUT", ITEM)
         assert spec(server)["holderIdentity"] == "old"
+
+    run(scenario)
+
+
+def test_a_lease_is_expired_once_its_duration_has_passed_as_client_go_judges() -> None:
+    """client-go's ``isLeaseValid``: valid while ``observedTime + leaseDurationSeconds`` is
+    *after* now, so at exactly ``leaseDurationSeconds`` since the record last changed the
+    Lease is expired and a standby takes it (a standby waiting one round more would leave the
+    cluster without a leader a retry period longer than the one a Go replica allows)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        held_by(server, "old")
+        b = Replica(server, "b").start()
+        await rounds(server, b)
+        b.clock.advance(14.5)
+        await rounds(server, b)
+        assert not b.leader and not server.seen("PUT", ITEM)
+        b.clock.advance(0.5)  # exactly 15 s since b first saw this record
+        await until(lambda: b.leader, "b takes over at exactly leaseDurationSeconds")
+        await b.stop()
+
+    run(scenario)
+
+
+def test_lease_times_are_micro_times_the_api_server_parses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``acquireTime`` and ``renewTime`` are ``metav1.MicroTime``: RFC 3339 with exactly six
+    fractional digits (k8s.io/apimachinery pkg/apis/meta/v1/micro_time.go, ``RFC3339Micro``),
+    in UTC; a Lease written otherwise is refused by the API server (400). The time is now:
+    tools that show leader changes (``kubectl get lease``) read it, whatever the local time
+    zone of the Pod (``TZ``)."""
+    monkeypatch.setenv("TZ", "IST-5:30")  # a POSIX zone 5.5 hours east of UTC
+    time.tzset()
+    micro = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+    async def scenario(server: FakeApiServer) -> None:
+        before = datetime.now(UTC)
+        a = Replica(server, "a").start()
+        await until(lambda: a.leader, "a elected")
+        await rounds(server, a)
+        await a.stop()
+        after = datetime.now(UTC)
+        bodies = [s.body for s in server.seen(path=LEASE) if s.method in ("POST", "PUT")]
+        assert len(bodies) >= 3  # created, renewed, released
+        for body in bodies:
+            assert body is not None
+            for field in ("acquireTime", "renewTime"):
+                written = body["spec"][field]
+                assert micro.match(written), written
+                when = datetime.strptime(written, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+                assert before - timedelta(seconds=1) <= when <= after + timedelta(seconds=1)
+
+    try:
+        run(scenario)
+    finally:
+        monkeypatch.undo()  # TZ as it was, and the zone read again
+        time.tzset()
+
+
+def test_the_default_identity_names_the_host_and_process_and_is_unique() -> None:
+    """The holder an operator reads in the Lease: which pod (hostname) and process, and a
+    random part so a restarted process never passes for its predecessor."""
+    first, second = default_identity(), default_identity()
+    host, pid, tail = first.rsplit("_", 2)
+    assert (host, pid) == (socket.gethostname(), str(os.getpid()))
+    assert re.fullmatch(r"[0-9a-f]{6}", tail)
+    assert first != second
+
+
+def test_leadership_changes_are_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """What an operator reads to tell when and why a replica led, stepped down or lost the
+    Lease: elected (with the Lease and identity), the deadline passed, another holder seen,
+    the Lease released."""
+    caplog.set_level(logging.INFO, logger="orca.leader")
+
+    async def scenario(server: FakeApiServer) -> None:
+        a = Replica(server, "a").start()
+        await until(lambda: a.leader, "a elected")
+        server.add(Fault("PUT", ITEM, "drop", times=None))
+        await rounds(server, a)
+        a.clock.advance(10)
+        assert not a.leader  # exactly the renew deadline since the last renew was sent
+        server.clear()
+        await until(lambda: a.leader, "a leads again")
+
+        def taken_over() -> None:
+            current = server.get("leases", NAME, NS)
+            assert current is not None
+            current["spec"].update(holderIdentity="b")
+            server.put("leases", current)
+
+        server.before("PUT", ITEM, taken_over)
+        await alive_until(a, lambda: not a.elector.is_leader, "a steps down")
+        await rounds(server, a)  # reads b's Lease: lost
+        await a.stop()
+
+    run(scenario)
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records]
+    lease = f"{NS}/{NAME}"
+    assert (logging.INFO, f"became leader (Lease {lease}, a)") in messages
+    assert (
+        logging.ERROR,
+        f"leader Lease {lease} not renewed within 10.0s: writing nothing more",
+    ) in messages
+    assert any(m.startswith("leader election: PUT ") for _, m in messages)
+    assert (logging.WARNING, f"lost the leader Lease {lease} (held by b)") in messages
+
+
+def test_a_release_is_logged_and_a_failed_one_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="orca.leader")
+
+    async def scenario(server: FakeApiServer) -> None:
+        a = Replica(server, "a").start()
+        await until(lambda: a.leader, "a elected")
+        await a.stop()
+        b = Replica(server, "b").start()
+        await until(lambda: b.leader, "b elected")
+        server.refuse("PUT", ITEM, 500, "InternalError", times=None)
+        await b.stop()
+
+    run(scenario)
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert (logging.INFO, "released the leader Lease") in messages
+    # Every request the elector made is counted under its HTTP verb, as the API server's own
+    # apiserver_request_total spells it (a dashboard sums both by verb).
+    verbs = {
+        sample.labels["verb"]
+        for metric in REGISTRY.collect()
+        if metric.name == "orca_api_requests"
+        for sample in metric.samples
+        if sample.labels.get("resource") == "leases"
+    }
+    assert verbs and verbs <= {"GET", "POST", "PUT"}
+    assert (
+        logging.WARNING,
+        "could not release the Lease: 500 InternalError: injected 500",
+    ) in messages
+
+
+@pytest.mark.parametrize(("duration", "wait"), [(40, 40.0), (None, 15.0)], ids=["40s", "unset"])
+def test_a_standby_waits_the_leases_own_duration(duration: int | None, wait: float) -> None:
+    """Expiry is judged by the Lease's ``leaseDurationSeconds`` (the holder's setting, not
+    the standby's), 15 s when the Lease names none."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        obj = held_by(server, "old")
+        if duration is None:
+            del obj["spec"]["leaseDurationSeconds"]
+        else:
+            obj["spec"]["leaseDurationSeconds"] = duration
+        server.put("leases", obj)
+        b = Replica(server, "b").start()
+        await rounds(server, b)
+        b.clock.advance(wait - 0.5)
+        await rounds(server, b)
+        assert not b.leader and not server.seen("PUT", ITEM)
+        b.clock.advance(0.5)
+        await until(lambda: b.leader, "b takes over after the Lease's own duration")
+        await b.stop()
+
+    run(scenario)
+
+
+def test_losing_the_race_to_create_the_lease_is_not_winning_it() -> None:
+    """Two replicas starting at once both find no Lease; the second POST is refused (409
+    AlreadyExists): that replica stands by, it does not count as leader."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        def other_created_it() -> None:
+            obj = lease()
+            obj["metadata"]["namespace"] = NS
+            obj["spec"] = {"holderIdentity": "a", "leaseDurationSeconds": 15}
+            server.put("leases", obj)
+
+        server.before("POST", LEASE, other_created_it)
+        b = Replica(server, "b").start()
+        await alive_until(b, lambda: any(s.outcome == "409" for s in server.seen("POST")), "409")
+        await rounds(server, b)
+        assert not b.leader and b.elected == []
+        assert spec(server)["holderIdentity"] == "a"
+        await b.stop()
+
+    run(scenario)
+
+
+def test_the_replica_that_creates_the_lease_leads_from_that_round() -> None:
+    """Creating the Lease is winning it: leader at once, not a retry period later."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        def hold_the_next_rounds() -> None:
+            server.hold("GET", ITEM, times=None)
+
+        server.before("POST", LEASE, hold_the_next_rounds)
+        a = Replica(server, "a").start()
+        await alive_until(a, lambda: a.leader, "a leads after its POST alone")
+        assert [s.outcome for s in server.seen("POST")] == ["201"]
+        server.clear()
+        await a.stop()
 
     run(scenario)

@@ -736,3 +736,22 @@ def test_who_waits_for_capacity_or_nodes_is_every_record_whose_code_a_change_can
         assert state.keys_waiting_for_nodes() == {
             k for k, r in state.records.items() if r.code in {*waiting, Code.UNRESOLVABLE}
         }
+
+
+def test_a_late_echo_of_our_own_write_is_dropped_even_with_opaque_versions() -> None:
+    """resourceVersions are opaque by contract (``is_newer`` only orders etcd's integers):
+    with an API server that issues others, the echo of the operator's own status write
+    arriving after a newer change of the Workload cannot be told stale by its version. It is
+    told by being the version the write produced (``written_version``, set with the record's
+    version once the write landed: ``transaction._landed``), and dropped instead of rolling
+    the record back to what the write replaced."""
+    state = ClusterState()
+    first = state.upsert_workload(wl_obj("w", "opaque-a"))
+    assert first is not None
+    first.written_version = first.resource_version = "opaque-w"  # our write landed
+    newer = wl_obj("w", "opaque-n", [{"node": "b", "allocId": "ns/w-0", "score": 0}])
+    assert state.upsert_workload(newer) is not None  # another client's change, seen first
+    assert state.upsert_workload(wl_obj("w", "opaque-w")) is None  # then our write's echo
+    record = state.records["ns/w"]
+    assert record.resource_version == "opaque-n"
+    assert record.status is not None and [p.node for p in record.status.placements] == ["b"]

@@ -919,3 +919,71 @@ def test_held_keeps_both_places_of_a_moved_replica_and_the_larger_size() -> None
         ("a", "ns/w-1", 500),
         ("b", "ns/w-0", 1000),
     ]
+
+
+def test_a_change_seen_before_the_writes_answer_is_not_rolled_back_by_it() -> None:
+    """The write lands (10 -> 11) and another client changes the Workload right after
+    (11 -> 12); the watch delivers that change before the write's answer is handled. The
+    record keeps the newer version and what it records: a later write is preconditioned on
+    12, not on the 11 it would meet a conflict with."""
+
+    class LateAnswer(DroppingApi):
+        async def write_workload_status(
+            self, namespace: str, name: str, status: dict[str, Any], version: str | None
+        ) -> dict[str, Any]:
+            answer = await super().write_workload_status(namespace, name, status, version)
+            obj = self.objects[name]
+            obj["metadata"]["resourceVersion"] = "12"
+            obj["metadata"]["labels"] = {"team": "blue"}  # another client's edit
+            state.upsert_workload(copy.deepcopy(obj))  # its event, delivered first
+            return answer
+
+    state, queue = ClusterState(), WorkQueue()
+    api = LateAnswer(lands=True)
+    api.dropped = True  # every write answered
+    state.upsert_node(node_object("a", cpu="1"))
+    operator = Operator.wire(cast(KubeApi, api), state, queue)
+    state.upsert_workload(job("web", "1", version=10, uid="u-web"))
+
+    async def scenario() -> None:
+        queue.add("ns/web")
+        await step(operator, queue)
+
+    asyncio.run(scenario())
+    record = state.records["ns/web"]
+    assert record.resource_version == "12"
+    assert record.status is not None and [p.node for p in record.status.placements] == ["a"]
+    assert api.writes == ["web: ['a']"]
+
+
+def test_a_victims_room_is_the_preemptors_at_once_not_counted_twice_while_written() -> None:
+    """``low`` (4 cpu, all of a) is preempted for ``high`` (2 cpu). While low's write is in
+    flight the room it gives up is the preemptor's alone: a holds high's 2 cpu, not low's 4
+    as well (a victim's room is not held until its write lands, as a move's is). Counted
+    twice, a Workload decided meanwhile would find no room and wait, and nothing would wake
+    it: a victim's landing wakes nobody, its room being the preemptor's."""
+    state, api, operator = preemption({})
+    gate = asyncio.Event()
+    written = api.write_workload_status
+
+    async def held(
+        _namespace: str, name: str, status: dict[str, Any], _version: str | None
+    ) -> dict[str, Any]:
+        await gate.wait()
+        return await written(_namespace, name, status, _version)
+
+    api.write_workload_status = held  # type: ignore[method-assign]
+
+    async def scenario() -> dict[str, int]:
+        operator.queue.add("ns/high")
+        task = asyncio.create_task(operator.loop.process_next())
+        await until(lambda: state.ledger.assumed("ns/low"), "low's write in flight")
+        during = free_cpu(state)
+        gate.set()
+        await task
+        return during
+
+    during = asyncio.run(scenario())
+    assert during == {"a": 2000}
+    assert api.written == ["low", "high"]
+    assert free_cpu(state) == {"a": 2000}

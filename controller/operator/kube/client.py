@@ -258,11 +258,17 @@ class KubeApi:
     async def __aexit__(self, *_exc: object) -> None:
         await self.close()
 
-    def _ssl(self) -> ssl.SSLContext | bool:
+    def _ssl(self) -> ssl.SSLContext:
+        """The API server's certificate checked against the configured CA (unless
+        ``insecure-skip-tls-verify``), and the client certificate presented either way: a
+        kubeconfig that skips the check still authenticates with its certificate, as kubectl
+        does (skipping verification used to send no certificate at all, so such a user was
+        anonymous, 401 or 403)."""
         cfg = self.configuration
+        context = ssl.create_default_context(cafile=cfg.ssl_ca_cert if cfg.verify_ssl else None)
         if not cfg.verify_ssl:
-            return False
-        context = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
         if cfg.cert_file:
             context.load_cert_chain(cfg.cert_file, cfg.key_file)
         return context

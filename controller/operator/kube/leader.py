@@ -167,7 +167,8 @@ class LeaderElector:
         holder = spec.get("holderIdentity") or ""
         if version != self._observed[0]:
             self._observed = (version, now)
-        expired = now - self._observed[1] > float(spec.get("leaseDurationSeconds") or 15)
+        # client-go's isLeaseValid: valid while observedTime + leaseDuration is after now.
+        expired = now - self._observed[1] >= float(spec.get("leaseDurationSeconds") or 15)
         if holder and holder != self.identity and not expired:
             self._lost(f"held by {holder}")
             return False
