@@ -181,8 +181,11 @@ def holding_span(
     )
 
 
-#: Taint sets judged and kept per tolerations (``TaintToleration._judged``) before starting over.
+#: Reasons named before the codes start over (``TaintToleration._code``).
 MAX_JUDGED: Final = 100_000
+#: Judgements kept per tolerations beyond twice the tainted nodes before those of taints no
+#: longer in the table are let go (``TaintToleration._rows_for``).
+MIN_JUDGED: Final = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,7 +314,7 @@ class TaintToleration:
         signature = self.signature(cycle)
         tolerations = self.tolerations(cycle)
         judged = self._judged.get(signature)
-        if judged is None or len(judged) > MAX_JUDGED:
+        if judged is None:
             if len(self._judged) > MAX_CACHED:
                 self._judged.clear()
             judged = self._judged[signature] = {}
@@ -352,6 +355,11 @@ class TaintToleration:
             rows.at[i] = entry.at
             rows.untolerated[i] = self._code(entry.untolerated)
             rows.expired[i] = self._code(entry.expired)
+        if len(judged) > 2 * len(table.tainted) + MIN_JUDGED:
+            # Every change of a Node brings a new taints tuple: keep only the judgements of
+            # the tuples this table still holds, or flapping nodes would pile them up.
+            held = {id(table.nodes[i].taints) for i in table.tainted}
+            self._judged[signature] = {k: v for k, v in judged.items() if k in held}
         if len(self._rows) > MAX_CACHED:
             self._rows.clear()
         self._rows[signature] = rows

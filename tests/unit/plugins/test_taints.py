@@ -257,3 +257,17 @@ def test_the_taint_verdict_kept_row_by_row_is_the_one_judged_afresh(
         assert _verdict_parts(kept.filter(cycle)) == _verdict_parts(
             TaintToleration().filter(fresh_cycle)
         )
+
+
+def test_judgements_of_taints_a_flapping_node_no_longer_has_are_let_go() -> None:
+    """Every change of a Node brings a new taints tuple; the plugin's memory of judgements
+    stays bounded by the table, not by how often its nodes flapped."""
+    ledger = ledger_for(node("a", taints=[{"key": "k", "effect": "NoSchedule"}]), node("b"))
+    web = workload(kind="Job")
+    plugin = TaintToleration()
+    for i in range(500):
+        taint = {"key": f"k{i % 7}", "effect": "NoSchedule"}
+        ledger.rebind(ledger.table.replaced([node("a", taints=[taint])]))
+        plugin.filter(cycle_for(web, ledger))
+    kept = sum(len(judged) for judged in plugin._judged.values())
+    assert kept <= 2 * len(ledger.table.tainted) + taints_module.MIN_JUDGED
