@@ -221,9 +221,11 @@ def test_a_watch_gone_silent_is_cut_past_its_timeout(monkeypatch: pytest.MonkeyP
     async def scenario() -> None:
         seen: list[str] = []
         async with RawServer(silent) as configuration:
-            with pytest.raises(TransportError) as raised:
-                await asyncio.wait_for(watch_all(configuration, seen), 10)
-            held.set()  # the handler ends, so the server need not wait for it to stop
+            try:
+                with pytest.raises(TransportError) as raised:
+                    await asyncio.wait_for(watch_all(configuration, seen), 10)
+            finally:
+                held.set()  # the handler ends, so the server need not wait for it to stop
         assert seen == ["a"]
         assert isinstance(raised.value.cause, TimeoutError)
 
