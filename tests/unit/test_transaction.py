@@ -980,6 +980,26 @@ def test_a_failed_write_leaves_the_capacity_with_its_owner() -> None:
     assert run_write(fail=True) == (0, 0)
 
 
+def test_a_write_that_lands_after_its_workload_was_deleted_books_nothing() -> None:
+    """web scales down while its write is in flight, and is deleted meanwhile: the write
+    lands, but the Workload is gone, so node a is all free (its capacity is not booked again
+    for a Workload nobody will delete)."""
+
+    async def scenario() -> int:
+        state, api = ClusterState(), BlockedApi()
+        state.upsert_node(node_object("a", cpu="2"))
+        state.upsert_workload(scaled_down(2))
+        operator = Operator.wire(cast(KubeApi, api), state)
+        writing = asyncio.create_task(operator.loop.process("ns/web"))
+        await until(lambda: api.pending == 1, "the write in flight")
+        state.delete_workload("ns/web")  # its DELETED event, seen meanwhile
+        api.release.set()
+        assert await writing
+        return free_cpu_on_a(state)
+
+    assert asyncio.run(scenario()) == 2000
+
+
 def test_held_keeps_both_places_of_a_moved_replica_and_the_larger_size() -> None:
     before = (Booking("a", "ns/w-0", 1000, 10), Booking("a", "ns/w-1", 500, 10))
     after = (Booking("b", "ns/w-0", 1000, 10), Booking("a", "ns/w-1", 250, 10))
