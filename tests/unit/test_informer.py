@@ -280,6 +280,39 @@ def test_a_back_off_after_no_answer_ends_when_the_server_answers_again(
     run(scenario)
 
 
+def test_an_answer_during_the_first_step_neither_cuts_it_short_nor_restarts_the_back_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The watch breaks (no answer) and the API server answers another request during the
+    first step's 0.5 s: that wait could not be shorter anyway, so nothing is said about going
+    on early, and when the next watch breaks too the back-off has grown (1 s), as after any
+    two failures in a row."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        w = await Watching(server).start()
+        answered: list[bool] = []
+
+        async def sleep(delay: float) -> None:
+            w.delays.append(delay)
+            if not answered:
+                answered.append(True)
+                await w.api.request("GET", NODES_PATH)  # a Lease renew, say, answered
+                await asyncio.sleep(0.05)
+            w.clock.advance(delay)
+            await asyncio.sleep(0.002)
+
+        w.informer.sleep = sleep
+        server.add(Fault("GET", w.path, "cut", watch=True))  # the next watch breaks too
+        with caplog.at_level(logging.INFO, logger="orca.informer"):
+            server.cut_watches()
+            await w.watching(count=3)
+        assert w.delays == [0.5, 1.0]
+        assert "answers again" not in caplog.text
+        await w.stop()
+
+    run(scenario)
+
+
 def test_a_watch_resumed_in_time_replays_the_deletions_it_missed() -> None:
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
