@@ -313,6 +313,35 @@ def test_an_answer_during_the_first_step_neither_cuts_it_short_nor_restarts_the_
     run(scenario)
 
 
+def test_an_answer_as_a_delay_runs_out_does_not_restart_the_back_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The watch breaks three times in a row (no answer); the API server answers another
+    request just as the second delay runs out: that wait was not cut short, so the back-off
+    goes on growing (0.5, 1, 2 s), and nothing is said about going on early."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        w = await Watching(server).start()
+
+        async def sleep(delay: float) -> None:
+            w.delays.append(delay)
+            w.clock.advance(delay)
+            await asyncio.sleep(0.002)
+            if delay == 1.0:
+                await w.api.request("GET", NODES_PATH)  # answered as the delay ends
+
+        w.informer.sleep = sleep
+        server.add(Fault("GET", w.path, "cut", times=2, watch=True))
+        with caplog.at_level(logging.INFO, logger="orca.informer"):
+            server.cut_watches()
+            await w.watching(count=4)
+        assert w.delays == [0.5, 1.0, 2.0]
+        assert "answers again" not in caplog.text
+        await w.stop()
+
+    run(scenario)
+
+
 def test_a_watch_resumed_in_time_replays_the_deletions_it_missed() -> None:
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
