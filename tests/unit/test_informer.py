@@ -271,10 +271,15 @@ def test_a_back_off_after_no_answer_ends_when_the_server_answers_again(
         with caplog.at_level(logging.INFO, logger="orca.informer"):
             await w.api.request("GET", NODES_PATH)  # answered: the server is back
             await w.watching(count=3)
-        assert "the API server answers again: the workloads informer goes on now" in caplog.text
+        assert "the API server answers again: the workloads informer goes on now" in [
+            r.getMessage() for r in caplog.records
+        ]
         assert w.delays == [0.5, 1.0, 0.5]  # woken, then at least the first step
         server.put("workloads", workload("c"))
         await until(lambda: "ns/c" in w.keys, "c seen on the new watch")
+        server.cut_watches()  # broken again at once: the back-off started over when woken
+        await w.watching(count=4)
+        assert w.delays == [0.5, 1.0, 0.5, 0.5]
         await w.stop()
 
     run(scenario)
