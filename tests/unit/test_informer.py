@@ -250,7 +250,8 @@ def test_a_back_off_after_no_answer_ends_when_the_server_answers_again(
     """The server is away (the watch cut, then the next attempt cut as its bytes arrive: no
     answer), the back-off grows past its first step, and then the API server answers another
     request (as the Lease's renews probe it every 2 s): the informer watches again then, not
-    at the end of its delay. The sleep here never ends by itself past the first step."""
+    at the end of its delay, once the first step (0.5 s) has passed since the wait began; and
+    the back-off starts over. The sleep here never ends by itself past the first step."""
 
     async def scenario(server: FakeApiServer) -> None:
         w = await Watching(server).start()
@@ -258,7 +259,8 @@ def test_a_back_off_after_no_answer_ends_when_the_server_answers_again(
         async def long_sleep(delay: float) -> None:
             w.delays.append(delay)
             if delay > 0.5:
-                await asyncio.sleep(3600)  # only an answer from the server ends this wait
+                w.clock.advance(0.25)  # a quarter of a second into the wait ...
+                await asyncio.sleep(3600)  # ... only an answer from the server ends it
             w.clock.advance(delay)
             await asyncio.sleep(0.002)
 
@@ -274,12 +276,12 @@ def test_a_back_off_after_no_answer_ends_when_the_server_answers_again(
         assert "the API server answers again: the workloads informer goes on now" in [
             r.getMessage() for r in caplog.records
         ]
-        assert w.delays == [0.5, 1.0, 0.5]  # woken, then at least the first step
+        assert w.delays == [0.5, 1.0, 0.25]  # woken, then the rest of the first step
         server.put("workloads", workload("c"))
         await until(lambda: "ns/c" in w.keys, "c seen on the new watch")
         server.cut_watches()  # broken again at once: the back-off started over when woken
         await w.watching(count=4)
-        assert w.delays == [0.5, 1.0, 0.5, 0.5]
+        assert w.delays == [0.5, 1.0, 0.25, 0.5]
         await w.stop()
 
     run(scenario)
