@@ -584,6 +584,40 @@ def test_a_relist_delivers_what_changed_and_what_went_and_nothing_else() -> None
     run(scenario)
 
 
+def test_watch_events_are_delivered_by_kind_and_a_relist_after_them_repeats_nothing() -> None:
+    """Each watch event reaches the handler as what it is (``ADDED`` as added, ``MODIFIED`` as
+    modified, ``DELETED`` as deleted), and goes into the informer's store: a LIST right after
+    finds everything as the watch left it and delivers nothing again (no object modified
+    again, no deletion twice), as client-go's ``Replace`` against its store."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        for name in ("a", "b"):
+            server.put("workloads", workload(name))
+        recording = Recording()
+        informer = Informer(server.client(), WORKLOADS, "workloads", recording)
+        await informer.list_once(initial=True)
+        recording.calls.clear()
+        watching = asyncio.create_task(informer.watch_once())
+        await until(lambda: server.live_watches == 1, "watching")
+        server.put("workloads", {**workload("a"), "spec": {"kind": "Job", "count": None}})
+        server.put("workloads", workload("c"))
+        server.delete("workloads", "b", "ns")
+        await until(lambda: len(recording.calls) == 3, "three events delivered")
+        server.end_watches()
+        await watching
+        assert [(kind, what) for kind, what in recording.calls[:2]] == [
+            ("modified", "a"),
+            ("added", "c"),
+        ]
+        assert recording.calls[2][0] == "deleted" and recording.calls[2][1]["name"] == "b"
+        recording.calls.clear()
+        await informer.list_once()
+        assert recording.calls == [("listed", False)]
+        await informer.api.close()
+
+    run(scenario)
+
+
 def test_a_list_is_read_page_by_page() -> None:
     """LISTs come in pages (``limit`` + ``continue``): every page is read and merged."""
     from kubernetes import client as k8s_client
