@@ -618,6 +618,29 @@ def test_watch_events_are_delivered_by_kind_and_a_relist_after_them_repeats_noth
     run(scenario)
 
 
+def test_a_deletion_of_an_object_never_seen_is_delivered_and_the_informer_goes_on() -> None:
+    """A ``DELETED`` event for an object the informer never delivered (a watch cache that
+    replays from a version of its own, a proxy in between): handed on as a deletion, the
+    store left as it was, and no exception that would end the informer's task."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("workloads", workload("a"))
+        recording = Recording()
+        informer = Informer(server.client(), WORKLOADS, "workloads", recording)
+        await informer.list_once(initial=True)
+        recording.calls.clear()
+        stray = {"metadata": {"name": "stray", "namespace": "ns", "resourceVersion": "999"}}
+        informer.deliver("DELETED", stray)
+        assert recording.calls == [("deleted", stray["metadata"])]
+        assert informer.version == "999"
+        recording.calls.clear()
+        await informer.list_once()
+        assert recording.calls == [("listed", False)]  # "a" still known, nothing else
+        await informer.api.close()
+
+    run(scenario)
+
+
 def test_a_list_is_read_page_by_page() -> None:
     """LISTs come in pages (``limit`` + ``continue``): every page is read and merged."""
     from kubernetes import client as k8s_client
