@@ -641,6 +641,30 @@ def test_a_deletion_of_an_object_never_seen_is_delivered_and_the_informer_goes_o
     run(scenario)
 
 
+def test_a_cluster_scoped_object_gone_while_nobody_watched_is_deleted_by_its_name_alone() -> None:
+    """A Node the relist no longer finds is delivered as deleted with its name and the
+    version last seen, and no namespace (it has none)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("nodes", node_object("gone"))
+        recording = Recording()
+        informer = Informer(server.client(), NODES_PATH, "nodes", recording)
+        await informer.list_once(initial=True)
+        stored = server.get("nodes", "gone")
+        assert stored is not None
+        version = stored["metadata"]["resourceVersion"]
+        server.delete("nodes", "gone")
+        recording.calls.clear()
+        await informer.list_once()
+        assert recording.calls == [
+            ("deleted", {"name": "gone", "resourceVersion": version}),
+            ("listed", False),
+        ]
+        await informer.api.close()
+
+    run(scenario)
+
+
 def test_a_list_is_read_page_by_page() -> None:
     """LISTs come in pages (``limit`` + ``continue``): every page is read and merged."""
     from kubernetes import client as k8s_client
