@@ -443,6 +443,34 @@ def test_backoff_doubles_to_30s_on_failures_and_starts_again_after_a_watch_that_
     run(scenario)
 
 
+def test_a_watch_that_ran_a_while_before_it_expired_starts_the_back_off_over() -> None:
+    """The back-off grown by failures in a row (0.5 to 8 s) starts over after a watch that ran
+    a while (5 s here) and then expired (410): the next break waits 0.5 s, not 16 s."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        w = await Watching(server).start()
+        server.add(Fault("GET", w.path, "status", times=3, status=500, watch=True))
+        server.cut_watches()  # then refused three times: 0.5, 1, 2, 4
+        await w.watching(count=5)
+        assert w.delays == [0.5, 1.0, 2.0, 4.0]
+
+        def five_seconds_then_expired() -> None:
+            w.clock.advance(5)  # the watch runs 5 s ...
+            server.put("workloads", workload("x"))
+            server.compact()  # ... and its version leaves the watch cache: 410
+
+        server.cut_watches()  # 8 s, then the next watch runs 5 s and expires
+        server.add(Fault("GET", w.path, "before", hook=five_seconds_then_expired, watch=True))
+        await until(lambda: w.lists() == 2, "the LIST after the 410")
+        await w.watching(count=7)
+        server.cut_watches()  # broken at once: the back-off from its start
+        await w.watching(count=8)
+        assert w.delays == [0.5, 1.0, 2.0, 4.0, 8.0, 0.5]
+        await w.stop()
+
+    run(scenario)
+
+
 def test_a_refused_watch_is_tried_again_without_listing_and_delivers_once_allowed() -> None:
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
