@@ -443,9 +443,13 @@ def test_backoff_doubles_to_30s_on_failures_and_starts_again_after_a_watch_that_
     run(scenario)
 
 
-def test_a_watch_that_ran_a_while_before_it_expired_starts_the_back_off_over() -> None:
+def test_a_watch_that_ran_a_while_before_it_expired_starts_the_back_off_over(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """The back-off grown by failures in a row (0.5 to 8 s) starts over after a watch that ran
-    a while (5 s here) and then expired (410): the next break waits 0.5 s, not 16 s."""
+    a while (5 s here) and then expired (410): the next break waits 0.5 s, not 16 s. The
+    expiry is logged with the API server's own words."""
+    caplog.set_level(logging.INFO, logger="orca.informer")
 
     async def scenario(server: FakeApiServer) -> None:
         w = await Watching(server).start()
@@ -466,6 +470,11 @@ def test_a_watch_that_ran_a_while_before_it_expired_starts_the_back_off_over() -
         server.cut_watches()  # broken at once: the back-off from its start
         await w.watching(count=8)
         assert w.delays == [0.5, 1.0, 2.0, 4.0, 8.0, 0.5]
+        since, compacted = w.watches()[5], server.compacted
+        expired = f"410 Expired: too old resource version: {since} ({compacted})"
+        assert f"the workloads watch expired ({expired}): relisting" in [
+            r.getMessage() for r in caplog.records
+        ]
         await w.stop()
 
     run(scenario)
@@ -800,8 +809,12 @@ def test_the_periodic_resync_lists_again_and_looks_at_every_workload() -> None:
         w.informer.resync = 60.0
         await w.start()
         await w.handed_out()
-        w.clock.advance(61)
-        server.end_watches()  # the watch ends (its timeout): the resync is due, LIST first
+        w.clock.advance(30)
+        server.end_watches()  # the watch ends (its timeout) 30 s after the LIST: watch on
+        await w.watching(count=2)
+        assert w.lists() == 1
+        w.clock.advance(30)
+        server.end_watches()  # 60 s after the LIST: the resync is due, LIST first
         await until(lambda: w.lists() == 2, "the resync's LIST")
         await until(lambda: len(w.queue) == 1, "a queued again")
         assert await w.handed_out() == {"ns/a"}
