@@ -480,7 +480,13 @@ def test_a_watch_that_ran_a_while_before_it_expired_starts_the_back_off_over(
     run(scenario)
 
 
-def test_a_refused_watch_is_tried_again_without_listing_and_delivers_once_allowed() -> None:
+def test_a_refused_watch_is_tried_again_without_listing_and_delivers_once_allowed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A refused watch is a warning naming the refusal and the wait, tried again from the
+    same version, with no LIST."""
+    caplog.set_level(logging.INFO, logger="orca.informer")
+
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
         w = await Watching(server).start()
@@ -494,6 +500,8 @@ def test_a_refused_watch_is_tried_again_without_listing_and_delivers_once_allowe
         assert w.delays == [0.5, 1.0, 2.0, 4.0]
         assert w.watches()[1:] == [version] * 4  # each attempt from the same version
         assert w.lists() == 1 and w.keys == {"ns/a"}  # a refusal is not an expiry
+        refusal = "the workloads watch was refused (403 Forbidden: injected 403); again in 1.0s"
+        assert (logging.WARNING, refusal) in [(r.levelno, r.getMessage()) for r in caplog.records]
         assert await w.handed_out() == set()  # nothing to decide again
         server.put("workloads", workload("b"))
         await until(lambda: "ns/b" in w.keys, "b seen once allowed")
@@ -739,10 +747,14 @@ def test_a_list_is_read_page_by_page() -> None:
     asyncio.run(scenario())
 
 
-def test_a_list_whose_own_version_is_already_expired_backs_off() -> None:
+def test_a_list_whose_own_version_is_already_expired_backs_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Every watch from the list's version gets 410 at once (the server compacted past it):
     the informer lists again, but not in a tight loop: the back-off grows as for any failure
-    (without it: a LIST and a watch, again and again, as fast as the server answers)."""
+    (without it: a LIST and a watch, again and again, as fast as the server answers), and the
+    log says why it waits."""
+    caplog.set_level(logging.INFO, logger="orca.informer")
 
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
@@ -752,6 +764,8 @@ def test_a_list_whose_own_version_is_already_expired_backs_off() -> None:
         await until(lambda: w.lists() >= 5, "five LISTs")
         assert w.delays[:4] == [0.5, 1.0, 2.0, 4.0]
         assert restarts("workloads", "expired") >= 4
+        messages = [r.getMessage() for r in caplog.records]
+        assert "the workloads watch expired at once; again in 0.5s" in messages
         await w.stop()
 
     run(scenario)
