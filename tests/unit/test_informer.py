@@ -395,7 +395,13 @@ def test_a_bookmark_moves_the_watch_on_so_a_quiet_watch_resumes_without_a_relist
     run(scenario)
 
 
-def test_a_connection_dropped_mid_watch_resumes_from_the_last_event_seen() -> None:
+def test_a_connection_dropped_mid_watch_resumes_from_the_last_event_seen(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The break is logged with the watch it broke and the wait, and the next watch starts
+    from the last event seen."""
+    caplog.set_level(logging.INFO, logger="orca.informer")
+
     async def scenario(server: FakeApiServer) -> None:
         w = await Watching(server).start()
         broken = restarts("workloads", "broken")
@@ -408,6 +414,12 @@ def test_a_connection_dropped_mid_watch_resumes_from_the_last_event_seen() -> No
         assert w.watches()[-1] == last_seen
         assert restarts("workloads", "broken") == broken + 1
         assert w.delays == [0.5]
+        assert [
+            m
+            for m in (r.getMessage() for r in caplog.records)
+            if m.startswith(f"the workloads watch broke (WATCH {w.path}")
+            and m.endswith("); again in 0.5s")
+        ]
         assert w.informer.version == last_seen
         server.put("workloads", workload("c"))
         await until(lambda: "ns/c" in w.keys, "c seen on the new watch")
