@@ -492,6 +492,33 @@ def test_a_watch_that_ran_a_while_before_it_expired_starts_the_back_off_over(
     run(scenario)
 
 
+def test_a_watch_that_ran_one_second_is_not_a_while() -> None:
+    """ "A while" is more than a second (``QUIET``): a watch that breaks, or expires from the
+    LIST's own version, after exactly one second is a failure in a row, and the back-off goes
+    on growing (0.5, 1, then 2 and 4 s)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        w = await Watching(server).start()
+        server.add(Fault("GET", w.path, "status", times=1, status=500, watch=True))
+        server.cut_watches()  # 0.5, then refused: 1
+        await w.watching(count=3)
+        w.clock.advance(1.0)
+        server.cut_watches()  # after exactly one second: 2
+
+        def one_second_then_expired() -> None:
+            w.clock.advance(1.0)
+            server.put("workloads", workload("x"))
+            server.compact()
+
+        server.add(Fault("GET", w.path, "before", hook=one_second_then_expired, watch=True))
+        await until(lambda: w.lists() == 2, "the LIST after the 410")
+        await w.watching(count=5)
+        assert w.delays == [0.5, 1.0, 2.0, 4.0]
+        await w.stop()
+
+    run(scenario)
+
+
 def test_a_refused_watch_is_tried_again_without_listing_and_delivers_once_allowed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
