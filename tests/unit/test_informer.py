@@ -514,6 +514,10 @@ def test_a_watch_that_ran_one_second_is_not_a_while() -> None:
         await until(lambda: w.lists() == 2, "the LIST after the 410")
         await w.watching(count=5)
         assert w.delays == [0.5, 1.0, 2.0, 4.0]
+        w.clock.advance(1.0)
+        server.end_watches()  # ended by the server after exactly one second: at once, 8
+        await w.watching(count=6)
+        assert w.delays == [0.5, 1.0, 2.0, 4.0, 8.0]
         await w.stop()
 
     run(scenario)
