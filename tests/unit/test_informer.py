@@ -859,6 +859,26 @@ def test_a_class_that_changes_queues_the_workloads_naming_it() -> None:
     run(scenario)
 
 
+@pytest.mark.parametrize(
+    ("resync", "asked"), [(None, "300"), (600.0, "300"), (60.0, "60"), (0.4, "1")]
+)
+def test_a_watch_asks_the_server_to_end_it_in_time_for_the_resync(
+    resync: float | None, asked: str
+) -> None:
+    """Each watch asks the API server to end it (``timeoutSeconds``) after the informer's
+    timeout (300 s), or sooner when the resync is due sooner, so the LIST is not late; never
+    under a second (0 would mean the server's own default)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        w = Watching(server)
+        w.informer.resync = resync
+        await w.start()
+        assert [s.query["timeoutSeconds"] for s in server.seen("GET", w.path, True)] == [asked]
+        await w.stop()
+
+    run(scenario)
+
+
 def test_the_periodic_resync_lists_again_and_looks_at_every_workload() -> None:
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
