@@ -553,7 +553,11 @@ def test_a_refused_watch_is_tried_again_without_listing_and_delivers_once_allowe
     run(scenario)
 
 
-def test_a_watch_that_ends_at_once_backs_off_instead_of_spinning() -> None:
+def test_a_watch_that_ends_at_once_backs_off_instead_of_spinning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="orca.informer")
+
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
         w = Watching(server)
@@ -563,6 +567,8 @@ def test_a_watch_that_ends_at_once_backs_off_instead_of_spinning() -> None:
         assert w.delays[:4] == [0.5, 1.0, 2.0, 4.0]
         assert set(w.watches()) == {str(server.revision)}
         assert w.lists() == 1
+        messages = [r.getMessage() for r in caplog.records]
+        assert "the workloads watch ended at once; again in 1.0s" in messages
         await w.stop()
 
     run(scenario)
