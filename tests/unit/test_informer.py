@@ -885,6 +885,50 @@ def test_a_watch_asks_the_server_to_end_it_in_time_for_the_resync(
     run(scenario)
 
 
+def test_a_relist_without_an_answer_says_so_and_goes_on_once_the_server_answers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The resync's LIST gets no answer, twice: each failure is a warning about listing
+    again (not the initial listing), and the back-off, past its first step, ends as soon as
+    the API server answers another request, as for a watch."""
+    caplog.set_level(logging.INFO, logger="orca.informer")
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("workloads", workload("a"))
+        recording = Recording()
+        initial = Informer(server.client(), WORKLOADS, "workloads", recording)
+        await initial.list_until_done(initial=True)
+        assert recording.calls[-1] == ("listed", True)
+        await initial.api.close()
+
+        w = Watching(server)
+        w.informer.resync = 60.0
+        await w.start()
+
+        async def long_sleep(delay: float) -> None:
+            w.delays.append(delay)
+            if delay > 0.5:
+                await asyncio.sleep(3600)  # only an answer from the server ends this wait
+            w.clock.advance(delay)
+            await asyncio.sleep(0.002)
+
+        w.informer.sleep = long_sleep
+        # Twice each: aiohttp sends a GET once more when its connection closed.
+        away = server.add(Fault("GET", w.path, "drop", times=4, watch=False))
+        w.clock.advance(61)
+        server.end_watches()  # the resync is due: LIST, which gets no answer
+        await until(lambda: away.arrived == 4 and w.delays == [0.5, 1.0], "backing off")
+        server.put("workloads", workload("b"))  # created while the informer is away
+        await w.api.request("GET", NODES_PATH)  # answered: the server is back
+        await until(lambda: "ns/b" in w.keys, "b seen once the LIST is answered")
+        failures = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(failures) == 2, failures
+        assert all(m.startswith("listing again of workloads failed: GET ") for m in failures)
+        await w.stop()
+
+    run(scenario)
+
+
 def test_the_periodic_resync_lists_again_and_looks_at_every_workload() -> None:
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
