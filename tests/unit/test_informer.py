@@ -673,6 +673,9 @@ def test_a_relist_delivers_what_changed_and_what_went_and_nothing_else() -> None
         )
         assert recording.calls[-1] == ("listed", False)
         assert informer.version == str(server.revision)
+        recording.calls.clear()
+        await informer.list_once()  # nothing changed since: nothing delivered again
+        assert recording.calls == [("listed", False)]
         await informer.api.close()
 
     run(scenario)
