@@ -250,7 +250,8 @@ def test_a_back_off_after_no_answer_ends_when_the_server_answers_again(
     """The server is away (the watch cut, then the next attempt cut as its bytes arrive: no
     answer), the back-off grows past its first step, and then the API server answers another
     request (as the Lease's renews probe it every 2 s): the informer watches again then, not
-    at the end of its delay. The sleep here never ends by itself past the first step."""
+    at the end of its delay, once the first step (0.5 s) has passed since the wait began; and
+    the back-off starts over. The sleep here never ends by itself past the first step."""
 
     async def scenario(server: FakeApiServer) -> None:
         w = await Watching(server).start()
@@ -258,7 +259,8 @@ def test_a_back_off_after_no_answer_ends_when_the_server_answers_again(
         async def long_sleep(delay: float) -> None:
             w.delays.append(delay)
             if delay > 0.5:
-                await asyncio.sleep(3600)  # only an answer from the server ends this wait
+                w.clock.advance(0.25)  # a quarter of a second into the wait ...
+                await asyncio.sleep(3600)  # ... only an answer from the server ends it
             w.clock.advance(delay)
             await asyncio.sleep(0.002)
 
@@ -271,10 +273,77 @@ def test_a_back_off_after_no_answer_ends_when_the_server_answers_again(
         with caplog.at_level(logging.INFO, logger="orca.informer"):
             await w.api.request("GET", NODES_PATH)  # answered: the server is back
             await w.watching(count=3)
-        assert "the API server answers again: the workloads informer goes on now" in caplog.text
-        assert w.delays == [0.5, 1.0, 0.5]  # woken, then at least the first step
+        assert "the API server answers again: the workloads informer goes on now" in [
+            r.getMessage() for r in caplog.records
+        ]
+        assert w.delays == [0.5, 1.0, 0.25]  # woken, then the rest of the first step
         server.put("workloads", workload("c"))
         await until(lambda: "ns/c" in w.keys, "c seen on the new watch")
+        server.cut_watches()  # broken again at once: the back-off started over when woken
+        await w.watching(count=4)
+        assert w.delays == [0.5, 1.0, 0.25, 0.5]
+        await w.stop()
+
+    run(scenario)
+
+
+def test_an_answer_during_the_first_step_neither_cuts_it_short_nor_restarts_the_back_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The watch breaks (no answer) and the API server answers another request during the
+    first step's 0.5 s: that wait could not be shorter anyway, so nothing is said about going
+    on early, and when the next watch breaks too the back-off has grown (1 s), as after any
+    two failures in a row."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        w = await Watching(server).start()
+        answered: list[bool] = []
+
+        async def sleep(delay: float) -> None:
+            w.delays.append(delay)
+            if not answered:
+                answered.append(True)
+                await w.api.request("GET", NODES_PATH)  # a Lease renew, say, answered
+                await asyncio.sleep(0.05)
+            w.clock.advance(delay)
+            await asyncio.sleep(0.002)
+
+        w.informer.sleep = sleep
+        server.add(Fault("GET", w.path, "cut", watch=True))  # the next watch breaks too
+        with caplog.at_level(logging.INFO, logger="orca.informer"):
+            server.cut_watches()
+            await w.watching(count=3)
+        assert w.delays == [0.5, 1.0]
+        assert "answers again" not in caplog.text
+        await w.stop()
+
+    run(scenario)
+
+
+def test_an_answer_as_a_delay_runs_out_does_not_restart_the_back_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The watch breaks three times in a row (no answer); the API server answers another
+    request just as the second delay runs out: that wait was not cut short, so the back-off
+    goes on growing (0.5, 1, 2 s), and nothing is said about going on early."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        w = await Watching(server).start()
+
+        async def sleep(delay: float) -> None:
+            w.delays.append(delay)
+            w.clock.advance(delay)
+            await asyncio.sleep(0.002)
+            if delay == 1.0:
+                await w.api.request("GET", NODES_PATH)  # answered as the delay ends
+
+        w.informer.sleep = sleep
+        server.add(Fault("GET", w.path, "cut", times=2, watch=True))
+        with caplog.at_level(logging.INFO, logger="orca.informer"):
+            server.cut_watches()
+            await w.watching(count=4)
+        assert w.delays == [0.5, 1.0, 2.0]
+        assert "answers again" not in caplog.text
         await w.stop()
 
     run(scenario)
@@ -326,7 +395,13 @@ def test_a_bookmark_moves_the_watch_on_so_a_quiet_watch_resumes_without_a_relist
     run(scenario)
 
 
-def test_a_connection_dropped_mid_watch_resumes_from_the_last_event_seen() -> None:
+def test_a_connection_dropped_mid_watch_resumes_from_the_last_event_seen(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The break is logged with the watch it broke and the wait, and the next watch starts
+    from the last event seen."""
+    caplog.set_level(logging.INFO, logger="orca.informer")
+
     async def scenario(server: FakeApiServer) -> None:
         w = await Watching(server).start()
         broken = restarts("workloads", "broken")
@@ -339,6 +414,12 @@ def test_a_connection_dropped_mid_watch_resumes_from_the_last_event_seen() -> No
         assert w.watches()[-1] == last_seen
         assert restarts("workloads", "broken") == broken + 1
         assert w.delays == [0.5]
+        assert [
+            m
+            for m in (r.getMessage() for r in caplog.records)
+            if m.startswith(f"the workloads watch broke (WATCH {w.path}")
+            and m.endswith("); again in 0.5s")
+        ]
         assert w.informer.version == last_seen
         server.put("workloads", workload("c"))
         await until(lambda: "ns/c" in w.keys, "c seen on the new watch")
@@ -374,7 +455,81 @@ def test_backoff_doubles_to_30s_on_failures_and_starts_again_after_a_watch_that_
     run(scenario)
 
 
-def test_a_refused_watch_is_tried_again_without_listing_and_delivers_once_allowed() -> None:
+def test_a_watch_that_ran_a_while_before_it_expired_starts_the_back_off_over(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The back-off grown by failures in a row (0.5 to 8 s) starts over after a watch that ran
+    a while (5 s here) and then expired (410): the next break waits 0.5 s, not 16 s. The
+    expiry is logged with the API server's own words."""
+    caplog.set_level(logging.INFO, logger="orca.informer")
+
+    async def scenario(server: FakeApiServer) -> None:
+        w = await Watching(server).start()
+        server.add(Fault("GET", w.path, "status", times=3, status=500, watch=True))
+        server.cut_watches()  # then refused three times: 0.5, 1, 2, 4
+        await w.watching(count=5)
+        assert w.delays == [0.5, 1.0, 2.0, 4.0]
+
+        def five_seconds_then_expired() -> None:
+            w.clock.advance(5)  # the watch runs 5 s ...
+            server.put("workloads", workload("x"))
+            server.compact()  # ... and its version leaves the watch cache: 410
+
+        server.cut_watches()  # 8 s, then the next watch runs 5 s and expires
+        server.add(Fault("GET", w.path, "before", hook=five_seconds_then_expired, watch=True))
+        await until(lambda: w.lists() == 2, "the LIST after the 410")
+        await w.watching(count=7)
+        server.cut_watches()  # broken at once: the back-off from its start
+        await w.watching(count=8)
+        assert w.delays == [0.5, 1.0, 2.0, 4.0, 8.0, 0.5]
+        since, compacted = w.watches()[5], server.compacted
+        expired = f"410 Expired: too old resource version: {since} ({compacted})"
+        assert f"the workloads watch expired ({expired}): relisting" in [
+            r.getMessage() for r in caplog.records
+        ]
+        await w.stop()
+
+    run(scenario)
+
+
+def test_a_watch_that_ran_one_second_is_not_a_while() -> None:
+    """ "A while" is more than a second (``QUIET``): a watch that breaks, or expires from the
+    LIST's own version, after exactly one second is a failure in a row, and the back-off goes
+    on growing (0.5, 1, then 2 and 4 s)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        w = await Watching(server).start()
+        server.add(Fault("GET", w.path, "status", times=1, status=500, watch=True))
+        server.cut_watches()  # 0.5, then refused: 1
+        await w.watching(count=3)
+        w.clock.advance(1.0)
+        server.cut_watches()  # after exactly one second: 2
+
+        def one_second_then_expired() -> None:
+            w.clock.advance(1.0)
+            server.put("workloads", workload("x"))
+            server.compact()
+
+        server.add(Fault("GET", w.path, "before", hook=one_second_then_expired, watch=True))
+        await until(lambda: w.lists() == 2, "the LIST after the 410")
+        await w.watching(count=5)
+        assert w.delays == [0.5, 1.0, 2.0, 4.0]
+        w.clock.advance(1.0)
+        server.end_watches()  # ended by the server after exactly one second: at once, 8
+        await w.watching(count=6)
+        assert w.delays == [0.5, 1.0, 2.0, 4.0, 8.0]
+        await w.stop()
+
+    run(scenario)
+
+
+def test_a_refused_watch_is_tried_again_without_listing_and_delivers_once_allowed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A refused watch is a warning naming the refusal and the wait, tried again from the
+    same version, with no LIST."""
+    caplog.set_level(logging.INFO, logger="orca.informer")
+
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
         w = await Watching(server).start()
@@ -388,6 +543,8 @@ def test_a_refused_watch_is_tried_again_without_listing_and_delivers_once_allowe
         assert w.delays == [0.5, 1.0, 2.0, 4.0]
         assert w.watches()[1:] == [version] * 4  # each attempt from the same version
         assert w.lists() == 1 and w.keys == {"ns/a"}  # a refusal is not an expiry
+        refusal = "the workloads watch was refused (403 Forbidden: injected 403); again in 1.0s"
+        assert (logging.WARNING, refusal) in [(r.levelno, r.getMessage()) for r in caplog.records]
         assert await w.handed_out() == set()  # nothing to decide again
         server.put("workloads", workload("b"))
         await until(lambda: "ns/b" in w.keys, "b seen once allowed")
@@ -396,7 +553,11 @@ def test_a_refused_watch_is_tried_again_without_listing_and_delivers_once_allowe
     run(scenario)
 
 
-def test_a_watch_that_ends_at_once_backs_off_instead_of_spinning() -> None:
+def test_a_watch_that_ends_at_once_backs_off_instead_of_spinning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="orca.informer")
+
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
         w = Watching(server)
@@ -406,6 +567,8 @@ def test_a_watch_that_ends_at_once_backs_off_instead_of_spinning() -> None:
         assert w.delays[:4] == [0.5, 1.0, 2.0, 4.0]
         assert set(w.watches()) == {str(server.revision)}
         assert w.lists() == 1
+        messages = [r.getMessage() for r in caplog.records]
+        assert "the workloads watch ended at once; again in 1.0s" in messages
         await w.stop()
 
     run(scenario)
@@ -510,6 +673,90 @@ def test_a_relist_delivers_what_changed_and_what_went_and_nothing_else() -> None
         )
         assert recording.calls[-1] == ("listed", False)
         assert informer.version == str(server.revision)
+        recording.calls.clear()
+        await informer.list_once()  # nothing changed since: nothing delivered again
+        assert recording.calls == [("listed", False)]
+        await informer.api.close()
+
+    run(scenario)
+
+
+def test_watch_events_are_delivered_by_kind_and_a_relist_after_them_repeats_nothing() -> None:
+    """Each watch event reaches the handler as what it is (``ADDED`` as added, ``MODIFIED`` as
+    modified, ``DELETED`` as deleted), and goes into the informer's store: a LIST right after
+    finds everything as the watch left it and delivers nothing again (no object modified
+    again, no deletion twice), as client-go's ``Replace`` against its store."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        for name in ("a", "b"):
+            server.put("workloads", workload(name))
+        recording = Recording()
+        informer = Informer(server.client(), WORKLOADS, "workloads", recording)
+        await informer.list_once(initial=True)
+        recording.calls.clear()
+        watching = asyncio.create_task(informer.watch_once())
+        await until(lambda: server.live_watches == 1, "watching")
+        server.put("workloads", {**workload("a"), "spec": {"kind": "Job", "count": None}})
+        server.put("workloads", workload("c"))
+        server.delete("workloads", "b", "ns")
+        await until(lambda: len(recording.calls) == 3, "three events delivered")
+        server.end_watches()
+        await watching
+        assert [(kind, what) for kind, what in recording.calls[:2]] == [
+            ("modified", "a"),
+            ("added", "c"),
+        ]
+        assert recording.calls[2][0] == "deleted" and recording.calls[2][1]["name"] == "b"
+        recording.calls.clear()
+        await informer.list_once()
+        assert recording.calls == [("listed", False)]
+        await informer.api.close()
+
+    run(scenario)
+
+
+def test_a_deletion_of_an_object_never_seen_is_delivered_and_the_informer_goes_on() -> None:
+    """A ``DELETED`` event for an object the informer never delivered (a watch cache that
+    replays from a version of its own, a proxy in between): handed on as a deletion, the
+    store left as it was, and no exception that would end the informer's task."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("workloads", workload("a"))
+        recording = Recording()
+        informer = Informer(server.client(), WORKLOADS, "workloads", recording)
+        await informer.list_once(initial=True)
+        recording.calls.clear()
+        stray = {"metadata": {"name": "stray", "namespace": "ns", "resourceVersion": "999"}}
+        informer.deliver("DELETED", stray)
+        assert recording.calls == [("deleted", stray["metadata"])]
+        assert informer.version == "999"
+        recording.calls.clear()
+        await informer.list_once()
+        assert recording.calls == [("listed", False)]  # "a" still known, nothing else
+        await informer.api.close()
+
+    run(scenario)
+
+
+def test_a_cluster_scoped_object_gone_while_nobody_watched_is_deleted_by_its_name_alone() -> None:
+    """A Node the relist no longer finds is delivered as deleted with its name and the
+    version last seen, and no namespace (it has none)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("nodes", node_object("gone"))
+        recording = Recording()
+        informer = Informer(server.client(), NODES_PATH, "nodes", recording)
+        await informer.list_once(initial=True)
+        stored = server.get("nodes", "gone")
+        assert stored is not None
+        version = stored["metadata"]["resourceVersion"]
+        server.delete("nodes", "gone")
+        recording.calls.clear()
+        await informer.list_once()
+        assert recording.calls == [
+            ("deleted", {"name": "gone", "resourceVersion": version}),
+            ("listed", False),
+        ]
         await informer.api.close()
 
     run(scenario)
@@ -552,10 +799,14 @@ def test_a_list_is_read_page_by_page() -> None:
     asyncio.run(scenario())
 
 
-def test_a_list_whose_own_version_is_already_expired_backs_off() -> None:
+def test_a_list_whose_own_version_is_already_expired_backs_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Every watch from the list's version gets 410 at once (the server compacted past it):
     the informer lists again, but not in a tight loop: the back-off grows as for any failure
-    (without it: a LIST and a watch, again and again, as fast as the server answers)."""
+    (without it: a LIST and a watch, again and again, as fast as the server answers), and the
+    log says why it waits."""
+    caplog.set_level(logging.INFO, logger="orca.informer")
 
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
@@ -565,6 +816,8 @@ def test_a_list_whose_own_version_is_already_expired_backs_off() -> None:
         await until(lambda: w.lists() >= 5, "five LISTs")
         assert w.delays[:4] == [0.5, 1.0, 2.0, 4.0]
         assert restarts("workloads", "expired") >= 4
+        messages = [r.getMessage() for r in caplog.records]
+        assert "the workloads watch expired at once; again in 0.5s" in messages
         await w.stop()
 
     run(scenario)
@@ -615,6 +868,70 @@ def test_a_class_that_changes_queues_the_workloads_naming_it() -> None:
     run(scenario)
 
 
+@pytest.mark.parametrize(
+    ("resync", "asked"), [(None, "300"), (600.0, "300"), (60.0, "60"), (0.4, "1")]
+)
+def test_a_watch_asks_the_server_to_end_it_in_time_for_the_resync(
+    resync: float | None, asked: str
+) -> None:
+    """Each watch asks the API server to end it (``timeoutSeconds``) after the informer's
+    timeout (300 s), or sooner when the resync is due sooner, so the LIST is not late; never
+    under a second (0 would mean the server's own default)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        w = Watching(server)
+        w.informer.resync = resync
+        await w.start()
+        assert [s.query["timeoutSeconds"] for s in server.seen("GET", w.path, True)] == [asked]
+        await w.stop()
+
+    run(scenario)
+
+
+def test_a_relist_without_an_answer_says_so_and_goes_on_once_the_server_answers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The resync's LIST gets no answer, twice: each failure is a warning about listing
+    again (not the initial listing), and the back-off, past its first step, ends as soon as
+    the API server answers another request, as for a watch."""
+    caplog.set_level(logging.INFO, logger="orca.informer")
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("workloads", workload("a"))
+        recording = Recording()
+        initial = Informer(server.client(), WORKLOADS, "workloads", recording)
+        await initial.list_until_done(initial=True)
+        assert recording.calls[-1] == ("listed", True)
+        await initial.api.close()
+
+        w = Watching(server)
+        w.informer.resync = 60.0
+        await w.start()
+
+        async def long_sleep(delay: float) -> None:
+            w.delays.append(delay)
+            if delay > 0.5:
+                await asyncio.sleep(3600)  # only an answer from the server ends this wait
+            w.clock.advance(delay)
+            await asyncio.sleep(0.002)
+
+        w.informer.sleep = long_sleep
+        # Twice each: aiohttp sends a GET once more when its connection closed.
+        away = server.add(Fault("GET", w.path, "drop", times=4, watch=False))
+        w.clock.advance(61)
+        server.end_watches()  # the resync is due: LIST, which gets no answer
+        await until(lambda: away.arrived == 4 and w.delays == [0.5, 1.0], "backing off")
+        server.put("workloads", workload("b"))  # created while the informer is away
+        await w.api.request("GET", NODES_PATH)  # answered: the server is back
+        await until(lambda: "ns/b" in w.keys, "b seen once the LIST is answered")
+        failures = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(failures) == 2, failures
+        assert all(m.startswith("listing again of workloads failed: GET ") for m in failures)
+        await w.stop()
+
+    run(scenario)
+
+
 def test_the_periodic_resync_lists_again_and_looks_at_every_workload() -> None:
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
@@ -622,8 +939,12 @@ def test_the_periodic_resync_lists_again_and_looks_at_every_workload() -> None:
         w.informer.resync = 60.0
         await w.start()
         await w.handed_out()
-        w.clock.advance(61)
-        server.end_watches()  # the watch ends (its timeout): the resync is due, LIST first
+        w.clock.advance(30)
+        server.end_watches()  # the watch ends (its timeout) 30 s after the LIST: watch on
+        await w.watching(count=2)
+        assert w.lists() == 1
+        w.clock.advance(30)
+        server.end_watches()  # 60 s after the LIST: the resync is due, LIST first
         await until(lambda: w.lists() == 2, "the resync's LIST")
         await until(lambda: len(w.queue) == 1, "a queued again")
         assert await w.handed_out() == {"ns/a"}

@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -131,6 +132,130 @@ def test_a_watch_broken_mid_stream_yields_what_came_then_raises_transport_error(
                     pass
 
     run(scenario)
+
+
+# -- a watch's own server: what the fake API server never does -------------------------------
+
+
+class RawServer:
+    """A loopback HTTP server whose one handler the test writes: a proxy's page, an ``ERROR``
+    event that is not a ``Status``, a connection that goes silent."""
+
+    def __init__(self, handler: Any) -> None:
+        self.app = web.Application()
+        self.app.router.add_route("*", "/{tail:.*}", handler)
+        self.runner = web.AppRunner(self.app)
+
+    async def __aenter__(self) -> k8s_client.Configuration:
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        configuration = k8s_client.Configuration()
+        configuration.host = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        return configuration
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.runner.cleanup()
+
+
+async def watch_all(configuration: k8s_client.Configuration, seen: list[str]) -> None:
+    async with KubeApi(configuration) as api:
+        async for event in api.watch(NODES, None, 0):
+            seen.append(event["object"]["metadata"]["name"])
+
+
+def test_a_proxys_refusal_of_a_watch_keeps_the_http_reason() -> None:
+    """A refusal that is not the API server's ``Status`` (a proxy's page): the ``ApiError``
+    says the HTTP status and reason, and quotes the page, as the informer logs it."""
+
+    async def refuse(_request: web.Request) -> web.Response:
+        return web.Response(status=502, text="<html>upstream gone</html>", content_type="text/html")
+
+    async def scenario() -> None:
+        async with RawServer(refuse) as configuration:
+            with pytest.raises(ApiError) as raised:
+                await watch_all(configuration, [])
+        assert str(raised.value) == "502 Bad Gateway: <html>upstream gone</html>"
+
+    asyncio.run(scenario())
+
+
+def test_an_error_event_without_a_status_is_a_server_error_not_an_expired_version() -> None:
+    """An ``ERROR`` event whose object says nothing (no code, reason or message): a 500, so the
+    informer watches again rather than LISTing everything as after a 410, and its log line
+    is ``500 Error:`` and nothing made up."""
+
+    async def error(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.write(b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n')
+        await response.write(b'{"type":"ERROR","object":{}}\n')
+        return response
+
+    async def scenario() -> None:
+        seen: list[str] = []
+        async with RawServer(error) as configuration:
+            with pytest.raises(ApiError) as raised:
+                await watch_all(configuration, seen)
+        assert seen == ["a"]
+        assert (raised.value.status, str(raised.value)) == (500, "500 Error: ")
+
+    asyncio.run(scenario())
+
+
+def test_a_watch_gone_silent_is_cut_past_its_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watch whose connection goes silent (half-open TCP, a proxy holding it) never errors
+    by itself: it is cut ``WATCH_SILENCE_GRACE`` past the ``timeoutSeconds`` it asked for, a
+    ``TransportError`` after the events that came, so the informer watches again. (The grace
+    shortened from a minute; the watch asks for ``timeoutSeconds=0``.)"""
+    monkeypatch.setattr(kube, "WATCH_SILENCE_GRACE", 0.5)
+    held = asyncio.Event()
+
+    async def silent(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.write(b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n')
+        await held.wait()  # silent until the client has given up
+        return response
+
+    async def scenario() -> None:
+        seen: list[str] = []
+        async with RawServer(silent) as configuration:
+            try:
+                with pytest.raises(TransportError) as raised:
+                    await asyncio.wait_for(watch_all(configuration, seen), 10)
+            finally:
+                held.set()  # the handler ends, so the server need not wait for it to stop
+        assert seen == ["a"]
+        assert isinstance(raised.value.cause, TimeoutError)
+
+    asyncio.run(scenario())
+
+
+def test_a_watch_whose_tls_handshake_never_ends_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connecting includes the TLS handshake: a server that accepts the connection and then
+    says nothing (a load balancer with no backend) is given up after
+    ``WATCH_CONNECT_LIMIT`` (shortened from 30 s), a ``TransportError``, not a watch that
+    hangs until asyncio's own 60 s handshake limit."""
+    monkeypatch.setattr(kube, "WATCH_CONNECT_LIMIT", 0.5)
+
+    async def mute(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(30)
+        writer.close()
+
+    async def scenario() -> None:
+        server = await asyncio.start_server(mute, "127.0.0.1", 0)
+        configuration = k8s_client.Configuration()
+        configuration.host = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        configuration.verify_ssl = False
+        try:
+            with pytest.raises(TransportError) as raised:
+                await asyncio.wait_for(watch_all(configuration, []), 10)
+            assert isinstance(raised.value.cause, TimeoutError)
+        finally:
+            server.close()
+
+    asyncio.run(scenario())
 
 
 def test_refusals_stay_api_errors() -> None:

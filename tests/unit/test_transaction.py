@@ -175,6 +175,76 @@ def test_every_user_gets_the_same_outcome_counts(victim: bool) -> None:
     assert count("orca_status_write_failures_total", code="ServerDisconnectedError") == cause + 1
 
 
+@pytest.mark.parametrize("victim", [True, False])
+def test_a_write_not_sent_without_the_lease_is_counted_fenced_and_says_why(
+    victim: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A write refused locally (the leader Lease lapsed) counts as ``fenced``, whoever made
+    it, and a preemption that could not write its victim says why in its log line."""
+    caplog.set_level(logging.INFO, logger="orca.preemption")
+    fenced = count("orca_status_writes_total", outcome="fenced")
+    if victim:
+        _, _, operator = preemption({"low": Fenced()})
+        key = "ns/high"
+    else:
+        state = ClusterState()
+        state.upsert_node(node_object("a", cpu="2"))
+        state.upsert_workload(job("web", "1", version="5"))
+        operator = Operator.wire(cast(KubeApi, Api({"web": Fenced()})), state)
+        key = "ns/web"
+    asyncio.run(operator.loop.process(key))
+    assert count("orca_status_writes_total", outcome="fenced") == fenced + 1
+    if victim:
+        assert [r.getMessage() for r in caplog.records][1:] == [
+            "preemption of ns/low for ns/high failed: "
+            "not sent: this replica does not hold a valid leader Lease"
+        ]
+
+
+class OneByOneApi:
+    """Each Workload's status write waits for its own ``release`` event, then lands."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.release = {name: asyncio.Event() for name in names}
+        self.pending: set[str] = set()
+
+    async def write_workload_status(self, _namespace: str, name: str, *_: Any) -> dict[str, Any]:
+        self.pending.add(name)
+        await self.release[name].wait()
+        return {"metadata": {"resourceVersion": "99"}}
+
+    async def create_event(self, *_: Any) -> dict[str, Any]:
+        return {}
+
+
+def test_events_hold_back_while_any_status_write_is_in_flight() -> None:
+    """Events wait while status writes are in flight (so a burst's writes get the API server
+    first): with two in flight and one landed, the other still holds them back; with none, they
+    go."""
+
+    async def scenario() -> list[bool]:
+        state, api = ClusterState(), OneByOneApi(("web", "db"))
+        state.upsert_node(node_object("a", cpu="4"))
+        state.upsert_workload(job("web", "1", version="5"))
+        state.upsert_workload(job("db", "1", version="5"))
+        operator = Operator.wire(cast(KubeApi, api), state)
+        busy = [operator.events.busy()]
+        writing = {
+            name: asyncio.create_task(operator.loop.process(f"ns/{name}")) for name in ("web", "db")
+        }
+        await until(lambda: api.pending == {"web", "db"}, "both writes in flight")
+        busy.append(operator.events.busy())
+        api.release["web"].set()
+        assert await writing["web"]
+        busy.append(operator.events.busy())
+        api.release["db"].set()
+        assert await writing["db"]
+        busy.append(operator.events.busy())
+        return busy
+
+    assert asyncio.run(scenario()) == [False, True, True, False]
+
+
 # -- a write that got no answer (StatusWrites.reread) ---------------------------------------------
 # A status write that got no answer may have landed: both outcomes stay booked until the
 # object is read again (``StatusWrites.reread``), and the next decision starts from what the
@@ -908,6 +978,26 @@ def test_freed_capacity_is_held_until_the_write_lands() -> None:
 
 def test_a_failed_write_leaves_the_capacity_with_its_owner() -> None:
     assert run_write(fail=True) == (0, 0)
+
+
+def test_a_write_that_lands_after_its_workload_was_deleted_books_nothing() -> None:
+    """web scales down while its write is in flight, and is deleted meanwhile: the write
+    lands, but the Workload is gone, so node a is all free (its capacity is not booked again
+    for a Workload nobody will delete)."""
+
+    async def scenario() -> int:
+        state, api = ClusterState(), BlockedApi()
+        state.upsert_node(node_object("a", cpu="2"))
+        state.upsert_workload(scaled_down(2))
+        operator = Operator.wire(cast(KubeApi, api), state)
+        writing = asyncio.create_task(operator.loop.process("ns/web"))
+        await until(lambda: api.pending == 1, "the write in flight")
+        state.delete_workload("ns/web")  # its DELETED event, seen meanwhile
+        api.release.set()
+        assert await writing
+        return free_cpu_on_a(state)
+
+    assert asyncio.run(scenario()) == 2000
 
 
 def test_held_keeps_both_places_of_a_moved_replica_and_the_larger_size() -> None:

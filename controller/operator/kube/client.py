@@ -136,6 +136,13 @@ class TransportError(Exception):
 #: client's total timeout).
 NO_ANSWER: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
 
+# A watch's connection: connecting (TCP and the TLS handshake) may take this long, and a watch
+# silent this long past the ``timeoutSeconds`` it asked for is cut (the server should have
+# ended it by then: a half-open connection, or a proxy that holds it). Seconds; module-level so
+# a test can shorten them rather than wait a minute.
+WATCH_CONNECT_LIMIT = 30.0
+WATCH_SILENCE_GRACE = 60.0
+
 
 class Fenced(Exception):
     """A write refused locally: this replica no longer holds a valid leader Lease."""
@@ -475,9 +482,11 @@ class KubeApi:
     ) -> AsyncIterator[dict[str, Any]]:
         headers = self._headers({})
         resource = api_resource(path)
-        # No total timeout: the server ends the watch; a silent connection is cut after a
-        # minute past that (a half-open TCP connection never errors by itself).
-        limits = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout + 60)
+        # No total timeout: the server ends the watch; a silent connection is cut a minute
+        # past that (a half-open TCP connection never errors by itself).
+        limits = aiohttp.ClientTimeout(
+            total=None, sock_connect=WATCH_CONNECT_LIMIT, sock_read=timeout + WATCH_SILENCE_GRACE
+        )
         url = self.configuration.host + path
         # A session (and connection) of its own per watch: a shared session closed under a
         # streaming response (``request`` does so after a 401, to load rotated credentials)

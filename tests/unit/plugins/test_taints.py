@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -216,13 +218,24 @@ def _verdict_parts(verdict: Any) -> tuple[Any, ...]:
         ),
         max_size=8,
     ),
+    st.booleans(),
 )
 def test_the_taint_verdict_kept_row_by_row_is_the_one_judged_afresh(
-    start: list[int], steps: list[tuple[set[int], list[int], int, int]]
+    start: list[int], steps: list[tuple[set[int], list[int], int, int]], tight: bool
 ) -> None:
     """Whatever rows change between decisions, whatever the clock and whichever Workload (with
     its own tolerations) decides, the verdict the plugin gives from the rows it kept equals a
-    new plugin's on the same table at the same time."""
+    new plugin's on the same table at the same time. ``tight``: the same with the plugin's
+    caches bounded to a single entry, so they start over nearly every decision (as a long-lived
+    operator's do once full): starting over never changes a verdict."""
+    with ExitStack() as stack:
+        if tight:
+            stack.enter_context(patch.object(taints_module, "MAX_JUDGED", 1))
+            stack.enter_context(patch.object(taints_module, "MAX_CACHED", 0))
+        kept_row_by_row(start, steps)
+
+
+def kept_row_by_row(start: list[int], steps: list[tuple[set[int], list[int], int, int]]) -> None:
     names = [f"n{i}" for i in range(6)]
     infos = [node(n, taints=_timed(TAINT_CHOICES[c])) for n, c in zip(names, start, strict=True)]
     ledger = ledger_for(*infos)
