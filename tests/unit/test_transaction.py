@@ -194,11 +194,11 @@ def test_a_write_not_sent_without_the_lease_is_counted_fenced_and_says_why(
         key = "ns/web"
     asyncio.run(operator.loop.process(key))
     assert count("orca_status_writes_total", outcome="fenced") == fenced + 1
-    if victim:
-        assert [r.getMessage() for r in caplog.records][1:] == [
+    if victim:  # what else the preemption logs (a retry, say) depends on the loop's timing
+        assert (
             "preemption of ns/low for ns/high failed: "
             "not sent: this replica does not hold a valid leader Lease"
-        ]
+        ) in [r.getMessage() for r in caplog.records if r.name == "orca.preemption"]
 
 
 class OneByOneApi:
