@@ -99,6 +99,30 @@ def cycle_for(w: Workload, ledger: Ledger) -> CycleState:
     return cycle
 
 
+def table_columns(table: NodeTable) -> dict[str, Any]:
+    """Everything a node table holds that the scheduler reads, as plain values (to compare
+    a table kept up to date with one built anew)."""
+    return {
+        "nodes": table.nodes,
+        "hostnames": table.hostnames,
+        "index": table.index,
+        "tainted": table.tainted,
+        **{
+            name: getattr(table, name).tolist()
+            for name in (
+                "cpu",
+                "memory",
+                "ready",
+                "cordoned",
+                "readable",
+                "eligible",
+                "cpu_divisor",
+                "memory_divisor",
+            )
+        },
+    }
+
+
 def rejected(verdict: Verdict) -> dict[str, list[int]]:
     """reason -> indexes of the nodes a filter rejects for it."""
     return {r.reason: np.flatnonzero(~r.passed).tolist() for r in verdict.rejections}

@@ -13,7 +13,7 @@ from controller.scheduler.nodes import (
     node_name,
     unreadable_node_info,
 )
-from tests.support.factories import GiB, node, node_object
+from tests.support.factories import GiB, node, node_object, table_columns
 
 
 def test_labels_become_runtimes_tags_and_kind() -> None:
@@ -83,29 +83,6 @@ def test_table_is_sorted_by_hostname_whatever_the_input_order() -> None:
     assert NodeTable([a]).version != table.version
 
 
-def _columns(table: NodeTable) -> dict[str, Any]:
-    """Everything a table holds that the scheduler reads, as plain values."""
-    return {
-        "nodes": table.nodes,
-        "hostnames": table.hostnames,
-        "index": table.index,
-        "tainted": table.tainted,
-        **{
-            name: getattr(table, name).tolist()
-            for name in (
-                "cpu",
-                "memory",
-                "ready",
-                "cordoned",
-                "readable",
-                "eligible",
-                "cpu_divisor",
-                "memory_divisor",
-            )
-        },
-    }
-
-
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
 
 
@@ -139,8 +116,8 @@ def test_a_table_with_rows_replaced_equals_one_built_anew(
     changed = node("b", **{"labels": {"zone": "a"}, **change})
     after = table.replaced([changed])
     rebuilt = NodeTable([before[0], changed, before[2]])
-    assert _columns(after) == _columns(rebuilt)
-    assert _columns(table) == _columns(NodeTable(before))  # the old table is untouched
+    assert table_columns(after) == table_columns(rebuilt)
+    assert table_columns(table) == table_columns(NodeTable(before))  # the old table is untouched
     assert after.version not in (table.version, rebuilt.version)
     assert (after.shape != table.shape) is reshaped
 

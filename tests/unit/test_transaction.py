@@ -953,16 +953,22 @@ def free_cpu_on_a(state: ClusterState) -> int:
     return int(state.ledger.free()[0][state.ledger.table.index["a"]])
 
 
+async def scale_down_in_flight() -> tuple[ClusterState, BlockedApi, asyncio.Task[bool]]:
+    """web (two replicas on node a) scaled down to one, its status write sent and held."""
+    state, api = ClusterState(), BlockedApi()
+    state.upsert_node(node_object("a", cpu="2"))
+    state.upsert_workload(scaled_down(2))
+    operator = Operator.wire(cast(KubeApi, api), state)
+    writing = asyncio.create_task(operator.loop.process("ns/web"))
+    await until(lambda: api.pending == 1, "the write in flight")
+    return state, api, writing
+
+
 def run_write(fail: bool) -> tuple[int, int]:
     """(free cpu on a while the write is in flight, after it settled)."""
 
     async def scenario() -> tuple[int, int]:
-        state, api = ClusterState(), BlockedApi()
-        state.upsert_node(node_object("a", cpu="2"))
-        state.upsert_workload(scaled_down(2))
-        operator = Operator.wire(cast(KubeApi, api), state)
-        writing = asyncio.create_task(operator.loop.process("ns/web"))
-        await until(lambda: api.pending == 1, "the write in flight")
+        state, api, writing = await scale_down_in_flight()
         during = free_cpu_on_a(state)
         api.error = ApiError(409, "Conflict", "modified") if fail else None
         api.release.set()
@@ -986,12 +992,7 @@ def test_a_write_that_lands_after_its_workload_was_deleted_books_nothing() -> No
     for a Workload nobody will delete)."""
 
     async def scenario() -> int:
-        state, api = ClusterState(), BlockedApi()
-        state.upsert_node(node_object("a", cpu="2"))
-        state.upsert_workload(scaled_down(2))
-        operator = Operator.wire(cast(KubeApi, api), state)
-        writing = asyncio.create_task(operator.loop.process("ns/web"))
-        await until(lambda: api.pending == 1, "the write in flight")
+        state, api, writing = await scale_down_in_flight()
         state.delete_workload("ns/web")  # its DELETED event, seen meanwhile
         api.release.set()
         assert await writing
