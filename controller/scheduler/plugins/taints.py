@@ -182,7 +182,7 @@ def holding_span(
 
 
 #: Reasons named before the codes start over (``TaintToleration._code``).
-MAX_JUDGED: Final = 100_000
+MAX_REASONS: Final = 100_000
 #: Judgements kept per tolerations beyond twice the tainted nodes before those of taints no
 #: longer in the table are let go (``TaintToleration._rows_for``).
 MIN_JUDGED: Final = 64
@@ -318,7 +318,7 @@ class TaintToleration:
             if len(self._judged) > MAX_CACHED:
                 self._judged.clear()
             judged = self._judged[signature] = {}
-        if len(self._reasons) > MAX_JUDGED:
+        if len(self._reasons) > MAX_REASONS:
             self._reasons.clear()
             self._codes.clear()
             self._rows.clear()

@@ -230,7 +230,7 @@ def test_the_taint_verdict_kept_row_by_row_is_the_one_judged_afresh(
     operator's do once full): starting over never changes a verdict."""
     with ExitStack() as stack:
         if tight:
-            stack.enter_context(patch.object(taints_module, "MAX_JUDGED", 1))
+            stack.enter_context(patch.object(taints_module, "MAX_REASONS", 1))
             stack.enter_context(patch.object(taints_module, "MAX_CACHED", 0))
         kept_row_by_row(start, steps)
 
