@@ -3,13 +3,15 @@ cel-python's own parser, and a cache file read only where no one else could have
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 from celpy import celparser
 
-from controller.scheduler.celcache import build_cel_parser, cache_path, ship
+from controller.scheduler import celcache
+from controller.scheduler.celcache import build_cel_parser, cache_path, install_cel_parser, ship
 
 EXPRESSIONS = [
     '"ssd" in node.tags',
@@ -82,3 +84,63 @@ def test_an_installations_cache_comes_first_and_only_when_no_one_else_can_write(
     shipped.parent.chmod(0o755)
     shipped.chmod(0o664)
     assert cache_path() == tmp_path / "home-cache" / "orca" / shipped.name
+
+
+def test_the_users_cache_directory_is_made_where_none_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh account: no ``~/.cache`` yet, no ``$XDG_CACHE_HOME``; ``~/.cache/orca`` is made,
+    private, and made again without complaint on the next start."""
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = cache_path()
+    assert path is not None and path.parent == tmp_path / "home" / ".cache" / "orca"
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    assert cache_path() == path
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg" / "deeper"))  # nor this one
+    assert cache_path() == tmp_path / "xdg" / "deeper" / "orca" / path.name
+
+
+def test_shipping_again_replaces_what_was_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    first = ship()
+    first.write_bytes(b"not a pickle")  # a broken or older file: the image build starts afresh
+    assert ship() == first
+    assert build_cel_parser(first).parse('"a" in node.tags') == build_cel_parser(None).parse(
+        '"a" in node.tags'
+    )
+    assert first.read_bytes() != b"not a pickle"
+
+
+def test_shipping_says_so_when_lark_wrote_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lark only logs a cache it could not write; the image's build step must fail instead."""
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    monkeypatch.setattr(celcache, "build_cel_parser", lambda path: None)
+    where = tmp_path / "venv" / "share" / "orca" / celcache.shipped_cache_path().name
+    with pytest.raises(OSError, match=f"^Lark wrote no cache at {where}$"):
+        ship()
+
+
+def test_the_parser_is_installed_once_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(celparser.CELParser, "CEL_PARSER", None)
+    cache = tmp_path / "cel.cache"
+    install_cel_parser(cache)
+    installed = celparser.CELParser.CEL_PARSER
+    assert installed is not None and cache.stat().st_size > 0  # built through the cache
+    assert installed.parse(EXPRESSIONS[0]) == build_cel_parser(None).parse(EXPRESSIONS[0])
+    install_cel_parser(None)  # cel-python has one: it stays
+    assert celparser.CELParser.CEL_PARSER is installed
+
+
+def test_a_cache_root_owns_is_trusted_by_every_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image's cache is root's, read by the operator's unprivileged user: ``/`` (root's,
+    0755 on every Linux) stands for it, seen by a user who is not root."""
+    monkeypatch.setattr(os, "getuid", lambda: 4242)
+    assert celcache._trusted(Path("/"))
