@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.scheduler import celcheck
+from controller.scheduler import celcheck, celexpr
 from controller.scheduler.celexpr import (
     COST_LIMIT_ERROR,
     MAX_ERROR_LENGTH,
@@ -48,8 +48,32 @@ DEPTH4 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, {DIGITS}.all(d, node.
         ("size(node.runtimes) > 1", (("runtimes", None),)),
         ("1 + 1 == 2", ()),
         ("node == node", None),
+        ('node["cpu"] >= 2000', None),  # indexing node itself: not a field read the walk knows
+        ('node.labels["a\\"b"] == "x"', (("labels", None),)),  # an escaped key is not decoded
+        ("node.labels['''zone'''] == 'x'", (("labels", None),)),  # nor a triple-quoted one
+        ('node.labels[r"zone"] == "x"', (("labels", None),)),  # nor a raw one
+        ('node.labels[node.kind] == "x"', (("kind", None), ("labels", None))),
+        ("size(node.labels) > 1", (("labels", None),)),
+        ('node.labels.zone.startsWith("a")', (("labels", "zone"),)),
     ],
-    ids=["tags", "label-index", "label-dot", "two", "whole-map", "free", "size", "none", "whole"],
+    ids=[
+        "tags",
+        "label-index",
+        "label-dot",
+        "two",
+        "whole-map",
+        "free",
+        "size",
+        "none",
+        "whole",
+        "node-indexed",
+        "escaped-key",
+        "triple-quoted-key",
+        "raw-key",
+        "computed-key",
+        "map-as-argument",
+        "label-method",
+    ],
 )
 def test_dependencies(source: str, deps: tuple[tuple[str, str | None], ...] | None) -> None:
     assert compile_expression(source).deps == deps
@@ -612,3 +636,113 @@ def test_static_estimate_bounds_the_metered_cost_of_random_expressions(source: s
     except Exception as exc:
         plain = type(exc)
     assert metered(small, _Meter(10**9)) == plain
+
+
+def test_an_expression_reading_the_whole_node_is_evaluated_per_distinct_node() -> None:
+    """``node["cpu"]`` reads node as a whole (the walk does not follow an index of ``node``):
+    every field is the memo key, free capacity included, so it is grouped anew on every call
+    and evaluated again only for a node never seen."""
+    table = NodeTable([node("a", cpu="1"), node("b", cpu="2"), node("c", cpu="4")])
+    cel = CelEvaluator()
+    expr = compile_expression('node["cpu"] >= 2000')
+    true, failed, skipped = cel.truth(expr, table, *_free(table))
+    assert (true.tolist(), failed.tolist(), skipped.tolist()) == (
+        [False, True, True],
+        [False] * 3,
+        [False] * 3,
+    )
+    assert (cel.evaluations, cel.groupings) == (3, 1)
+    free_cpu, free_memory = _free(table)
+    assert cel.truth(expr, table, free_cpu, free_memory)[0].tolist() == [False, True, True]
+    assert (cel.evaluations, cel.groupings) == (3, 2)  # grouped again, nothing new to evaluate
+    free_cpu[2] = 0  # c's free cpu changed: a node not seen before
+    assert cel.truth(expr, table, free_cpu, free_memory)[0].tolist() == [False, True, True]
+    assert (cel.evaluations, cel.groupings) == (4, 3)
+
+
+def test_an_empty_table_has_empty_verdicts() -> None:
+    empty = NodeTable([])
+    verdicts = CelEvaluator().truth(compile_expression('"a" in node.tags'), empty, *_free(empty))
+    assert [(v.dtype, v.shape) for v in verdicts] == [(np.dtype(np.bool_), (0,))] * 3
+
+
+def test_the_memo_of_an_expression_is_reset_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outcomes are memoised per value; an expression reading a value unique per node
+    (``node.hostname``) would grow its memo without end: past the bound it starts afresh."""
+    monkeypatch.setattr(celexpr, "MAX_MEMO_PER_EXPRESSION", 2)
+    cel = CelEvaluator()
+    expr = compile_expression('node.hostname != "b"')
+    three = NodeTable([node("a"), node("b"), node("c")])
+    assert cel.truth(expr, three, *_free(three))[0].tolist() == [True, False, True]
+    assert cel.evaluations == 3
+    four = NodeTable([*three.nodes, node("d")])  # another table: the memo has 3 > 2 entries
+    assert cel.truth(expr, four, *_free(four))[0].tolist() == [True, False, True, True]
+    assert cel.evaluations == 3 + 4  # every value evaluated again
+
+
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        # a comprehension over an error is that error, not an evaluation of its body
+        ('dyn(node.labels["nope"]).exists(x, true)', "no such key"),
+        # a body that is neither a bool nor an error, twice: no such overload for || and &&
+        ("[1, 2].exists(t, dyn(t))", "no such overload"),
+        ("[1, 2].all(t, dyn(t))", "no such overload"),
+    ],
+    ids=["range-is-an-error", "exists-of-ints", "all-of-ints"],
+)
+def test_a_comprehension_that_cannot_decide_fails_the_node(source: str, error: str) -> None:
+    table = NodeTable([node("a")])
+    cel = CelEvaluator()
+    outcomes, _ = cel.outcomes(compile_expression(source), table, *_free(table))
+    assert outcomes == [Outcome(error=error)]
+    assert cel.errors == 1
+
+
+def test_a_cost_limit_below_one_activation_stops_at_once() -> None:
+    limit = celcheck.ITERATION_COST - 1
+    table = NodeTable([node("a")])
+    cel = CelEvaluator(cost_limit=limit)
+    (outcome,), _ = cel.outcomes(compile_expression("true"), table, *_free(table))
+    error = f"{COST_LIMIT_ERROR}: more than {limit} cost units in one evaluation"
+    assert outcome == Outcome(error=error)
+    assert (cel.errors, cel.cost_limit_hits) == (1, 1)
+
+
+def test_a_plain_python_error_while_evaluating_fails_the_node_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cel-python raises plain Python errors on some type mixes; whatever it raises becomes
+    that node's one-line error, and is counted."""
+
+    def broken(value: Any) -> Any:
+        raise ZeroDivisionError("cannot\n  divide")
+
+    monkeypatch.setattr(celexpr, "_to_python", broken)
+    table = NodeTable([node("a")])
+    cel = CelEvaluator()
+    (outcome,), _ = cel.outcomes(compile_expression("true"), table, *_free(table))
+    assert outcome == Outcome(error="ZeroDivisionError: cannot divide")
+    assert (cel.errors, cel.cost_limit_hits) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("raised", "message"),
+    [
+        (RecursionError(), "nesting deeper than 32 levels"),
+        (ValueError("an error\n  of lark's own"), "syntax error: an error of lark's own"),
+    ],
+    ids=["recursion", "other"],
+)
+def test_a_parser_failing_otherwise_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, raised: Exception, message: str
+) -> None:
+    """Backstops: check_nesting keeps the parser from recursing too deep, and lark's own errors
+    are CELParseError; should either slip through, the Workload still gets one line."""
+
+    def failing(source: str) -> Any:
+        raise raised
+
+    monkeypatch.setattr(celexpr._environment(), "compile", failing)
+    with pytest.raises(CelCompileError, match=f"^{re.escape(message)}$"):
+        compile_expression.__wrapped__("node.cpu > 1")
