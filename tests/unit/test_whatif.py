@@ -16,9 +16,13 @@ from typing import Any
 
 import pytest
 
+from controller.api.models import Workload
+from controller.scheduler.ledger import ledger_from_statuses
+from controller.scheduler.nodes import NodeInfo, NodeTable
 from controller.scheduler.plugins.topology_spread import REASON_CONSTRAINTS_NOT_MATCH
+from controller.scheduler.whatif import Capacity, Moved, Question, WhatIf, copies
 from tests.support.cli import Orca, write
-from tests.support.factories import node_object
+from tests.support.factories import node, node_object, workload
 from tests.support.factories import workload_obj as wl
 
 ZONE = "topology.kubernetes.io/zone"
@@ -361,3 +365,94 @@ def test_a_template_file_must_hold_one_node_and_its_copies_new_names(
     code, _, err = plan(orca, nodes, workloads, "--add-nodes", f"{big}:1")
     assert code == 2
     assert err == "error: --add-nodes: Node big-1 is already in the cluster: rename the template\n"
+
+
+# -- the search, through the API (what the command prints comes from these figures) -----------
+
+
+def placed_on(*replicas: tuple[str, str]) -> dict[str, Any]:
+    """A status recording ``(alloc suffix, node)`` placements in namespace shop."""
+    return {"placements": [{"node": n, "allocId": f"shop/{a}", "score": 0} for a, n in replicas]}
+
+
+def what_if(nodes: list[NodeInfo], workloads: list[Workload]) -> WhatIf:
+    return WhatIf(ledger_from_statuses(nodes, workloads), workloads, now=NOW)
+
+
+def test_auto_counts_the_daemonsets_each_copy_would_run() -> None:
+    # n0 (5 cores) holds full (4) and agent (a DaemonSet of 1 core, so one on every copy too);
+    # ten 1-core Jobs wait. A 4-core copy has 3 cores left once agent starts on it: the lower
+    # bound is ceil(10 / 3) = 4, which places all. The search: 4 (enough), then 0 + 1 = 1
+    # (7 left), the middle 2 (4 left), the middle 3 (j9 left): 4 and 3 are adjacent. Five
+    # plans with the question without nodes.
+    full = workload("full", kind="Job", resources={"cpu": "4"}, status=placed_on(("full-0", "n0")))
+    agent = workload(
+        "agent", kind="DaemonSet", resources={"cpu": "1"}, status=placed_on(("agent-0", "n0"))
+    )
+    jobs = [workload(f"j{i}", kind="Job", resources={"cpu": "1"}) for i in range(10)]
+    capacity, answer = what_if([node("n0", cpu="5")], [full, agent, *jobs]).smallest_count(
+        Question(template=node("big", cpu="4"))
+    )
+    assert (capacity.count, capacity.tried, capacity.plans) == (4, 4, 5)
+    assert capacity.names == ("big-1", "big-2", "big-3", "big-4")
+    assert capacity.proof == (
+        "with 3, shop/j9-0 has no place: 0/4 nodes are available: 4 Insufficient cpu."
+    )
+    assert answer.settled and answer.added == capacity.names
+
+
+def test_auto_with_nothing_waiting_is_zero_after_one_plan() -> None:
+    full = workload("full", kind="Job", resources={"cpu": "4"}, status=placed_on(("full-0", "n0")))
+    capacity, answer = what_if([node("n0")], [full]).smallest_count(Question(template=node("big")))
+    assert capacity == Capacity("big", 0, True, plans=1)
+    assert answer.settled and answer.added == ()
+
+
+def test_a_template_that_refuses_the_waiting_one_can_still_make_room_for_it() -> None:
+    # n (3 cores); b (1 core, BinPack) then a (3 cores) in file order: b takes n, a waits.
+    # A 1-core template cannot take a (Insufficient cpu), so the largest count (1, one per
+    # waiting replica) is tried first: b, packing, prefers the full copy (1/1 used) to n
+    # (1/3), and a fits on n. One copy, two plans, the plan without it the proof.
+    b = workload("b", kind="Job", resources={"cpu": "1"}, strategy="BinPack")
+    a = workload("a", kind="Job", resources={"cpu": "3"})
+    capacity, answer = what_if([node("n", cpu="3")], [b, a]).smallest_count(
+        Question(template=node("t", cpu="1"))
+    )
+    assert (capacity.count, capacity.plans, capacity.names) == (1, 2, ("t-1",))
+    assert capacity.proof == (
+        "with 0, shop/a-0 has no place: 0/1 nodes are available: 1 Insufficient cpu."
+    )
+    placed = {r.workload.key: [p.node for p in r.status.placements] for r in answer.results}
+    assert placed == {"shop/b": ["t-1"], "shop/a": ["n"]}
+
+
+def test_an_invalid_workload_is_not_part_of_the_answer() -> None:
+    # typo (invalid CEL) sits on a1: draining a1 neither moves it nor leaves it without a
+    # place (it waits for a spec change, not for room), nor counts it as displaced.
+    typo = workload(
+        "typo", kind="Job", constraints=['node.cpu == "x"'], status=placed_on(("typo-0", "a1"))
+    )
+    job = workload("j", kind="Job", status=placed_on(("j-0", "a1")))
+    answer = what_if([node("a1"), node("b1")], [typo, job]).answer(
+        Question(drain=frozenset({"a1"}))
+    )
+    assert answer.moved == (Moved("shop/j", "shop/j-0", "a1", "b1"),)
+    assert answer.unplaced == () and answer.ended == ()
+    assert answer.displaced == 1
+
+
+def test_copies_refuse_a_count_out_of_range_and_names_too_long() -> None:
+    with pytest.raises(ValueError, match=r"^a count of 10001 is outside 0\.\.10000$"):
+        copies(node("big"), 10_001, NodeTable(()))
+    with pytest.raises(ValueError, match=r"^a count of -1 is outside 0\.\.10000$"):
+        copies(node("big"), -1, NodeTable(()))
+    long = "n" * 249  # a Node name may have 253 characters: n...n-999 has, n...n-1000 not
+    assert [n.hostname for n in copies(node(long), 999, NodeTable(()))][-1] == f"{long}-999"
+    with pytest.raises(ValueError, match=f"^{long}-1000 would be longer than 253 characters$"):
+        copies(node(long), 1000, NodeTable(()))
+    assert copies(node("big"), 0, NodeTable(())) == [] and copies(None, 3, NodeTable(())) == []
+
+
+def test_smallest_count_needs_a_template() -> None:
+    with pytest.raises(ValueError, match=r"^smallest_count needs a template node$"):
+        what_if([node("a")], []).smallest_count(Question())
