@@ -7,6 +7,7 @@ never move)."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,15 @@ from hypothesis import strategies as st
 from controller.api.models import Strategy, Workload
 from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import NodeInfo, NodeTable
-from controller.scheduler.rebalance import Move, Plan, Rebalancer, ffd_nodes, moved
+from controller.scheduler.rebalance import (
+    MAX_MOVES,
+    Move,
+    Objective,
+    Plan,
+    Rebalancer,
+    ffd_nodes,
+    moved,
+)
 from controller.scheduler.scheduler import Scheduler
 from tests.support.factories import NOW, node, workload
 from tests.support.properties import examples
@@ -364,3 +373,81 @@ def test_ffd_resuming_per_size_equals_first_fit_from_the_start(
                 used.add(j)
                 break
     assert ffd_nodes(ledger) == len(used)
+
+
+def test_a_replica_never_moves_out_of_every_spread_domain() -> None:
+    # web (ScheduleAnyway over zones, maxSkew 1): a1 (zone a) holds two, b1 (zone b) one; x has
+    # no zone label, so it passes the filter but counts in no domain. Moving a replica from a1
+    # to x would even the utilisation and leave a/b at 1/1, a skew of 0, only by dropping the
+    # replica from the count: never a move. A move to b1 keeps the skew at 1 and the
+    # utilisation as uneven: no move at all.
+    zone = "topology.kubernetes.io/zone"
+    spread = [{"topologyKey": zone, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]
+    web = service("web", 3, topologySpread=spread)
+    ledger = Ledger(NodeTable([node("a1", labels={zone: "a"}), node("b1", labels={zone: "b"})]))
+    ledger.load(
+        web.key,
+        [
+            Booking("a1", "shop/web-0", 500, GiB),
+            Booking("a1", "shop/web-1", 500, GiB),
+            Booking("b1", "shop/web-2", 500, GiB),
+        ],
+    )
+    ledger = grown(ledger, [node("x")])
+    plan = Rebalancer().plan([web], ledger, now=NOW)
+    assert plan.moves == ()
+    assert (plan.before.skew, plan.after.skew) == (1, 1)
+
+
+def test_a_cluster_without_eligible_nodes_has_no_spread_of_utilisation() -> None:
+    ledger = Ledger(NodeTable([node("off", cordoned=True), node("down", ready=False)]))
+    job = workload("j", kind="Job", rebalance="Allowed")
+    ledger.load(job.key, [Booking("off", "shop/j-0", 1000, GiB)])
+    plan = Rebalancer().plan([job], ledger, now=NOW)
+    assert plan.moves == ()
+    assert plan.before.utilisation_stddev == plan.after.utilisation_stddev == 0.0
+    assert plan.before.nodes_in_use == 1
+
+
+@pytest.mark.parametrize(
+    ("strategy", "parts"),
+    [
+        (Strategy.SPREAD, {"skew": 2, "utilisationStddev": 0.1235}),
+        (Strategy.BINPACK, {"nodesInUse": 3, "packing": 0.5679}),
+    ],
+)
+def test_the_objective_shows_the_parts_its_strategy_compares(
+    strategy: Strategy, parts: dict[str, float]
+) -> None:
+    objective = Objective(strategy, 2, 3, 0.123456, 0.567890, 0.9)
+    assert objective.as_dict() == parts
+
+
+def test_the_move_budget_is_bounded() -> None:
+    for bad in (-1, MAX_MOVES + 1):
+        with pytest.raises(ValueError, match=rf"^max moves must be 0\.\.{MAX_MOVES}, not {bad}$"):
+            Rebalancer(max_moves=bad)
+    assert Rebalancer(max_moves=0).max_moves == 0
+    assert Rebalancer(max_moves=MAX_MOVES).max_moves == MAX_MOVES
+
+
+def test_check_judges_the_named_replica_only() -> None:
+    # Two replicas on old-0 (2 cpus): the plan moves one to the new node. Checked again, the
+    # move holds for the replica it names; the same move naming a replica that is not on its
+    # source (or none) does not.
+    scheduler = Scheduler()
+    web = service("web", 2, cpu="1")
+    ledger = grown(
+        placed([node("old-0", cpu="2", memory="4Gi")], [web], scheduler),
+        [node("new-0", cpu="2", memory="4Gi")],
+    )
+    rebalancer = Rebalancer(scheduler)
+    (move,) = rebalancer.plan([web], ledger, now=NOW).moves
+    assert rebalancer.check(move, web, ledger, now=NOW) == move
+    other = next(b.alloc_id for b in ledger.bookings(web.key) if b.alloc_id != move.alloc_id)
+    assert rebalancer.check(replace(move, alloc_id=other), web, ledger, now=NOW) == replace(
+        move, alloc_id=other
+    )
+    assert rebalancer.check(replace(move, alloc_id="shop/web-9"), web, ledger, now=NOW) is None
+    assert rebalancer.check(replace(move, source="new-0"), web, ledger, now=NOW) is None
+    assert rebalancer.check(replace(move, workload="shop/other"), web, ledger, now=NOW) is None
