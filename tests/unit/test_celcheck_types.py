@@ -83,6 +83,17 @@ ILL_TYPED = [
     ('node.labels["zone"]', "expression must evaluate to a bool, not string"),
     ("node.tags", "expression must evaluate to a bool, not list(string)"),
     ("node.tags.map(t, t == 'a')", "expression must evaluate to a bool, not list(bool)"),
+    # cel-go's names of types in messages: null, list(A)
+    ("null == 1", "'_==_' applied to '(null, int)'"),
+    ('[1] + ["a"] == []', "'_+_' applied to '(list(int), list(string))'"),
+    # dyn matches any overload, yet the other operand still has to
+    ("dyn(1) % 1.0 == 0", "'_%_' applied to '(dyn, double)'"),
+    # an element of a list has the list's element type; node["name"] is the field
+    ("node.tags[0] == 1", "'_==_' applied to '(string, int)'"),
+    ('node["cpu"] == "x"', "'_==_' applied to '(int, string)'"),
+    ('"abc"[0] == "a"', "a value of type string cannot be indexed at column 1"),
+    ("Foo{a: 1} == 1", "message construction is not supported (column 1)"),
+    ("exists(node.tags, t, true)", "exists() is a method: write list.exists(x, ...)"),
 ]
 
 WELL_TYPED = [
@@ -104,6 +115,14 @@ WELL_TYPED = [
     'int(node.labels["slots"]) > 3',
     'node.runtimes + node.tags == ["a"]',
     "node.cpu in [1000, 2000]",
+    'node.tags[0] == "a"',
+    # what the checker cannot see is dyn, decided when it runs
+    'dyn(node.labels).zone == "a"',
+    "dyn(node.tags)[0] == 1",
+    "dyn(node.cpu) + 1 == 2.5",
+    'node["cp" + "u"] == "x"',  # a computed name
+    'node[r"cpu"] == "x"',  # a raw string is not decoded
+    "node['''cpu'''] == 'x'",  # nor a triple-quoted one
 ]
 
 

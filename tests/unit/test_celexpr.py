@@ -219,6 +219,8 @@ def test_nesting_and_length_limits(source: str, message: str) -> None:
 
 def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
     compile_expression('node.hostname != "' + "(" * 100 + '"')
+    # an escaped quote does not end the string: the brackets after it are still inside it
+    compile_expression('node.hostname != "\\"' + "(" * 100 + '"')
 
 
 @pytest.mark.parametrize(
