@@ -10,8 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from controller.api.models import Phase, Workload
+from controller.scheduler.ledger import Ledger
+from controller.scheduler.plan import plan as plan_api
+from controller.scheduler.priority import PriorityClass, PriorityClasses
 from tests.support.cli import Orca, write
-from tests.support.factories import node_object
+from tests.support.factories import node, node_object, workload
 from tests.support.factories import workload_obj as wl
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -303,3 +307,45 @@ def test_a_bad_now_is_one_line_and_exit_2(tmp_path: Path, orca: Orca, now: str) 
     code, out, err = orca("plan", "--nodes", nodes, "--workloads", workloads, "--now", now)
     assert (code, out) == (2, "")
     assert err.startswith("error: --now: ") and err.count("\n") == 1, err
+
+
+def test_plan_calls_back_before_each_decision_in_planning_order() -> None:
+    # top (priority 1000) is planned before low although listed after it: both empty 1-cpu
+    # nodes tie, so top takes a (the lower hostname) and low b; typo is Invalid, its
+    # topologySpread has no domains to show. before_each sees the ledger just before each
+    # decision; on_first_decision is called once, after the first.
+    classes = PriorityClasses.of([PriorityClass("high", 1000)])
+    spread = [{"topologyKey": "zone", "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]
+    workloads = [
+        workload("low", kind="Job", resources={"cpu": "1"}),
+        workload("top", kind="Job", resources={"cpu": "1"}, priorityClassName="high"),
+        workload(
+            "typo", kind="Service", count=2, constraints=['node.cpu == "x"'], topologySpread=spread
+        ),
+    ]
+    seen: list[tuple[str, dict[str, list[str]]]] = []
+    first: list[int] = []
+
+    def before_each(w: Workload, ledger: Ledger) -> None:
+        held = {k: [b.node for b in ledger.bookings(k)] for k in ledger.workload_keys()}
+        seen.append((w.key, held))
+
+    results = plan_api(
+        [node("a", cpu="1"), node("b", cpu="1")],
+        workloads,
+        now="2026-12-01T10:00:00Z",
+        classes=classes,
+        before_each=before_each,
+        on_first_decision=lambda: first.append(len(seen)),
+    )
+    assert seen == [
+        ("shop/top", {}),
+        ("shop/low", {"shop/top": ["a"]}),
+        ("shop/typo", {"shop/top": ["a"], "shop/low": ["b"]}),
+    ]
+    assert first == [1]
+    assert [(r.workload.key, r.status.phase, r.spread) for r in results] == [
+        ("shop/top", Phase.SCHEDULED, ()),
+        ("shop/low", Phase.SCHEDULED, ()),
+        ("shop/typo", Phase.INVALID, ()),
+    ]
