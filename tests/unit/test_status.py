@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from controller.api.models import Condition, WorkloadStatus
+from controller.api.models import Condition, Resources, WorkloadStatus
 from controller.scheduler.decision import PendingMove
 from controller.scheduler.ledger import Booking
 from controller.scheduler.preemption import Victim, preempted_status
@@ -284,3 +284,24 @@ def test_the_clock_is_formatted_anew_each_second(monkeypatch: pytest.MonkeyPatch
     assert rfc3339_now() == "2026-12-01T10:00:01Z"
     clock[0] = NOW + 1.5
     assert rfc3339_now() == "2026-12-01T10:00:01Z"
+
+
+def test_the_size_held_outlives_an_invalid_spec_and_the_selector_is_the_callers() -> None:
+    """``status.resources`` is what the placements hold: an Invalid decision keeps them where
+    they are, so it keeps the size the previous status recorded; ``selector`` (what /scale
+    reports) and the resolved priority are written as given."""
+    placed = decide(SMALL, kind="Job", resources={"cpu": "500m"})
+    first = status_from_decision(placed, 1, None, T0, "orca.cloudinit.dev/workload=web")
+    assert (first.resources, first.selector, first.priority) == (
+        Resources(cpu="500m"),
+        "orca.cloudinit.dev/workload=web",
+        0,
+    )
+    broken = decide(SMALL, kind="Job", resources={"cpu": "2"}, constraints=["node.tags.("])
+    second = status_from_decision(broken, 2, first, T1)
+    assert (second.resources, second.selector, second.priority) == (
+        Resources(cpu="500m"),
+        None,
+        None,
+    )
+    assert status_from_decision(broken, 2, None, T1).resources is None
