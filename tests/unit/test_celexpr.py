@@ -363,6 +363,47 @@ def test_static_estimate_bounds_the_runtime_cost_within_declared_sizes(source: s
     assert metered == expr.program.evaluate({"node": json_to_cel(_largest_node())})
 
 
+TIGHT = [
+    "true",
+    "node.cpu > 1",
+    "node.cpu > 1 && node.memory < 2",
+    "!(node.cpu > 1) || -node.cpu < 0",
+    "node.cpu % 2 == 0 ? true : false",
+    "node.cpu * 2 - 1 > node.freeCpu / 2",
+    "(node.cpu) > 1",
+    "[1, 2, 3][0] == 1",
+    "{1: 2}[1] == 2",
+    "has(node.labels.zone)",
+    '"ssd" in node.tags',
+    'node.labels.zone == "a"',
+    'node["cpu"] > 1',
+    'node.hostname + "x" != ""',
+    'int("1") == 1',
+    "dyn(1) == 1",
+    "double(node.cpu) > 1.5",
+    "type(node.cpu) == int",
+    "node.tags.exists(t, true)",
+    "node.tags.exists_one(t, true)",
+    "node.tags.map(t, 1).size() > 0",
+    "node.tags.filter(t, true).size() > 0",
+]
+
+
+@pytest.mark.parametrize("source", TIGHT)
+def test_static_estimate_is_tight_where_sizes_do_not_count(source: str) -> None:
+    """The estimate counts what the meter counts: on the largest node it is an upper bound of
+    the metered cost and, where no string or list operation is charged by its declared size
+    rather than its actual one, within a few units of it, so an expression is not refused
+    for costs it never has."""
+    from celpy.adapter import json_to_cel
+
+    expr = compile_expression(source)
+    meter = _Meter(10**9)
+    evaluator = _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter)
+    evaluator.evaluate({"node": json_to_cel(_largest_node())})
+    assert meter.cost <= expr.cost <= meter.cost + 10
+
+
 def _free(table: NodeTable) -> tuple[np.ndarray, np.ndarray]:
     return table.cpu.copy(), table.memory.copy()
 
