@@ -183,6 +183,9 @@ def test_valid_expressions_compile(source: str) -> None:
         ("node.cpu > 1 &&\n  node.cpu <", "syntax error at column 13: unexpected end"),
         ("node.cpu > 1 &&\n  ) ", "syntax error at line 2, column 3: unexpected ')'"),
         ("   ", "syntax error at column 1: empty expression"),
+        ("(node.cpu > 1", "syntax error at column 14: unexpected end of expression, expected ')'"),
+        ("node.tags[0", "syntax error at column 12: unexpected end of expression, expected ']'"),
+        ("{1: 2", "syntax error at column 6: unexpected end of expression, expected ',' or '}'"),
     ],
     ids=[
         "dot-paren",
@@ -195,6 +198,9 @@ def test_valid_expressions_compile(source: str) -> None:
         "end-on-line-2",
         "line-2",
         "blank",
+        "unclosed-paren",
+        "unclosed-index",
+        "unclosed-map",
     ],
 )
 def test_syntax_errors_say_what_and_where(source: str, message: str) -> None:
