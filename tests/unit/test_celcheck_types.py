@@ -94,6 +94,15 @@ ILL_TYPED = [
     ('"abc"[0] == "a"', "a value of type string cannot be indexed at column 1"),
     ("Foo{a: 1} == 1", "message construction is not supported (column 1)"),
     ("exists(node.tags, t, true)", "exists() is a method: write list.exists(x, ...)"),
+    # the column is where the operator's first operand starts (cel-go points at the operator;
+    # either finds the place in a long expression)
+    (
+        'true && (node.cpu > 1 ? 1 : "a") == 1',
+        "'_?_:_' applied to '(bool, int, string)' at column 10",
+    ),
+    ("true &&  1 in 1", "'@in' applied to '(int, int)' at column 10"),
+    ("true && !1", "'!_' applied to '(int)' at column 9"),
+    ('true && {1: 2}["a"] == 2', "'_[_]' applied to '(map(int, int), string)' at column 9"),
 ]
 
 WELL_TYPED = [
