@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from celpy import celparser
@@ -22,7 +23,17 @@ EXPRESSIONS = [
     'node.tags.exists(t, t == "edge") ? 1.5 : -2u == 3u',
     "node.labels.all(k, k.size() < 64) && has(node.labels.zone)",
     "b'bytes' == b\"\\x00\" || r'raw' != 'x' || [1, 2][0] == {'a': 1}['a']",
+    "(node.cpu > 1) == true || false != null",  # true and false are literals, not names
+    'node.cpu > 1 &&\n  node.kind == "linux"',  # positions on a second line
 ]
+
+
+def positions(tree: Any) -> list[tuple[str, int | None, int | None]]:
+    """Each subtree's rule and where it starts: what error messages point at."""
+    return [
+        (str(t.data), getattr(t.meta, "line", None), getattr(t.meta, "column", None))
+        for t in tree.iter_subtrees_topdown()
+    ]
 
 
 def test_the_cached_cel_parser_parses_as_cel_pythons_own(
@@ -41,6 +52,7 @@ def test_the_cached_cel_parser_parses_as_cel_pythons_own(
         expected = own.parse(source)
         assert cold.parse(source) == expected, source
         assert warm.parse(source) == expected, source
+        assert positions(warm.parse(source)) == positions(expected), source
 
 
 def test_an_unwritable_cache_is_no_cache(tmp_path: Path) -> None:
