@@ -795,3 +795,27 @@ def test_a_parser_failing_otherwise_is_one_line(
     monkeypatch.setattr(celexpr._environment(), "compile", failing)
     with pytest.raises(CelCompileError, match=f"^{re.escape(message)}$"):
         compile_expression.__wrapped__("node.cpu > 1")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "true",  # the last unit spent is a syntax-tree node's
+        '"abcdefghij" == "abcdefghij"',  # the last unit spent is the size of the string literal
+    ],
+    ids=["visit-last", "size-last"],
+)
+def test_an_evaluation_may_spend_exactly_its_limit(source: str) -> None:
+    from celpy.adapter import json_to_cel
+
+    expr = compile_expression(source)
+    meter = _Meter(10**9)
+    _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter).evaluate(
+        {"node": json_to_cel(_largest_node())}
+    )
+    table = NodeTable([node("a")])
+    exact = CelEvaluator(cost_limit=meter.cost)
+    assert exact.outcomes(expr, table, *_free(table))[0] == [Outcome(value=True)]
+    under = CelEvaluator(cost_limit=meter.cost - 1)
+    (outcome,), _ = under.outcomes(expr, table, *_free(table))
+    assert outcome.error is not None and outcome.error.startswith(COST_LIMIT_ERROR)
