@@ -819,3 +819,27 @@ def test_an_evaluation_may_spend_exactly_its_limit(source: str) -> None:
     under = CelEvaluator(cost_limit=meter.cost - 1)
     (outcome,), _ = under.outcomes(expr, table, *_free(table))
     assert outcome.error is not None and outcome.error.startswith(COST_LIMIT_ERROR)
+
+
+def test_a_cycle_budget_spent_to_the_unit_leaves_the_next_node_unevaluated() -> None:
+    """One evaluation's cost is the whole cycle's budget: the first node is evaluated, the
+    second is not even started (no interpreter run, not memoised), and the cycle counts once."""
+    from celpy.adapter import json_to_cel
+
+    expr = compile_expression('node.hostname != "x"')
+    table = NodeTable([node("a"), node("b")])
+    meter = _Meter(10**9)
+    activation = {"node": json_to_cel(celexpr.cel_view(table.nodes[0], 0, 0))}
+    _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter).evaluate(activation)
+    cel = CelEvaluator(cycle_budget=meter.cost)
+    cel.start_cycle()
+    outcomes, _ = cel.outcomes(expr, table, *_free(table))
+    assert outcomes == [
+        Outcome(value=True),
+        Outcome(error=celexpr.CYCLE_BUDGET_ERROR, unbudgeted=True),
+    ]
+    assert (cel.evaluations, cel.cycle_budget_hits, cel.errors) == (1, 1, 0)
+    cel.start_cycle()  # the next cycle: b's outcome was not memoised, a's was
+    outcomes, _ = cel.outcomes(expr, table, *_free(table))
+    assert outcomes == [Outcome(value=True), Outcome(value=True)]
+    assert (cel.evaluations, cel.cycle_budget_hits) == (2, 1)
