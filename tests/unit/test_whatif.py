@@ -456,3 +456,23 @@ def test_copies_refuse_a_count_out_of_range_and_names_too_long() -> None:
 def test_smallest_count_needs_a_template() -> None:
     with pytest.raises(ValueError, match=r"^smallest_count needs a template node$"):
         what_if([node("a")], []).smallest_count(Question())
+
+
+def test_the_answer_lists_replicas_by_workload_then_index_as_numbers() -> None:
+    # eleven 100m replicas of web on a, one of api: draining a moves all twelve to b (room for
+    # all), listed api first, then web-0, web-1, ..., web-9, web-10 (not web-1, web-10, web-2).
+    web = workload(
+        "web",
+        kind="Service",
+        count=11,
+        resources={"cpu": "100m"},
+        status=placed_on(*((f"web-{i}", "a") for i in range(11))),
+    )
+    api = workload("api", kind="Job", resources={"cpu": "100m"}, status=placed_on(("api-0", "a")))
+    answer = what_if([node("a"), node("b")], [web, api]).answer(Question(drain=frozenset({"a"})))
+    assert [m.alloc_id for m in answer.moved] == [
+        "shop/api-0",
+        *(f"shop/web-{i}" for i in range(11)),
+    ]
+    assert {(m.source, m.target) for m in answer.moved} == {("a", "b")}
+    assert answer.displaced == 12
