@@ -58,7 +58,15 @@ WASM = RejectionReason(reason="runtime wasm not offered", count=1)
         (0, 0, 1, (WASM,), "0/1 nodes are available: 1 runtime wasm not offered."),
         (2, 0, 1, (WASM,), "0/1 nodes are available: 1 runtime wasm not offered."),
     ],
-    ids=["no-nodes", "none-placed", "some-available", "partly", "all", "none-desired", "placed-none-desired"],
+    ids=[
+        "no-nodes",
+        "none-placed",
+        "some-available",
+        "partly",
+        "all",
+        "none-desired",
+        "placed-none-desired",
+    ],
 )
 def test_the_short_message_is_kube_schedulers(
     placed: int, desired: int, total: int, diagnosis: tuple[RejectionReason, ...], message: str
