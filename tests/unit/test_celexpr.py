@@ -843,3 +843,14 @@ def test_a_cycle_budget_spent_to_the_unit_leaves_the_next_node_unevaluated() -> 
     outcomes, _ = cel.outcomes(expr, table, *_free(table))
     assert outcomes == [Outcome(value=True), Outcome(value=True)]
     assert (cel.evaluations, cel.cycle_budget_hits) == (2, 1)
+
+
+def test_the_estimate_of_a_literal_is_one_activation_and_its_ten_tree_nodes() -> None:
+    """``true`` parses to a chain of ten nodes (expr, conditionalor, conditionaland, relation,
+    addition, multiplication, unary, member, primary, literal): one activation plus one unit
+    per node, exactly what the meter counts for it."""
+    assert compile_expression("true").cost == celcheck.ITERATION_COST + 10
+    expr = compile_expression("true")
+    meter = _Meter(10**9)
+    _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter).evaluate({})
+    assert meter.cost == celcheck.ITERATION_COST + 10
