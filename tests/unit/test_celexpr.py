@@ -854,3 +854,24 @@ def test_the_estimate_of_a_literal_is_one_activation_and_its_ten_tree_nodes() ->
     meter = _Meter(10**9)
     _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter).evaluate({})
     assert meter.cost == celcheck.ITERATION_COST + 10
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{}.exists(t, true)",
+        "{}.all(t, true)",
+        "{}.map(t, true).size() > 0",
+        "{}.filter(t, true).size() > 0",
+    ],
+)
+def test_each_element_a_comprehension_ranges_over_costs_an_activation_and_its_body(
+    template: str,
+) -> None:
+    """One more element of a literal list: its own ten tree nodes (``1``), and in a
+    comprehension one more step, an activation plus the body's ten nodes (``true``)."""
+    costs = [compile_expression(template.format([1] * n)).cost for n in (1, 2, 3)]
+    step = celcheck.ITERATION_COST + 10 + 10
+    assert [costs[1] - costs[0], costs[2] - costs[1]] == [step, step]
+    literal = [compile_expression(f"{[1] * n} == []").cost for n in (1, 2)]
+    assert literal[1] - literal[0] == 10
