@@ -94,6 +94,20 @@ ILL_TYPED = [
     ('"abc"[0] == "a"', "a value of type string cannot be indexed at column 1"),
     ("Foo{a: 1} == 1", "message construction is not supported (column 1)"),
     ("exists(node.tags, t, true)", "exists() is a method: write list.exists(x, ...)"),
+    # what the standard functions return (cel-spec's List of Standard Definitions)
+    ('size(node.tags) == "a"', "'_==_' applied to '(int, string)'"),
+    ('node.hostname.contains("a") == 1', "'_==_' applied to '(bool, int)'"),
+    ('int("1") == "a"', "'_==_' applied to '(int, string)'"),
+    ("uint(node.cpu) == 1", "'_==_' applied to '(uint, int)'"),  # 1u: see WELL_TYPED
+    ("type(1) == 1", "'_==_' applied to '(type, int)'"),
+    ("string(1) == 1", "'_==_' applied to '(string, int)'"),
+    ('bytes("a") == 1', "'_==_' applied to '(bytes, int)'"),
+    ("double(1) == 1", "'_==_' applied to '(double, int)'"),
+    ('bool("true") == 1', "'_==_' applied to '(bool, int)'"),
+    (
+        'timestamp("2026-01-01T00:00:00Z").getFullYear() == "a"',
+        "'_==_' applied to '(int, string)'",
+    ),
     # the column is where the operator's first operand starts (cel-go points at the operator;
     # either finds the place in a long expression)
     (
@@ -125,6 +139,8 @@ WELL_TYPED = [
     'node.runtimes + node.tags == ["a"]',
     "node.cpu in [1000, 2000]",
     'node.tags[0] == "a"',
+    "uint(node.cpu) == 1u",  # uint() returns a uint
+    "uint(node.cpu) + 1u > 2u",
     # what the checker cannot see is dyn, decided when it runs
     'dyn(node.labels).zone == "a"',
     "dyn(node.tags)[0] == 1",
