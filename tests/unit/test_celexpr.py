@@ -227,6 +227,8 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
     compile_expression('node.hostname != "' + "(" * 100 + '"')
     # an escaped quote does not end the string: the brackets after it are still inside it
     compile_expression('node.hostname != "\\"' + "(" * 100 + '"')
+    # nor does a single quote inside a triple-quoted string
+    compile_expression("node.hostname != '''it's " + "(" * 40 + "'''")
 
 
 @pytest.mark.parametrize(
