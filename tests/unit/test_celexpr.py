@@ -216,8 +216,10 @@ def test_syntax_errors_say_what_and_where(source: str, message: str) -> None:
         ("1" + " + 1" * 250 + " > 0", "expression nested too deeply: syntax tree height"),
         ("!" * 500 + "true", "expression nested too deeply"),
         ("x" * 1025, "expression is 1025 characters long, at most 1024"),
+        # closing brackets first do not buy deeper nesting later: the 33rd ( is column 35
+        ("))" + "(" * 33 + "true" + ")" * 33, "nesting deeper than 32 levels at column 35"),
     ],
-    ids=["55-parens", "33-lists", "1000-open", "chain-of-250", "500-nots", "too-long"],
+    ids=["55-parens", "33-lists", "1000-open", "chain-of-250", "500-nots", "too-long", "closers"],
 )
 def test_nesting_and_length_limits(source: str, message: str) -> None:
     assert message in _compile_error(source)
