@@ -451,3 +451,16 @@ def test_check_judges_the_named_replica_only() -> None:
     assert rebalancer.check(replace(move, alloc_id="shop/web-9"), web, ledger, now=NOW) is None
     assert rebalancer.check(replace(move, source="new-0"), web, ledger, now=NOW) is None
     assert rebalancer.check(replace(move, workload="shop/other"), web, ledger, now=NOW) is None
+
+
+def test_each_round_visits_the_workloads_in_key_order() -> None:
+    # The budget is shared fairly: one move per Workload per round, Workloads by key, whatever
+    # order they are given in. Six Services of five on ten old nodes, ten new empty ones; a
+    # budget of six moves is one round: one move of each, svc-0 first.
+    scheduler = Scheduler()
+    old = [node(f"old-{i:02}") for i in range(10)]
+    services = [service(f"svc-{k}", 5) for k in range(6)]
+    ledger = grown(placed(old, services, scheduler), [node(f"new-{i:02}") for i in range(10)])
+    plan = Rebalancer(scheduler, max_moves=6).plan(services[::-1], ledger, now=NOW)
+    assert [m.workload for m in plan.moves] == [f"shop/svc-{k}" for k in range(6)]
+    assert not plan.complete
