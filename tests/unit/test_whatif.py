@@ -208,6 +208,9 @@ def test_auto_on_uniform_jobs_is_a_division(tmp_path: Path, orca: Orca) -> None:
     code, answer, _ = plan(orca, nodes, workloads, "--add-nodes", f"{big}:auto", "-o", "json")
     assert code == 0
     assert answer["nodesToAdd"]["count"] == 3
+    # The search: the lower bound ceil((4 + 10 - 4) / 4) = 3 places all; then 0 + 1 = 1 (six
+    # left), the middle 2 (two left): adjacent. Four plans with the question without nodes.
+    assert answer["nodesToAdd"]["plans"] == 4
     assert answer["nodesToAdd"]["names"] == ["big-1", "big-2", "big-3"]
     assert answer["unplaced"] == []
     assert answer["nodesToAdd"]["proof"].startswith("with 2, ")
@@ -231,6 +234,9 @@ def test_auto_on_a_mix_needs_more_than_the_division(tmp_path: Path, orca: Orca) 
     code, answer, _ = plan(orca, nodes, workloads, "--add-nodes", f"{big}:auto", "-o", "json")
     assert code == 0
     assert answer["nodesToAdd"]["count"] == 5
+    # The search: the lower bound ceil(15 / 4) = 4 leaves j2-2; the secant through (0, 6 left)
+    # and (4, 1 left) says 1.25 a node, so 4 + ceil(1 / 1.25) = 5: enough, adjacent. 3 plans.
+    assert answer["nodesToAdd"]["plans"] == 3
     assert answer["nodesToAdd"]["proof"].startswith("with 4, shop/j2-2-0 has no place")
     placed = {r["workload"]: [p["node"] for p in r["placements"]] for r in answer["results"]}
     assert placed["shop/j2-0"] == ["big-4"]
