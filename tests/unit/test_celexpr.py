@@ -879,3 +879,34 @@ def test_each_element_a_comprehension_ranges_over_costs_an_activation_and_its_bo
     assert [costs[1] - costs[0], costs[2] - costs[1]] == [step, step]
     literal = [compile_expression(f"{[1] * n} == []").cost for n in (1, 2)]
     assert literal[1] - literal[0] == 10
+
+
+def test_every_failed_evaluation_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``errors`` (a metric of the operator) and ``cost_limit_hits`` count evaluations, one per
+    distinct value that failed, whatever made it fail."""
+    three = NodeTable([node(n, labels={"slots": n}) for n in ("a", "b", "c")])
+    cel = CelEvaluator()
+    cel.truth(compile_expression('int(node.labels["slots"]) > 1'), three, *_free(three))
+    assert (cel.errors, cel.cost_limit_hits) == (3, 0)  # "a", "b", "c" are not numbers
+    limited = CelEvaluator(cost_limit=celcheck.ITERATION_COST - 1)
+    limited.truth(compile_expression('node.hostname != ""'), three, *_free(three))
+    assert (limited.errors, limited.cost_limit_hits) == (3, 3)
+
+    def broken(value: Any) -> Any:
+        raise ZeroDivisionError("cannot divide")
+
+    monkeypatch.setattr(celexpr, "_to_python", broken)
+    plain = CelEvaluator()
+    plain.truth(compile_expression('node.hostname != ""'), three, *_free(three))
+    assert (plain.errors, plain.cost_limit_hits) == (3, 0)
+
+
+def test_each_cycle_that_runs_out_of_budget_is_counted_once() -> None:
+    table = NodeTable([node("a"), node("b"), node("c")])
+    cel = CelEvaluator(cycle_budget=1)  # less than one activation: nothing is evaluated
+    for cycle in (1, 2):
+        cel.start_cycle()
+        outcomes, _ = cel.outcomes(compile_expression('node.hostname != ""'), table, *_free(table))
+        assert all(o.unbudgeted for o in outcomes)
+        assert cel.cycle_budget_hits == cycle  # three nodes cut, one cycle counted
+    assert (cel.evaluations, cel.errors) == (2, 0)  # each cycle's first run started, was cut
