@@ -910,3 +910,35 @@ def test_each_cycle_that_runs_out_of_budget_is_counted_once() -> None:
         assert all(o.unbudgeted for o in outcomes)
         assert cel.cycle_budget_hits == cycle  # three nodes cut, one cycle counted
     assert (cel.evaluations, cel.errors) == (2, 0)  # each cycle's first run started, was cut
+
+
+ERR = 'node.labels["x"] == "y"'  # an error on a node without the label
+
+
+@pytest.mark.parametrize(
+    ("source", "verdict"),
+    [
+        (f"true || {ERR}", True),
+        (f"{ERR} || true", True),
+        (f"false || {ERR}", None),
+        (f"{ERR} || false", None),
+        (f"false && {ERR}", False),
+        (f"{ERR} && false", False),
+        (f"true && {ERR}", None),
+        (f"{ERR} && true", None),
+        ("false || true", True),
+        ("true && false", False),
+        ("false || false", False),
+        ("true && true", True),
+    ],
+)
+def test_and_and_or_are_commutative_over_errors(source: str, verdict: bool | None) -> None:
+    """CEL's ``&&`` and ``||`` (cel-spec langdef, "Logical Operators"): a decisive operand
+    (false for &&, true for ||) wins over an error on either side; otherwise the error is the
+    result, the node fails."""
+    table = NodeTable([node("a")])
+    (outcome,), _ = CelEvaluator().outcomes(compile_expression(source), table, *_free(table))
+    if verdict is None:
+        assert outcome == Outcome(error="no such key")
+    else:
+        assert outcome == Outcome(value=verdict)
