@@ -464,3 +464,55 @@ def test_each_round_visits_the_workloads_in_key_order() -> None:
     plan = Rebalancer(scheduler, max_moves=6).plan(services[::-1], ledger, now=NOW)
     assert [m.workload for m in plan.moves] == [f"shop/svc-{k}" for k in range(6)]
     assert not plan.complete
+
+
+def packing_of(ledger: Ledger) -> float:
+    """The sum of squared utilisations over the eligible nodes, computed directly."""
+    t = ledger.table
+    pool = t.eligible & ((t.cpu > 0) | (t.memory > 0))
+    util = (ledger.used_cpu / t.cpu_divisor + ledger.used_memory / t.memory_divisor) / 2
+    return float((util[pool] ** 2).sum())
+
+
+def spread_out(strategy: str) -> tuple[list[Workload], Ledger]:
+    """Three Services of three on four old nodes, three new nodes of different sizes (Spread);
+    or eight 1-cpu Jobs one per 4-cpu node (BinPack): both with moves to make."""
+    scheduler = Scheduler()
+    if strategy == "Spread":
+        old = [node(f"old-{i:02}", cpu="4", memory="8Gi") for i in range(4)]
+        services = [service(f"svc-{k}", 3) for k in range(3)]
+        new = [node(f"new-{i:02}", cpu=str(2 + i), memory="8Gi") for i in range(3)]
+        return services, grown(placed(old, services, scheduler), new)
+    jobs = [
+        workload(
+            f"j{i}",
+            kind="Job",
+            rebalance="Allowed",
+            strategy="BinPack",
+            resources={"cpu": "1", "memory": "1Gi"},
+        )
+        for i in range(8)
+    ]
+    ledger = Ledger(NodeTable([node(f"n-{i}", cpu="4", memory="8Gi") for i in range(8)]))
+    for i, j in enumerate(jobs):
+        ledger.load(j.key, [Booking(f"n-{i}", f"{j.key}-0", 1000, GiB)])
+    return jobs, ledger
+
+
+@pytest.mark.parametrize("strategy", ["Spread", "BinPack"])
+def test_each_moves_figures_are_those_of_the_cluster_after_it(strategy: str) -> None:
+    """The planner updates its figures move by move; after each move they are what a direct
+    count of the cluster with the moves so far made says (stddev, packing, nodes in use)."""
+    workloads, ledger = spread_out(strategy)
+    plan = Rebalancer(Scheduler(), max_moves=12).plan(workloads, ledger, now=NOW)
+    assert plan.moves
+    so_far = ledger.copy()
+    for m in plan.moves:
+        assert m.before.stddev == pytest.approx(stddev_of(so_far))
+        assert m.before.packing == pytest.approx(packing_of(so_far))
+        so_far.load(m.workload, moved(so_far.bookings(m.workload), m))
+        assert m.after.stddev == pytest.approx(stddev_of(so_far))
+        assert m.after.packing == pytest.approx(packing_of(so_far))
+        assert m.after.nodes_in_use == nodes_in_use(so_far)
+        n = pool_size(so_far)
+        assert m.after.dispersion == pytest.approx(n * stddev_of(so_far) ** 2)
