@@ -257,8 +257,11 @@ def test_a_template_that_can_never_help_says_why_in_one_line(tmp_path: Path, orc
     assert code == 1
     c = answer["nodesToAdd"]
     assert c["count"] is None
-    assert "shop/edge-0" in c["why"]
-    assert "a big node cannot take it: runtime wasm not offered (Runtime)" in c["why"]
+    # tried at the largest count, one per waiting replica: 1; n0 and big-1 both lack wasm
+    assert c["why"] == (
+        "shop/edge-0 still has no place with 1: 0/2 nodes are available: 2 runtime wasm not "
+        "offered; a big node cannot take it: runtime wasm not offered (Runtime)"
+    )
     assert c["plans"] == 2  # the question without nodes, then the largest count: no search
     code, _, table = plan(orca, nodes, workloads, "--add-nodes", f"{big}:auto")
     assert code == 1
