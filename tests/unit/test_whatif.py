@@ -485,3 +485,22 @@ def test_the_answer_lists_replicas_by_workload_then_index_as_numbers() -> None:
     ]
     assert {(m.source, m.target) for m in answer.moved} == {("a", "b")}
     assert answer.displaced == 12
+
+
+def test_copies_are_new_ready_nodes_keeping_the_templates_own_taints() -> None:
+    # A template taken from a NotReady node: its copies have registered and turned Ready, so
+    # the lifecycle taints its readiness put on it are gone; a taint of its own stays.
+    taints = [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "db", "effect": "NoSchedule"},
+    ]
+    template = node("big", ready=False, taints=taints, labels={"kubernetes.io/hostname": "big"})
+    made = copies(template, 2, NodeTable([node("other")]))
+    assert [n.hostname for n in made] == ["big-1", "big-2"]
+    assert [n.labels["kubernetes.io/hostname"] for n in made] == ["big-1", "big-2"]
+    assert all(n.ready and n.readable for n in made)
+    assert [[t.key for t in n.taints] for n in made] == [["dedicated"], ["dedicated"]]
+    assert made[0].cpu == template.cpu and made[0].runtimes == template.runtimes
+    unlabelled = copies(node("plain"), 1, NodeTable(()))
+    assert "kubernetes.io/hostname" not in unlabelled[0].labels
