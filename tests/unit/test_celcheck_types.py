@@ -94,6 +94,16 @@ ILL_TYPED = [
     ('"abc"[0] == "a"', "a value of type string cannot be indexed at column 1"),
     ("Foo{a: 1} == 1", "message construction is not supported (column 1)"),
     ("exists(node.tags, t, true)", "exists() is a method: write list.exists(x, ...)"),
+    # the type of a conditional is its branches' joined, of a literal its elements' joined
+    # (elements of different types: dyn); cel-go's notation in the message
+    ('(node.cpu > 1 ? 1 : 2) == "a"', "'_==_' applied to '(int, string)'"),
+    ('(true ? node.tags : ["a"]) == 1', "'_==_' applied to '(list(string), int)'"),
+    ('(true ? node.labels : {"a": "b"}) == 1', "'_==_' applied to '(map(string, string), int)'"),
+    ('[[1], ["a"]] == 1', "'_==_' applied to '(list(list(dyn)), int)'"),
+    ('{"a": 1, "b": "c"} == 1', "'_==_' applied to '(map(string, dyn), int)'"),
+    ('{"a": 1} == 1', "'_==_' applied to '(map(string, int), int)'"),
+    ("{} == 1", "'_==_' applied to '(map(dyn, dyn), int)'"),
+    ("[] == 1", "'_==_' applied to '(list(dyn), int)'"),
     # what the standard functions return (cel-spec's List of Standard Definitions)
     ('size(node.tags) == "a"', "'_==_' applied to '(int, string)'"),
     ('node.hostname.contains("a") == 1', "'_==_' applied to '(bool, int)'"),
