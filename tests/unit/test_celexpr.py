@@ -942,3 +942,18 @@ def test_and_and_or_are_commutative_over_errors(source: str, verdict: bool | Non
         assert outcome == Outcome(error="no such key")
     else:
         assert outcome == Outcome(value=verdict)
+
+
+def test_free_memory_is_its_own_column() -> None:
+    """freeCpu and freeMemory come from their own arrays: grouped by, and shown to the
+    expression as, the one it names."""
+    table = NodeTable([node("a"), node("b")])
+    free_cpu = np.array([4000, 4000], dtype=np.int64)
+    free_memory = np.array([1 << 30, 1 << 20], dtype=np.int64)
+    cel = CelEvaluator()
+    memory = compile_expression("node.freeMemory >= 1073741824")
+    assert cel.truth(memory, table, free_cpu, free_memory)[0].tolist() == [True, False]
+    cpu = compile_expression("node.freeCpu >= 4000 && node.freeMemory < 4000")
+    assert cel.truth(cpu, table, free_cpu, free_memory)[0].tolist() == [False, False]
+    both = compile_expression('node["freeCpu"] == 4000 && node["freeMemory"] == 1048576')
+    assert cel.truth(both, table, free_cpu, free_memory)[0].tolist() == [False, True]
