@@ -20,6 +20,7 @@ from controller.api.models import Workload
 from controller.scheduler.ledger import ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, NodeTable
 from controller.scheduler.plugins.topology_spread import REASON_CONSTRAINTS_NOT_MATCH
+from controller.scheduler.priority import PriorityClass, PriorityClasses
 from controller.scheduler.whatif import Capacity, Moved, Question, WhatIf, copies
 from tests.support.cli import Orca, write
 from tests.support.factories import node, node_object, workload
@@ -504,3 +505,29 @@ def test_copies_are_new_ready_nodes_keeping_the_templates_own_taints() -> None:
     assert made[0].cpu == template.cpu and made[0].runtimes == template.runtimes
     unlabelled = copies(node("plain"), 1, NodeTable(()))
     assert "kubernetes.io/hostname" not in unlabelled[0].labels
+
+
+def test_a_replica_preempted_and_placed_again_says_who_moved_it() -> None:
+    # Draining a1: critical (priority 1000, 3 cores, never on c1) finds 1 core free on b1 and
+    # preempts batch (priority 0, 3 cores) there; batch, planned after it, goes to c1.
+    classes = PriorityClasses.of([PriorityClass("high", 1000)])
+    critical = workload(
+        "critical",
+        kind="Job",
+        resources={"cpu": "3"},
+        priorityClassName="high",
+        constraints=['node.hostname != "c1"'],
+        status=placed_on(("critical-0", "a1")),
+    )
+    batch = workload(
+        "batch", kind="Job", resources={"cpu": "3"}, status=placed_on(("batch-0", "b1"))
+    )
+    workloads = [critical, batch]
+    nodes = [node("a1"), node("b1"), node("c1")]
+    whatif = WhatIf(ledger_from_statuses(nodes, workloads), workloads, classes=classes, now=NOW)
+    answer = whatif.answer(Question(drain=frozenset({"a1"})))
+    assert answer.moved == (
+        Moved("shop/batch", "shop/batch-0", "b1", "c1", preempted_by="shop/critical"),
+        Moved("shop/critical", "shop/critical-0", "a1", "b1"),
+    )
+    assert answer.unplaced == () and answer.displaced == 1
