@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
 from controller.api.models import Phase, Workload
-from controller.scheduler.ledger import Ledger
+from controller.scheduler.ledger import Booking, Ledger
+from controller.scheduler.nodes import NodeTable
 from controller.scheduler.plan import plan as plan_api
 from controller.scheduler.priority import PriorityClass, PriorityClasses
 from tests.support.cli import Orca, write
@@ -349,3 +351,42 @@ def test_plan_calls_back_before_each_decision_in_planning_order() -> None:
         ("shop/low", Phase.SCHEDULED, ()),
         ("shop/typo", Phase.INVALID, ()),
     ]
+
+
+def test_plan_preempts_known_workloads_the_one_started_last_first() -> None:
+    """Workloads in the ledger that are not planned (the cluster's others) are preemptible at
+    the priority given for them; between two equal candidate nodes, the victim started last
+    goes (kube's DefaultPreemption: the later start is less important). Without their
+    priorities nothing can be preempted."""
+    classes = PriorityClasses.of([PriorityClass("high", 1000)])
+    boss = workload("boss", kind="Job", resources={"cpu": "4"}, priorityClassName="high")
+    old, young = datetime(2020, 1, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)
+
+    def planned(
+        known: dict[str, int] | None, started: dict[str, datetime] | None
+    ) -> tuple[list[str], list[tuple[str, str]]]:
+        ledger = Ledger(NodeTable([node("n1"), node("n2")]))  # 4 cpus each, both full
+        ledger.load("shop/old", [Booking("n1", "shop/old-0", 4000, 0)])
+        ledger.load("shop/young", [Booking("n2", "shop/young-0", 4000, 0)])
+        (result,) = plan_api(
+            [],
+            [boss],
+            ledger=ledger,
+            now="2026-12-01T10:00:00Z",
+            classes=classes,
+            known_priorities=known,
+            known_started=started,
+        )
+        victims = [(v.victim.key, v.victim.booking.node) for v in result.victims]
+        return [p.node for p in result.status.placements], victims
+
+    both = {"shop/old": 0, "shop/young": 0}
+    assert planned(both, {"shop/old": old, "shop/young": young}) == (
+        ["n2"],
+        [("shop/young", "n2")],
+    )
+    assert planned(both, {"shop/old": young, "shop/young": old}) == (
+        ["n1"],
+        [("shop/old", "n1")],
+    )
+    assert planned(None, {"shop/old": old, "shop/young": young}) == ([], [])
