@@ -516,3 +516,14 @@ def test_each_moves_figures_are_those_of_the_cluster_after_it(strategy: str) -> 
         assert m.after.nodes_in_use == nodes_in_use(so_far)
         n = pool_size(so_far)
         assert m.after.dispersion == pytest.approx(n * stddev_of(so_far) ** 2)
+
+
+def test_a_workload_being_resized_waits_for_the_scheduler() -> None:
+    # web was placed at 500m; its spec now asks 1 cpu: the scheduler has a decision to make
+    # (every replica booked at the new size) before anything moves, even with new empty nodes.
+    scheduler = Scheduler()
+    old = [node(f"old-{i}") for i in range(2)]
+    ledger = grown(placed(old, [service("web", 4)], scheduler), [node("new-0"), node("new-1")])
+    assert Rebalancer(scheduler).plan([service("web", 4)], ledger, now=NOW).moves != ()
+    resized = service("web", 4, cpu="1")
+    assert Rebalancer(scheduler).plan([resized], ledger, now=NOW).moves == ()
