@@ -397,6 +397,7 @@ def test_a_replica_never_moves_out_of_every_spread_domain() -> None:
     plan = Rebalancer().plan([web], ledger, now=NOW)
     assert plan.moves == ()
     assert (plan.before.skew, plan.after.skew) == (1, 1)
+    assert plan.before.over_max_skew == 0  # at maxSkew is not over it
 
 
 def test_a_cluster_without_eligible_nodes_has_no_spread_of_utilisation() -> None:
