@@ -155,3 +155,22 @@ def test_an_invalid_spec_keeps_every_replica_and_says_why() -> None:
         "spec.constraints[0] 'node.cpu == \"x\"': found no matching overload for '_==_' "
         "applied to '(int, string)' at column 1",
     )
+
+
+def test_a_daemonset_replica_has_no_count_to_be_past() -> None:
+    # A DaemonSet is one replica per node it wants, whatever its index: agent-1 leaves b for
+    # the taint now on b, not for a count.
+    ledger = ledger_for(
+        node("a"), node("b", taints=[{"key": "dedicated", "value": "db", "effect": "NoExecute"}])
+    )
+    agent = workload("agent", kind="DaemonSet", resources={"cpu": "100m"})
+    ledger.load(
+        agent.key,
+        [Booking("a", "shop/agent-0", 100, 0, 10), Booking("b", "shop/agent-1", 100, 0, 10)],
+    )
+    explained = explain(Scheduler(), agent, ledger, now=NOW)
+    taint = "node(s) had untolerated taint {dedicated: db}"
+    assert explained.replicas == (
+        ReplicaVerdict("shop/agent-0", "a", 10, True, "kept"),
+        ReplicaVerdict("shop/agent-1", "b", 10, False, f"moves: {taint} (TaintToleration)"),
+    )
