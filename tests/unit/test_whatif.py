@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from controller.api.models import Workload
-from controller.scheduler.ledger import ledger_from_statuses
+from controller.scheduler.ledger import Booking, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, NodeTable
 from controller.scheduler.plugins.topology_spread import REASON_CONSTRAINTS_NOT_MATCH
 from controller.scheduler.priority import PriorityClass, PriorityClasses
-from controller.scheduler.whatif import Capacity, Moved, Question, WhatIf, copies
+from controller.scheduler.whatif import Answer, Capacity, Moved, Question, WhatIf, copies
 from tests.support.cli import Orca, write
 from tests.support.factories import node, node_object, workload
 from tests.support.factories import workload_obj as wl
@@ -531,3 +531,28 @@ def test_a_replica_preempted_and_placed_again_says_who_moved_it() -> None:
         Moved("shop/critical", "shop/critical-0", "a1", "b1"),
     )
     assert answer.unplaced == () and answer.displaced == 1
+
+
+def test_a_workload_not_planned_is_preempted_at_its_known_priority() -> None:
+    # other (4 cores, priority 0 by what is known of it) fills b1 and is not planned; boss
+    # (priority 1000) on a1 is displaced by the drain and preempts it, from b1.
+    classes = PriorityClasses.of([PriorityClass("high", 1000)])
+    boss = workload(
+        "boss",
+        kind="Job",
+        resources={"cpu": "4"},
+        priorityClassName="high",
+        status=placed_on(("boss-0", "a1")),
+    )
+    ledger = ledger_from_statuses([node("a1"), node("b1")], [boss])
+    ledger.load("shop/other", [Booking("b1", "shop/other-0", 4000, 0)])
+
+    def drained(known: dict[str, int] | None) -> Answer:
+        whatif = WhatIf(ledger, [boss], classes=classes, now=NOW, known_priorities=known)
+        return whatif.answer(Question(drain=frozenset({"a1"})))
+
+    answer = drained({"shop/other": 0})
+    assert answer.moved == (Moved("shop/boss", "shop/boss-0", "a1", "b1"),)
+    (result,) = answer.results
+    assert [(p.victim.key, p.victim.booking.node) for p in result.victims] == [("shop/other", "b1")]
+    assert [u.alloc_id for u in drained(None).unplaced] == ["shop/boss-0"]  # no one to preempt
