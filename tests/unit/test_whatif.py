@@ -556,3 +556,15 @@ def test_a_workload_not_planned_is_preempted_at_its_known_priority() -> None:
     (result,) = answer.results
     assert [(p.victim.key, p.victim.booking.node) for p in result.victims] == [("shop/other", "b1")]
     assert [u.alloc_id for u in drained(None).unplaced] == ["shop/boss-0"]  # no one to preempt
+
+
+def test_the_answer_narrates_each_workload_at_its_turn() -> None:
+    # orca explain --drain: the callback sees each planned Workload with the cluster as the
+    # question changed it (a1 gone) just before that Workload's decision.
+    job = workload("j", kind="Job", status=placed_on(("j-0", "a1")))
+    seen: list[tuple[str, list[str]]] = []
+    what_if([node("a1"), node("b1")], [job]).answer(
+        Question(drain=frozenset({"a1"})),
+        before_each=lambda w, ledger: seen.append((w.key, list(ledger.table.hostnames))),
+    )
+    assert seen == [("shop/j", ["b1"])]
