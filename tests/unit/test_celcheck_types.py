@@ -104,6 +104,13 @@ ILL_TYPED = [
     ('{"a": 1} == 1', "'_==_' applied to '(map(string, int), int)'"),
     ("{} == 1", "'_==_' applied to '(map(dyn, dyn), int)'"),
     ("[] == 1", "'_==_' applied to '(list(dyn), int)'"),
+    # a macro's result: map and filter make lists (a map's comprehension ranges over its
+    # keys), the others a bool; the variable has the element's type
+    ("node.tags.filter(t, true) == 1", "'_==_' applied to '(list(string), int)'"),
+    ("node.labels.map(k, k) == 1", "'_==_' applied to '(list(string), int)'"),
+    ("dyn(node.tags).map(t, t) == 1", "'_==_' applied to '(list(dyn), int)'"),
+    ("node.tags.exists_one(t, true) == 1", "'_==_' applied to '(bool, int)'"),
+    ("node.labels.all(k, node.labels[k] == 1)", "'_==_' applied to '(string, int)' at column 20"),
     # what the standard functions return (cel-spec's List of Standard Definitions)
     ('size(node.tags) == "a"', "'_==_' applied to '(int, string)'"),
     ('node.hostname.contains("a") == 1', "'_==_' applied to '(bool, int)'"),
