@@ -55,6 +55,9 @@ DEPTH4 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, {DIGITS}.all(d, node.
         ('node.labels[node.kind] == "x"', (("kind", None), ("labels", None))),
         ("size(node.labels) > 1", (("labels", None),)),
         ('node.labels.zone.startsWith("a")', (("labels", "zone"),)),
+        # .node is node named from the root scope (cel-spec: a leading dot): the same reads
+        (".node.cpu > 1", (("cpu", None),)),
+        ('.node.labels["zone"] == "a" && .node == node', None),
     ],
     ids=[
         "tags",
@@ -73,6 +76,8 @@ DEPTH4 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, {DIGITS}.all(d, node.
         "computed-key",
         "map-as-argument",
         "label-method",
+        "root-scoped",
+        "root-scoped-whole",
     ],
 )
 def test_dependencies(source: str, deps: tuple[tuple[str, str | None], ...] | None) -> None:
@@ -957,3 +962,13 @@ def test_free_memory_is_its_own_column() -> None:
     assert cel.truth(cpu, table, free_cpu, free_memory)[0].tolist() == [False, False]
     both = compile_expression('node["freeCpu"] == 4000 && node["freeMemory"] == 1048576')
     assert cel.truth(both, table, free_cpu, free_memory)[0].tolist() == [False, True]
+
+
+def test_node_named_from_the_root_scope_is_read_per_node() -> None:
+    """``.node.cpu`` is ``node.cpu`` (cel-spec, "Name Resolution": a leading dot resolves the
+    name in the root scope only): its answer differs from node to node like any read of node,
+    never one answer broadcast to all."""
+    table = NodeTable([node("a", cpu="1"), node("b", cpu="4")])
+    cel = CelEvaluator()
+    true, failed, _ = cel.truth(compile_expression(".node.cpu > 2000"), table, *_free(table))
+    assert (true.tolist(), failed.tolist()) == ([False, True], [False, False])
