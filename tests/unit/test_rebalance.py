@@ -444,6 +444,8 @@ def test_check_judges_the_named_replica_only() -> None:
     )
     rebalancer = Rebalancer(scheduler)
     (move,) = rebalancer.plan([web], ledger, now=NOW).moves
+    # both replicas' moves tie: the first replica's is kept
+    assert (move.alloc_id, move.source, move.target) == ("shop/web-0", "old-0", "new-0")
     assert rebalancer.check(move, web, ledger, now=NOW) == move
     other = next(b.alloc_id for b in ledger.bookings(web.key) if b.alloc_id != move.alloc_id)
     assert rebalancer.check(replace(move, alloc_id=other), web, ledger, now=NOW) == replace(
