@@ -400,7 +400,9 @@ def test_auto_counts_the_daemonsets_each_copy_would_run() -> None:
         "agent", kind="DaemonSet", resources={"cpu": "1"}, status=placed_on(("agent-0", "n0"))
     )
     jobs = [workload(f"j{i}", kind="Job", resources={"cpu": "1"}) for i in range(10)]
-    capacity, answer = what_if([node("n0", cpu="5")], [full, agent, *jobs]).smallest_count(
+    # an Invalid DaemonSet starts nowhere: it takes nothing from a copy
+    broken = workload("broken", kind="DaemonSet", constraints=['node.cpu == "x"'])
+    capacity, answer = what_if([node("n0", cpu="5")], [full, agent, broken, *jobs]).smallest_count(
         Question(template=node("big", cpu="4"))
     )
     assert (capacity.count, capacity.tried, capacity.plans) == (4, 4, 5)
