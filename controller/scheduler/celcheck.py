@@ -675,11 +675,14 @@ def _join_all(types: list[CelType]) -> CelType:
 
 
 def _result_type(name: str, args: list[CelType]) -> CelType:
-    """What a standard function returns, as far as cost estimation needs to know."""
+    """What a standard function returns: the type the checks compare (cel-spec's standard
+    definitions) and the size the cost estimate charges."""
     if name in ("contains", "startsWith", "endsWith", "matches", "bool"):
         return BOOL
-    if name in ("size", "int", "uint") or name.startswith("get"):
+    if name in ("size", "int") or name.startswith("get"):
         return INT
+    if name == "uint":
+        return CelType("uint")
     if name == "type":
         return TYPE
     if name in ("string", "bytes"):

@@ -169,13 +169,15 @@ def _dependencies(tree: lark.Tree[Any]) -> tuple[Dep, ...] | None:
     ``member_index(member(member_dot(member(primary(ident node)), labels)), expr("zone"))``;
     anything that uses ``node`` other than through a field access makes the expression depend
     on the whole node. Over-approximating is always safe; under-approximating never happens
-    because every ``ident node`` is accounted for.
+    because every name ``node`` is accounted for: ``ident node`` and ``dot_ident node``
+    (``.node``, the same variable named from the root scope, in the same place in the tree).
     """
     parents: dict[int, lark.Tree[Any] | None] = {}
     idents: list[lark.Tree[Any]] = []
     for node, up in _walk(tree, None):
         parents[id(node)] = up
-        if node.data == "ident" and node.children and str(node.children[0]) == "node":
+        named = node.data in ("ident", "dot_ident") and node.children
+        if named and str(node.children[0]) == "node":
             idents.append(node)
     deps: set[Dep] = set()
     for ident in idents:

@@ -94,11 +94,6 @@ def nodes_summary(nodes: list[str]) -> str:
     return shown + (f",+{more}" if more > 0 else "")
 
 
-def condition_status(phase: Phase) -> str:
-    """``Ready`` and ``Scheduled`` are True only when everything is placed."""
-    return "True" if phase is Phase.SCHEDULED else "False"
-
-
 @dataclass(frozen=True, slots=True)
 class Situation:
     """What the conditions say about one Workload, before timestamps.

@@ -83,6 +83,57 @@ ILL_TYPED = [
     ('node.labels["zone"]', "expression must evaluate to a bool, not string"),
     ("node.tags", "expression must evaluate to a bool, not list(string)"),
     ("node.tags.map(t, t == 'a')", "expression must evaluate to a bool, not list(bool)"),
+    # cel-go's names of types in messages: null, list(A)
+    ("null == 1", "'_==_' applied to '(null, int)'"),
+    ('[1] + ["a"] == []', "'_+_' applied to '(list(int), list(string))'"),
+    # dyn matches any overload, yet the other operand still has to
+    ("dyn(1) % 1.0 == 0", "'_%_' applied to '(dyn, double)'"),
+    # an element of a list has the list's element type; node["name"] is the field
+    ("node.tags[0] == 1", "'_==_' applied to '(string, int)'"),
+    ('node["cpu"] == "x"', "'_==_' applied to '(int, string)'"),
+    ('"abc"[0] == "a"', "a value of type string cannot be indexed at column 1"),
+    ("Foo{a: 1} == 1", "message construction is not supported (column 1)"),
+    ("exists(node.tags, t, true)", "exists() is a method: write list.exists(x, ...)"),
+    # the type of a conditional is its branches' joined, of a literal its elements' joined
+    # (elements of different types: dyn); cel-go's notation in the message
+    ('(node.cpu > 1 ? 1 : 2) == "a"', "'_==_' applied to '(int, string)'"),
+    ('(true ? node.tags : ["a"]) == 1', "'_==_' applied to '(list(string), int)'"),
+    ('(true ? node.labels : {"a": "b"}) == 1', "'_==_' applied to '(map(string, string), int)'"),
+    ('[[1], ["a"]] == 1', "'_==_' applied to '(list(list(dyn)), int)'"),
+    ('{"a": 1, "b": "c"} == 1', "'_==_' applied to '(map(string, dyn), int)'"),
+    ('{"a": 1} == 1', "'_==_' applied to '(map(string, int), int)'"),
+    ("{} == 1", "'_==_' applied to '(map(dyn, dyn), int)'"),
+    ("[] == 1", "'_==_' applied to '(list(dyn), int)'"),
+    # a macro's result: map and filter make lists (a map's comprehension ranges over its
+    # keys), the others a bool; the variable has the element's type
+    ("node.tags.filter(t, true) == 1", "'_==_' applied to '(list(string), int)'"),
+    ("node.labels.map(k, k) == 1", "'_==_' applied to '(list(string), int)'"),
+    ("dyn(node.tags).map(t, t) == 1", "'_==_' applied to '(list(dyn), int)'"),
+    ("node.tags.exists_one(t, true) == 1", "'_==_' applied to '(bool, int)'"),
+    ("node.labels.all(k, node.labels[k] == 1)", "'_==_' applied to '(string, int)' at column 20"),
+    # what the standard functions return (cel-spec's List of Standard Definitions)
+    ('size(node.tags) == "a"', "'_==_' applied to '(int, string)'"),
+    ('node.hostname.contains("a") == 1', "'_==_' applied to '(bool, int)'"),
+    ('int("1") == "a"', "'_==_' applied to '(int, string)'"),
+    ("uint(node.cpu) == 1", "'_==_' applied to '(uint, int)'"),  # 1u: see WELL_TYPED
+    ("type(1) == 1", "'_==_' applied to '(type, int)'"),
+    ("string(1) == 1", "'_==_' applied to '(string, int)'"),
+    ('bytes("a") == 1', "'_==_' applied to '(bytes, int)'"),
+    ("double(1) == 1", "'_==_' applied to '(double, int)'"),
+    ('bool("true") == 1', "'_==_' applied to '(bool, int)'"),
+    (
+        'timestamp("2026-01-01T00:00:00Z").getFullYear() == "a"',
+        "'_==_' applied to '(int, string)'",
+    ),
+    # the column is where the operator's first operand starts (cel-go points at the operator;
+    # either finds the place in a long expression)
+    (
+        'true && (node.cpu > 1 ? 1 : "a") == 1',
+        "'_?_:_' applied to '(bool, int, string)' at column 10",
+    ),
+    ("true &&  1 in 1", "'@in' applied to '(int, int)' at column 10"),
+    ("true && !1", "'!_' applied to '(int)' at column 9"),
+    ('true && {1: 2}["a"] == 2', "'_[_]' applied to '(map(int, int), string)' at column 9"),
 ]
 
 WELL_TYPED = [
@@ -104,6 +155,16 @@ WELL_TYPED = [
     'int(node.labels["slots"]) > 3',
     'node.runtimes + node.tags == ["a"]',
     "node.cpu in [1000, 2000]",
+    'node.tags[0] == "a"',
+    "uint(node.cpu) == 1u",  # uint() returns a uint
+    "uint(node.cpu) + 1u > 2u",
+    # what the checker cannot see is dyn, decided when it runs
+    'dyn(node.labels).zone == "a"',
+    "dyn(node.tags)[0] == 1",
+    "dyn(node.cpu) + 1 == 2.5",
+    'node["cp" + "u"] == "x"',  # a computed name
+    'node[r"cpu"] == "x"',  # a raw string is not decoded
+    "node['''cpu'''] == 'x'",  # nor a triple-quoted one
 ]
 
 

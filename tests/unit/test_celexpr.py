@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.scheduler import celcheck
+from controller.scheduler import celcheck, celexpr
 from controller.scheduler.celexpr import (
     COST_LIMIT_ERROR,
     MAX_ERROR_LENGTH,
@@ -48,8 +48,37 @@ DEPTH4 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, {DIGITS}.all(d, node.
         ("size(node.runtimes) > 1", (("runtimes", None),)),
         ("1 + 1 == 2", ()),
         ("node == node", None),
+        ('node["cpu"] >= 2000', None),  # indexing node itself: not a field read the walk knows
+        ('node.labels["a\\"b"] == "x"', (("labels", None),)),  # an escaped key is not decoded
+        ("node.labels['''zone'''] == 'x'", (("labels", None),)),  # nor a triple-quoted one
+        ('node.labels[r"zone"] == "x"', (("labels", None),)),  # nor a raw one
+        ('node.labels[node.kind] == "x"', (("kind", None), ("labels", None))),
+        ("size(node.labels) > 1", (("labels", None),)),
+        ('node.labels.zone.startsWith("a")', (("labels", "zone"),)),
+        # .node is node named from the root scope (cel-spec: a leading dot): the same reads
+        (".node.cpu > 1", (("cpu", None),)),
+        ('.node.labels["zone"] == "a" && .node == node', None),
     ],
-    ids=["tags", "label-index", "label-dot", "two", "whole-map", "free", "size", "none", "whole"],
+    ids=[
+        "tags",
+        "label-index",
+        "label-dot",
+        "two",
+        "whole-map",
+        "free",
+        "size",
+        "none",
+        "whole",
+        "node-indexed",
+        "escaped-key",
+        "triple-quoted-key",
+        "raw-key",
+        "computed-key",
+        "map-as-argument",
+        "label-method",
+        "root-scoped",
+        "root-scoped-whole",
+    ],
 )
 def test_dependencies(source: str, deps: tuple[tuple[str, str | None], ...] | None) -> None:
     assert compile_expression(source).deps == deps
@@ -159,6 +188,9 @@ def test_valid_expressions_compile(source: str) -> None:
         ("node.cpu > 1 &&\n  node.cpu <", "syntax error at column 13: unexpected end"),
         ("node.cpu > 1 &&\n  ) ", "syntax error at line 2, column 3: unexpected ')'"),
         ("   ", "syntax error at column 1: empty expression"),
+        ("(node.cpu > 1", "syntax error at column 14: unexpected end of expression, expected ')'"),
+        ("node.tags[0", "syntax error at column 12: unexpected end of expression, expected ']'"),
+        ("{1: 2", "syntax error at column 6: unexpected end of expression, expected ',' or '}'"),
     ],
     ids=[
         "dot-paren",
@@ -171,6 +203,9 @@ def test_valid_expressions_compile(source: str) -> None:
         "end-on-line-2",
         "line-2",
         "blank",
+        "unclosed-paren",
+        "unclosed-index",
+        "unclosed-map",
     ],
 )
 def test_syntax_errors_say_what_and_where(source: str, message: str) -> None:
@@ -186,8 +221,10 @@ def test_syntax_errors_say_what_and_where(source: str, message: str) -> None:
         ("1" + " + 1" * 250 + " > 0", "expression nested too deeply: syntax tree height"),
         ("!" * 500 + "true", "expression nested too deeply"),
         ("x" * 1025, "expression is 1025 characters long, at most 1024"),
+        # closing brackets first do not buy deeper nesting later: the 33rd ( is column 35
+        ("))" + "(" * 33 + "true" + ")" * 33, "nesting deeper than 32 levels at column 35"),
     ],
-    ids=["55-parens", "33-lists", "1000-open", "chain-of-250", "500-nots", "too-long"],
+    ids=["55-parens", "33-lists", "1000-open", "chain-of-250", "500-nots", "too-long", "closers"],
 )
 def test_nesting_and_length_limits(source: str, message: str) -> None:
     assert message in _compile_error(source)
@@ -195,6 +232,10 @@ def test_nesting_and_length_limits(source: str, message: str) -> None:
 
 def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
     compile_expression('node.hostname != "' + "(" * 100 + '"')
+    # an escaped quote does not end the string: the brackets after it are still inside it
+    compile_expression('node.hostname != "\\"' + "(" * 100 + '"')
+    # nor does a single quote inside a triple-quoted string
+    compile_expression("node.hostname != '''it's " + "(" * 40 + "'''")
 
 
 @pytest.mark.parametrize(
@@ -335,6 +376,47 @@ def test_static_estimate_bounds_the_runtime_cost_within_declared_sizes(source: s
     assert 0 < meter.cost <= expr.cost
     # Metering changes nothing about the result.
     assert metered == expr.program.evaluate({"node": json_to_cel(_largest_node())})
+
+
+TIGHT = [
+    "true",
+    "node.cpu > 1",
+    "node.cpu > 1 && node.memory < 2",
+    "!(node.cpu > 1) || -node.cpu < 0",
+    "node.cpu % 2 == 0 ? true : false",
+    "node.cpu * 2 - 1 > node.freeCpu / 2",
+    "(node.cpu) > 1",
+    "[1, 2, 3][0] == 1",
+    "{1: 2}[1] == 2",
+    "has(node.labels.zone)",
+    '"ssd" in node.tags',
+    'node.labels.zone == "a"',
+    'node["cpu"] > 1',
+    'node.hostname + "x" != ""',
+    'int("1") == 1',
+    "dyn(1) == 1",
+    "double(node.cpu) > 1.5",
+    "type(node.cpu) == int",
+    "node.tags.exists(t, true)",
+    "node.tags.exists_one(t, true)",
+    "node.tags.map(t, 1).size() > 0",
+    "node.tags.filter(t, true).size() > 0",
+]
+
+
+@pytest.mark.parametrize("source", TIGHT)
+def test_static_estimate_is_tight_where_sizes_do_not_count(source: str) -> None:
+    """The estimate counts what the meter counts: on the largest node it is an upper bound of
+    the metered cost and, where no string or list operation is charged by its declared size
+    rather than its actual one, within a few units of it, so an expression is not refused
+    for costs it never has."""
+    from celpy.adapter import json_to_cel
+
+    expr = compile_expression(source)
+    meter = _Meter(10**9)
+    evaluator = _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter)
+    evaluator.evaluate({"node": json_to_cel(_largest_node())})
+    assert meter.cost <= expr.cost <= meter.cost + 10
 
 
 def _free(table: NodeTable) -> tuple[np.ndarray, np.ndarray]:
@@ -612,3 +694,281 @@ def test_static_estimate_bounds_the_metered_cost_of_random_expressions(source: s
     except Exception as exc:
         plain = type(exc)
     assert metered(small, _Meter(10**9)) == plain
+
+
+def test_an_expression_reading_the_whole_node_is_evaluated_per_distinct_node() -> None:
+    """``node["cpu"]`` reads node as a whole (the walk does not follow an index of ``node``):
+    every field is the memo key, free capacity included, so it is grouped anew on every call
+    and evaluated again only for a node never seen."""
+    table = NodeTable([node("a", cpu="1"), node("b", cpu="2"), node("c", cpu="4")])
+    cel = CelEvaluator()
+    expr = compile_expression('node["cpu"] >= 2000')
+    true, failed, skipped = cel.truth(expr, table, *_free(table))
+    assert (true.tolist(), failed.tolist(), skipped.tolist()) == (
+        [False, True, True],
+        [False] * 3,
+        [False] * 3,
+    )
+    assert (cel.evaluations, cel.groupings) == (3, 1)
+    free_cpu, free_memory = _free(table)
+    assert cel.truth(expr, table, free_cpu, free_memory)[0].tolist() == [False, True, True]
+    assert (cel.evaluations, cel.groupings) == (3, 2)  # grouped again, nothing new to evaluate
+    free_cpu[2] = 0  # c's free cpu changed: a node not seen before
+    assert cel.truth(expr, table, free_cpu, free_memory)[0].tolist() == [False, True, True]
+    assert (cel.evaluations, cel.groupings) == (4, 3)
+
+
+def test_an_empty_table_has_empty_verdicts() -> None:
+    empty = NodeTable([])
+    verdicts = CelEvaluator().truth(compile_expression('"a" in node.tags'), empty, *_free(empty))
+    assert [(v.dtype, v.shape) for v in verdicts] == [(np.dtype(np.bool_), (0,))] * 3
+
+
+def test_the_memo_of_an_expression_is_reset_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outcomes are memoised per value; an expression reading a value unique per node
+    (``node.hostname``) would grow its memo without end: past the bound it starts afresh."""
+    monkeypatch.setattr(celexpr, "MAX_MEMO_PER_EXPRESSION", 2)
+    cel = CelEvaluator()
+    expr = compile_expression('node.hostname != "b"')
+    three = NodeTable([node("a"), node("b"), node("c")])
+    assert cel.truth(expr, three, *_free(three))[0].tolist() == [True, False, True]
+    assert cel.evaluations == 3
+    four = NodeTable([*three.nodes, node("d")])  # another table: the memo has 3 > 2 entries
+    assert cel.truth(expr, four, *_free(four))[0].tolist() == [True, False, True, True]
+    assert cel.evaluations == 3 + 4  # every value evaluated again
+
+
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        # a comprehension over an error is that error, not an evaluation of its body
+        ('dyn(node.labels["nope"]).exists(x, true)', "no such key"),
+        # a body that is neither a bool nor an error, twice: no such overload for || and &&
+        ("[1, 2].exists(t, dyn(t))", "no such overload"),
+        ("[1, 2].all(t, dyn(t))", "no such overload"),
+    ],
+    ids=["range-is-an-error", "exists-of-ints", "all-of-ints"],
+)
+def test_a_comprehension_that_cannot_decide_fails_the_node(source: str, error: str) -> None:
+    table = NodeTable([node("a")])
+    cel = CelEvaluator()
+    outcomes, _ = cel.outcomes(compile_expression(source), table, *_free(table))
+    assert outcomes == [Outcome(error=error)]
+    assert cel.errors == 1
+
+
+def test_a_cost_limit_below_one_activation_stops_at_once() -> None:
+    limit = celcheck.ITERATION_COST - 1
+    table = NodeTable([node("a")])
+    cel = CelEvaluator(cost_limit=limit)
+    (outcome,), _ = cel.outcomes(compile_expression("true"), table, *_free(table))
+    error = f"{COST_LIMIT_ERROR}: more than {limit} cost units in one evaluation"
+    assert outcome == Outcome(error=error)
+    assert (cel.errors, cel.cost_limit_hits) == (1, 1)
+
+
+def test_a_plain_python_error_while_evaluating_fails_the_node_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cel-python raises plain Python errors on some type mixes; whatever it raises becomes
+    that node's one-line error, and is counted."""
+
+    def broken(value: Any) -> Any:
+        raise ZeroDivisionError("cannot\n  divide")
+
+    monkeypatch.setattr(celexpr, "_to_python", broken)
+    table = NodeTable([node("a")])
+    cel = CelEvaluator()
+    (outcome,), _ = cel.outcomes(compile_expression("true"), table, *_free(table))
+    assert outcome == Outcome(error="ZeroDivisionError: cannot divide")
+    assert (cel.errors, cel.cost_limit_hits) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("raised", "message"),
+    [
+        (RecursionError(), "nesting deeper than 32 levels"),
+        (ValueError("an error\n  of lark's own"), "syntax error: an error of lark's own"),
+    ],
+    ids=["recursion", "other"],
+)
+def test_a_parser_failing_otherwise_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, raised: Exception, message: str
+) -> None:
+    """Backstops: check_nesting keeps the parser from recursing too deep, and lark's own errors
+    are CELParseError; should either slip through, the Workload still gets one line."""
+
+    def failing(source: str) -> Any:
+        raise raised
+
+    monkeypatch.setattr(celexpr._environment(), "compile", failing)
+    with pytest.raises(CelCompileError, match=f"^{re.escape(message)}$"):
+        compile_expression.__wrapped__("node.cpu > 1")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "true",  # the last unit spent is a syntax-tree node's
+        '"abcdefghij" == "abcdefghij"',  # the last unit spent is the size of the string literal
+    ],
+    ids=["visit-last", "size-last"],
+)
+def test_an_evaluation_may_spend_exactly_its_limit(source: str) -> None:
+    from celpy.adapter import json_to_cel
+
+    expr = compile_expression(source)
+    meter = _Meter(10**9)
+    _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter).evaluate(
+        {"node": json_to_cel(_largest_node())}
+    )
+    table = NodeTable([node("a")])
+    exact = CelEvaluator(cost_limit=meter.cost)
+    assert exact.outcomes(expr, table, *_free(table))[0] == [Outcome(value=True)]
+    under = CelEvaluator(cost_limit=meter.cost - 1)
+    (outcome,), _ = under.outcomes(expr, table, *_free(table))
+    assert outcome.error is not None and outcome.error.startswith(COST_LIMIT_ERROR)
+
+
+def test_a_cycle_budget_spent_to_the_unit_leaves_the_next_node_unevaluated() -> None:
+    """One evaluation's cost is the whole cycle's budget: the first node is evaluated, the
+    second is not even started (no interpreter run, not memoised), and the cycle counts once."""
+    from celpy.adapter import json_to_cel
+
+    expr = compile_expression('node.hostname != "x"')
+    table = NodeTable([node("a"), node("b")])
+    meter = _Meter(10**9)
+    activation = {"node": json_to_cel(celexpr.cel_view(table.nodes[0], 0, 0))}
+    _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter).evaluate(activation)
+    cel = CelEvaluator(cycle_budget=meter.cost)
+    cel.start_cycle()
+    outcomes, _ = cel.outcomes(expr, table, *_free(table))
+    assert outcomes == [
+        Outcome(value=True),
+        Outcome(error=celexpr.CYCLE_BUDGET_ERROR, unbudgeted=True),
+    ]
+    assert (cel.evaluations, cel.cycle_budget_hits, cel.errors) == (1, 1, 0)
+    cel.start_cycle()  # the next cycle: b's outcome was not memoised, a's was
+    outcomes, _ = cel.outcomes(expr, table, *_free(table))
+    assert outcomes == [Outcome(value=True), Outcome(value=True)]
+    assert (cel.evaluations, cel.cycle_budget_hits) == (2, 1)
+
+
+def test_the_estimate_of_a_literal_is_one_activation_and_its_ten_tree_nodes() -> None:
+    """``true`` parses to a chain of ten nodes (expr, conditionalor, conditionaland, relation,
+    addition, multiplication, unary, member, primary, literal): one activation plus one unit
+    per node, exactly what the meter counts for it."""
+    assert compile_expression("true").cost == celcheck.ITERATION_COST + 10
+    expr = compile_expression("true")
+    meter = _Meter(10**9)
+    _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter).evaluate({})
+    assert meter.cost == celcheck.ITERATION_COST + 10
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{}.exists(t, true)",
+        "{}.all(t, true)",
+        "{}.map(t, true).size() > 0",
+        "{}.filter(t, true).size() > 0",
+    ],
+)
+def test_each_element_a_comprehension_ranges_over_costs_an_activation_and_its_body(
+    template: str,
+) -> None:
+    """One more element of a literal list: its own ten tree nodes (``1``), and in a
+    comprehension one more step, an activation plus the body's ten nodes (``true``)."""
+    costs = [compile_expression(template.format([1] * n)).cost for n in (1, 2, 3)]
+    step = celcheck.ITERATION_COST + 10 + 10
+    assert [costs[1] - costs[0], costs[2] - costs[1]] == [step, step]
+    literal = [compile_expression(f"{[1] * n} == []").cost for n in (1, 2)]
+    assert literal[1] - literal[0] == 10
+
+
+def test_every_failed_evaluation_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``errors`` (a metric of the operator) and ``cost_limit_hits`` count evaluations, one per
+    distinct value that failed, whatever made it fail."""
+    three = NodeTable([node(n, labels={"slots": n}) for n in ("a", "b", "c")])
+    cel = CelEvaluator()
+    cel.truth(compile_expression('int(node.labels["slots"]) > 1'), three, *_free(three))
+    assert (cel.errors, cel.cost_limit_hits) == (3, 0)  # "a", "b", "c" are not numbers
+    limited = CelEvaluator(cost_limit=celcheck.ITERATION_COST - 1)
+    limited.truth(compile_expression('node.hostname != ""'), three, *_free(three))
+    assert (limited.errors, limited.cost_limit_hits) == (3, 3)
+
+    def broken(value: Any) -> Any:
+        raise ZeroDivisionError("cannot divide")
+
+    monkeypatch.setattr(celexpr, "_to_python", broken)
+    plain = CelEvaluator()
+    plain.truth(compile_expression('node.hostname != ""'), three, *_free(three))
+    assert (plain.errors, plain.cost_limit_hits) == (3, 0)
+
+
+def test_each_cycle_that_runs_out_of_budget_is_counted_once() -> None:
+    table = NodeTable([node("a"), node("b"), node("c")])
+    cel = CelEvaluator(cycle_budget=1)  # less than one activation: nothing is evaluated
+    for cycle in (1, 2):
+        cel.start_cycle()
+        outcomes, _ = cel.outcomes(compile_expression('node.hostname != ""'), table, *_free(table))
+        assert all(o.unbudgeted for o in outcomes)
+        assert cel.cycle_budget_hits == cycle  # three nodes cut, one cycle counted
+    assert (cel.evaluations, cel.errors) == (2, 0)  # each cycle's first run started, was cut
+
+
+ERR = 'node.labels["x"] == "y"'  # an error on a node without the label
+
+
+@pytest.mark.parametrize(
+    ("source", "verdict"),
+    [
+        (f"true || {ERR}", True),
+        (f"{ERR} || true", True),
+        (f"false || {ERR}", None),
+        (f"{ERR} || false", None),
+        (f"false && {ERR}", False),
+        (f"{ERR} && false", False),
+        (f"true && {ERR}", None),
+        (f"{ERR} && true", None),
+        ("false || true", True),
+        ("true && false", False),
+        ("false || false", False),
+        ("true && true", True),
+    ],
+)
+def test_and_and_or_are_commutative_over_errors(source: str, verdict: bool | None) -> None:
+    """CEL's ``&&`` and ``||`` (cel-spec langdef, "Logical Operators"): a decisive operand
+    (false for &&, true for ||) wins over an error on either side; otherwise the error is the
+    result, the node fails."""
+    table = NodeTable([node("a")])
+    (outcome,), _ = CelEvaluator().outcomes(compile_expression(source), table, *_free(table))
+    if verdict is None:
+        assert outcome == Outcome(error="no such key")
+    else:
+        assert outcome == Outcome(value=verdict)
+
+
+def test_free_memory_is_its_own_column() -> None:
+    """freeCpu and freeMemory come from their own arrays: grouped by, and shown to the
+    expression as, the one it names."""
+    table = NodeTable([node("a"), node("b")])
+    free_cpu = np.array([4000, 4000], dtype=np.int64)
+    free_memory = np.array([1 << 30, 1 << 20], dtype=np.int64)
+    cel = CelEvaluator()
+    memory = compile_expression("node.freeMemory >= 1073741824")
+    assert cel.truth(memory, table, free_cpu, free_memory)[0].tolist() == [True, False]
+    cpu = compile_expression("node.freeCpu >= 4000 && node.freeMemory < 4000")
+    assert cel.truth(cpu, table, free_cpu, free_memory)[0].tolist() == [False, False]
+    both = compile_expression('node["freeCpu"] == 4000 && node["freeMemory"] == 1048576')
+    assert cel.truth(both, table, free_cpu, free_memory)[0].tolist() == [False, True]
+
+
+def test_node_named_from_the_root_scope_is_read_per_node() -> None:
+    """``.node.cpu`` is ``node.cpu`` (cel-spec, "Name Resolution": a leading dot resolves the
+    name in the root scope only): its answer differs from node to node like any read of node,
+    never one answer broadcast to all."""
+    table = NodeTable([node("a", cpu="1"), node("b", cpu="4")])
+    cel = CelEvaluator()
+    true, failed, _ = cel.truth(compile_expression(".node.cpu > 2000"), table, *_free(table))
+    assert (true.tolist(), failed.tolist()) == ([False, True], [False, False])

@@ -5,13 +5,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
+from controller.api.models import Phase, Workload
+from controller.scheduler.ledger import Booking, Ledger
+from controller.scheduler.nodes import NodeTable
+from controller.scheduler.plan import plan as plan_api
+from controller.scheduler.priority import PriorityClass, PriorityClasses
 from tests.support.cli import Orca, write
-from tests.support.factories import node_object
+from tests.support.factories import node, node_object, workload
 from tests.support.factories import workload_obj as wl
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -303,3 +309,84 @@ def test_a_bad_now_is_one_line_and_exit_2(tmp_path: Path, orca: Orca, now: str) 
     code, out, err = orca("plan", "--nodes", nodes, "--workloads", workloads, "--now", now)
     assert (code, out) == (2, "")
     assert err.startswith("error: --now: ") and err.count("\n") == 1, err
+
+
+def test_plan_calls_back_before_each_decision_in_planning_order() -> None:
+    # top (priority 1000) is planned before low although listed after it: both empty 1-cpu
+    # nodes tie, so top takes a (the lower hostname) and low b; typo is Invalid, its
+    # topologySpread has no domains to show. before_each sees the ledger just before each
+    # decision; on_first_decision is called once, after the first.
+    classes = PriorityClasses.of([PriorityClass("high", 1000)])
+    spread = [{"topologyKey": "zone", "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]
+    workloads = [
+        workload("low", kind="Job", resources={"cpu": "1"}),
+        workload("top", kind="Job", resources={"cpu": "1"}, priorityClassName="high"),
+        workload(
+            "typo", kind="Service", count=2, constraints=['node.cpu == "x"'], topologySpread=spread
+        ),
+    ]
+    seen: list[tuple[str, dict[str, list[str]]]] = []
+    first: list[int] = []
+
+    def before_each(w: Workload, ledger: Ledger) -> None:
+        held = {k: [b.node for b in ledger.bookings(k)] for k in ledger.workload_keys()}
+        seen.append((w.key, held))
+
+    results = plan_api(
+        [node("a", cpu="1"), node("b", cpu="1")],
+        workloads,
+        now="2026-12-01T10:00:00Z",
+        classes=classes,
+        before_each=before_each,
+        on_first_decision=lambda: first.append(len(seen)),
+    )
+    assert seen == [
+        ("shop/top", {}),
+        ("shop/low", {"shop/top": ["a"]}),
+        ("shop/typo", {"shop/top": ["a"], "shop/low": ["b"]}),
+    ]
+    assert first == [1]
+    assert [(r.workload.key, r.status.phase, r.spread) for r in results] == [
+        ("shop/top", Phase.SCHEDULED, ()),
+        ("shop/low", Phase.SCHEDULED, ()),
+        ("shop/typo", Phase.INVALID, ()),
+    ]
+
+
+def test_plan_preempts_known_workloads_the_one_started_last_first() -> None:
+    """Workloads in the ledger that are not planned (the cluster's others) are preemptible at
+    the priority given for them; between two equal candidate nodes, the victim started last
+    goes (kube's DefaultPreemption: the later start is less important). Without their
+    priorities nothing can be preempted."""
+    classes = PriorityClasses.of([PriorityClass("high", 1000)])
+    boss = workload("boss", kind="Job", resources={"cpu": "4"}, priorityClassName="high")
+    old, young = datetime(2020, 1, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)
+
+    def planned(
+        known: dict[str, int] | None, started: dict[str, datetime] | None
+    ) -> tuple[list[str], list[tuple[str, str]]]:
+        ledger = Ledger(NodeTable([node("n1"), node("n2")]))  # 4 cpus each, both full
+        ledger.load("shop/old", [Booking("n1", "shop/old-0", 4000, 0)])
+        ledger.load("shop/young", [Booking("n2", "shop/young-0", 4000, 0)])
+        (result,) = plan_api(
+            [],
+            [boss],
+            ledger=ledger,
+            now="2026-12-01T10:00:00Z",
+            classes=classes,
+            known_priorities=known,
+            known_started=started,
+        )
+        victims = [(v.victim.key, v.victim.booking.node) for v in result.victims]
+        return [p.node for p in result.status.placements], victims
+
+    both = {"shop/old": 0, "shop/young": 0}
+    assert planned(both, {"shop/old": old, "shop/young": young}) == (
+        ["n2"],
+        [("shop/young", "n2")],
+    )
+    assert planned(both, {"shop/old": young, "shop/young": old}) == (
+        ["n1"],
+        [("shop/old", "n1")],
+    )
+    assert planned(None, {"shop/old": old, "shop/young": young}) == ([], [])

@@ -7,6 +7,7 @@ never move)."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,15 @@ from hypothesis import strategies as st
 from controller.api.models import Strategy, Workload
 from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import NodeInfo, NodeTable
-from controller.scheduler.rebalance import Move, Plan, Rebalancer, ffd_nodes, moved
+from controller.scheduler.rebalance import (
+    MAX_MOVES,
+    Move,
+    Objective,
+    Plan,
+    Rebalancer,
+    ffd_nodes,
+    moved,
+)
 from controller.scheduler.scheduler import Scheduler
 from tests.support.factories import NOW, node, workload
 from tests.support.properties import examples
@@ -364,3 +373,160 @@ def test_ffd_resuming_per_size_equals_first_fit_from_the_start(
                 used.add(j)
                 break
     assert ffd_nodes(ledger) == len(used)
+
+
+def test_a_replica_never_moves_out_of_every_spread_domain() -> None:
+    # web (ScheduleAnyway over zones, maxSkew 1): a1 (zone a) holds two, b1 (zone b) one; x has
+    # no zone label, so it passes the filter but counts in no domain. Moving a replica from a1
+    # to x would even the utilisation and leave a/b at 1/1, a skew of 0, only by dropping the
+    # replica from the count: never a move. A move to b1 keeps the skew at 1 and the
+    # utilisation as uneven: no move at all.
+    zone = "topology.kubernetes.io/zone"
+    spread = [{"topologyKey": zone, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]
+    web = service("web", 3, topologySpread=spread)
+    ledger = Ledger(NodeTable([node("a1", labels={zone: "a"}), node("b1", labels={zone: "b"})]))
+    ledger.load(
+        web.key,
+        [
+            Booking("a1", "shop/web-0", 500, GiB),
+            Booking("a1", "shop/web-1", 500, GiB),
+            Booking("b1", "shop/web-2", 500, GiB),
+        ],
+    )
+    ledger = grown(ledger, [node("x")])
+    plan = Rebalancer().plan([web], ledger, now=NOW)
+    assert plan.moves == ()
+    assert (plan.before.skew, plan.after.skew) == (1, 1)
+    assert plan.before.over_max_skew == 0  # at maxSkew is not over it
+
+
+def test_a_cluster_without_eligible_nodes_has_no_spread_of_utilisation() -> None:
+    ledger = Ledger(NodeTable([node("off", cordoned=True), node("down", ready=False)]))
+    job = workload("j", kind="Job", rebalance="Allowed")
+    ledger.load(job.key, [Booking("off", "shop/j-0", 1000, GiB)])
+    plan = Rebalancer().plan([job], ledger, now=NOW)
+    assert plan.moves == ()
+    assert plan.before.utilisation_stddev == plan.after.utilisation_stddev == 0.0
+    assert plan.before.nodes_in_use == 1
+
+
+@pytest.mark.parametrize(
+    ("strategy", "parts"),
+    [
+        (Strategy.SPREAD, {"skew": 2, "utilisationStddev": 0.1235}),
+        (Strategy.BINPACK, {"nodesInUse": 3, "packing": 0.5679}),
+    ],
+)
+def test_the_objective_shows_the_parts_its_strategy_compares(
+    strategy: Strategy, parts: dict[str, float]
+) -> None:
+    objective = Objective(strategy, 2, 3, 0.123456, 0.567890, 0.9)
+    assert objective.as_dict() == parts
+
+
+def test_the_move_budget_is_bounded() -> None:
+    for bad in (-1, MAX_MOVES + 1):
+        with pytest.raises(ValueError, match=rf"^max moves must be 0\.\.{MAX_MOVES}, not {bad}$"):
+            Rebalancer(max_moves=bad)
+    assert Rebalancer(max_moves=0).max_moves == 0
+    assert Rebalancer(max_moves=MAX_MOVES).max_moves == MAX_MOVES
+
+
+def test_check_judges_the_named_replica_only() -> None:
+    # Two replicas on old-0 (2 cpus): the plan moves one to the new node. Checked again, the
+    # move holds for the replica it names; the same move naming a replica that is not on its
+    # source (or none) does not.
+    scheduler = Scheduler()
+    web = service("web", 2, cpu="1")
+    ledger = grown(
+        placed([node("old-0", cpu="2", memory="4Gi")], [web], scheduler),
+        [node("new-0", cpu="2", memory="4Gi")],
+    )
+    rebalancer = Rebalancer(scheduler)
+    (move,) = rebalancer.plan([web], ledger, now=NOW).moves
+    # both replicas' moves tie: the first replica's is kept
+    assert (move.alloc_id, move.source, move.target) == ("shop/web-0", "old-0", "new-0")
+    assert rebalancer.check(move, web, ledger, now=NOW) == move
+    other = next(b.alloc_id for b in ledger.bookings(web.key) if b.alloc_id != move.alloc_id)
+    assert rebalancer.check(replace(move, alloc_id=other), web, ledger, now=NOW) == replace(
+        move, alloc_id=other
+    )
+    assert rebalancer.check(replace(move, alloc_id="shop/web-9"), web, ledger, now=NOW) is None
+    assert rebalancer.check(replace(move, source="new-0"), web, ledger, now=NOW) is None
+    assert rebalancer.check(replace(move, workload="shop/other"), web, ledger, now=NOW) is None
+
+
+def test_each_round_visits_the_workloads_in_key_order() -> None:
+    # The budget is shared fairly: one move per Workload per round, Workloads by key, whatever
+    # order they are given in. Six Services of five on ten old nodes, ten new empty ones; a
+    # budget of six moves is one round: one move of each, svc-0 first.
+    scheduler = Scheduler()
+    old = [node(f"old-{i:02}") for i in range(10)]
+    services = [service(f"svc-{k}", 5) for k in range(6)]
+    ledger = grown(placed(old, services, scheduler), [node(f"new-{i:02}") for i in range(10)])
+    plan = Rebalancer(scheduler, max_moves=6).plan(services[::-1], ledger, now=NOW)
+    assert [m.workload for m in plan.moves] == [f"shop/svc-{k}" for k in range(6)]
+    assert not plan.complete
+
+
+def packing_of(ledger: Ledger) -> float:
+    """The sum of squared utilisations over the eligible nodes, computed directly."""
+    t = ledger.table
+    pool = t.eligible & ((t.cpu > 0) | (t.memory > 0))
+    util = (ledger.used_cpu / t.cpu_divisor + ledger.used_memory / t.memory_divisor) / 2
+    return float((util[pool] ** 2).sum())
+
+
+def spread_out(strategy: str) -> tuple[list[Workload], Ledger]:
+    """Three Services of three on four old nodes, three new nodes of different sizes (Spread);
+    or eight 1-cpu Jobs one per 4-cpu node (BinPack): both with moves to make."""
+    scheduler = Scheduler()
+    if strategy == "Spread":
+        old = [node(f"old-{i:02}", cpu="4", memory="8Gi") for i in range(4)]
+        services = [service(f"svc-{k}", 3) for k in range(3)]
+        new = [node(f"new-{i:02}", cpu=str(2 + i), memory="8Gi") for i in range(3)]
+        return services, grown(placed(old, services, scheduler), new)
+    jobs = [
+        workload(
+            f"j{i}",
+            kind="Job",
+            rebalance="Allowed",
+            strategy="BinPack",
+            resources={"cpu": "1", "memory": "1Gi"},
+        )
+        for i in range(8)
+    ]
+    ledger = Ledger(NodeTable([node(f"n-{i}", cpu="4", memory="8Gi") for i in range(8)]))
+    for i, j in enumerate(jobs):
+        ledger.load(j.key, [Booking(f"n-{i}", f"{j.key}-0", 1000, GiB)])
+    return jobs, ledger
+
+
+@pytest.mark.parametrize("strategy", ["Spread", "BinPack"])
+def test_each_moves_figures_are_those_of_the_cluster_after_it(strategy: str) -> None:
+    """The planner updates its figures move by move; after each move they are what a direct
+    count of the cluster with the moves so far made says (stddev, packing, nodes in use)."""
+    workloads, ledger = spread_out(strategy)
+    plan = Rebalancer(Scheduler(), max_moves=12).plan(workloads, ledger, now=NOW)
+    assert plan.moves
+    so_far = ledger.copy()
+    for m in plan.moves:
+        assert m.before.stddev == pytest.approx(stddev_of(so_far))
+        assert m.before.packing == pytest.approx(packing_of(so_far))
+        so_far.load(m.workload, moved(so_far.bookings(m.workload), m))
+        assert m.after.stddev == pytest.approx(stddev_of(so_far))
+        assert m.after.packing == pytest.approx(packing_of(so_far))
+        assert m.after.nodes_in_use == nodes_in_use(so_far)
+        n = pool_size(so_far)
+        assert m.after.dispersion == pytest.approx(n * stddev_of(so_far) ** 2)
+
+
+def test_a_workload_being_resized_waits_for_the_scheduler() -> None:
+    # web was placed at 500m; its spec now asks 1 cpu: the scheduler has a decision to make
+    # (every replica booked at the new size) before anything moves, even with new empty nodes.
+    scheduler = Scheduler()
+    old = [node(f"old-{i}") for i in range(2)]
+    ledger = grown(placed(old, [service("web", 4)], scheduler), [node("new-0"), node("new-1")])
+    assert Rebalancer(scheduler).plan([service("web", 4)], ledger, now=NOW).moves != ()
+    resized = service("web", 4, cpu="1")
+    assert Rebalancer(scheduler).plan([resized], ledger, now=NOW).moves == ()

@@ -12,15 +12,22 @@ clients in ``tests/integration/test_gitops_health.py``.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from controller.api.models import Condition, WorkloadStatus
+from controller.api.models import Condition, Resources, WorkloadStatus
+from controller.scheduler.decision import PendingMove
 from controller.scheduler.ledger import Booking
 from controller.scheduler.preemption import Victim, preempted_status
 from controller.scheduler.scheduler import Scheduler
-from controller.scheduler.status import status_from_decision
+from controller.scheduler.status import (
+    move_pending_message,
+    move_pending_reason,
+    rfc3339_now,
+    status_from_decision,
+)
 from tests.support.factories import NOW, ledger_for, node, workload
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
@@ -226,3 +233,75 @@ def test_conditions_of_others_are_kept() -> None:
     previous = WorkloadStatus(conditions=[foreign])
     status = status_from_decision(decide(SMALL, kind="Job"), 1, previous, T1)
     assert status.conditions[-1] == foreign
+
+
+UNREACHABLE, NOT_READY = "node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"
+
+
+def pending(i: int, *taints: str) -> PendingMove:
+    """shop/web-<i> on node-<i>, due at NOW + i minutes (10:00 + i)."""
+    return PendingMove(f"shop/web-{i}", f"node-{i}", NOW + 60 * i, taints)
+
+
+@pytest.mark.parametrize(
+    ("taints", "reason", "what"),
+    [
+        ((UNREACHABLE,), "NodeUnreachable", "node unreachable"),
+        ((NOT_READY,), "NodeNotReady", "node not ready"),
+        # a node both unreachable and not ready waits out unreachable (the lifecycle order)
+        ((NOT_READY, UNREACHABLE), "NodeUnreachable", "node unreachable"),
+        (("dedicated", "maintenance"), "NoExecuteTaint", "NoExecute taint dedicated, maintenance"),
+    ],
+    ids=["unreachable", "not-ready", "both", "other-taints"],
+)
+def test_move_pending_names_what_the_replica_waits_out(
+    taints: tuple[str, ...], reason: str, what: str
+) -> None:
+    move = pending(5, *taints)
+    assert move_pending_reason(move) == reason
+    assert move_pending_message([move]) == (
+        f"shop/web-5 on node-5 moves at 2026-12-01T10:05:00Z ({what}). "
+        "Each moves only if its node has not recovered by then."
+    )
+
+
+def test_move_pending_lists_five_moves_and_counts_the_rest() -> None:
+    six = [pending(i, UNREACHABLE) for i in range(1, 7)]
+    listed = "; ".join(
+        f"shop/web-{i} on node-{i} moves at 2026-12-01T10:0{i}:00Z (node unreachable)"
+        for i in range(1, 6)
+    )
+    tail = ". Each moves only if its node has not recovered by then."
+    assert move_pending_message(six) == f"{listed}; and 1 more{tail}"
+    assert move_pending_message(six[:5]) == f"{listed}{tail}"  # five: all of them, no count
+
+
+def test_the_clock_is_formatted_anew_each_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [NOW + 0.9]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+    assert rfc3339_now() == "2026-12-01T10:00:00Z"
+    clock[0] = NOW + 1.0  # the next second: never the one formatted before
+    assert rfc3339_now() == "2026-12-01T10:00:01Z"
+    clock[0] = NOW + 1.5
+    assert rfc3339_now() == "2026-12-01T10:00:01Z"
+
+
+def test_the_size_held_outlives_an_invalid_spec_and_the_selector_is_the_callers() -> None:
+    """``status.resources`` is what the placements hold: an Invalid decision keeps them where
+    they are, so it keeps the size the previous status recorded; ``selector`` (what /scale
+    reports) and the resolved priority are written as given."""
+    placed = decide(SMALL, kind="Job", resources={"cpu": "500m"})
+    first = status_from_decision(placed, 1, None, T0, "orca.cloudinit.dev/workload=web")
+    assert (first.resources, first.selector, first.priority) == (
+        Resources(cpu="500m"),
+        "orca.cloudinit.dev/workload=web",
+        0,
+    )
+    broken = decide(SMALL, kind="Job", resources={"cpu": "2"}, constraints=["node.tags.("])
+    second = status_from_decision(broken, 2, first, T1)
+    assert (second.resources, second.selector, second.priority) == (
+        Resources(cpu="500m"),
+        None,
+        None,
+    )
+    assert status_from_decision(broken, 2, None, T1).resources is None

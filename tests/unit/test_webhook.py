@@ -12,6 +12,7 @@ import yaml
 
 from controller.api.models import Workload
 from controller.operator.webhook import WEBHOOK, Admission, webhook_entry
+from controller.scheduler.admission import refusal
 from controller.scheduler.ledger import Ledger
 from controller.scheduler.priority import NO_CLASSES, PriorityClass, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
@@ -82,3 +83,20 @@ def test_the_shipped_configuration_is_what_the_code_registers() -> None:
     service_yaml = yaml.safe_load((SHIPPED / "service.yaml").read_text())
     assert service_yaml["metadata"]["name"] == service["name"]
     assert service_yaml["spec"]["ports"][0]["port"] == service["port"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"kind": "Nonsense"}, "spec.kind: Input should be 'Job', 'Service' or 'DaemonSet'"),
+        ({"kind": "Job", "count": 2}, "spec: count is only allowed when kind is Service"),
+    ],
+    ids=["kind", "count-on-a-job"],
+)
+def test_a_spec_the_model_refuses_is_refused_with_the_models_one_line(
+    spec: dict[str, Any], message: str
+) -> None:
+    """What the model refuses (``ClusterState`` would store it as Invalid with the same words),
+    the webhook refuses first."""
+    assert refusal(workload_obj("w", "shop", **spec), Scheduler(), NO_CLASSES) == message
+    assert refusal(workload_obj("w", "shop", kind="Job"), Scheduler(), NO_CLASSES) is None

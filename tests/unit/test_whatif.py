@@ -16,9 +16,14 @@ from typing import Any
 
 import pytest
 
+from controller.api.models import Workload
+from controller.scheduler.ledger import Booking, ledger_from_statuses
+from controller.scheduler.nodes import NodeInfo, NodeTable
 from controller.scheduler.plugins.topology_spread import REASON_CONSTRAINTS_NOT_MATCH
+from controller.scheduler.priority import PriorityClass, PriorityClasses
+from controller.scheduler.whatif import Answer, Capacity, Moved, Question, WhatIf, copies
 from tests.support.cli import Orca, write
-from tests.support.factories import node_object
+from tests.support.factories import node, node_object, workload
 from tests.support.factories import workload_obj as wl
 
 ZONE = "topology.kubernetes.io/zone"
@@ -204,6 +209,9 @@ def test_auto_on_uniform_jobs_is_a_division(tmp_path: Path, orca: Orca) -> None:
     code, answer, _ = plan(orca, nodes, workloads, "--add-nodes", f"{big}:auto", "-o", "json")
     assert code == 0
     assert answer["nodesToAdd"]["count"] == 3
+    # The search: the lower bound ceil((4 + 10 - 4) / 4) = 3 places all; then 0 + 1 = 1 (six
+    # left), the middle 2 (two left): adjacent. Four plans with the question without nodes.
+    assert answer["nodesToAdd"]["plans"] == 4
     assert answer["nodesToAdd"]["names"] == ["big-1", "big-2", "big-3"]
     assert answer["unplaced"] == []
     assert answer["nodesToAdd"]["proof"].startswith("with 2, ")
@@ -227,6 +235,9 @@ def test_auto_on_a_mix_needs_more_than_the_division(tmp_path: Path, orca: Orca) 
     code, answer, _ = plan(orca, nodes, workloads, "--add-nodes", f"{big}:auto", "-o", "json")
     assert code == 0
     assert answer["nodesToAdd"]["count"] == 5
+    # The search: the lower bound ceil(15 / 4) = 4 leaves j2-2; the secant through (0, 6 left)
+    # and (4, 1 left) says 1.25 a node, so 4 + ceil(1 / 1.25) = 5: enough, adjacent. 3 plans.
+    assert answer["nodesToAdd"]["plans"] == 3
     assert answer["nodesToAdd"]["proof"].startswith("with 4, shop/j2-2-0 has no place")
     placed = {r["workload"]: [p["node"] for p in r["placements"]] for r in answer["results"]}
     assert placed["shop/j2-0"] == ["big-4"]
@@ -247,8 +258,11 @@ def test_a_template_that_can_never_help_says_why_in_one_line(tmp_path: Path, orc
     assert code == 1
     c = answer["nodesToAdd"]
     assert c["count"] is None
-    assert "shop/edge-0" in c["why"]
-    assert "a big node cannot take it: runtime wasm not offered (Runtime)" in c["why"]
+    # tried at the largest count, one per waiting replica: 1; n0 and big-1 both lack wasm
+    assert c["why"] == (
+        "shop/edge-0 still has no place with 1: 0/2 nodes are available: 2 runtime wasm not "
+        "offered; a big node cannot take it: runtime wasm not offered (Runtime)"
+    )
     assert c["plans"] == 2  # the question without nodes, then the largest count: no search
     code, _, table = plan(orca, nodes, workloads, "--add-nodes", f"{big}:auto")
     assert code == 1
@@ -361,3 +375,198 @@ def test_a_template_file_must_hold_one_node_and_its_copies_new_names(
     code, _, err = plan(orca, nodes, workloads, "--add-nodes", f"{big}:1")
     assert code == 2
     assert err == "error: --add-nodes: Node big-1 is already in the cluster: rename the template\n"
+
+
+# -- the search, through the API (what the command prints comes from these figures) -----------
+
+
+def placed_on(*replicas: tuple[str, str]) -> dict[str, Any]:
+    """A status recording ``(alloc suffix, node)`` placements in namespace shop."""
+    return {"placements": [{"node": n, "allocId": f"shop/{a}", "score": 0} for a, n in replicas]}
+
+
+def what_if(nodes: list[NodeInfo], workloads: list[Workload]) -> WhatIf:
+    return WhatIf(ledger_from_statuses(nodes, workloads), workloads, now=NOW)
+
+
+def test_auto_counts_the_daemonsets_each_copy_would_run() -> None:
+    # n0 (5 cores) holds full (4) and agent (a DaemonSet of 1 core, so one on every copy too);
+    # ten 1-core Jobs wait. A 4-core copy has 3 cores left once agent starts on it: the lower
+    # bound is ceil(10 / 3) = 4, which places all. The search: 4 (enough), then 0 + 1 = 1
+    # (7 left), the middle 2 (4 left), the middle 3 (j9 left): 4 and 3 are adjacent. Five
+    # plans with the question without nodes.
+    full = workload("full", kind="Job", resources={"cpu": "4"}, status=placed_on(("full-0", "n0")))
+    agent = workload(
+        "agent", kind="DaemonSet", resources={"cpu": "1"}, status=placed_on(("agent-0", "n0"))
+    )
+    jobs = [workload(f"j{i}", kind="Job", resources={"cpu": "1"}) for i in range(10)]
+    # an Invalid DaemonSet starts nowhere: it takes nothing from a copy
+    broken = workload("broken", kind="DaemonSet", constraints=['node.cpu == "x"'])
+    capacity, answer = what_if([node("n0", cpu="5")], [full, agent, broken, *jobs]).smallest_count(
+        Question(template=node("big", cpu="4"))
+    )
+    assert (capacity.count, capacity.tried, capacity.plans) == (4, 4, 5)
+    assert capacity.names == ("big-1", "big-2", "big-3", "big-4")
+    assert capacity.proof == (
+        "with 3, shop/j9-0 has no place: 0/4 nodes are available: 4 Insufficient cpu."
+    )
+    assert answer.settled and answer.added == capacity.names
+
+
+def test_auto_with_nothing_waiting_is_zero_after_one_plan() -> None:
+    full = workload("full", kind="Job", resources={"cpu": "4"}, status=placed_on(("full-0", "n0")))
+    capacity, answer = what_if([node("n0")], [full]).smallest_count(Question(template=node("big")))
+    assert capacity == Capacity("big", 0, True, plans=1)
+    assert answer.settled and answer.added == ()
+
+
+def test_a_template_that_refuses_the_waiting_one_can_still_make_room_for_it() -> None:
+    # n (3 cores); b (1 core, BinPack) then a (3 cores) in file order: b takes n, a waits.
+    # A 1-core template cannot take a (Insufficient cpu), so the largest count (1, one per
+    # waiting replica) is tried first: b, packing, prefers the full copy (1/1 used) to n
+    # (1/3), and a fits on n. One copy, two plans, the plan without it the proof.
+    b = workload("b", kind="Job", resources={"cpu": "1"}, strategy="BinPack")
+    a = workload("a", kind="Job", resources={"cpu": "3"})
+    capacity, answer = what_if([node("n", cpu="3")], [b, a]).smallest_count(
+        Question(template=node("t", cpu="1"))
+    )
+    assert (capacity.count, capacity.plans, capacity.names) == (1, 2, ("t-1",))
+    assert capacity.proof == (
+        "with 0, shop/a-0 has no place: 0/1 nodes are available: 1 Insufficient cpu."
+    )
+    placed = {r.workload.key: [p.node for p in r.status.placements] for r in answer.results}
+    assert placed == {"shop/b": ["t-1"], "shop/a": ["n"]}
+
+
+def test_an_invalid_workload_is_not_part_of_the_answer() -> None:
+    # typo (invalid CEL) sits on a1: draining a1 neither moves it nor leaves it without a
+    # place (it waits for a spec change, not for room), nor counts it as displaced.
+    typo = workload(
+        "typo", kind="Job", constraints=['node.cpu == "x"'], status=placed_on(("typo-0", "a1"))
+    )
+    job = workload("j", kind="Job", status=placed_on(("j-0", "a1")))
+    answer = what_if([node("a1"), node("b1")], [typo, job]).answer(
+        Question(drain=frozenset({"a1"}))
+    )
+    assert answer.moved == (Moved("shop/j", "shop/j-0", "a1", "b1"),)
+    assert answer.unplaced == () and answer.ended == ()
+    assert answer.displaced == 1
+
+
+def test_copies_refuse_a_count_out_of_range_and_names_too_long() -> None:
+    with pytest.raises(ValueError, match=r"^a count of 10001 is outside 0\.\.10000$"):
+        copies(node("big"), 10_001, NodeTable(()))
+    with pytest.raises(ValueError, match=r"^a count of -1 is outside 0\.\.10000$"):
+        copies(node("big"), -1, NodeTable(()))
+    long = "n" * 249  # a Node name may have 253 characters: n...n-999 has, n...n-1000 not
+    assert [n.hostname for n in copies(node(long), 999, NodeTable(()))][-1] == f"{long}-999"
+    with pytest.raises(ValueError, match=f"^{long}-1000 would be longer than 253 characters$"):
+        copies(node(long), 1000, NodeTable(()))
+    assert copies(node("big"), 0, NodeTable(())) == [] and copies(None, 3, NodeTable(())) == []
+
+
+def test_smallest_count_needs_a_template() -> None:
+    with pytest.raises(ValueError, match=r"^smallest_count needs a template node$"):
+        what_if([node("a")], []).smallest_count(Question())
+
+
+def test_the_answer_lists_replicas_by_workload_then_index_as_numbers() -> None:
+    # eleven 100m replicas of web on a, one of api: draining a moves all twelve to b (room for
+    # all), listed api first, then web-0, web-1, ..., web-9, web-10 (not web-1, web-10, web-2).
+    web = workload(
+        "web",
+        kind="Service",
+        count=11,
+        resources={"cpu": "100m"},
+        status=placed_on(*((f"web-{i}", "a") for i in range(11))),
+    )
+    api = workload("api", kind="Job", resources={"cpu": "100m"}, status=placed_on(("api-0", "a")))
+    answer = what_if([node("a"), node("b")], [web, api]).answer(Question(drain=frozenset({"a"})))
+    assert [m.alloc_id for m in answer.moved] == [
+        "shop/api-0",
+        *(f"shop/web-{i}" for i in range(11)),
+    ]
+    assert {(m.source, m.target) for m in answer.moved} == {("a", "b")}
+    assert answer.displaced == 12
+
+
+def test_copies_are_new_ready_nodes_keeping_the_templates_own_taints() -> None:
+    # A template taken from a NotReady node: its copies have registered and turned Ready, so
+    # the lifecycle taints its readiness put on it are gone; a taint of its own stays.
+    taints = [
+        {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "db", "effect": "NoSchedule"},
+    ]
+    template = node("big", ready=False, taints=taints, labels={"kubernetes.io/hostname": "big"})
+    made = copies(template, 2, NodeTable([node("other")]))
+    assert [n.hostname for n in made] == ["big-1", "big-2"]
+    assert [n.labels["kubernetes.io/hostname"] for n in made] == ["big-1", "big-2"]
+    assert all(n.ready and n.readable for n in made)
+    assert [[t.key for t in n.taints] for n in made] == [["dedicated"], ["dedicated"]]
+    assert made[0].cpu == template.cpu and made[0].runtimes == template.runtimes
+    unlabelled = copies(node("plain"), 1, NodeTable(()))
+    assert "kubernetes.io/hostname" not in unlabelled[0].labels
+
+
+def test_a_replica_preempted_and_placed_again_says_who_moved_it() -> None:
+    # Draining a1: critical (priority 1000, 3 cores, never on c1) finds 1 core free on b1 and
+    # preempts batch (priority 0, 3 cores) there; batch, planned after it, goes to c1.
+    classes = PriorityClasses.of([PriorityClass("high", 1000)])
+    critical = workload(
+        "critical",
+        kind="Job",
+        resources={"cpu": "3"},
+        priorityClassName="high",
+        constraints=['node.hostname != "c1"'],
+        status=placed_on(("critical-0", "a1")),
+    )
+    batch = workload(
+        "batch", kind="Job", resources={"cpu": "3"}, status=placed_on(("batch-0", "b1"))
+    )
+    workloads = [critical, batch]
+    nodes = [node("a1"), node("b1"), node("c1")]
+    whatif = WhatIf(ledger_from_statuses(nodes, workloads), workloads, classes=classes, now=NOW)
+    answer = whatif.answer(Question(drain=frozenset({"a1"})))
+    assert answer.moved == (
+        Moved("shop/batch", "shop/batch-0", "b1", "c1", preempted_by="shop/critical"),
+        Moved("shop/critical", "shop/critical-0", "a1", "b1"),
+    )
+    assert answer.unplaced == () and answer.displaced == 1
+
+
+def test_a_workload_not_planned_is_preempted_at_its_known_priority() -> None:
+    # other (4 cores, priority 0 by what is known of it) fills b1 and is not planned; boss
+    # (priority 1000) on a1 is displaced by the drain and preempts it, from b1.
+    classes = PriorityClasses.of([PriorityClass("high", 1000)])
+    boss = workload(
+        "boss",
+        kind="Job",
+        resources={"cpu": "4"},
+        priorityClassName="high",
+        status=placed_on(("boss-0", "a1")),
+    )
+    ledger = ledger_from_statuses([node("a1"), node("b1")], [boss])
+    ledger.load("shop/other", [Booking("b1", "shop/other-0", 4000, 0)])
+
+    def drained(known: dict[str, int] | None) -> Answer:
+        whatif = WhatIf(ledger, [boss], classes=classes, now=NOW, known_priorities=known)
+        return whatif.answer(Question(drain=frozenset({"a1"})))
+
+    answer = drained({"shop/other": 0})
+    assert answer.moved == (Moved("shop/boss", "shop/boss-0", "a1", "b1"),)
+    (result,) = answer.results
+    assert [(p.victim.key, p.victim.booking.node) for p in result.victims] == [("shop/other", "b1")]
+    assert [u.alloc_id for u in drained(None).unplaced] == ["shop/boss-0"]  # no one to preempt
+
+
+def test_the_answer_narrates_each_workload_at_its_turn() -> None:
+    # orca explain --drain: the callback sees each planned Workload with the cluster as the
+    # question changed it (a1 gone) just before that Workload's decision.
+    job = workload("j", kind="Job", status=placed_on(("j-0", "a1")))
+    seen: list[tuple[str, list[str]]] = []
+    what_if([node("a1"), node("b1")], [job]).answer(
+        Question(drain=frozenset({"a1"})),
+        before_each=lambda w, ledger: seen.append((w.key, list(ledger.table.hostnames))),
+    )
+    assert seen == [("shop/j", ["b1"])]
