@@ -373,6 +373,7 @@ def test_all_placed_reason_and_message() -> None:
         ("shop/web-1000000000", None),
         ("shop/web-01", None),  # no leading zeros
         ("other/web-1", None),
+        ("shop/wex-1", None),  # another Workload's id whose key is as long
         ("shop/web", None),
         ("shop/web-", None),
         ("shop/web-1-2", None),  # shop/web-1's replica 2, not shop/web's
