@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from controller.scheduler.nodes import (
     NodeTable,
     node_info_from_node,
     node_name,
+    read_parts,
     unreadable_node_info,
 )
 from tests.support.factories import GiB, node, node_object, table_columns
@@ -161,6 +163,8 @@ def _with(path: tuple[str, ...], value: object) -> dict[str, Any]:
     return obj
 
 
+#: A DNS-1123 subdomain of 253 characters, the most a Node name or a label prefix may have.
+PREFIX_253 = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])
 LABEL_KEY_RULE = (
     "is not a valid label key (a name of at most 63 letters, digits, '-', '_' or '.', "
     "optionally after a DNS-1123 prefix and '/')"
@@ -207,6 +211,51 @@ BAD_NODES = [
         "metadata.labels[a]: expected a string, got a boolean",
     ),
     ("name-number", ("metadata", "name"), 1.5, "metadata.name: expected a string, got a number"),
+    (
+        "label-value-after-a-valid-one",
+        ("metadata", "labels"),
+        {"a": "b", "c": "d."},
+        "metadata.labels[c]: 'd.' is not a valid label value (at most 63 letters, digits, '-', "
+        "'_' or '.', starting and ending with a letter or digit)",
+    ),
+    (
+        "label-value-40",  # shown whole: 40 characters at most
+        ("metadata", "labels"),
+        {"a": "a" * 39 + "."},
+        f"metadata.labels[a]: '{'a' * 39}.' is not a valid label value (at most 63 letters, "
+        "digits, '-', '_' or '.', starting and ending with a letter or digit)",
+    ),
+    (
+        "label-value-date",  # a YAML timestamp: named by its Python type
+        ("metadata", "labels"),
+        {"a": datetime.date(2026, 12, 1)},
+        "metadata.labels[a]: expected a string, got date",
+    ),
+    (
+        "label-key-int",  # a YAML key
+        ("metadata", "labels"),
+        {1: "a"},
+        "metadata.labels: key '1' is an integer, not a string",
+    ),
+    (
+        "label-prefix-254",
+        ("metadata", "labels"),
+        {PREFIX_253 + "a/k": "a"},
+        f"metadata.labels: key '{PREFIX_253[:37]}...' has a prefix that is not a DNS-1123 "
+        "subdomain",
+    ),
+    (
+        "condition-after-ready",  # every condition is read, also after the Ready one
+        ("status", "conditions"),
+        [{"type": "Ready", "status": "True"}, "junk"],
+        "status.conditions[1]: expected an object, got a string",
+    ),
+    (
+        "condition-after-ready-without-time",
+        ("status", "conditions"),
+        [{"type": "Ready", "status": "False"}, "junk"],
+        "status.conditions[1]: expected an object, got a string",
+    ),
     (
         "label-key-none",
         ("metadata", "labels"),
@@ -319,6 +368,12 @@ BAD_NODES = [
     ),
     ("taints-object", ("spec", "taints"), {"k": "v"}, "spec.taints: expected a list"),
     (
+        "taint-not-object",  # no field to name: "spec.taints[1].: Input should be..." before
+        ("spec", "taints"),
+        [{"key": "a", "effect": "NoSchedule"}, "a=b:NoSchedule"],
+        "spec.taints[1]: expected an object, got a string",
+    ),
+    (
         "taints-65",
         ("spec", "taints"),
         [{"key": f"k{i}", "effect": "NoSchedule"} for i in range(65)],
@@ -373,3 +428,37 @@ def test_a_node_without_readable_parts_has_no_name_to_key_it_by() -> None:
     assert node_name({"metadata": "x"}) is None
     unreadable = unreadable_node_info("ok")
     assert (unreadable.eligible, unreadable.cpu, unreadable.labels) == (False, 0, {})
+
+
+def test_names_labels_and_taints_at_their_bounds_read() -> None:
+    """The largest of each that the API server accepts (a 253-character name and label
+    prefix, a 63-character label name and value; orca's bound of 64 taints) reads."""
+    labels = {f"{PREFIX_253}/{'n' * 63}": "v" * 63}
+    obj = node_object(PREFIX_253, labels=labels)
+    obj["spec"]["taints"] = [{"key": f"k{i:02}", "effect": "NoSchedule"} for i in range(64)]
+    info = node_info_from_node(obj)
+    assert info.hostname == PREFIX_253 and len(PREFIX_253) == 253
+    assert info.labels[f"{PREFIX_253}/{'n' * 63}"] == "v" * 63
+    assert [t.key for t in info.taints] == [f"k{i:02}" for i in range(64)]
+
+
+def test_the_parts_read_tell_a_transition_from_a_heartbeat() -> None:
+    """``read_parts`` changes with the Ready condition's status or ``lastTransitionTime`` (what
+    the lifecycle taint's time is read from), not with a heartbeat; an object whose parts are
+    not shaped to be told has none (the full read then says what is wrong)."""
+
+    def parts(**ready: str) -> object:
+        obj = node_object("a", ready=False)
+        obj["status"]["conditions"][0].update(ready)
+        return read_parts(obj)
+
+    start = parts(lastTransitionTime="2026-12-01T10:00:00Z", lastHeartbeatTime="x")
+    assert start == parts(lastTransitionTime="2026-12-01T10:00:00Z", lastHeartbeatTime="y")
+    assert start != parts(lastTransitionTime="2026-12-01T10:00:05Z", lastHeartbeatTime="x")
+    assert start != parts(lastTransitionTime="2026-12-01T10:00:00Z", status="Unknown")
+    assert read_parts({"spec": {}, "status": "broken"}) is None
+    assert read_parts({"spec": "broken", "status": {}}) is None
+    assert read_parts({"status": {"allocatable": [], "conditions": []}}) is None
+    assert read_parts({"status": {"allocatable": {}, "conditions": {}}}) is None
+    not_an_object: Any = "a"
+    assert node_name(not_an_object) is None
