@@ -13,6 +13,8 @@ from controller.scheduler.celexpr import CelEvaluator
 from controller.scheduler.framework import (
     Code,
     CycleState,
+    Filtered,
+    FilterResult,
     Framework,
     Profile,
     Rejection,
@@ -21,7 +23,7 @@ from controller.scheduler.framework import (
 from controller.scheduler.nodes import NodeInfo
 from controller.scheduler.plugins import default_profile
 from controller.scheduler.scheduler import Scheduler
-from tests.support.factories import NOW, cycle_for, ledger_for, node, workload
+from tests.support.factories import NOW, GiB, cycle_for, ledger_for, node, workload
 
 
 class OddCpu:
@@ -171,11 +173,25 @@ def test_the_code_says_who_can_cure_a_failure(
     assert Scheduler().schedule(workload(**spec), ledger_for(*nodes), now=NOW).code is code
 
 
+class Nothing:
+    """A plugin of no extension point."""
+
+    name = "Nothing"
+
+    def __repr__(self) -> str:
+        return "Nothing()"
+
+
 def test_profile_refuses_plugins_without_extension_points_or_names() -> None:
-    with pytest.raises(TypeError):
-        Profile(((type("Nothing", (), {"name": "Nothing"})(), 0),))
-    with pytest.raises(ValueError, match="distinct names"):
+    with pytest.raises(TypeError) as caught:
+        Profile(((Nothing(), 0),))
+    assert str(caught.value) == "Nothing() implements no extension point"
+    with pytest.raises(ValueError) as twice:
         Profile(((OddCpu(), 0), (OddCpu(), 0)))
+    assert str(twice.value) == "plugins need distinct names: ['OddCpu', 'OddCpu']"
+    with pytest.raises(ValueError) as nameless:
+        Profile(((OddCpu(), 0), (object(), 0)))
+    assert str(nameless.value) == "plugins need distinct names: ['OddCpu', None]"
 
 
 # -- the CEL budget per Workload and cycle (issue 7: no one Workload stalls the loop) --------
@@ -333,3 +349,40 @@ def test_score_parts_are_each_plugins_weighted_score_and_sum_to_the_score() -> N
     }
     assert all(part.dtype.kind == "i" for part in parts.values())
     assert framework.score(cycle, candidates).tolist() == [6, 3]
+
+
+class Gibs:
+    """A score plugin written for the test: a node's memory in GiB."""
+
+    name = "Gibs"
+
+    def score(self, cycle: CycleState, candidates: Any) -> Any:
+        return cycle.table.memory[candidates] // GiB
+
+
+def test_the_score_is_the_weighted_sum_of_the_plugins_that_score() -> None:
+    """Per candidate, weight x score summed over the plugins, whatever their order, past one
+    that abstains; integers, and zeros when every plugin abstains."""
+    ledger = ledger_for(
+        node("a", cpu="1", memory="8Gi"), node("b", cpu="4", memory="2Gi"), node("c", cpu="2")
+    )
+    cycle = cycle_for(workload(kind="Job"), ledger)
+    candidates = np.array([2, 0, 1], dtype=np.intp)  # c: 2 cores, 8Gi; a: 1, 8Gi; b: 4, 2Gi
+    framework = Framework(Profile(((Abstains(), 1), (Cores(), 2), (Gibs(), 1))))
+    total = framework.score(cycle, candidates)
+    assert total.tolist() == [2 * 2 + 8, 2 * 1 + 8, 2 * 4 + 2]
+    assert total.dtype.kind == "i"
+    nothing = Framework(Profile(((Abstains(), 1),))).score(cycle, candidates)
+    assert nothing.tolist() == [0, 0, 0] and nothing.dtype.kind == "i"
+
+
+@pytest.mark.parametrize("folded", [False, True], ids=["one-filter", "folded"])
+def test_a_verdict_holds_from_its_since_up_to_not_at_its_until(folded: bool) -> None:
+    """``since <= now < until``: at ``until`` (a toleration running out) it is decided again."""
+    passes = np.ones(1, dtype=np.bool_)
+    verdict: FilterResult | Filtered = (
+        Filtered((), passes, passes, since=10.0, until=20.0)
+        if folded
+        else FilterResult("P", Code.UNRESOLVABLE, False, (), passes, passes, since=10.0, until=20.0)
+    )
+    assert [verdict.holds_at(t) for t in (9.5, 10.0, 19.5, 20.0)] == [False, True, True, False]
