@@ -274,11 +274,15 @@ def test_what_if_on_a_cycle_is_a_clone_with_the_bookings_lifted_and_placed() -> 
     trial = scheduler.framework.what_if(
         cycle,
         lift=[other, Booking("a", "shop/web-0", 1000, 0)],
-        book=[Booking("b", "shop/web-9", 500, 0)],
+        book=[Booking("b", "shop/web-9", 500, 0), Booking("a", "shop/other-1", 1000, 0)],
     )
-    # other's 2 cores back on b, web-0's core back on a (no longer counted), web-9 on b.
-    assert trial.free_cpu.tolist() == [4000, 2500]
+    # other's 2 cores back on b, web-0's core back on a (no longer counted), web-9 on b, and
+    # another Workload's replica on a: room taken, not web's own.
+    assert trial.free_cpu.tolist() == [3000, 2500]
     assert trial.own.tolist() == [0, 2]
+    with trial.vacated(1):  # one of web's replicas (1 core) off b for the block
+        assert trial.free_cpu.tolist() == [3000, 3500] and trial.own.tolist() == [0, 1]
+    assert trial.free_cpu.tolist() == [3000, 2500] and trial.own.tolist() == [0, 2]
     # The cycle asked about is as it was.
     assert cycle.free_cpu.tolist() == [3000, 1000] and cycle.own.tolist() == [1, 1]
     # The per-replica filters see the trial's room: a 3-core replica fits a only there.
