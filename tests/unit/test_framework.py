@@ -390,3 +390,30 @@ def test_a_verdict_holds_from_its_since_up_to_not_at_its_until(folded: bool) -> 
         else FilterResult("P", Code.UNRESOLVABLE, False, (), passes, passes, since=10.0, until=20.0)
     )
     assert [verdict.holds_at(t) for t in (9.5, 10.0, 19.5, 20.0)] == [False, True, True, False]
+
+
+class RoomNow:
+    """A static filter written for the test that reads the cycle (signature None): nodes with
+    room for the Workload's request right now."""
+
+    name = "RoomNow"
+    code = Code.UNSCHEDULABLE
+    evicts = False
+    selects = False
+    per_replica = False
+
+    def signature(self, cycle: CycleState) -> Hashable | None:
+        return None
+
+    def filter(self, cycle: CycleState) -> Verdict:
+        return Verdict((Rejection("no room now", cycle.free_cpu >= cycle.cpu),))
+
+
+def test_a_filter_without_signature_is_run_every_cycle() -> None:
+    """A signature of None means "reads this cycle": its verdict is never reused, even when it
+    is the only static filter (every signature None)."""
+    framework = Framework(Profile(((RoomNow(), 0),)))
+    ledger = ledger_for(node("a", cpu="1"), node("b", cpu="4"))
+    small = framework.filter(cycle_for(workload(kind="Job", resources={"cpu": "1"}), ledger))
+    large = framework.filter(cycle_for(workload(kind="Job", resources={"cpu": "2"}), ledger))
+    assert (small.passes.tolist(), large.passes.tolist()) == ([True, True], [False, True])
