@@ -365,6 +365,25 @@ def test_a_replica_on_an_unreachable_node_stays_for_its_toleration_then_moves_on
     assert after.pending == ()
 
 
+def test_pending_moves_are_the_replicas_on_nodes_they_leave_earliest_first() -> None:
+    """web-0 on c (Ready), web-1 on a (NotReady since NOW - 10), web-2 on b (Unknown since
+    NOW - 100): web-0 stays for good, so it is not pending; the default 300 s toleration moves
+    web-2 at NOW + 200 and web-1 at NOW + 290, listed in that order."""
+    from controller.scheduler.ledger import Booking
+
+    w = workload(kind="Service", count=3, resources={"cpu": "1"})
+    ledger = ledger_for(
+        node("a", ready=False, since=T0), node("b", ready="Unknown", since=at(-100)), node("c")
+    )
+    ledger.load(w.key, [Booking(n, f"shop/web-{i}", 1000, 0) for i, n in enumerate("cab")])
+    decision = Scheduler().schedule(w, ledger, now=NOW)
+    assert [p.node for p in decision.placements] == ["c", "a", "b"]
+    assert [(m.alloc_id, m.node, m.at, m.taints) for m in decision.pending] == [
+        ("shop/web-2", "b", NOW + 200, (UNREACHABLE,)),
+        ("shop/web-1", "a", NOW + 290, (NOT_READY,)),
+    ]
+
+
 def test_a_node_back_in_time_moves_nothing() -> None:
     w = service([tol(UNREACHABLE, 15)])
     first = placed_on(w, ledger_for(*cluster()), NOW)

@@ -254,6 +254,13 @@ def test_invalid_specs_are_reported_with_the_field(field: str, value: Any, messa
     assert message in decision.message
 
 
+def test_an_invalid_spec_still_says_how_many_replicas_it_wants() -> None:
+    decision = schedule(
+        workload(kind="Service", count=3, constraints=["node.tags.("]), ledger_for(node("a"))
+    )
+    assert (decision.phase, decision.desired, decision.placed) == (Phase.INVALID, 3, 0)
+
+
 def test_invalid_spec_keeps_existing_placements() -> None:
     ledger = ledger_for(node("a"), node("b"))
     first = book(workload(kind="Service", count=2), ledger)
