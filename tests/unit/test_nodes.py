@@ -462,3 +462,19 @@ def test_the_parts_read_tell_a_transition_from_a_heartbeat() -> None:
     assert read_parts({"status": {"allocatable": {}, "conditions": {}}}) is None
     not_an_object: Any = "a"
     assert node_name(not_an_object) is None
+
+
+@pytest.mark.parametrize("replaced", [False, True], ids=["built", "replaced"])
+def test_a_tables_columns_are_read_only(replaced: bool) -> None:
+    """A table is shared by every cycle and cache built on it: a plugin that wrote into a
+    column would change what all of them see, so every column refuses a write."""
+    table = NodeTable([node("a"), node("b", cordoned=True)])
+    if replaced:
+        table = table.replaced([node("b")])
+    for name in ("cpu", "memory", "ready", "cordoned", "readable", "eligible"):
+        column = getattr(table, name)
+        with pytest.raises(ValueError, match="read-only"):
+            column[0] = column[1]
+    for name in ("cpu_divisor", "memory_divisor"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(table, name)[0] = 1.0
