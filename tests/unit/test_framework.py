@@ -417,3 +417,10 @@ def test_a_filter_without_signature_is_run_every_cycle() -> None:
     small = framework.filter(cycle_for(workload(kind="Job", resources={"cpu": "1"}), ledger))
     large = framework.filter(cycle_for(workload(kind="Job", resources={"cpu": "2"}), ledger))
     assert (small.passes.tolist(), large.passes.tolist()) == ([True, True], [False, True])
+
+
+def test_a_profile_without_static_filters_passes_every_node_at_any_time() -> None:
+    framework = Framework(Profile(((Cores(), 1),)))
+    filtered = framework.filter(cycle_for(workload(kind="Job"), ledger_for(node("a"), node("b"))))
+    assert filtered.passes.tolist() == [True, True] and filtered.keeps.tolist() == [True, True]
+    assert filtered.holds_at(NOW) and filtered.leaves is None
