@@ -411,6 +411,8 @@ def _taints(raw: Any) -> tuple[Taint, ...]:
         raise NodeError(f"spec.taints: more than {MAX_TAINTS} taints")
     taints: list[Taint] = []
     for i, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            raise NodeError(f"spec.taints[{i}]: expected an object, got {_type(item)}")
         try:
             taints.append(Taint.model_validate(item))
         except ValidationError as exc:

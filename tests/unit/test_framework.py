@@ -13,6 +13,8 @@ from controller.scheduler.celexpr import CelEvaluator
 from controller.scheduler.framework import (
     Code,
     CycleState,
+    Filtered,
+    FilterResult,
     Framework,
     Profile,
     Rejection,
@@ -21,7 +23,7 @@ from controller.scheduler.framework import (
 from controller.scheduler.nodes import NodeInfo
 from controller.scheduler.plugins import default_profile
 from controller.scheduler.scheduler import Scheduler
-from tests.support.factories import NOW, cycle_for, ledger_for, node, workload
+from tests.support.factories import NOW, GiB, cycle_for, ledger_for, node, workload
 
 
 class OddCpu:
@@ -171,11 +173,25 @@ def test_the_code_says_who_can_cure_a_failure(
     assert Scheduler().schedule(workload(**spec), ledger_for(*nodes), now=NOW).code is code
 
 
+class Nothing:
+    """A plugin of no extension point."""
+
+    name = "Nothing"
+
+    def __repr__(self) -> str:
+        return "Nothing()"
+
+
 def test_profile_refuses_plugins_without_extension_points_or_names() -> None:
-    with pytest.raises(TypeError):
-        Profile(((type("Nothing", (), {"name": "Nothing"})(), 0),))
-    with pytest.raises(ValueError, match="distinct names"):
+    with pytest.raises(TypeError) as caught:
+        Profile(((Nothing(), 0),))
+    assert str(caught.value) == "Nothing() implements no extension point"
+    with pytest.raises(ValueError) as twice:
         Profile(((OddCpu(), 0), (OddCpu(), 0)))
+    assert str(twice.value) == "plugins need distinct names: ['OddCpu', 'OddCpu']"
+    with pytest.raises(ValueError) as nameless:
+        Profile(((OddCpu(), 0), (object(), 0)))
+    assert str(nameless.value) == "plugins need distinct names: ['OddCpu', None]"
 
 
 # -- the CEL budget per Workload and cycle (issue 7: no one Workload stalls the loop) --------
@@ -258,11 +274,15 @@ def test_what_if_on_a_cycle_is_a_clone_with_the_bookings_lifted_and_placed() -> 
     trial = scheduler.framework.what_if(
         cycle,
         lift=[other, Booking("a", "shop/web-0", 1000, 0)],
-        book=[Booking("b", "shop/web-9", 500, 0)],
+        book=[Booking("b", "shop/web-9", 500, 0), Booking("a", "shop/other-1", 1000, 0)],
     )
-    # other's 2 cores back on b, web-0's core back on a (no longer counted), web-9 on b.
-    assert trial.free_cpu.tolist() == [4000, 2500]
+    # other's 2 cores back on b, web-0's core back on a (no longer counted), web-9 on b, and
+    # another Workload's replica on a: room taken, not web's own.
+    assert trial.free_cpu.tolist() == [3000, 2500]
     assert trial.own.tolist() == [0, 2]
+    with trial.vacated(1):  # one of web's replicas (1 core) off b for the block
+        assert trial.free_cpu.tolist() == [3000, 3500] and trial.own.tolist() == [0, 1]
+    assert trial.free_cpu.tolist() == [3000, 2500] and trial.own.tolist() == [0, 2]
     # The cycle asked about is as it was.
     assert cycle.free_cpu.tolist() == [3000, 1000] and cycle.own.tolist() == [1, 1]
     # The per-replica filters see the trial's room: a 3-core replica fits a only there.
@@ -294,8 +314,11 @@ def test_what_if_on_the_cluster_lifts_removes_and_adds_without_changing_it() -> 
         ledger.what_if(add=[node("c"), node("c")])  # twice among the added
     # A node removed and added back in one change would not be empty: what the removed one
     # held stays recorded under its name, and bookings are by name.
-    with pytest.raises(ValueError, match="node a is removed: a node added under its name"):
+    with pytest.raises(ValueError) as removed:
         ledger.what_if(remove={"a"}, add=[node("a", cpu="8")])
+    assert str(removed.value) == (
+        "node a is removed: a node added under its name would hold what the removed one held"
+    )
 
 
 class Cores:
@@ -330,3 +353,74 @@ def test_score_parts_are_each_plugins_weighted_score_and_sum_to_the_score() -> N
     }
     assert all(part.dtype.kind == "i" for part in parts.values())
     assert framework.score(cycle, candidates).tolist() == [6, 3]
+
+
+class Gibs:
+    """A score plugin written for the test: a node's memory in GiB."""
+
+    name = "Gibs"
+
+    def score(self, cycle: CycleState, candidates: Any) -> Any:
+        return cycle.table.memory[candidates] // GiB
+
+
+def test_the_score_is_the_weighted_sum_of_the_plugins_that_score() -> None:
+    """Per candidate, weight x score summed over the plugins, whatever their order, past one
+    that abstains; integers, and zeros when every plugin abstains."""
+    ledger = ledger_for(
+        node("a", cpu="1", memory="8Gi"), node("b", cpu="4", memory="2Gi"), node("c", cpu="2")
+    )
+    cycle = cycle_for(workload(kind="Job"), ledger)
+    candidates = np.array([2, 0, 1], dtype=np.intp)  # c: 2 cores, 8Gi; a: 1, 8Gi; b: 4, 2Gi
+    framework = Framework(Profile(((Abstains(), 1), (Cores(), 2), (Gibs(), 1))))
+    total = framework.score(cycle, candidates)
+    assert total.tolist() == [2 * 2 + 8, 2 * 1 + 8, 2 * 4 + 2]
+    assert total.dtype.kind == "i"
+    nothing = Framework(Profile(((Abstains(), 1),))).score(cycle, candidates)
+    assert nothing.tolist() == [0, 0, 0] and nothing.dtype.kind == "i"
+
+
+@pytest.mark.parametrize("folded", [False, True], ids=["one-filter", "folded"])
+def test_a_verdict_holds_from_its_since_up_to_not_at_its_until(folded: bool) -> None:
+    """``since <= now < until``: at ``until`` (a toleration running out) it is decided again."""
+    passes = np.ones(1, dtype=np.bool_)
+    verdict: FilterResult | Filtered = (
+        Filtered((), passes, passes, since=10.0, until=20.0)
+        if folded
+        else FilterResult("P", Code.UNRESOLVABLE, False, (), passes, passes, since=10.0, until=20.0)
+    )
+    assert [verdict.holds_at(t) for t in (9.5, 10.0, 19.5, 20.0)] == [False, True, True, False]
+
+
+class RoomNow:
+    """A static filter written for the test that reads the cycle (signature None): nodes with
+    room for the Workload's request right now."""
+
+    name = "RoomNow"
+    code = Code.UNSCHEDULABLE
+    evicts = False
+    selects = False
+    per_replica = False
+
+    def signature(self, cycle: CycleState) -> Hashable | None:
+        return None
+
+    def filter(self, cycle: CycleState) -> Verdict:
+        return Verdict((Rejection("no room now", cycle.free_cpu >= cycle.cpu),))
+
+
+def test_a_filter_without_signature_is_run_every_cycle() -> None:
+    """A signature of None means "reads this cycle": its verdict is never reused, even when it
+    is the only static filter (every signature None)."""
+    framework = Framework(Profile(((RoomNow(), 0),)))
+    ledger = ledger_for(node("a", cpu="1"), node("b", cpu="4"))
+    small = framework.filter(cycle_for(workload(kind="Job", resources={"cpu": "1"}), ledger))
+    large = framework.filter(cycle_for(workload(kind="Job", resources={"cpu": "2"}), ledger))
+    assert (small.passes.tolist(), large.passes.tolist()) == ([True, True], [False, True])
+
+
+def test_a_profile_without_static_filters_passes_every_node_at_any_time() -> None:
+    framework = Framework(Profile(((Cores(), 1),)))
+    filtered = framework.filter(cycle_for(workload(kind="Job"), ledger_for(node("a"), node("b"))))
+    assert filtered.passes.tolist() == [True, True] and filtered.keeps.tolist() == [True, True]
+    assert filtered.holds_at(NOW) and filtered.leaves is None

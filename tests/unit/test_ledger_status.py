@@ -6,16 +6,18 @@ from typing import Any
 
 import pytest
 
-from controller.api.models import Phase, WorkloadStatus
+from controller.api.models import MAX_SCALED_QUANTITY, Phase, Workload, WorkloadStatus
 from controller.scheduler.decision import Decision
 from controller.scheduler.ledger import (
     Booking,
     Ledger,
     bookings_from_object,
+    bookings_from_status,
+    gives_back,
     held_until_written,
     ledger_from_objects,
 )
-from controller.scheduler.nodes import NodeTable
+from controller.scheduler.nodes import NodeInfo, NodeTable
 from controller.scheduler.status import nodes_summary, status_from_decision
 from tests.support.factories import NOW, node
 
@@ -150,6 +152,65 @@ def test_rebind_keeps_bookings_on_nodes_that_left() -> None:
     assert ledger.used_cpu.tolist() == [0, 0]
     assert ledger.replicas.tolist() == [0, 0]
     assert len(ledger) == 0
+
+
+def test_usage_is_exact_up_to_the_quantity_bound() -> None:
+    """Bookings as large as a quantity may be (``MAX_SCALED_QUANTITY``, 2**53) come and go
+    and a 1-millicore, 1-byte replica beside them is still counted: 2**53 + 1 is no float, so
+    usage kept as floats would round it away and free a node that is full. Checked on the
+    ledger's own arrays and on those a rebind to a new table recomputes."""
+    big = [Booking("a", "ns/big-0", MAX_SCALED_QUANTITY, MAX_SCALED_QUANTITY)]
+    ledger = Ledger(NodeTable([NodeInfo(hostname="a", cpu=1, memory=1)]))
+    ledger.load("ns/big", big)
+    ledger.load("ns/w", [Booking("a", "ns/w-0", 1, 1)])
+    ledger.remove("ns/big")
+    assert [column.tolist() for column in ledger.free()] == [[0], [0]]
+    ledger.load("ns/big", big)
+    ledger.rebind(NodeTable([NodeInfo(hostname="a", cpu=1, memory=1), NodeInfo(hostname="b")]))
+    ledger.remove("ns/big")
+    assert [column.tolist() for column in ledger.free()] == [[0, 0], [0, 0]]
+
+
+# (previous, current, whether current gives capacity back on some node), worked out per node
+# as previous minus current, cpu and memory each on its own.
+GIVING_BACK = [
+    ("grows-in-place", [("a", 100, 100)], [("a", 150, 100)], False),
+    ("cpu-for-memory", [("a", 200, 100)], [("a", 100, 200)], True),  # cpu +100 back
+    ("memory-shrinks", [("a", 100, 200)], [("a", 100, 100)], True),
+    ("one-millicore", [("a", 101, 100)], [("a", 100, 100)], True),
+    ("one-byte", [("a", 100, 101)], [("a", 100, 100)], True),
+    ("unchanged", [("a", 100, 100)], [("a", 100, 100)], False),
+]
+
+
+@pytest.mark.parametrize(
+    ("previous", "current", "back"),
+    [(p, c, b) for _, p, c, b in GIVING_BACK],
+    ids=[i for i, *_ in GIVING_BACK],
+)
+def test_gives_back_is_any_node_holding_less_of_either_resource(
+    previous: list[tuple[str, int, int]], current: list[tuple[str, int, int]], back: bool
+) -> None:
+    def booked(sizes: list[tuple[str, int, int]]) -> tuple[Booking, ...]:
+        return tuple(Booking(n, f"ns/w-{i}", c, m) for i, (n, c, m) in enumerate(sizes))
+
+    assert gives_back(booked(previous), booked(current)) is back
+
+
+def test_a_status_books_the_size_it_records_not_the_spec() -> None:
+    """A valid Workload whose spec changed since its placements were decided: they hold the
+    size the status records (``status.resources``), each of cpu and memory, and a resource
+    the recorded size leaves out is none held (orca records the spec's resources as decided);
+    the raw object reads the same."""
+    obj = _raw({"kind": "Job", "resources": {"cpu": "1", "memory": "1Ki"}}, PLACED)
+    obj["status"]["resources"] = {"cpu": "2", "memory": "2Ki"}
+    assert [(b.cpu, b.memory, b.sized) for b in bookings_from_object(obj)] == [
+        (2000, 2048, True)
+    ] * 2
+    obj["status"]["resources"] = {"cpu": "2"}
+    bookings = bookings_from_status(Workload.model_validate(obj))
+    assert [(b.cpu, b.memory, b.sized) for b in bookings] == [(2000, 0, True)] * 2
+    assert bookings_from_object(obj) == bookings
 
 
 def _decision(phase: Phase) -> Decision:

@@ -136,6 +136,64 @@ def test_a_taint_without_time_is_stamped_when_first_seen_and_keeps_that_time() -
     assert again == first  # the same Node read again: nothing changed
 
 
+def test_a_ready_node_reads_whatever_its_transition_time() -> None:
+    """When a node became Ready matters to no rule, so a time that does not parse is not read
+    (a NotReady node's is: ``test_a_bad_transition_time_is_one_clear_error``)."""
+    info = node("a", ready=True, since="yesterday")
+    assert (info.ready, info.taints) == (True, ())
+
+
+def test_an_unknown_ready_without_a_transition_time_is_unreachable_from_when_seen() -> None:
+    info = node("a", ready="Unknown")
+    assert info.taints == (Taint(key=UNREACHABLE, effect=TaintEffect.NO_EXECUTE),)
+
+
+def test_a_transition_time_in_lower_case_reads_as_rfc_3339_allows() -> None:
+    """RFC 3339 5.6: "T" and "Z" may be lower case."""
+    info = node("a", ready=False, since=T0.replace("T", "t").replace("Z", "z"))
+    assert [t.time_added for t in info.taints] == [T0_EPOCH]
+
+
+def test_other_taints_do_not_stand_in_for_the_lifecycle_taint() -> None:
+    """A user's NoExecute taint, or the controller's not-ready taint with the NoSchedule effect
+    (it puts that one first, TaintNodesByCondition), is not the NoExecute one that evicts:
+    that one is still implied, and the taints stay sorted by key, effect and value."""
+    info = node(
+        "a",
+        ready=False,
+        since=T0,
+        taints=[
+            {"key": NOT_READY, "effect": "NoSchedule"},
+            {"key": "dedicated", "value": "db", "effect": "NoExecute", "timeAdded": at(-60)},
+        ],
+    )
+    assert [(t.key, t.effect.value, t.time_added) for t in info.taints] == [
+        ("dedicated", "NoExecute", NOW - 60),
+        (NOT_READY, "NoExecute", T0_EPOCH),
+        (NOT_READY, "NoSchedule", None),
+    ]
+
+
+def test_only_noexecute_taints_without_a_time_are_stamped() -> None:
+    """A NoExecute taint with its own ``timeAdded`` keeps it, whatever was seen before; one
+    without gets the time it had when seen before, else now; other effects get none."""
+    bare = node(
+        "a",
+        taints=[
+            {"key": "maintenance", "effect": "NoExecute"},
+            {"key": "drain", "effect": "NoExecute", "timeAdded": at(-30)},
+            {"key": "gpu", "effect": "NoSchedule"},
+        ],
+    )
+    earlier = with_taint_times(bare, seen=NOW - 100)
+    stamped = with_taint_times(bare, seen=NOW, previous=earlier)
+    assert [(t.key, t.time_added) for t in stamped.taints] == [
+        ("drain", NOW - 30),
+        ("gpu", None),
+        ("maintenance", NOW - 100),
+    ]
+
+
 # -- tolerations Kubernetes adds -----------------------------------------------------------------
 
 
@@ -305,6 +363,25 @@ def test_a_replica_on_an_unreachable_node_stays_for_its_toleration_then_moves_on
     after = Scheduler().schedule(w, silent, now=NOW + 6)
     assert [p.node for p in after.placements] == ["b"]
     assert after.pending == ()
+
+
+def test_pending_moves_are_the_replicas_on_nodes_they_leave_earliest_first() -> None:
+    """web-0 on c (Ready), web-1 on a (NotReady since NOW - 10), web-2 on b (Unknown since
+    NOW - 100): web-0 stays for good, so it is not pending; the default 300 s toleration moves
+    web-2 at NOW + 200 and web-1 at NOW + 290, listed in that order."""
+    from controller.scheduler.ledger import Booking
+
+    w = workload(kind="Service", count=3, resources={"cpu": "1"})
+    ledger = ledger_for(
+        node("a", ready=False, since=T0), node("b", ready="Unknown", since=at(-100)), node("c")
+    )
+    ledger.load(w.key, [Booking(n, f"shop/web-{i}", 1000, 0) for i, n in enumerate("cab")])
+    decision = Scheduler().schedule(w, ledger, now=NOW)
+    assert [p.node for p in decision.placements] == ["c", "a", "b"]
+    assert [(m.alloc_id, m.node, m.at, m.taints) for m in decision.pending] == [
+        ("shop/web-2", "b", NOW + 200, (UNREACHABLE,)),
+        ("shop/web-1", "a", NOW + 290, (NOT_READY,)),
+    ]
 
 
 def test_a_node_back_in_time_moves_nothing() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from controller.api.models import Phase, Strategy, Workload
 from controller.scheduler.decision import Decision
+from controller.scheduler.framework import Code
 from controller.scheduler.ledger import Ledger, alloc_index, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, NodeTable
 from controller.scheduler.plan import plan
@@ -253,6 +254,13 @@ def test_invalid_specs_are_reported_with_the_field(field: str, value: Any, messa
     assert message in decision.message
 
 
+def test_an_invalid_spec_still_says_how_many_replicas_it_wants() -> None:
+    decision = schedule(
+        workload(kind="Service", count=3, constraints=["node.tags.("]), ledger_for(node("a"))
+    )
+    assert (decision.phase, decision.desired, decision.placed) == (Phase.INVALID, 3, 0)
+
+
 def test_invalid_spec_keeps_existing_placements() -> None:
     ledger = ledger_for(node("a"), node("b"))
     first = book(workload(kind="Service", count=2), ledger)
@@ -329,6 +337,75 @@ def test_daemonset_grows_on_a_new_node_with_a_fresh_index() -> None:
     ]
 
 
+def test_daemonset_placements_are_listed_by_replica_index() -> None:
+    """A kept replica keeps its index (agent-1 on b); the new nodes take the free ones, 0 and
+    2, in hostname order; the status lists them all by index."""
+    ledger = ledger_for(node("a"), node("b"))
+    scheduler = Scheduler()
+    book(workload(name="agent", kind="DaemonSet"), ledger, scheduler)
+    ledger.rebind(NodeTable([node("b")]))  # a is gone: its replica ends
+    assert nodes_of(book(workload(name="agent", kind="DaemonSet"), ledger, scheduler)) == ["b"]
+    ledger.rebind(NodeTable([node("a"), node("b"), node("c")]))
+    grown = schedule(workload(name="agent", kind="DaemonSet"), ledger)
+    assert [(p.node, p.alloc_id) for p in grown.placements] == [
+        ("a", "shop/agent-0"),
+        ("b", "shop/agent-1"),
+        ("c", "shop/agent-2"),
+    ]
+
+
+def test_a_daemonset_on_a_full_node_it_fills_reports_no_rejection() -> None:
+    """A node that holds the DaemonSet's replica already is not a node that fails it, even
+    when that replica leaves it no room for another: nothing is unschedulable."""
+    ledger = ledger_for(node("a", cpu="1"))
+    spec: dict[str, Any] = {"kind": "DaemonSet", "resources": {"cpu": "1"}}
+    book(workload(name="agent", **spec), ledger)
+    ledger.rebind(NodeTable([node("a", cpu="1"), node("b")]))
+    decision = schedule(workload(name="agent", **spec), ledger)
+    assert nodes_of(decision) == ["a", "b"]
+    assert (decision.unschedulable, decision.code) == ((), Code.SUCCESS)
+    assert decision.message == "2/2 nodes placed"
+
+
+def test_daemonset_replicas_carry_the_score_that_won_their_node() -> None:
+    """LeastAllocated of 1 core, 2Gi: on a (4 cores, 8Gi) cpu 75, memory 75 -> 75; on b
+    (2 cores, 8Gi) cpu 50, memory 75 -> 62 (the mean, rounded down)."""
+    ledger = ledger_for(node("a", cpu="4"), node("b", cpu="2"))
+    spec: dict[str, Any] = {"kind": "DaemonSet", "resources": {"cpu": "1", "memory": "2Gi"}}
+    decision = schedule(workload(name="agent", **spec), ledger)
+    assert [(p.node, p.score) for p in decision.placements] == [("a", 75), ("b", 62)]
+
+
+def test_a_mandatory_daemonset_wants_the_nodes_every_selecting_filter_passes() -> None:
+    """Mandatory wants the nodes that pass every filter that selects: b is cordoned
+    (eligibility), c is not an edge node (constraints); only a is wanted, and holds it."""
+    ledger = ledger_for(
+        node("a", tags=("edge",)), node("b", tags=("edge",), cordoned=True), node("c")
+    )
+    spec: dict[str, Any] = {
+        "kind": "DaemonSet",
+        "constraints": ['"edge" in node.tags'],
+        "schedule": {"mode": "Mandatory"},
+    }
+    decision = schedule(workload(name="agent", **spec), ledger)
+    assert nodes_of(decision) == ["a"]
+    assert (decision.phase, decision.desired, decision.placed) == (Phase.SCHEDULED, 1, 1)
+    assert decision.message == "1/1 nodes placed"
+
+
+def test_a_daemonset_placed_nowhere_says_why() -> None:
+    ledger = ledger_for(node("a", runtimes=("process",)), node("b", runtimes=("process",)))
+    spec: dict[str, Any] = {"kind": "DaemonSet", "runtime": {"oneOf": ["docker"]}}
+    decision = schedule(workload(name="agent", **spec), ledger)
+    assert (decision.phase, decision.desired, decision.placements) == (
+        Phase.UNSCHEDULABLE,
+        0,
+        (),
+    )
+    assert decision.message == "0/2 nodes are available: 2 runtime docker not offered."
+    assert decision.code is Code.UNRESOLVABLE  # only a spec or node change can cure it
+
+
 def test_capacity_changes_never_evict() -> None:
     ledger = ledger_for(node("a", cpu="2"))
     scheduler = Scheduler()
@@ -373,6 +450,7 @@ def test_all_placed_reason_and_message() -> None:
         ("shop/web-1000000000", None),
         ("shop/web-01", None),  # no leading zeros
         ("other/web-1", None),
+        ("shop/wex-1", None),  # another Workload's id whose key is as long
         ("shop/web", None),
         ("shop/web-", None),
         ("shop/web-1-2", None),  # shop/web-1's replica 2, not shop/web's
