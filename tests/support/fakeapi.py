@@ -39,6 +39,7 @@ the client sees one failure for two ``drop``s. An answer ``cut`` short is not se
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import re
 import ssl
@@ -547,12 +548,47 @@ def _as_asked(request: web.Request, obj: dict[str, Any]) -> dict[str, Any]:
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata}
 
 
+#: The tasks of the running scenario that never end by themselves (an informer's loop:
+#: ``never_ends``), set by ``run``.
+_LIVING: contextvars.ContextVar[list[asyncio.Task[Any]]] = contextvars.ContextVar("living")
+
+
+def never_ends(task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+    """Mark ``task`` as one that runs until the scenario cancels it: ``until`` fails at once
+    with its error if it ends meanwhile. An informer that crashed would otherwise leave the
+    test waiting out its timeout for an event that can no longer come (and each mutant that
+    makes it crash waiting out mutmut's, two minutes, instead of failing in milliseconds)."""
+    living = _LIVING.get(None)
+    if living is not None:
+        living.append(task)
+    return task
+
+
+def let_end(task: asyncio.Task[Any]) -> None:
+    """``task`` may end now (the scenario is cancelling it)."""
+    living = _LIVING.get(None)
+    if living is not None and task in living:
+        living.remove(task)
+
+
+def _check_living(what: str) -> None:
+    for task in _LIVING.get(None) or ():
+        if not task.done():
+            continue
+        error = None if task.cancelled() else task.exception()
+        raise AssertionError(
+            f"{task.get_name()} ended by itself while waiting for {what}: {error!r}"
+        ) from error
+
+
 async def until(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
     """Wait (polling the loop) until ``predicate`` holds; fail with ``what`` after ``timeout``
-    seconds (generous: the machine is loaded; a pass takes milliseconds)."""
+    seconds (generous: the machine is loaded; a pass takes milliseconds), or at once if a task
+    marked ``never_ends`` ended."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():
+        _check_living(what)
         if loop.time() > deadline:
             raise AssertionError(f"not reached within {timeout:.0f}s: {what}")
         await asyncio.sleep(0.005)
@@ -563,6 +599,7 @@ def run(scenario: Callable[[FakeApiServer], Awaitable[None]]) -> None:
     hangs fails after two minutes instead of holding the session."""
 
     async def main() -> None:
+        _LIVING.set([])
         async with FakeApiServer() as server:
             await asyncio.wait_for(scenario(server), 120)
 

@@ -32,7 +32,15 @@ from controller.operator.workqueue import WorkQueue
 from controller.scheduler.nodes import NODES_PATH
 from controller.scheduler.priority import LIST_PATH as PRIORITY_CLASSES
 from tests.support.factories import node_object, stored_workload
-from tests.support.fakeapi import FakeApiServer, FakeClock, Fault, run, until
+from tests.support.fakeapi import (
+    FakeApiServer,
+    FakeClock,
+    Fault,
+    let_end,
+    never_ends,
+    run,
+    until,
+)
 
 WORKLOADS = "/apis/orca.cloudinit.dev/v1alpha1/workloads"
 PATHS = {"workloads": WORKLOADS, "nodes": NODES_PATH, "priorityclasses": PRIORITY_CLASSES}
@@ -82,8 +90,16 @@ class Watching:
 
     async def listed(self) -> Watching:
         """Until every informer has listed once and the gate opened (the operator's start)."""
-        self.tasks = [asyncio.create_task(i.run()) for i in self.informers]
-        await self.gate.open(self.informers)
+        self.tasks = [
+            never_ends(asyncio.create_task(i.run(), name=f"the {i.resource} informer"))
+            for i in self.informers
+        ]
+        opening = asyncio.create_task(self.gate.open(self.informers))
+        try:
+            await until(opening.done, "every informer listed once")
+        finally:
+            opening.cancel()
+        await opening
         return self
 
     async def start(self) -> Watching:
@@ -129,6 +145,7 @@ class Watching:
     async def stop(self) -> None:
         for task in self.tasks:
             assert not task.done(), task  # an informer never ends by itself
+            let_end(task)
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.api.close()

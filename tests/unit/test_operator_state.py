@@ -360,6 +360,26 @@ def test_a_deleted_workload_frees_its_room_and_says_whether_it_held_any() -> Non
     assert state.table().hostnames == ("a",) and int(state.ledger.used_cpu[0]) == 0
 
 
+def test_who_is_woken_follows_the_bookings_told_or_else_what_the_ledger_books() -> None:
+    """``woken_by(key, before, after)``: the Workloads waiting for capacity when ``key``'s
+    bookings went from ``before`` to ``after`` and that gave room back; without ``after``,
+    to what the ledger books now (a write that landed says what it decided; a deletion or a
+    read-back, what the ledger holds). Nobody when nothing was given back."""
+    state = ClusterState()
+    state.upsert_node(versioned(node_object("a", cpu="4"), "1"))
+    one = [{"node": "a", "allocId": "ns/w-0", "score": 1}]
+    two = [*one, {"node": "a", "allocId": "ns/w-1", "score": 1}]
+    state.upsert_workload(wl_obj("w", "5", two))
+    state.upsert_workload(wl_obj("waiting", "6"))  # not decided yet: waits for capacity
+    booked = state.ledger.bookings("ns/w")
+    assert len(booked) == 2
+    assert state.woken_by("ns/w", booked) == set()  # the ledger books as much as before
+    state.ledger.load("ns/w", booked[:1])
+    assert state.woken_by("ns/w", booked) == {"ns/waiting"}  # the ledger books one less
+    assert state.woken_by("ns/w", booked, booked) == set()  # told: nothing given back
+    assert state.woken_by("ns/w", booked[:1], booked) == set()  # told: one more booked
+
+
 def test_a_node_without_a_usable_name_is_logged_and_counted_once_per_version(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

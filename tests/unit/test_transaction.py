@@ -22,6 +22,7 @@ import aiohttp
 import pytest
 from prometheus_client import REGISTRY
 
+from controller.api.models import Phase
 from controller.operator.app import Operator
 from controller.operator.handlers import WorkloadEvents
 from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
@@ -620,6 +621,37 @@ def test_a_landed_write_that_gives_room_back_wakes_who_waits_for_it() -> None:
     assert applied == ["web: ['a']", "db: []", "web: ['a']", "db: ['a']"]
 
 
+def test_a_landed_write_that_gives_room_back_does_not_wake_its_own_workload() -> None:
+    """web (2 x 1 cpu on a, 2 cpu) grows to 2 x 1.5 cpu: one replica fits, the other waits
+    for capacity. That write gives room back (two replicas become one) and so wakes whoever
+    waits for capacity, but not web itself, though it waits for capacity too: the room it
+    gave back is the room its own decision could not use, so deciding it again for it would
+    decide the same (one more scheduling attempt counted for nothing)."""
+
+    async def scenario() -> tuple[Phase | None, set[str], bool, list[str]]:
+        state, queue, api = ClusterState(), WorkQueue(), DroppingApi(lands=True)
+        api.dropped = True  # every write answered
+        state.upsert_node(node_object("a", cpu="2"))
+        operator = Operator.wire(cast(KubeApi, api), state, queue)
+        web = api.objects["web"]
+        web["spec"].update(kind="Service", count=2, resources={"cpu": "1"})
+        state.upsert_workload(copy.deepcopy(web))
+        queue.add("ns/web")
+        await step(operator, queue)  # web: both replicas on a
+        web["spec"]["resources"] = {"cpu": "1500m"}
+        web["metadata"]["resourceVersion"] = str(int(web["metadata"]["resourceVersion"]) + 1)
+        state.upsert_workload(copy.deepcopy(web))
+        queue.add("ns/web")
+        assert await step(operator, queue) == "ns/web"  # one replica left: the write lands
+        waiting = state.keys_waiting_for_capacity()
+        return state.records["ns/web"].phase, waiting, queue.busy("ns/web"), api.writes
+
+    phase, waiting, again, applied = asyncio.run(scenario())
+    assert phase is Phase.PARTIALLY_SCHEDULED and waiting == {"ns/web"}
+    assert not again
+    assert applied == ["web: ['a', 'a']", "web: ['a']"]
+
+
 def test_a_landed_write_records_its_event_about_the_version_it_wrote() -> None:
     """Each landed decision queues its Event about the object's version the write produced
     (10 -> 11), a warning only when the Workload is not placed; the record now holds that
@@ -999,6 +1031,34 @@ def test_a_write_that_lands_after_its_workload_was_deleted_books_nothing() -> No
         return free_cpu_on_a(state)
 
     assert asyncio.run(scenario()) == 2000
+
+
+def test_a_write_that_lands_after_its_workload_was_deleted_wakes_nobody_again() -> None:
+    """web (1 x 1 cpu on a) scales up to two replicas; its write is in flight when web is
+    deleted. The write lands, but what it decided gave nothing back (one replica became
+    two), and the room web held went with the deletion, whose event woke who waits: db,
+    waiting for capacity all along, is not queued again by the write."""
+
+    async def scenario() -> tuple[set[str], int, int]:
+        state, api = ClusterState(), BlockedApi()
+        state.upsert_node(node_object("a", cpu="2"))
+        web = scaled_down(2)
+        web["spec"]["count"] = 2
+        web["status"]["placements"] = web["status"]["placements"][:1]
+        state.upsert_workload(web)
+        state.upsert_workload(job("db", "1", version="5"))  # not decided: waits for room
+        operator = Operator.wire(cast(KubeApi, api), state)
+        writing = asyncio.create_task(operator.loop.process("ns/web"))
+        await until(lambda: api.pending == 1, "the write in flight")
+        state.delete_workload("ns/web")  # its DELETED event, seen meanwhile
+        api.release.set()
+        assert await writing
+        return state.keys_waiting_for_capacity(), len(operator.queue), free_cpu_on_a(state)
+
+    waiting, queued, free = asyncio.run(scenario())
+    assert waiting == {"ns/db"}
+    assert queued == 0
+    assert free == 2000
 
 
 def test_held_keeps_both_places_of_a_moved_replica_and_the_larger_size() -> None:
