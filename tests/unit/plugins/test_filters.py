@@ -81,6 +81,13 @@ def test_constraints_report_each_expression_and_errors_apart() -> None:
     assert verdict.keeps is not None and verdict.keeps.tolist() == [True, False, False]
 
 
+def test_a_replica_stays_only_where_every_constraint_holds() -> None:
+    ledger = ledger_for(node("a", labels={"zone": "z1"}), node("b", labels={"zone": "z2"}))
+    w = workload(kind="Job", constraints=['node.labels["zone"] == "z1"', "node.cpu > 0"])
+    verdict = CelConstraints(Scheduler().cel).filter(cycle_for(w, ledger))
+    assert verdict.keeps is not None and verdict.keeps.tolist() == [True, False]
+
+
 def test_constraints_on_free_capacity_never_move_a_replica() -> None:
     """docs/design.md 5, capacity changes never evict: an expression that reads
     ``node.freeCpu`` rejects nodes for new replicas but keeps the ones placed."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.api.models import Strategy
+from controller.scheduler.celexpr import CelEvaluator, CompiledExpression
+from controller.scheduler.nodes import BoolArray, IntArray, NodeTable
 from controller.scheduler.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
 from controller.scheduler.plugins.cel_affinity import CelAffinity
 from controller.scheduler.plugins.name_affinity import NameAffinity
@@ -102,3 +106,52 @@ def test_kept_scores_follow_the_free_capacity_of_every_cycle() -> None:
                 cycle.free_memory[candidates] - cycle.memory,
             )
             assert plugin.score(cycle, candidates).tolist() == expected.tolist()
+
+
+class CountingCel(CelEvaluator):
+    """Counts the passes over the table (``truth``) per expression."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passes: Counter[str] = Counter()
+
+    def truth(
+        self, expr: CompiledExpression, table: NodeTable, free_cpu: IntArray, free_memory: IntArray
+    ) -> tuple[BoolArray, BoolArray, BoolArray]:
+        self.passes[expr.source] += 1
+        return super().truth(expr, table, free_cpu, free_memory)
+
+
+def test_cel_affinity_is_summed_once_per_cycle_unless_it_reads_free_capacity() -> None:
+    """A Service's replicas are scored one by one: rules that read only what a node is
+    are evaluated over the table once per cycle, one that reads ``node.freeCpu`` again per
+    replica (each replica placed changes the free capacity it reads)."""
+    ledger = ledger_for(node("a", tags=("gpu",)), node("b"), node("c"))
+    cel = CountingCel()
+    scheduler = Scheduler(cel=cel)
+    fixed = [
+        {"target": '"gpu" in node.tags', "weight": 10},
+        {"target": "node.cpu > 0", "weight": 5},
+    ]
+    decision = scheduler.schedule(
+        workload(kind="Service", count=3, affinity=fixed), ledger, now=NOW
+    )
+    assert decision.placed == 3
+    assert cel.passes == {'"gpu" in node.tags': 1, "node.cpu > 0": 1}
+    cel.passes.clear()
+    free = [{"target": "node.freeCpu > 3500", "weight": 10}]
+    scheduler.schedule(workload(kind="Service", count=3, affinity=free), ledger, now=NOW)
+    assert cel.passes == {"node.freeCpu > 3500": 3}
+
+
+def test_score_parts_are_integers() -> None:
+    """kube's scores are int64; a part in floats would make the total (and the score written
+    to status) a float."""
+    ledger = ledger_for(node("a", cpu="8", tags=("gpu",)), node("b", cpu="8"))
+    redis = workload(name="redis", kind="Service", count=1)
+    ledger.load(redis.key, Scheduler().schedule(redis, ledger, now=NOW).bookings)
+    rules = [{"target": '"gpu" in node.tags', "weight": 30}, {"target": "redis", "weight": 25}]
+    cycle = cycle_for(workload(kind="Job", affinity=rules), ledger)
+    for plugin in (CelAffinity(Scheduler().cel), NameAffinity(), CapacityScore()):
+        part = plugin.score(cycle, np.arange(2))
+        assert part is not None and part.dtype == np.int64, plugin.name
