@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.api.models import Strategy
 from controller.scheduler.celexpr import CelEvaluator, CompiledExpression
+from controller.scheduler.ledger import Ledger
 from controller.scheduler.nodes import BoolArray, IntArray, NodeTable
 from controller.scheduler.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
 from controller.scheduler.plugins.cel_affinity import CelAffinity
@@ -155,3 +157,22 @@ def test_score_parts_are_integers() -> None:
     for plugin in (CelAffinity(Scheduler().cel), NameAffinity(), CapacityScore()):
         part = plugin.score(cycle, np.arange(2))
         assert part is not None and part.dtype == np.int64, plugin.name
+
+
+def test_name_affinity_reads_the_ledger_once_per_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target's replicas do not change while one Workload's cycle places its replicas:
+    counted once per cycle, not once per replica scored."""
+    ledger = ledger_for(node("a"), node("b"), node("c"))
+    redis = workload(name="redis", kind="Service", count=1)
+    ledger.load(redis.key, Scheduler().schedule(redis, ledger, now=NOW).bookings)
+    reads: list[str] = []
+    real = Ledger.replicas_per_node
+
+    def counting(self: Ledger, key: str) -> IntArray:
+        reads.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(Ledger, "replicas_per_node", counting)
+    web = workload(kind="Service", count=3, affinity=[{"target": "redis", "weight": 25}])
+    assert Scheduler().schedule(web, ledger, now=NOW).placed == 3
+    assert reads.count(redis.key) == 1
