@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from controller.api.models import Strategy
 from controller.scheduler.celexpr import CelEvaluator, CompiledExpression
-from controller.scheduler.ledger import Ledger
+from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import BoolArray, IntArray, NodeTable
 from controller.scheduler.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
 from controller.scheduler.plugins.cel_affinity import CelAffinity
@@ -176,3 +176,20 @@ def test_name_affinity_reads_the_ledger_once_per_cycle(monkeypatch: pytest.Monke
     web = workload(kind="Service", count=3, affinity=[{"target": "redis", "weight": 25}])
     assert Scheduler().schedule(web, ledger, now=NOW).placed == 3
     assert reads.count(redis.key) == 1
+
+
+def test_name_affinity_adds_up_the_rules() -> None:
+    """Two Workload-name rules: each adds its weight per replica of its target (a negative
+    weight pushes away)."""
+    ledger = ledger_for(node("a"), node("b"), node("c"))
+    ledger.load(
+        "shop/redis", [Booking("a", "shop/redis-0", 0, 0), Booking("b", "shop/redis-1", 0, 0)]
+    )
+    ledger.load(
+        "shop/batch", [Booking("b", "shop/batch-0", 0, 0), Booking("b", "shop/batch-1", 0, 0)]
+    )
+    rules = [{"target": "redis", "weight": 25}, {"target": "batch", "weight": -10}]
+    part = NameAffinity().score(
+        cycle_for(workload(kind="Job", affinity=rules), ledger), np.arange(3)
+    )
+    assert part is not None and part.tolist() == [25, 25 - 20, 0]
