@@ -11,13 +11,14 @@ from hypothesis import strategies as st
 
 from controller.api.models import Strategy
 from controller.scheduler.celexpr import CelEvaluator, CompiledExpression
+from controller.scheduler.framework import CycleState
 from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import BoolArray, IntArray, NodeTable
 from controller.scheduler.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
 from controller.scheduler.plugins.cel_affinity import CelAffinity
 from controller.scheduler.plugins.name_affinity import NameAffinity
 from controller.scheduler.scheduler import Scheduler
-from tests.support.factories import NOW, cycle_for, ledger_for, node, workload
+from tests.support.factories import NOW, GiB, cycle_for, ledger_for, node, workload
 from tests.support.properties import examples
 
 
@@ -193,3 +194,44 @@ def test_name_affinity_adds_up_the_rules() -> None:
         cycle_for(workload(kind="Job", affinity=rules), ledger), np.arange(3)
     )
     assert part is not None and part.tolist() == [25, 25 - 20, 0]
+
+
+def test_kept_scores_follow_each_request_and_each_resource_that_moved() -> None:
+    """One plugin (the operator keeps one for its lifetime) scores Workloads of different
+    strategies and requests on the same free capacity, then after a node's cpu alone, a
+    node's memory alone, and many nodes changed: every answer is the formula's for that
+    request on that free capacity (kube's formula itself: test_capacity_kube.py)."""
+    ledger = ledger_for(*(node(f"n{i:02d}", cpu="4", memory="8Gi") for i in range(12)))
+    plugin = CapacityScore()
+    everyone = np.arange(12)
+    asks = [
+        ("Spread", {"cpu": "1", "memory": "2Gi"}),
+        ("BinPack", {"cpu": "1", "memory": "2Gi"}),
+        ("Spread", {"cpu": "2"}),
+        ("Spread", {"cpu": "1", "memory": "2Gi"}),
+    ]
+
+    def check(cycle: CycleState) -> None:
+        expected = capacity_score(
+            cycle.spec.strategy,
+            cycle.table.cpu,
+            cycle.table.memory,
+            cycle.free_cpu - cycle.cpu,
+            cycle.free_memory - cycle.memory,
+        )
+        assert plugin.score(cycle, everyone).tolist() == expected.tolist(), cycle.spec
+
+    cycles = [
+        cycle_for(workload(kind="Job", strategy=strategy, resources=resources), ledger)
+        for strategy, resources in asks
+    ]
+    for cycle in cycles:  # one after the other on the same free capacity
+        check(cycle)
+    for cycle in cycles:
+        cycle.take(0, 1000, 0)  # a node's cpu alone
+        check(cycle)
+        cycle.take(1, 0, 2 * GiB)  # a node's memory alone
+        check(cycle)
+        for i in range(2, 12):  # more nodes than are redone one by one
+            cycle.take(i, 500, GiB)
+        check(cycle)
