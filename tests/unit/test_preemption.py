@@ -698,3 +698,28 @@ def test_a_request_of_zero_fits_an_over_committed_node() -> None:
     ledger.load("ns/low", [_booking("a", "ns/low", 0, 0, 4)])
     plan = _plan(ledger, {"ns/low": 0, "ns/peer": 10}, 10, kind="Job", resources={"memory": "2Gi"})
     assert _victims(plan) == [("a", "ns/low-0")]
+
+
+def test_a_node_with_room_but_no_use_is_passed_over_not_the_end_of_the_search() -> None:
+    """boss (a Service, maxSkew 1 over zones) holds r in z1; a second replica may not go to r
+    (z1 would be 2 against z2's 0), though r has room. r holds a priority -5 replica, so the
+    search looks at r first (the lowest victim priority): removing nothing makes room there,
+    so r is no candidate, and the search goes on to v (z2), full of low, whose replica goes."""
+    ledger = Ledger(
+        NodeTable(
+            [node("r", cpu="2", labels={"zone": "z1"}), node("v", cpu="1", labels={"zone": "z2"})]
+        )
+    )
+    ledger.load("ns/tiny", [_booking("r", "ns/tiny", 0, 0)])
+    ledger.load("ns/low", [_booking("v", "ns/low", 0, 1)])
+    spread = [{"topologyKey": "zone", "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]
+    plan = _plan(
+        ledger,
+        {"ns/tiny": -5, "ns/low": 0},
+        10,
+        kind="Service",
+        count=3,
+        resources={"cpu": "1"},
+        topologySpread=spread,
+    )
+    assert _victims(plan) == [("v", "ns/low-0")]
