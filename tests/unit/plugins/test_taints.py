@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.api.models import Toleration
-from controller.scheduler.nodes import Taint
+from controller.scheduler.nodes import NodeTable, Taint
 from controller.scheduler.plugins import taints as taints_module
 from controller.scheduler.plugins.taints import TaintToleration
 from tests.support.factories import NOW, cycle_for, ledger_for, node, rejected, workload
@@ -165,6 +165,30 @@ def test_a_nodes_taints_are_judged_once_and_their_deadline_still_follows_the_clo
     assert len(judged) == 3  # its new taint, only
     assert third.keeps is not None and third.keeps.tolist() == [True, True, False]
     assert rejected(third) == {reason: [2]}
+
+
+def test_a_table_built_anew_from_the_same_nodes_judges_no_taint_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A table built from scratch (no rows of an earlier version to start from) whose nodes
+    are the NodeInfos already judged: their taints are looked up, not judged again."""
+    judged: list[tuple[Taint, ...]] = []
+    real = taints_module._judge
+
+    def counting(taints: tuple[Taint, ...], *args: Any) -> Any:
+        judged.append(taints)
+        return real(taints, *args)
+
+    monkeypatch.setattr(taints_module, "_judge", counting)
+    nodes = [node("a", taints=[DEDICATED_ML]), node("b", taints=[EVICTING]), node("c")]
+    ledger = ledger_for(*nodes)
+    plugin = TaintToleration()
+    web = workload(kind="Job")
+    first = rejected(plugin.filter(cycle_for(web, ledger)))
+    assert len(judged) == 2
+    ledger.rebind(NodeTable(nodes))
+    assert rejected(plugin.filter(cycle_for(web, ledger))) == first
+    assert len(judged) == 2
 
 
 TAINT_CHOICES = [
