@@ -191,6 +191,18 @@ def test_a_table_built_anew_from_the_same_nodes_judges_no_taint_again(
     assert len(judged) == 2
 
 
+def test_every_row_replaced_is_judged_again_whichever_lost_its_taints() -> None:
+    """Two nodes change at once: a loses its taint, b (after it) gains one. Both rows are
+    judged again: b is rejected now, a no longer."""
+    ledger = ledger_for(node("a", taints=[DEDICATED_ML]), node("b"), node("c"))
+    plugin = TaintToleration()
+    web = workload(kind="Job")
+    reason = "node(s) had untolerated taint {dedicated: ml}"
+    assert rejected(plugin.filter(cycle_for(web, ledger))) == {reason: [0]}
+    ledger.rebind(ledger.table.replaced([node("a"), node("b", taints=[DEDICATED_ML])]))
+    assert rejected(plugin.filter(cycle_for(web, ledger))) == {reason: [1]}
+
+
 TAINT_CHOICES = [
     None,  # no taints
     [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}],  # no time: from now
