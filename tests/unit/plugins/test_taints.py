@@ -314,9 +314,10 @@ def test_judgements_of_taints_a_flapping_node_no_longer_has_are_let_go() -> None
     ledger = ledger_for(node("a", taints=[{"key": "k", "effect": "NoSchedule"}]), node("b"))
     web = workload(kind="Job")
     plugin = TaintToleration()
+    most = 0
     for i in range(500):
         taint = {"key": f"k{i % 7}", "effect": "NoSchedule"}
         ledger.rebind(ledger.table.replaced([node("a", taints=[taint])]))
         plugin.filter(cycle_for(web, ledger))
-    kept = sum(len(judged) for judged in plugin._judged.values())
-    assert kept <= 2 * len(ledger.table.tainted) + taints_module.MIN_JUDGED
+        most = max(most, sum(len(judged) for judged in plugin._judged.values()))
+    assert most == 2 * len(ledger.table.tainted) + taints_module.MIN_JUDGED  # at no time more
