@@ -110,6 +110,10 @@ def test_prefer_no_schedule_lowers_the_score_and_nothing_else() -> None:
     assert rejected(plugin.filter(cycle)) == {}
     part = plugin.score(cycle, np.arange(3))
     assert part is not None and part.tolist() == [0, -50, -100]
+    # normalised over the candidates scored: without c, b has the most (1) and scores -100
+    part = plugin.score(cycle, np.arange(2))
+    assert part is not None and part.tolist() == [0, -100]
+    assert plugin.score(cycle, np.arange(0)) is None  # no candidate: nothing to add
     tolerant = cycle_for(workload(kind="Job", tolerations=[{"operator": "Exists"}]), ledger)
     assert plugin.score(tolerant, np.arange(3)) is None  # adds nothing
 
