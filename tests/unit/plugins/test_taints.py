@@ -110,6 +110,7 @@ def test_prefer_no_schedule_lowers_the_score_and_nothing_else() -> None:
     assert rejected(plugin.filter(cycle)) == {}
     part = plugin.score(cycle, np.arange(3))
     assert part is not None and part.tolist() == [0, -50, -100]
+    assert part.dtype == np.int64  # kube's integer normalisation, not a fraction
     # normalised over the candidates scored: without c, b has the most (1) and scores -100
     part = plugin.score(cycle, np.arange(2))
     assert part is not None and part.tolist() == [0, -100]
