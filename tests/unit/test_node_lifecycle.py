@@ -300,6 +300,12 @@ def no_execute(key: str, added: float | None) -> Taint:
         ([no_execute("k", None)], [tol("k", 15)], NOW + 15),
         # NoSchedule taints do not evict
         ([Taint(key="k", effect=TaintEffect.NO_SCHEDULE)], [], math.inf),
+        # ... nor hide the NoExecute taints after them
+        (
+            [Taint(key="a", effect=TaintEffect.NO_SCHEDULE), no_execute("b", NOW - 10)],
+            [tol("b", 15)],
+            NOW + 5,
+        ),
     ],
 )
 def test_leave_time_follows_the_taint_eviction_controller(
@@ -307,6 +313,15 @@ def test_leave_time_follows_the_taint_eviction_controller(
 ) -> None:
     parsed = spec(kind="Job", tolerations=tolerations).tolerations
     assert leave_time(taints, parsed, NOW)[0] == expected
+
+
+def test_of_two_taints_due_at_once_the_first_is_named() -> None:
+    """Two NoExecute taints whose tolerations run out at the same moment: the reason names
+    the node's first (the taints are in the node's sorted order), as the filter's
+    ``node(s) had untolerated taint`` names the first untolerated one."""
+    first, second = no_execute("a", NOW - 10), no_execute("b", NOW - 20)
+    parsed = spec(kind="Job", tolerations=[tol("a", 15), tol("b", 25)]).tolerations
+    assert leave_time([first, second], parsed, NOW) == (NOW + 5, first)
 
 
 # -- the scheduler -------------------------------------------------------------------------------

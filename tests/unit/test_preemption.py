@@ -36,6 +36,7 @@ from controller.scheduler.preemption import (
     Victim,
     gained_nodes,
     may_preempt,
+    preempt,
     preempted_status,
     select_victims,
     victims_on_node,
@@ -623,3 +624,102 @@ def test_victims_only_where_the_preemptor_lands_when_spread_says_no_elsewhere() 
     ] == [("a", "shop/low-0")]
     assert [p.node for p in results["shop/boss"].status.placements] == ["a"]
     assert [p.node for p in results["shop/low"].status.placements] == ["b", "c"]
+
+
+def test_preempted_status_of_a_workload_that_wants_no_node_is_unschedulable() -> None:
+    """A DaemonSet whose status recorded ``desired`` 0 (no node wants it any more) is
+    Unschedulable, as its decision says (``placement.place_daemonset``: 0 wanted nodes is
+    Unschedulable), not Scheduled with 0/0, once its last replica is preempted."""
+    previous = WorkloadStatus.model_validate(
+        {
+            "phase": "Unschedulable",
+            "desired": 0,
+            "placed": 1,
+            "placements": [{"node": "a", "allocId": "ns/agent-a", "score": 1}],
+        }
+    )
+    victim = Victim("ns/agent", Booking("a", "ns/agent-a", 1000, 0), 0)
+    status = preempted_status(previous, [victim], "ns/boss", 1000, "2026-01-02T00:00:00Z")
+    assert (status.phase, status.placed, status.placements) == (Phase.UNSCHEDULABLE, 0, [])
+
+
+def test_no_preemption_when_deciding_again_only_moves_the_replica() -> None:
+    """The plan frees a (zone z1) for boss's missing second replica. Decided again without the
+    victim, the first replica prefers a (more room: Spread scores 87 against b's 75) and the
+    second may go nowhere: b is in z1 too, so z1 would hold 2 against z2's 0 (maxSkew 1), and
+    c (z2) is full of a Workload of boss's own priority. One replica before, one after, only
+    on another node: the preemption gains nothing, so it does not stand (and is not tried
+    again forever)."""
+    nodes = [
+        node("a", cpu="8", labels={"zone": "z1"}),
+        node("b", cpu="4", labels={"zone": "z1"}),
+        node("c", cpu="4", labels={"zone": "z2"}),
+    ]
+    ledger = Ledger(NodeTable(nodes))
+    ledger.load("shop/low", [_booking("a", "shop/low", 0, 8)])
+    ledger.load("shop/peer", [_booking("c", "shop/peer", 0, 4)])
+    boss = workload(
+        "boss",
+        kind="Service",
+        count=2,
+        resources={"cpu": "2"},
+        topologySpread=[
+            {"topologyKey": "zone", "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}
+        ],
+        priorityClassName="urgent",
+    )
+    classes = PriorityClasses.of([PriorityClass("urgent", 100)])
+    preemptible = {"shop/low": 0, "shop/peer": 100}
+    scheduler = Scheduler()
+    decision = scheduler.schedule(boss, ledger, classes, now=NOW)
+    assert ([p.node for p in decision.placements], decision.code) == (["b"], Code.UNSCHEDULABLE)
+    plan = select_victims(scheduler, boss, ledger, decision, 100, preemptible, now=NOW)
+    assert plan is not None and _victims(plan) == [("a", "shop/low-0")]
+    after = scheduler.schedule(boss, ledger.what_if(lift=plan.lifted()), classes, now=NOW)
+    assert [p.node for p in after.placements] == ["a"]
+    assert preempt(scheduler, boss, ledger, decision, classes, preemptible, now=NOW) is None
+
+
+def test_a_daemonset_looks_past_the_nodes_that_already_hold_it() -> None:
+    """a holds one of low's replicas and still has room: the DaemonSet lands there without
+    preempting; b, after it in hostname order, is full of low and is where low loses one."""
+    ledger = Ledger(NodeTable([node("a", cpu="2"), node("b", cpu="2")]))
+    ledger.load("ns/low", [_booking("a", "ns/low", 0, 1), _booking("b", "ns/low", 1, 2)])
+    plan = _plan(ledger, {"ns/low": 0}, 10, kind="DaemonSet", resources={"cpu": "1"})
+    assert _victims(plan) == [("b", "ns/low-1")]
+
+
+def test_a_request_of_zero_fits_an_over_committed_node() -> None:
+    """A zero request fits anywhere (``ledger.fits``, as ResourcesFit and kube's
+    NodeResourcesFit): a node whose cpu is over-committed by a Workload that cannot be
+    preempted still takes a Job asking only memory, once low's memory is freed."""
+    ledger = Ledger(NodeTable([node("a", cpu="1", memory="4Gi")]))
+    ledger.load("ns/peer", [_booking("a", "ns/peer", 0, 2)])  # 2 cores on a 1-core node
+    ledger.load("ns/low", [_booking("a", "ns/low", 0, 0, 4)])
+    plan = _plan(ledger, {"ns/low": 0, "ns/peer": 10}, 10, kind="Job", resources={"memory": "2Gi"})
+    assert _victims(plan) == [("a", "ns/low-0")]
+
+
+def test_a_node_with_room_but_no_use_is_passed_over_not_the_end_of_the_search() -> None:
+    """boss (a Service, maxSkew 1 over zones) holds r in z1; a second replica may not go to r
+    (z1 would be 2 against z2's 0), though r has room. r holds a priority -5 replica, so the
+    search looks at r first (the lowest victim priority): removing nothing makes room there,
+    so r is no candidate, and the search goes on to v (z2), full of low, whose replica goes."""
+    ledger = Ledger(
+        NodeTable(
+            [node("r", cpu="2", labels={"zone": "z1"}), node("v", cpu="1", labels={"zone": "z2"})]
+        )
+    )
+    ledger.load("ns/tiny", [_booking("r", "ns/tiny", 0, 0)])
+    ledger.load("ns/low", [_booking("v", "ns/low", 0, 1)])
+    spread = [{"topologyKey": "zone", "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]
+    plan = _plan(
+        ledger,
+        {"ns/tiny": -5, "ns/low": 0},
+        10,
+        kind="Service",
+        count=3,
+        resources={"cpu": "1"},
+        topologySpread=spread,
+    )
+    assert _victims(plan) == [("v", "ns/low-0")]

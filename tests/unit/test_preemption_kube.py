@@ -201,6 +201,36 @@ def test_the_later_started_of_equal_priorities_goes_first_on_a_node() -> None:
     assert victims_on_node(0, 0, 1000, 0, [unknown, new, old]) == (unknown,)
 
 
+def test_latest_start_decides_among_nodes_whose_victims_are_needed_for_both_resources() -> None:
+    """A Job asking 1 core and 1 GiB, every node full, every victim priority 0, two victims
+    needed on each node. minHighestPriority (0), minSumPriorities (2 * (0 + MaxInt32 + 1))
+    and minNumPods (2) tie everywhere; latestStartTime picks the node whose victims started
+    latest: y (2024) over p (2020) and x (2018).
+
+    On p one victim holds the core and the other the GiB, so a glance at its largest victim
+    (1 core, 1 GiB) suggests one might do; x and y each hold two halves, so two are needed
+    plainly. orca's search looks at p first for that reason and must still weigh y, whose
+    start is later than p's, even though x, whose start is earlier, ranks no better."""
+    gib = 1 << 30
+    ledger = Ledger(NodeTable([node(n, cpu="1", memory="1Gi") for n in ("p", "x", "y")]))
+    ledger.load(
+        "ns/p-low", [Booking("p", "ns/p-low-0", 1000, 0), Booking("p", "ns/p-low-1", 0, gib)]
+    )
+    for name in ("x", "y"):
+        halves = [Booking(name, f"ns/{name}-low-{i}", 500, gib // 2) for i in range(2)]
+        ledger.load(f"ns/{name}-low", halves)
+    priorities = {"ns/p-low": 0, "ns/x-low": 0, "ns/y-low": 0}
+    started = {"ns/p-low": t(2020), "ns/x-low": t(2018), "ns/y-low": t(2024)}
+    scheduler = Scheduler()
+    boss = workload("boss", kind="Job", resources={"cpu": "1", "memory": "1Gi"})
+    decision = scheduler.schedule(boss, ledger, now=NOW)
+    plan = select_victims(scheduler, boss, ledger, decision, 10, priorities, started, now=NOW)
+    assert plan is not None
+    assert [(n.node, sorted(v.booking.alloc_id for v in n.victims)) for n in plan.nominations] == [
+        ("y", ["ns/y-low-0", "ns/y-low-1"])
+    ]
+
+
 def test_plan_uses_creation_timestamps_from_the_files() -> None:
     """``orca plan``: two equal victims on two nodes; the Workload created later is
     preempted (latestStartTime), though its node sorts last."""

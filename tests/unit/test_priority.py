@@ -28,6 +28,7 @@ LOW = PriorityClass("low", -5)
 POLITE = PriorityClass("polite", 500, preemption_policy=PreemptionPolicy.NEVER)
 DEFAULT = PriorityClass("default", 100, global_default=True)
 DEFAULT_LOWER = PriorityClass("default-lower", 50, global_default=True)
+DEFAULT_TWIN = PriorityClass("another-default", 100, global_default=True)
 
 
 @pytest.mark.parametrize(
@@ -41,6 +42,12 @@ DEFAULT_LOWER = PriorityClass("default-lower", 50, global_default=True)
         pytest.param((HIGH, DEFAULT), "high", Priority(1000, True, "high"), id="name-wins"),
         pytest.param(
             (DEFAULT, DEFAULT_LOWER), None, Priority(50, True, "default-lower"), id="two-defaults"
+        ),
+        pytest.param(
+            (DEFAULT, DEFAULT_TWIN),
+            None,
+            Priority(100, True, "another-default"),
+            id="two-defaults-same-value",  # the name decides, not the order they were listed
         ),
         pytest.param((POLITE,), "polite", Priority(500, False, "polite"), id="never"),
         pytest.param(
@@ -89,30 +96,95 @@ def test_from_object(obj: dict[str, Any], expected: PriorityClass) -> None:
     assert priority_class_from_object(obj) == expected
 
 
+LONG = "x" * 300
+
+
 @pytest.mark.parametrize(
     ("obj", "message"),
     [
-        pytest.param({"value": 1}, "metadata.name", id="no-name"),
-        pytest.param({"metadata": {"name": "Bad_Name"}, "value": 1}, "metadata.name", id="name"),
-        pytest.param({"metadata": {"name": "a"}}, "value must be an integer", id="no-value"),
-        pytest.param({"metadata": {"name": "a"}, "value": "1"}, "integer", id="string"),
-        pytest.param({"metadata": {"name": "a"}, "value": True}, "integer", id="bool"),
-        pytest.param({"metadata": {"name": "a"}, "value": 2**40}, "out of range", id="big"),
+        pytest.param({"value": 1}, "PriorityClass metadata.name 'None' is not valid", id="no-name"),
+        pytest.param(
+            {"metadata": {"name": "Bad_Name"}, "value": 1},
+            "PriorityClass metadata.name 'Bad_Name' is not valid",
+            id="name",
+        ),
+        pytest.param(
+            {"metadata": {"name": "a" * 254}, "value": 1},
+            f"PriorityClass metadata.name {'a' * 60!r} is not valid",  # cut at 60 characters
+            id="name-254",
+        ),
+        pytest.param(
+            {"metadata": "high", "value": 1},
+            "PriorityClass metadata.name 'None' is not valid",
+            id="metadata-not-a-map",
+        ),
+        pytest.param(
+            {"metadata": {"name": "a"}}, "PriorityClass a: value must be an integer", id="no-value"
+        ),
+        pytest.param(
+            {"metadata": {"name": "a"}, "value": "1"},
+            "PriorityClass a: value must be an integer",
+            id="string",
+        ),
+        pytest.param(
+            {"metadata": {"name": "a"}, "value": True},
+            "PriorityClass a: value must be an integer",
+            id="bool",
+        ),
+        pytest.param(
+            {"metadata": {"name": "a"}, "value": 2_000_001_001},
+            "PriorityClass a: value 2000001001 is out of range (at most 2000001000)",
+            id="above-the-highest-system-class",
+        ),
+        pytest.param(
+            {"metadata": {"name": "a"}, "value": -(2**31) - 1},
+            "PriorityClass a: value -2147483649 is out of range (at most 2000001000)",
+            id="below-int32",
+        ),
         pytest.param(
             {"metadata": {"name": "a"}, "value": 1, "globalDefault": "yes"},
-            "globalDefault",
+            "PriorityClass a: globalDefault must be true or false",
             id="default",
         ),
         pytest.param(
             {"metadata": {"name": "a"}, "value": 1, "preemptionPolicy": "Always"},
-            "preemptionPolicy 'Always' is not one of PreemptLowerPriority, Never",
+            "PriorityClass a: preemptionPolicy 'Always' is not one of PreemptLowerPriority, Never",
             id="policy",
+        ),
+        pytest.param(
+            {"metadata": {"name": "a"}, "value": 1, "preemptionPolicy": LONG},
+            f"PriorityClass a: preemptionPolicy {'x' * 40!r} is not one of "
+            "PreemptLowerPriority, Never",  # cut at 40 characters
+            id="policy-long",
         ),
     ],
 )
 def test_from_object_refuses(obj: dict[str, Any], message: str) -> None:
-    with pytest.raises(PriorityClassError, match=message):
+    """One line naming the field, user-supplied text cut short (the API server's bounds:
+    a DNS-1123 subdomain of at most 253 characters, an int32 value at most 2000001000)."""
+    with pytest.raises(PriorityClassError) as caught:
         priority_class_from_object(obj)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pytest.param({"metadata": {"name": "a" * 253}, "value": 1}, id="name-253"),
+        pytest.param({"metadata": {"name": "a"}, "value": -(2**31)}, id="lowest-int32"),
+        pytest.param({"metadata": {"name": "a"}, "value": 1, "preemptionPolicy": ""}, id="empty"),
+    ],
+)
+def test_from_object_accepts_the_bounds(obj: dict[str, Any]) -> None:
+    """The largest name and the lowest value the API server stores; an empty preemptionPolicy
+    is its default, PreemptLowerPriority."""
+    found = priority_class_from_object(obj)
+    assert (found.name, found.value, found.global_default, found.preemption_policy) == (
+        obj["metadata"]["name"],
+        obj["value"],
+        False,
+        PreemptionPolicy.PREEMPT_LOWER_PRIORITY,
+    )
 
 
 def _ledger() -> Ledger:

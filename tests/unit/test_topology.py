@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from controller.api.models import TopologySpreadConstraint
 from controller.scheduler.nodes import NodeInfo, NodeTable
@@ -34,6 +35,7 @@ def test_skew_counts_only_the_eligible_domains() -> None:
     per_node[order] = replicas
     per_domain = counts(codes, per_node, len(values))
     assert per_domain.tolist() == [3, 0, 1]  # the unlabelled node's replicas are in no domain
+    assert per_domain.dtype == np.int64  # counts, exact whatever their size (bincount gives floats)
     assert skew(per_domain, np.array([True, True, True])) == 3
     assert skew(per_domain, np.array([True, False, True])) == 2
     assert skew(per_domain, np.array([False, False, False])) == 0
@@ -86,3 +88,22 @@ def test_a_node_counts_only_with_every_key_of_its_group() -> None:
     (alone,) = spread_domains(table, [_constraint(ZONE)], everywhere, everywhere)
     assert alone.eligible.tolist() == [True, True]
     assert rack.values == ("r1",)
+
+
+def test_the_domains_kept_for_a_table_cannot_be_changed_by_a_caller() -> None:
+    """Every cycle on the table shares the codes: a caller writing into them would change
+    the domains of the next cycle."""
+    codes, _ = domains(_table(), ZONE)
+    with pytest.raises(ValueError, match="read-only"):
+        codes[0] = 2
+
+
+def test_a_cluster_without_nodes_has_no_domains() -> None:
+    table = NodeTable([])
+    codes, values = domains(table, ZONE)
+    assert (codes.tolist(), values) == ([], ())
+    assert codes.dtype == np.int64  # a code indexes: an empty list would otherwise be floats
+    nothing = np.ones(0, dtype=np.bool_)
+    (d,) = spread_domains(table, [_constraint(ZONE)], nothing, nothing)
+    assert (d.eligible.tolist(), d.eligible_count) == ([], 0)
+    assert d.replicas(np.zeros(0, dtype=np.int64)).tolist() == []

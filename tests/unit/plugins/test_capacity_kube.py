@@ -29,7 +29,13 @@ from hypothesis import strategies as st
 
 from controller.api.models import Strategy
 from controller.scheduler.ledger import Booking
-from controller.scheduler.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
+from controller.scheduler.plugins.capacity import (
+    CapacityScore,
+    capacity_score,
+    capacity_score_of,
+    least_requested_score,
+    most_requested_score,
+)
 from controller.scheduler.scheduler import Scheduler
 from tests.support.factories import NOW, cycle_for, ledger_for, node, workload
 from tests.support.properties import examples
@@ -316,3 +322,10 @@ def test_least_and_most_allocated_are_bounded_and_complementary(
     else:
         assert least + most in (99, 100)
         assert least + most == 100 or (used * 100) % allocatable != 0
+
+
+@pytest.mark.parametrize("requested", [0, 1, 2**40])
+def test_a_resource_without_allocatable_scores_0(requested: int) -> None:
+    """least_allocated.go / most_allocated.go: ``if capacity == 0 { return 0 }``."""
+    assert least_requested_score(requested, 0) == 0
+    assert most_requested_score(requested, 0) == 0

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.api.models import Strategy
+from controller.scheduler.celexpr import CelEvaluator, CompiledExpression
+from controller.scheduler.framework import CycleState
+from controller.scheduler.ledger import Booking, Ledger
+from controller.scheduler.nodes import BoolArray, IntArray, NodeTable
 from controller.scheduler.plugins.capacity import CapacityScore, capacity_score, capacity_score_of
 from controller.scheduler.plugins.cel_affinity import CelAffinity
 from controller.scheduler.plugins.name_affinity import NameAffinity
 from controller.scheduler.scheduler import Scheduler
-from tests.support.factories import NOW, cycle_for, ledger_for, node, workload
+from tests.support.factories import NOW, GiB, cycle_for, ledger_for, node, workload
 from tests.support.properties import examples
 
 
@@ -102,3 +109,129 @@ def test_kept_scores_follow_the_free_capacity_of_every_cycle() -> None:
                 cycle.free_memory[candidates] - cycle.memory,
             )
             assert plugin.score(cycle, candidates).tolist() == expected.tolist()
+
+
+class CountingCel(CelEvaluator):
+    """Counts the passes over the table (``truth``) per expression."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passes: Counter[str] = Counter()
+
+    def truth(
+        self, expr: CompiledExpression, table: NodeTable, free_cpu: IntArray, free_memory: IntArray
+    ) -> tuple[BoolArray, BoolArray, BoolArray]:
+        self.passes[expr.source] += 1
+        return super().truth(expr, table, free_cpu, free_memory)
+
+
+def test_cel_affinity_is_summed_once_per_cycle_unless_it_reads_free_capacity() -> None:
+    """A Service's replicas are scored one by one: rules that read only what a node is
+    are evaluated over the table once per cycle, one that reads ``node.freeCpu`` again per
+    replica (each replica placed changes the free capacity it reads)."""
+    ledger = ledger_for(node("a", tags=("gpu",)), node("b"), node("c"))
+    cel = CountingCel()
+    scheduler = Scheduler(cel=cel)
+    fixed = [
+        {"target": '"gpu" in node.tags', "weight": 10},
+        {"target": "node.cpu > 0", "weight": 5},
+    ]
+    decision = scheduler.schedule(
+        workload(kind="Service", count=3, affinity=fixed), ledger, now=NOW
+    )
+    assert decision.placed == 3
+    assert cel.passes == {'"gpu" in node.tags': 1, "node.cpu > 0": 1}
+    cel.passes.clear()
+    free = [{"target": "node.freeCpu > 3500", "weight": 10}]
+    scheduler.schedule(workload(kind="Service", count=3, affinity=free), ledger, now=NOW)
+    assert cel.passes == {"node.freeCpu > 3500": 3}
+
+
+def test_score_parts_are_integers() -> None:
+    """kube's scores are int64; a part in floats would make the total (and the score written
+    to status) a float."""
+    ledger = ledger_for(node("a", cpu="8", tags=("gpu",)), node("b", cpu="8"))
+    redis = workload(name="redis", kind="Service", count=1)
+    ledger.load(redis.key, Scheduler().schedule(redis, ledger, now=NOW).bookings)
+    rules = [{"target": '"gpu" in node.tags', "weight": 30}, {"target": "redis", "weight": 25}]
+    cycle = cycle_for(workload(kind="Job", affinity=rules), ledger)
+    for plugin in (CelAffinity(Scheduler().cel), NameAffinity(), CapacityScore()):
+        part = plugin.score(cycle, np.arange(2))
+        assert part is not None and part.dtype == np.int64, plugin.name
+
+
+def test_name_affinity_reads_the_ledger_once_per_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target's replicas do not change while one Workload's cycle places its replicas:
+    counted once per cycle, not once per replica scored."""
+    ledger = ledger_for(node("a"), node("b"), node("c"))
+    redis = workload(name="redis", kind="Service", count=1)
+    ledger.load(redis.key, Scheduler().schedule(redis, ledger, now=NOW).bookings)
+    reads: list[str] = []
+    real = Ledger.replicas_per_node
+
+    def counting(self: Ledger, key: str) -> IntArray:
+        reads.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(Ledger, "replicas_per_node", counting)
+    web = workload(kind="Service", count=3, affinity=[{"target": "redis", "weight": 25}])
+    assert Scheduler().schedule(web, ledger, now=NOW).placed == 3
+    assert reads.count(redis.key) == 1
+
+
+def test_name_affinity_adds_up_the_rules() -> None:
+    """Two Workload-name rules: each adds its weight per replica of its target (a negative
+    weight pushes away)."""
+    ledger = ledger_for(node("a"), node("b"), node("c"))
+    ledger.load(
+        "shop/redis", [Booking("a", "shop/redis-0", 0, 0), Booking("b", "shop/redis-1", 0, 0)]
+    )
+    ledger.load(
+        "shop/batch", [Booking("b", "shop/batch-0", 0, 0), Booking("b", "shop/batch-1", 0, 0)]
+    )
+    rules = [{"target": "redis", "weight": 25}, {"target": "batch", "weight": -10}]
+    part = NameAffinity().score(
+        cycle_for(workload(kind="Job", affinity=rules), ledger), np.arange(3)
+    )
+    assert part is not None and part.tolist() == [25, 25 - 20, 0]
+
+
+def test_kept_scores_follow_each_request_and_each_resource_that_moved() -> None:
+    """One plugin (the operator keeps one for its lifetime) scores Workloads of different
+    strategies and requests on the same free capacity, then after a node's cpu alone, a
+    node's memory alone, and many nodes changed: every answer is the formula's for that
+    request on that free capacity (kube's formula itself: test_capacity_kube.py)."""
+    ledger = ledger_for(*(node(f"n{i:02d}", cpu="4", memory="8Gi") for i in range(12)))
+    plugin = CapacityScore()
+    everyone = np.arange(12)
+    asks = [
+        ("Spread", {"cpu": "1", "memory": "2Gi"}),
+        ("BinPack", {"cpu": "1", "memory": "2Gi"}),
+        ("Spread", {"cpu": "2"}),
+        ("Spread", {"cpu": "1", "memory": "2Gi"}),
+    ]
+
+    def check(cycle: CycleState) -> None:
+        expected = capacity_score(
+            cycle.spec.strategy,
+            cycle.table.cpu,
+            cycle.table.memory,
+            cycle.free_cpu - cycle.cpu,
+            cycle.free_memory - cycle.memory,
+        )
+        assert plugin.score(cycle, everyone).tolist() == expected.tolist(), cycle.spec
+
+    cycles = [
+        cycle_for(workload(kind="Job", strategy=strategy, resources=resources), ledger)
+        for strategy, resources in asks
+    ]
+    for cycle in cycles:  # one after the other on the same free capacity
+        check(cycle)
+    for cycle in cycles:
+        cycle.take(0, 1000, 0)  # a node's cpu alone
+        check(cycle)
+        cycle.take(1, 0, 2 * GiB)  # a node's memory alone
+        check(cycle)
+        for i in range(2, 12):  # more nodes than are redone one by one
+            cycle.take(i, 500, GiB)
+        check(cycle)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.api.models import Toleration
-from controller.scheduler.nodes import Taint
+from controller.scheduler.nodes import NodeTable, Taint
 from controller.scheduler.plugins import taints as taints_module
 from controller.scheduler.plugins.taints import TaintToleration
 from tests.support.factories import NOW, cycle_for, ledger_for, node, rejected, workload
@@ -110,6 +110,11 @@ def test_prefer_no_schedule_lowers_the_score_and_nothing_else() -> None:
     assert rejected(plugin.filter(cycle)) == {}
     part = plugin.score(cycle, np.arange(3))
     assert part is not None and part.tolist() == [0, -50, -100]
+    assert part.dtype == np.int64  # kube's integer normalisation, not a fraction
+    # normalised over the candidates scored: without c, b has the most (1) and scores -100
+    part = plugin.score(cycle, np.arange(2))
+    assert part is not None and part.tolist() == [0, -100]
+    assert plugin.score(cycle, np.arange(0)) is None  # no candidate: nothing to add
     tolerant = cycle_for(workload(kind="Job", tolerations=[{"operator": "Exists"}]), ledger)
     assert plugin.score(tolerant, np.arange(3)) is None  # adds nothing
 
@@ -165,6 +170,42 @@ def test_a_nodes_taints_are_judged_once_and_their_deadline_still_follows_the_clo
     assert len(judged) == 3  # its new taint, only
     assert third.keeps is not None and third.keeps.tolist() == [True, True, False]
     assert rejected(third) == {reason: [2]}
+
+
+def test_a_table_built_anew_from_the_same_nodes_judges_no_taint_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A table built from scratch (no rows of an earlier version to start from) whose nodes
+    are the NodeInfos already judged: their taints are looked up, not judged again."""
+    judged: list[tuple[Taint, ...]] = []
+    real = taints_module._judge
+
+    def counting(taints: tuple[Taint, ...], *args: Any) -> Any:
+        judged.append(taints)
+        return real(taints, *args)
+
+    monkeypatch.setattr(taints_module, "_judge", counting)
+    nodes = [node("a", taints=[DEDICATED_ML]), node("b", taints=[EVICTING]), node("c")]
+    ledger = ledger_for(*nodes)
+    plugin = TaintToleration()
+    web = workload(kind="Job")
+    first = rejected(plugin.filter(cycle_for(web, ledger)))
+    assert len(judged) == 2
+    ledger.rebind(NodeTable(nodes))
+    assert rejected(plugin.filter(cycle_for(web, ledger))) == first
+    assert len(judged) == 2
+
+
+def test_every_row_replaced_is_judged_again_whichever_lost_its_taints() -> None:
+    """Two nodes change at once: a loses its taint, b (after it) gains one. Both rows are
+    judged again: b is rejected now, a no longer."""
+    ledger = ledger_for(node("a", taints=[DEDICATED_ML]), node("b"), node("c"))
+    plugin = TaintToleration()
+    web = workload(kind="Job")
+    reason = "node(s) had untolerated taint {dedicated: ml}"
+    assert rejected(plugin.filter(cycle_for(web, ledger))) == {reason: [0]}
+    ledger.rebind(ledger.table.replaced([node("a"), node("b", taints=[DEDICATED_ML])]))
+    assert rejected(plugin.filter(cycle_for(web, ledger))) == {reason: [1]}
 
 
 TAINT_CHOICES = [
@@ -278,9 +319,10 @@ def test_judgements_of_taints_a_flapping_node_no_longer_has_are_let_go() -> None
     ledger = ledger_for(node("a", taints=[{"key": "k", "effect": "NoSchedule"}]), node("b"))
     web = workload(kind="Job")
     plugin = TaintToleration()
+    most = 0
     for i in range(500):
         taint = {"key": f"k{i % 7}", "effect": "NoSchedule"}
         ledger.rebind(ledger.table.replaced([node("a", taints=[taint])]))
         plugin.filter(cycle_for(web, ledger))
-    kept = sum(len(judged) for judged in plugin._judged.values())
-    assert kept <= 2 * len(ledger.table.tainted) + taints_module.MIN_JUDGED
+        most = max(most, sum(len(judged) for judged in plugin._judged.values()))
+    assert most == 2 * len(ledger.table.tainted) + taints_module.MIN_JUDGED  # at no time more

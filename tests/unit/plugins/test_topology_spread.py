@@ -223,3 +223,32 @@ def test_explain_shows_the_spread_reason_for_the_next_replica() -> None:
     passing = [v for v in explanation.nodes if v.filter is None]
     assert [v.node for v in passing] == ["c1", "c2"]
     assert all(v.scores["TopologySpread"] == 0 for v in passing)
+
+
+def test_both_behaviours_keep_their_own_domains_within_a_cycle() -> None:
+    """DoNotSchedule over zone (maxSkew 5: it never binds here) and ScheduleAnyway over rack
+    in one spec: the score counts racks, not zones, even after the filter prepared the zones.
+    Rack r1 (a, b) holds the one replica, r2 (c) none: raw round(1 * ln(2 + 2)) = 1 on a and
+    b, 0 on c; normalised and shifted, -100, -100, 0."""
+    ledger = ledger_for(
+        node("a", labels={ZONE: "z1", "rack": "r1"}),
+        node("b", labels={ZONE: "z2", "rack": "r1"}),
+        node("c", labels={ZONE: "z1", "rack": "r2"}),
+    )
+    cycle = prepared(
+        ledger,
+        own=[1, 0, 0],
+        topologySpread=[spread(max_skew=5), spread(when="ScheduleAnyway", key="rack")],
+    )
+    plugin = TopologySpread()
+    assert rejected(plugin.filter(cycle)) == {SKEW: []}
+    part = plugin.score(cycle, np.arange(3))
+    assert part is not None and part.tolist() == [-100, -100, 0]
+
+
+def test_the_spread_asks_for_the_static_filters_first() -> None:
+    cycle = Scheduler().snapshot(
+        workload(kind="Service", topologySpread=[spread()]), ledger_for(node("a")), NOW
+    )
+    with pytest.raises(RuntimeError, match=r"^TopologySpread runs after Framework\.filter$"):
+        TopologySpread().filter(cycle)
