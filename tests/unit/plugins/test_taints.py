@@ -119,20 +119,26 @@ def test_prefer_no_schedule_lowers_the_score_and_nothing_else() -> None:
     assert plugin.score(tolerant, np.arange(3)) is None  # adds nothing
 
 
+@pytest.fixture
+def judged(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Taint, ...]]:
+    """Every taints tuple the plugin judges (``_judge``: the work its caches spare), in order."""
+    calls: list[tuple[Taint, ...]] = []
+    real = taints_module._judge
+
+    def counting(taints: tuple[Taint, ...], *args: Any) -> Any:
+        calls.append(taints)
+        return real(taints, *args)
+
+    monkeypatch.setattr(taints_module, "_judge", counting)
+    return calls
+
+
 def test_a_nodes_taints_are_judged_once_and_their_deadline_still_follows_the_clock(
-    monkeypatch: pytest.MonkeyPatch,
+    judged: list[tuple[Taint, ...]],
 ) -> None:
     """Between two decisions a few nodes change (a table with rows replaced): the taints of
     the others are not judged again, yet a deadline that has passed since is enforced, and a
     node whose taint changed is judged anew."""
-    judged: list[tuple[Taint, ...]] = []
-    real = taints_module._judge
-
-    def counting(taints: tuple[Taint, ...], *args: Any) -> Any:
-        judged.append(taints)
-        return real(taints, *args)
-
-    monkeypatch.setattr(taints_module, "_judge", counting)
 
     def unreachable(ago: float) -> dict[str, str]:
         stamp = datetime.fromtimestamp(NOW - ago, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -173,18 +179,10 @@ def test_a_nodes_taints_are_judged_once_and_their_deadline_still_follows_the_clo
 
 
 def test_a_table_built_anew_from_the_same_nodes_judges_no_taint_again(
-    monkeypatch: pytest.MonkeyPatch,
+    judged: list[tuple[Taint, ...]],
 ) -> None:
     """A table built from scratch (no rows of an earlier version to start from) whose nodes
     are the NodeInfos already judged: their taints are looked up, not judged again."""
-    judged: list[tuple[Taint, ...]] = []
-    real = taints_module._judge
-
-    def counting(taints: tuple[Taint, ...], *args: Any) -> Any:
-        judged.append(taints)
-        return real(taints, *args)
-
-    monkeypatch.setattr(taints_module, "_judge", counting)
     nodes = [node("a", taints=[DEDICATED_ML]), node("b", taints=[EVICTING]), node("c")]
     ledger = ledger_for(*nodes)
     plugin = TaintToleration()
