@@ -124,10 +124,9 @@ def test_budget_cuts_a_plan_short_and_says_so() -> None:
     assert Rebalancer(scheduler, max_moves=0).plan(services, ledger, now=NOW).moves == ()
 
 
-def test_fragmented_binpack_cluster_frees_nodes_compared_with_ffd() -> None:
-    scheduler = Scheduler()
-    nodes = [node(f"n-{i}", cpu="4", memory="8Gi") for i in range(8)]
-    # Eight 1-cpu replicas of eight BinPack Jobs, one per node: fragmented.
+def fragmented() -> tuple[list[Workload], Ledger]:
+    """Eight BinPack Jobs of one 1-cpu replica each, one per 4-cpu node: fragmented, two nodes
+    would hold them all."""
     jobs = [
         workload(
             f"job-{i}",
@@ -138,9 +137,15 @@ def test_fragmented_binpack_cluster_frees_nodes_compared_with_ffd() -> None:
         )
         for i in range(8)
     ]
-    ledger = Ledger(NodeTable(nodes))
+    ledger = Ledger(NodeTable([node(f"n-{i}", cpu="4", memory="8Gi") for i in range(8)]))
     for i, j in enumerate(jobs):
         ledger.load(j.key, [Booking(f"n-{i}", f"{j.key}-0", 1000, GiB)])
+    return jobs, ledger
+
+
+def test_fragmented_binpack_cluster_frees_nodes_compared_with_ffd() -> None:
+    scheduler = Scheduler()
+    jobs, ledger = fragmented()
     plan = Rebalancer(scheduler, max_moves=50).plan(jobs, ledger, now=NOW)
     after = replay(plan, ledger)
 
@@ -486,20 +491,7 @@ def spread_out(strategy: str) -> tuple[list[Workload], Ledger]:
         services = [service(f"svc-{k}", 3) for k in range(3)]
         new = [node(f"new-{i:02}", cpu=str(2 + i), memory="8Gi") for i in range(3)]
         return services, grown(placed(old, services, scheduler), new)
-    jobs = [
-        workload(
-            f"j{i}",
-            kind="Job",
-            rebalance="Allowed",
-            strategy="BinPack",
-            resources={"cpu": "1", "memory": "1Gi"},
-        )
-        for i in range(8)
-    ]
-    ledger = Ledger(NodeTable([node(f"n-{i}", cpu="4", memory="8Gi") for i in range(8)]))
-    for i, j in enumerate(jobs):
-        ledger.load(j.key, [Booking(f"n-{i}", f"{j.key}-0", 1000, GiB)])
-    return jobs, ledger
+    return fragmented()
 
 
 @pytest.mark.parametrize("strategy", ["Spread", "BinPack"])
