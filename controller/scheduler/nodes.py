@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from controller.api.models import (
     DNS1123_SUBDOMAIN_PATTERN,
@@ -24,6 +24,7 @@ from controller.api.models import (
     MAX_SCALED_QUANTITY,
     MAX_TAINTS,
     MODEL_CONFIG,
+    Compact,
     TaintEffect,
     quantity_to_int,
 )
@@ -54,7 +55,7 @@ TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 
 
-class Taint(BaseModel):
+class Taint(Compact):
     """A node taint (``spec.taints`` of a Node; fields other than these are ignored).
 
     ``time_added`` (``timeAdded``, RFC 3339, as seconds since the epoch) is when a NoExecute
@@ -91,7 +92,7 @@ class Taint(BaseModel):
         return f"{{{self.key}: {self.value}}}"
 
 
-class NodeInfo(BaseModel):
+class NodeInfo(Compact):
     """The scheduler's view of a Node (docs/design.md 3); free capacity lives in the ledger.
 
     ``runtimes`` and ``tags`` are sorted and lower-cased so two Nodes with the same labels give
