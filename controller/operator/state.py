@@ -11,14 +11,23 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from controller.api.messages import validation_message
-from controller.api.models import Phase, Workload, WorkloadKind, WorkloadStatus, key_of
+from controller.api.models import (
+    Phase,
+    Workload,
+    WorkloadKind,
+    WorkloadSpec,
+    WorkloadStatus,
+    key_of,
+)
 from controller.operator.telemetry import metrics
 from controller.scheduler.framework import Code
 from controller.scheduler.ledger import (
@@ -56,7 +65,41 @@ def is_newer(candidate: str | None, known: str | None) -> bool:
         return True
 
 
-@dataclass
+class SharedSpecs:
+    """Parses Workloads so that those with the same spec share one parsed spec.
+
+    Workloads made from one template (a chart's, a generator's) have equal specs, and a
+    parsed spec is a tree of models (~0.9 KB for a Job with resources and two constraints):
+    the operator holds one per Workload for as long as the Workload exists. A spec is keyed
+    by its JSON with sorted keys, so key order does not matter; parsing is a function of the
+    spec alone (no validator reads anything else), so one parse serves every equal spec.
+    Values are weak: a spec is kept only while a Workload holds it, so this never outgrows
+    the records."""
+
+    def __init__(self) -> None:
+        self._by_json: weakref.WeakValueDictionary[bytes, WorkloadSpec] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def __len__(self) -> int:
+        return len(self._by_json)
+
+    def parse(self, body: Mapping[str, Any]) -> Workload:
+        """``Workload.model_validate(body)``, with its spec shared with any equal one parsed
+        before (raises ``ValidationError`` as that does)."""
+        try:
+            key = orjson.dumps(body.get("spec"), option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # not JSON (a hand-made body in a test): parsed on its own
+            return Workload.model_validate(body)
+        shared = self._by_json.get(key)
+        if shared is None:
+            workload = Workload.model_validate(body)
+            self._by_json[key] = workload.spec
+            return workload
+        return Workload.model_validate({**body, "spec": shared})
+
+
+@dataclass(slots=True)
 class WorkloadRecord:
     """What the operator knows of one Workload object."""
 
@@ -109,6 +152,7 @@ class ClusterState:
     #: walk of every record per Node flush was 6 % of the operator's CPU in that backlog.
     _waiting_capacity: set[str] = field(default_factory=set)
     _waiting_nodes: set[str] = field(default_factory=set)
+    specs: SharedSpecs = field(default_factory=SharedSpecs)
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -240,7 +284,7 @@ class ClusterState:
         workload: Workload | None = None
         error: str | None = None
         try:
-            workload = Workload.model_validate(body)
+            workload = self.specs.parse(body)
         except ValidationError as exc:
             error = validation_message(exc)
         status = workload.status if workload is not None else _status_of(body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import logging
 from typing import Any, cast
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
-from controller.api.models import Phase
+from controller.api.models import Phase, Workload
 from controller.operator import state as state_module
 from controller.operator.app import Operator
 from controller.operator.handlers import NodeEvents, StartupGate, WorkloadEvents
@@ -771,3 +772,40 @@ def test_a_late_echo_of_our_own_write_is_dropped_even_with_opaque_versions() -> 
     record = state.records["ns/w"]
     assert record.resource_version == "opaque-n"
     assert record.status is not None and [p.node for p in record.status.placements] == ["b"]
+
+
+def test_workloads_with_the_same_spec_share_one_parsed_spec() -> None:
+    state = ClusterState()
+    a = state.upsert_workload(wl_obj("a", "1"))
+    # The same spec with its keys in another order, as another client may write it.
+    b_body = stored_workload("b", "2", {"resources": {"cpu": "1"}, "kind": "Job"}, {})
+    b = state.upsert_workload(b_body)
+    c = state.upsert_workload(stored_workload("c", "3", {"kind": "Job"}, {}))
+    assert a is not None and b is not None and c is not None
+    assert a.workload is not None and b.workload is not None and c.workload is not None
+    assert a.workload.spec is b.workload.spec
+    assert c.workload.spec is not a.workload.spec and c.workload.spec.resources is None
+    # Shared or not, each record says what a parse of its own object says.
+    assert b.workload == Workload.model_validate(b_body)
+    assert b.workload.metadata.name == "b" and a.workload.metadata.name == "a"
+    assert len(state.specs) == 2
+
+
+def test_a_spec_no_workload_holds_is_let_go() -> None:
+    state = ClusterState()
+    state.upsert_workload(wl_obj("a", "1"))
+    state.upsert_workload(stored_workload("c", "3", {"kind": "Job"}, {}))
+    assert len(state.specs) == 2
+    state.delete_workload("ns/c")
+    gc.collect()
+    assert len(state.specs) == 1
+
+
+def test_a_shared_spec_does_not_hide_an_invalid_one() -> None:
+    state = ClusterState()
+    state.upsert_workload(wl_obj("a", "1"))
+    bad = state.upsert_workload(
+        stored_workload("bad", "2", {"kind": "Job", "resources": {"cpu": "lots"}}, {})
+    )
+    assert bad is not None and bad.workload is None
+    assert bad.error is not None and "spec.resources.cpu" in bad.error
