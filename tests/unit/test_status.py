@@ -305,3 +305,26 @@ def test_the_size_held_outlives_an_invalid_spec_and_the_selector_is_the_callers(
         None,
     )
     assert status_from_decision(broken, 2, None, T1).resources is None
+
+
+def test_statuses_decided_alike_at_the_same_time_share_their_conditions() -> None:
+    """A backlog decides hundreds of Workloads a second alike: one Condition object each
+    serves them all (the operator holds a status per Workload), with the values a status of
+    its own would have."""
+    one = status_from_decision(decide(SMALL, kind="Service", count=2), 1, None, T0)
+    two = status_from_decision(decide(SMALL, kind="Service", count=2), 1, None, T0)
+    assert [id(c) for c in one.conditions] == [id(c) for c in two.conditions]
+    later = status_from_decision(decide(SMALL, kind="Service", count=2), 1, None, T1)
+    newer = status_from_decision(decide(SMALL, kind="Service", count=2), 2, None, T0)
+    for other in (later, newer):
+        assert not {id(c) for c in other.conditions} & {id(c) for c in one.conditions}
+    assert by_type(later)["Ready"].last_transition_time == T1
+    assert by_type(newer)["Ready"].observed_generation == 2
+    assert by_type(one)["Ready"] == Condition(
+        type="Ready",
+        status="True",
+        reason="AllPlaced",
+        message="2/2 replicas placed",
+        last_transition_time=T0,
+        observed_generation=1,
+    )
