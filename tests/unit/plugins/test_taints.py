@@ -119,6 +119,25 @@ def test_prefer_no_schedule_lowers_the_score_and_nothing_else() -> None:
     assert plugin.score(tolerant, np.arange(3)) is None  # adds nothing
 
 
+def test_the_score_counts_again_the_rows_a_node_change_replaced() -> None:
+    """The same plugin scores a table whose row a was replaced: a now has two untolerated
+    PreferNoSchedule taints, b still one, so a scores -100 and b -(1 * 100 // 2) = -50;
+    then a loses them and b is the worst again (-100)."""
+    ledger = ledger_for(node("a"), node("b", taints=[SOFT]))
+    plugin = TaintToleration()
+    web = workload(kind="Job")
+    part = plugin.score(cycle_for(web, ledger), np.arange(2))
+    assert part is not None and part.tolist() == [0, -100]
+    ledger.rebind(ledger.table.replaced([node("a", taints=[SOFT, {**SOFT, "key": "x"}])]))
+    part = plugin.score(cycle_for(web, ledger), np.arange(2))
+    assert part is not None and part.tolist() == [-100, -50]
+    ledger.rebind(ledger.table.replaced([node("a")]))
+    part = plugin.score(cycle_for(web, ledger), np.arange(2))
+    assert part is not None and part.tolist() == [0, -100]
+    ledger.rebind(ledger.table.replaced([node("b")]))
+    assert plugin.score(cycle_for(web, ledger), np.arange(2)) is None  # no node has any
+
+
 @pytest.fixture
 def judged(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Taint, ...]]:
     """Every taints tuple the plugin judges (``_judge``: the work its caches spare), in order."""
@@ -218,6 +237,10 @@ TAINT_CHOICES = [
     [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}],
     [{"key": "maintenance", "effect": "NoExecute", "timeAdded": "T+5"}],
     [{"key": "soft", "effect": "PreferNoSchedule"}],
+    [  # two the score counts for most, one of them tolerated by the Service
+        {"key": "soft", "effect": "PreferNoSchedule"},
+        {"key": "maintenance", "effect": "PreferNoSchedule"},
+    ],
 ]
 
 
@@ -306,9 +329,14 @@ def kept_row_by_row(start: list[int], steps: list[tuple[set[int], list[int], int
         cycle.now = NOW + later
         fresh_cycle = cycle_for(workloads[who], ledger)
         fresh_cycle.now = NOW + later
-        assert _verdict_parts(kept.filter(cycle)) == _verdict_parts(
-            TaintToleration().filter(fresh_cycle)
-        )
+        fresh = TaintToleration()
+        assert _verdict_parts(kept.filter(cycle)) == _verdict_parts(fresh.filter(fresh_cycle))
+        # The score's count of untolerated PreferNoSchedule taints comes from the same rows.
+        every = np.arange(len(ledger.table))
+        kept_score, fresh_score = kept.score(cycle, every), fresh.score(fresh_cycle, every)
+        assert (kept_score is None) == (fresh_score is None)
+        if kept_score is not None and fresh_score is not None:
+            assert kept_score.tolist() == fresh_score.tolist()
 
 
 def test_judgements_of_taints_a_flapping_node_no_longer_has_are_let_go() -> None:
