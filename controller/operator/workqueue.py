@@ -101,6 +101,13 @@ class WorkQueue:
                 return
 
     def add_all(self, keys: Iterable[str], reprioritise: bool = True) -> None:
+        """``add`` each of ``keys``, in order. Without ``reprioritise``, the keys already
+        waiting are passed over before any ``add``: a Node change queues every undecided
+        Workload of a backlog, nearly all of them already waiting, and one call of ``add``
+        each was 5 % of the operator's CPU while 5,000 kwok Nodes flapped."""
+        if not reprioritise:
+            queued = self._queued
+            keys = [key for key in keys if key not in queued]
         for key in keys:
             self.add(key, reprioritise)
 
