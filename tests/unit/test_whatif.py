@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ import pytest
 from controller.api.models import Workload
 from controller.scheduler.ledger import Booking, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, NodeTable
+from controller.scheduler.plugins.taints import DefaultTolerations
 from controller.scheduler.plugins.topology_spread import REASON_CONSTRAINTS_NOT_MATCH
 from controller.scheduler.priority import PriorityClass, PriorityClasses
+from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.whatif import Answer, Capacity, Moved, Question, WhatIf, copies
 from tests.support.cli import Orca, write
 from tests.support.factories import node, node_object, workload
@@ -570,3 +573,104 @@ def test_the_answer_narrates_each_workload_at_its_turn() -> None:
         before_each=lambda w, ledger: seen.append((w.key, list(ledger.table.hostnames))),
     )
     assert seen == [("shop/j", ["b1"])]
+
+
+def test_the_answer_plans_with_the_whatifs_scheduler_and_clock() -> None:
+    # a went NotReady at NOW - 60 s with j on it; a Job tolerates not-ready for the default
+    # 300 s (kube's DefaultTolerationSeconds): at the WhatIf's now, j stays on a, nothing moves
+    # (a clock of today, days later, would have moved it). A scheduler whose default
+    # toleration is 20 s has moved it to b by then.
+    j = workload("j", kind="Job", status=placed_on(("j-0", "a")))
+    nodes = [node("a", ready=False, since="2026-12-01T09:59:00Z"), node("b")]
+    ledger = ledger_from_statuses(nodes, [j])
+    assert WhatIf(ledger, [j], now=NOW).answer(Question()).moved == ()
+    shorter = Scheduler(tolerations=DefaultTolerations(not_ready=20, unreachable=20))
+    answer = WhatIf(ledger, [j], scheduler=shorter, now=NOW).answer(Question())
+    assert answer.moved == (Moved("shop/j", "shop/j-0", "a", "b"),)
+
+
+def test_a_preemption_for_the_answer_spares_the_victim_started_first() -> None:
+    # boss (priority 1000, 4 cores) on a1 is displaced by the drain; b1 and c1 are full, each
+    # with a Workload not planned, known at priority 0: old (created 2026-01-01) on b1, new
+    # (2026-11-01) on c1. The victims tie on priority, sum and number; kube then prefers the
+    # node whose victims started latest: c1, though b1 is the lower name.
+    classes = PriorityClasses.of([PriorityClass("high", 1000)])
+    boss = workload(
+        "boss",
+        kind="Job",
+        resources={"cpu": "4"},
+        priorityClassName="high",
+        status=placed_on(("boss-0", "a1")),
+    )
+    ledger = ledger_from_statuses([node("a1"), node("b1"), node("c1")], [boss])
+    ledger.load("shop/old", [Booking("b1", "shop/old-0", 4000, 0)])
+    ledger.load("shop/new", [Booking("c1", "shop/new-0", 4000, 0)])
+    whatif = WhatIf(
+        ledger,
+        [boss],
+        classes=classes,
+        now=NOW,
+        known_priorities={"shop/old": 0, "shop/new": 0},
+        known_started={
+            "shop/old": datetime(2026, 1, 1, tzinfo=UTC),
+            "shop/new": datetime(2026, 11, 1, tzinfo=UTC),
+        },
+    )
+    answer = whatif.answer(Question(drain=frozenset({"a1"})))
+    assert answer.moved == (Moved("shop/boss", "shop/boss-0", "a1", "c1"),)
+    (result,) = answer.results
+    assert [p.victim.key for p in result.victims] == ["shop/new"]
+
+
+def test_ended_replicas_are_listed_by_index_as_numbers_an_unindexed_id_first() -> None:
+    # node-agent (a DaemonSet, a dash in its own name) records node-agent-10, -2, -0 and -x
+    # (a hand-edited status: not one of its indexes) on a. Draining a ends all four: by
+    # index as a number (0, 2, 10), the id without an index before them.
+    ids = ["node-agent-10", "node-agent-2", "node-agent-x", "node-agent-0"]
+    status = {"placements": [{"node": "a", "allocId": f"ops/{i}", "score": 0} for i in ids]}
+    agent = workload("node-agent", namespace="ops", kind="DaemonSet", status=status)
+    answer = what_if([node("a"), node("b")], [agent]).answer(Question(drain=frozenset({"a"})))
+    assert [e.alloc_id for e in answer.ended] == [
+        "ops/node-agent-x",
+        "ops/node-agent-0",
+        "ops/node-agent-2",
+        "ops/node-agent-10",
+    ]
+
+
+# -- the search, plan by plan: ``plans`` and ``tried`` are printed with the answer -------------
+
+
+def one_core_jobs(count: int, cpu: str = "1", **spec: Any) -> list[Workload]:
+    return [workload(f"j{i}", kind="Job", resources={"cpu": cpu}, **spec) for i in range(count)]
+
+
+@pytest.mark.parametrize(("waiting", "plans"), [(2, 3), (3, 3)])
+def test_when_every_copy_is_taken_by_a_daemonset_the_search_ends_at_the_cap(
+    waiting: int, plans: int
+) -> None:
+    # n0 (8 cores) holds full (4) and agent (a 4-core DaemonSet, listed first, so it starts
+    # first on every copy); the waiting 1-core Jobs fit an empty copy (nothing refuses them),
+    # but agent takes all of every copy. No count helps; the cap is one per waiting replica.
+    # The lower bound: each copy adds 4 - 4 = 0 cores, which says nothing (1). The search:
+    # 1 (all still waiting), no progress so double the step: 1 + 2 = 3, moved inside the
+    # bracket: min(3, cap). With 2 waiting: 2 is the cap; with 3, 3 is. Either way 3 plans.
+    agent = workload(
+        "agent", kind="DaemonSet", resources={"cpu": "4"}, status=placed_on(("agent-0", "n0"))
+    )
+    full = workload("full", kind="Job", resources={"cpu": "4"}, status=placed_on(("full-0", "n0")))
+    whatif = what_if([node("n0", cpu="8")], [agent, full, *one_core_jobs(waiting)])
+    whatif.answer(Question())  # an earlier question: not counted in this search's plans
+    capacity, answer = whatif.smallest_count(Question(template=node("big", cpu="4")))
+    nodes = waiting + 1
+    assert capacity == Capacity(
+        "big",
+        None,
+        True,
+        why=f"shop/j0-0 still has no place with {waiting}: 0/{nodes} nodes are available: "
+        f"{nodes} Insufficient cpu",
+        tried=waiting,
+        plans=plans,
+    )
+    assert answer.added == tuple(f"big-{i}" for i in range(1, waiting + 1))
+    assert len(answer.unplaced) == waiting
