@@ -30,6 +30,7 @@ from tests.support.factories import node, node_object, workload
 from tests.support.factories import workload_obj as wl
 
 ZONE = "topology.kubernetes.io/zone"
+GiB = 1 << 30
 NOW = "2026-12-01T10:00:00Z"
 
 
@@ -418,9 +419,11 @@ def test_auto_counts_the_daemonsets_each_copy_would_run() -> None:
 
 def test_auto_with_nothing_waiting_is_zero_after_one_plan() -> None:
     full = workload("full", kind="Job", resources={"cpu": "4"}, status=placed_on(("full-0", "n0")))
-    capacity, answer = what_if([node("n0")], [full]).smallest_count(Question(template=node("big")))
-    assert capacity == Capacity("big", 0, True, plans=1)
-    assert answer.settled and answer.added == ()
+    whatif = what_if([node("n0")], [full])
+    for _ in range(2):  # asked again: the plans of the first question are not this one's
+        capacity, answer = whatif.smallest_count(Question(template=node("big")))
+        assert capacity == Capacity("big", 0, True, plans=1)
+        assert answer.settled and answer.added == ()
 
 
 def test_a_template_that_refuses_the_waiting_one_can_still_make_room_for_it() -> None:
@@ -674,3 +677,105 @@ def test_when_every_copy_is_taken_by_a_daemonset_the_search_ends_at_the_cap(
     )
     assert answer.added == tuple(f"big-{i}" for i in range(1, waiting + 1))
     assert len(answer.unplaced) == waiting
+
+
+def full_n0(*more: Workload) -> list[Workload]:
+    """n0's 4 cores held by one 4-core Job, then ``more``."""
+    return [
+        workload("full", kind="Job", resources={"cpu": "4"}, status=placed_on(("full-0", "n0"))),
+        *more,
+    ]
+
+
+def test_the_lower_bound_counts_what_can_be_placed_and_auto_ignores_a_given_count() -> None:
+    # As test_auto_on_uniform_jobs_is_a_division, with an Invalid 8-core Job (it waits for a
+    # spec change and needs no room: the lower bound stays ceil((4 + 10 - 4) / 4) = 3). The
+    # search: 3 (all placed), 0 + 1 = 1 (six left), the middle 2 (j8 and j9 left). Four
+    # plans; asked again, the same answer and the same four. A count in the question is
+    # what auto replaces: 3 copies asked for change nothing.
+    typo = workload("typo", kind="Job", resources={"cpu": "8"}, constraints=['node.cpu == "x"'])
+    whatif = what_if([node("n0")], full_n0(typo, *one_core_jobs(10)))
+    for _ in range(2):
+        capacity, answer = whatif.smallest_count(Question(template=node("big"), count=3))
+        assert (capacity.template, capacity.count, capacity.tried, capacity.plans) == (
+            "big",
+            3,
+            3,
+            4,
+        )
+        assert capacity.proof == (
+            "with 2, shop/j8-0 has no place: 0/3 nodes are available: 3 Insufficient cpu."
+        )
+        assert answer.added == ("big-1", "big-2", "big-3") and answer.settled
+
+
+def test_the_lower_bound_leaves_out_the_drained_nodes_room() -> None:
+    # a1 (16 cores, drained) holds x0..x3 (3 cores each); b1 (4) holds y (3). Each displaced
+    # Job takes a 4-core copy of its own (b1 keeps 1 core free): 4 copies. The lower bound
+    # counts b1's 4 cores only: ceil((15 - 4) / 4) = 3 (x3 left); the secant through (0, 4
+    # left) and (3, 1 left) says 1 a node: 3 + 1 = 4, enough and adjacent. Three plans.
+    x = [
+        workload(f"x{i}", kind="Job", resources={"cpu": "3"}, status=placed_on((f"x{i}-0", "a1")))
+        for i in range(4)
+    ]
+    y = workload("y", kind="Job", resources={"cpu": "3"}, status=placed_on(("y-0", "b1")))
+    whatif = what_if([node("a1", cpu="16"), node("b1")], [*x, y])
+    capacity, _ = whatif.smallest_count(Question(frozenset({"a1"}), node("big")))
+    assert (capacity.count, capacity.tried, capacity.plans) == (4, 4, 3)
+    assert capacity.proof == (
+        "with 3, shop/x3-0 has no place: 0/4 nodes are available: 4 Insufficient cpu."
+    )
+
+
+def test_the_lower_bound_counts_no_room_on_a_node_booked_past_its_size() -> None:
+    # n0 (4 cores) books 8 for hog, n1 (4) 4 for snug, neither planned: no room on either,
+    # and n0's overbooking takes none from n2's 4 free cores. Waiting: twelve 1-core Jobs and
+    # tiny (1 millicore): 12001m against 4000m, so ceil(8001 / 4000) = 3 copies at least,
+    # and 3 places all (2 leave tiny). The search: 3, then 1 (j8..j11 and tiny left), the
+    # middle 2: four plans.
+    ledger = ledger_from_statuses([node("n0"), node("n1"), node("n2")], [])
+    ledger.load("shop/hog", [Booking("n0", "shop/hog-0", 8000, 0)])
+    ledger.load("shop/snug", [Booking("n1", "shop/snug-0", 4000, 0)])
+    tiny = workload("tiny", kind="Job", resources={"cpu": "1m"})
+    whatif = WhatIf(ledger, [*one_core_jobs(12), tiny], now=NOW)
+    capacity, _ = whatif.smallest_count(Question(template=node("big")))
+    assert (capacity.count, capacity.tried, capacity.plans) == (3, 3, 4)
+    assert capacity.proof == (
+        "with 2, shop/tiny-0 has no place: 0/5 nodes are available: 5 Insufficient cpu."
+    )
+
+
+def test_the_lower_bound_in_memory_counts_every_replica_and_the_daemonsets_share() -> None:
+    # Memory only (no cpu asked). n0 (4Gi) books 8Gi for hog, n1 (4Gi) 4Gi for snug, neither
+    # planned: no room. agent (a DaemonSet of 1Gi, only on the copies) leaves 3Gi of each
+    # 4Gi copy. Waiting: web (a Service of 2 x 1Gi), j0..j3 (1Gi each), tiny (1 byte):
+    # 6Gi + 1 byte, so ceil((6Gi + 1) / 3Gi) = 3 copies at least, and 3 place all (2 leave
+    # tiny). The search: 3, then 1 (j1..j3 and tiny left), the middle 2: four plans.
+    ledger = ledger_from_statuses([node("n0", memory="4Gi"), node("n1", memory="4Gi")], [])
+    ledger.load("shop/hog", [Booking("n0", "shop/hog-0", 0, 8 * GiB)])
+    ledger.load("shop/snug", [Booking("n1", "shop/snug-0", 0, 4 * GiB)])
+    agent = workload(
+        "agent",
+        kind="DaemonSet",
+        resources={"memory": "1Gi"},
+        constraints=['node.hostname.startsWith("big")'],
+    )
+    web = workload("web", kind="Service", count=2, resources={"memory": "1Gi"})
+    jobs = [workload(f"j{i}", kind="Job", resources={"memory": "1Gi"}) for i in range(4)]
+    tiny = workload("tiny", kind="Job", resources={"memory": "1"})
+    whatif = WhatIf(ledger, [agent, web, *jobs, tiny], now=NOW)
+    capacity, _ = whatif.smallest_count(Question(template=node("big", memory="4Gi")))
+    assert (capacity.count, capacity.tried, capacity.plans) == (3, 3, 4)
+    assert capacity.proof == (
+        "with 2, shop/tiny-0 has no place: 0/4 nodes are available: 4 Insufficient memory."
+    )
+
+
+def test_the_lower_bound_of_a_one_millicore_template() -> None:
+    # Four 1m Jobs wait, n0 is full, a copy has 1 millicore: the lower bound is
+    # ceil((4004 - 4000) / 1) = 4, all placed. The search: 4, the middle 2 (two left), the
+    # secant through (0, 4) and (2, 2) says 2 + 2 = 4, moved inside the bracket: 3 (one
+    # left). Four plans.
+    whatif = what_if([node("n0")], full_n0(*one_core_jobs(4, cpu="1m")))
+    capacity, _ = whatif.smallest_count(Question(template=node("big", cpu="1m")))
+    assert (capacity.count, capacity.tried, capacity.plans) == (4, 4, 4)
