@@ -19,12 +19,22 @@ import pytest
 
 from controller.api.models import Workload
 from controller.scheduler.ledger import Booking, ledger_from_statuses
-from controller.scheduler.nodes import NodeInfo, NodeTable
+from controller.scheduler.nodes import NodeInfo, NodeTable, unreadable_node_info
 from controller.scheduler.plugins.taints import DefaultTolerations
 from controller.scheduler.plugins.topology_spread import REASON_CONSTRAINTS_NOT_MATCH
 from controller.scheduler.priority import PriorityClass, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
-from controller.scheduler.whatif import Answer, Capacity, Moved, Question, WhatIf, copies
+from controller.scheduler.whatif import (
+    MAX_ADDED_NODES,
+    Answer,
+    Capacity,
+    Moved,
+    Question,
+    Unplaced,
+    WhatIf,
+    _Search,
+    copies,
+)
 from tests.support.cli import Orca, write
 from tests.support.factories import node, node_object, workload
 from tests.support.factories import workload_obj as wl
@@ -469,6 +479,8 @@ def test_copies_refuse_a_count_out_of_range_and_names_too_long() -> None:
     with pytest.raises(ValueError, match=f"^{long}-1000 would be longer than 253 characters$"):
         copies(node(long), 1000, NodeTable(()))
     assert copies(node("big"), 0, NodeTable(())) == [] and copies(None, 3, NodeTable(())) == []
+    most = copies(node("big"), MAX_ADDED_NODES, NodeTable(()))  # the largest count is allowed
+    assert len(most) == 10_000 and most[-1].hostname == "big-10000"
 
 
 def test_smallest_count_needs_a_template() -> None:
@@ -511,6 +523,8 @@ def test_copies_are_new_ready_nodes_keeping_the_templates_own_taints() -> None:
     assert all(n.ready and n.readable for n in made)
     assert [[t.key for t in n.taints] for n in made] == [["dedicated"], ["dedicated"]]
     assert made[0].cpu == template.cpu and made[0].runtimes == template.runtimes
+    # a copy of a Node orca could not read is a new Node that registered: it can be read
+    assert copies(unreadable_node_info("odd"), 1, NodeTable(()))[0].readable
     unlabelled = copies(node("plain"), 1, NodeTable(()))
     assert "kubernetes.io/hostname" not in unlabelled[0].labels
 
@@ -779,3 +793,68 @@ def test_the_lower_bound_of_a_one_millicore_template() -> None:
     whatif = what_if([node("n0")], full_n0(*one_core_jobs(4, cpu="1m")))
     capacity, _ = whatif.smallest_count(Question(template=node("big", cpu="1m")))
     assert (capacity.count, capacity.tried, capacity.plans) == (4, 4, 4)
+
+
+# -- the search's rule, step by step (``smallest_count`` plans each probe it makes) ----------
+
+
+def leaving(waiting: int) -> Answer:
+    """An answer that leaves ``waiting`` replicas without a place: all the search reads."""
+    unplaced = tuple(Unplaced("shop/j", f"shop/j-{i}", None, "no room") for i in range(waiting))
+    return Answer(Question(), [], (), unplaced, (), (), 0)
+
+
+def search_from(waiting: int, cap: int = 100) -> _Search:
+    """The search after the plan without added nodes left ``waiting`` replicas."""
+    return _Search(0, leaving(waiting).unplaced, cap)
+
+
+def test_the_search_probes_where_the_waiting_run_out_at_the_last_nodes_rate() -> None:
+    # The secant through the last two failing points. (0, 10 left) and (4, 6 left): one
+    # replica a node, so 6 more nodes: 10.
+    search = search_from(10)
+    search.record(4, leaving(6))
+    assert search.next_probe() == 10
+    # (4, 6 left) and (6, 3 left): 1.5 a node, 3 / 1.5 = 2 more: 8.
+    search.record(6, leaving(3))
+    assert search.next_probe() == 8
+    # (4, 6 left) and (5, 4 left): the one node between placed 2, 4 / 2 = 2 more: 7.
+    search = search_from(10)
+    search.record(4, leaving(6))
+    search.record(5, leaving(4))
+    assert search.next_probe() == 7
+
+
+def test_the_search_doubles_its_step_when_the_last_nodes_placed_nothing() -> None:
+    search = search_from(10)
+    search.record(4, leaving(10))  # from 0 to 4, nothing placed: the step of 4 doubled
+    assert search.next_probe() == 12
+    search = search_from(10)
+    search.record(1, leaving(10))  # a step of 1: 1 + 2
+    assert search.next_probe() == 3
+    search.record(3, leaving(10))  # a step of 2 (from 1): 3 + 4
+    assert search.next_probe() == 7
+
+
+def test_the_search_bisects_after_a_probe_that_did_not_halve_the_bracket() -> None:
+    # 10 wait without added nodes, the cap is 100: the bracket is 0..101 (nothing enough yet).
+    search = search_from(10)
+    assert search.clamp(16) == 16
+    search.record(16, leaving(2))  # 0..101 became 16..101
+    assert search.clamp(70) == 70  # the bracket 85 wide before this probe
+    search.record(70, leaving(0))  # 16..70: 54 wide, more than half of 85: its middle
+    assert search.next_probe() == 43
+    # Here the probe halves it: the secant again. (0, 10 left), (32, 2 left): a quarter
+    # of a replica a node, 2 / 0.25 = 8 more: 40, moved strictly inside 32..40: 39.
+    search = search_from(10)
+    search.clamp(32)
+    search.record(32, leaving(2))
+    assert search.clamp(40) == 40  # 69 wide before (32..101)
+    search.record(40, leaving(0))  # 32..40: 8 wide, not more than half of 69
+    assert search.next_probe() == 40 and search.clamp(40) == 39
+    # Exactly half is not more than half: cap 9 (0..10), 5 places all (0..5: 5 of 10). No
+    # failing point but 0, so no secant: 0 + 1.
+    search = search_from(10, cap=9)
+    assert search.clamp(5) == 5
+    search.record(5, leaving(0))
+    assert search.next_probe() == 1
