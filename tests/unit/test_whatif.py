@@ -858,3 +858,17 @@ def test_the_search_bisects_after_a_probe_that_did_not_halve_the_bracket() -> No
     assert search.clamp(5) == 5
     search.record(5, leaving(0))
     assert search.next_probe() == 1
+
+
+def test_the_no_count_line_keeps_the_reason_whole_but_its_final_period() -> None:
+    # A constraint no Node passes, ending in a label key X: the reason quotes it, and the
+    # line drops the message's final period only (not the X before it).
+    never = "node.labels.X != node.labels.X"
+    odd = workload("odd", kind="Job", constraints=[never])
+    whatif = what_if([node("n0", labels={"X": "a"})], [odd])
+    capacity, _ = whatif.smallest_count(Question(template=node("big", labels={"X": "a"})))
+    reason = f"node(s) didn't match constraint {never}"
+    assert capacity.why == (
+        f"shop/odd-0 still has no place with 1: 0/2 nodes are available: 2 {reason}; "
+        f"a big node cannot take it: {reason} (CelConstraints)"
+    )
