@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,18 @@ def test_a_cache_root_owns_is_trusted_by_every_user(monkeypatch: pytest.MonkeyPa
     0755 on every Linux) stands for it, seen by a user who is not root."""
     monkeypatch.setattr(os, "getuid", lambda: 4242)
     assert celcache._trusted(Path("/"))
+
+
+def test_no_cache_path_writes_no_cache_anywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # None is "no cache": not Lark's cache=True (a file in the temporary directory), nor a
+    # file named after None in the working directory.
+    work, temporary = tmp_path / "work", tmp_path / "tmp"
+    work.mkdir()
+    temporary.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    parser = build_cel_parser(None)
+    assert parser.parse(EXPRESSIONS[0]) is not None
+    assert list(work.iterdir()) == [] and list(temporary.iterdir()) == []

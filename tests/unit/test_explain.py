@@ -16,6 +16,7 @@ from typing import Any
 from controller.api.models import Phase
 from controller.scheduler.explain import NodeVerdict, ReplicaVerdict, explain
 from controller.scheduler.ledger import Booking
+from controller.scheduler.priority import PriorityClass, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
 from tests.support.factories import NOW, ledger_for, node, workload
 
@@ -174,3 +175,24 @@ def test_a_daemonset_replica_has_no_count_to_be_past() -> None:
         ReplicaVerdict("shop/agent-0", "a", 10, True, "kept"),
         ReplicaVerdict("shop/agent-1", "b", 10, False, f"moves: {taint} (TaintToleration)"),
     )
+
+
+def test_the_decision_explained_resolves_the_priority_class_given() -> None:
+    # web asks for PriorityClass high: with the classes given it resolves (1000) and is
+    # placed; a class no one gave would make it Invalid, as Pod admission refuses the Pod.
+    web = workload(kind="Service", count=1, priorityClassName="high")
+    classes = PriorityClasses.of([PriorityClass("high", 1000)])
+    explained = explain(Scheduler(), web, ledger_for(node("a")), classes, now=NOW)
+    assert explained.decision.phase is Phase.SCHEDULED
+    assert explained.decision.priority == 1000
+
+
+def test_a_total_of_zero_goes_after_a_total_of_one() -> None:
+    # BinPack (MostAllocated: the share used once the replica is added, floored, averaged
+    # over cpu and memory; no memory asked, so its share is 0): 1 cpu on a (100 cpus) is 1,
+    # (1 + 0) // 2 = 0; on b (50 cpus) 2, (2 + 0) // 2 = 1. b's larger total goes first,
+    # though a is the lower name.
+    ledger = ledger_for(node("a", cpu="100"), node("b", cpu="50"))
+    web = workload(kind="Service", count=1, resources={"cpu": "1"}, strategy="BinPack")
+    explained = explain(Scheduler(), web, ledger, now=NOW)
+    assert [(v.node, v.total) for v in explained.nodes] == [("b", 1), ("a", 0)]

@@ -237,6 +237,8 @@ def test_same_decision_on_same_status_is_identical() -> None:
 def test_nodes_summary_is_distinct_and_bounded() -> None:
     assert nodes_summary(["b", "a", "b"]) == "b,a"
     assert nodes_summary([f"n{i}" for i in range(8)]) == "n0,n1,n2,n3,n4,+3"
+    assert nodes_summary([f"n{i}" for i in range(6)]) == "n0,n1,n2,n3,n4,+1"
+    assert nodes_summary([f"n{i}" for i in range(5)]) == "n0,n1,n2,n3,n4"  # none more: no +0
     assert nodes_summary([]) == ""
 
 

@@ -390,3 +390,26 @@ def test_plan_preempts_known_workloads_the_one_started_last_first() -> None:
         [("shop/old", "n1")],
     )
     assert planned(None, {"shop/old": old, "shop/young": young}) == ([], [])
+
+
+def test_each_status_is_the_one_the_operator_would_write() -> None:
+    # web (generation 3) was placed on a, Ready since T0, with a condition of another
+    # controller. Planned again at NOW it stays on a: its status is observed at generation
+    # 3, Ready keeps T0 (its status did not change), Scheduled (new to this status) is dated
+    # NOW, the other controller's condition is kept, and the selector is the one /scale
+    # reports.
+    t0, now = "2026-11-30T08:00:00Z", "2026-12-01T10:00:00Z"
+    previous = {
+        "placements": [{"node": "a", "allocId": "shop/web-0", "score": 0}],
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "AllPlaced", "lastTransitionTime": t0},
+            {"type": "Audited", "status": "True", "reason": "Ok", "lastTransitionTime": t0},
+        ],
+    }
+    web = workload("web", generation=3, status=previous, kind="Service", count=1)
+    (result,) = plan_api([node("a")], [web], now=now)
+    status = result.status
+    times = {c.type: c.last_transition_time for c in status.conditions}
+    assert status.observed_generation == 3
+    assert (times["Ready"], times["Scheduled"], times["Audited"]) == (t0, now, t0)
+    assert status.selector == "orca.cloudinit.dev/workload=web"

@@ -228,6 +228,13 @@ def test_preempted_turns_false_once_placed_again_and_keeps_who() -> None:
     assert status_from_decision(decide(SMALL, kind="Service", count=2), 1, again, T0) == again
 
 
+def test_preempted_placed_again_is_observed_at_the_generation_decided() -> None:
+    victim = _victim_status()  # written at generation 1
+    placed = decide(SMALL, generation=2, kind="Service", count=2)
+    preempted = by_type(status_from_decision(placed, 2, victim, T2))["Preempted"]
+    assert (preempted.status, preempted.observed_generation) == ("False", 2)
+
+
 def test_conditions_of_others_are_kept() -> None:
     foreign = Condition(type="Audited", status="True", reason="Ok", last_transition_time=T0)
     previous = WorkloadStatus(conditions=[foreign])

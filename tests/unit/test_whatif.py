@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +19,28 @@ import pytest
 
 from controller.api.models import Workload
 from controller.scheduler.ledger import Booking, ledger_from_statuses
-from controller.scheduler.nodes import NodeInfo, NodeTable
+from controller.scheduler.nodes import NodeInfo, NodeTable, unreadable_node_info
+from controller.scheduler.plugins.taints import DefaultTolerations
 from controller.scheduler.plugins.topology_spread import REASON_CONSTRAINTS_NOT_MATCH
 from controller.scheduler.priority import PriorityClass, PriorityClasses
-from controller.scheduler.whatif import Answer, Capacity, Moved, Question, WhatIf, copies
+from controller.scheduler.scheduler import Scheduler
+from controller.scheduler.whatif import (
+    MAX_ADDED_NODES,
+    Answer,
+    Capacity,
+    Moved,
+    Question,
+    Unplaced,
+    WhatIf,
+    _Search,
+    copies,
+)
 from tests.support.cli import Orca, write
 from tests.support.factories import node, node_object, workload
 from tests.support.factories import workload_obj as wl
 
 ZONE = "topology.kubernetes.io/zone"
+GiB = 1 << 30
 NOW = "2026-12-01T10:00:00Z"
 
 
@@ -415,9 +429,11 @@ def test_auto_counts_the_daemonsets_each_copy_would_run() -> None:
 
 def test_auto_with_nothing_waiting_is_zero_after_one_plan() -> None:
     full = workload("full", kind="Job", resources={"cpu": "4"}, status=placed_on(("full-0", "n0")))
-    capacity, answer = what_if([node("n0")], [full]).smallest_count(Question(template=node("big")))
-    assert capacity == Capacity("big", 0, True, plans=1)
-    assert answer.settled and answer.added == ()
+    whatif = what_if([node("n0")], [full])
+    for _ in range(2):  # asked again: the plans of the first question are not this one's
+        capacity, answer = whatif.smallest_count(Question(template=node("big")))
+        assert capacity == Capacity("big", 0, True, plans=1)
+        assert answer.settled and answer.added == ()
 
 
 def test_a_template_that_refuses_the_waiting_one_can_still_make_room_for_it() -> None:
@@ -463,6 +479,8 @@ def test_copies_refuse_a_count_out_of_range_and_names_too_long() -> None:
     with pytest.raises(ValueError, match=f"^{long}-1000 would be longer than 253 characters$"):
         copies(node(long), 1000, NodeTable(()))
     assert copies(node("big"), 0, NodeTable(())) == [] and copies(None, 3, NodeTable(())) == []
+    most = copies(node("big"), MAX_ADDED_NODES, NodeTable(()))  # the largest count is allowed
+    assert len(most) == 10_000 and most[-1].hostname == "big-10000"
 
 
 def test_smallest_count_needs_a_template() -> None:
@@ -505,6 +523,8 @@ def test_copies_are_new_ready_nodes_keeping_the_templates_own_taints() -> None:
     assert all(n.ready and n.readable for n in made)
     assert [[t.key for t in n.taints] for n in made] == [["dedicated"], ["dedicated"]]
     assert made[0].cpu == template.cpu and made[0].runtimes == template.runtimes
+    # a copy of a Node orca could not read is a new Node that registered: it can be read
+    assert copies(unreadable_node_info("odd"), 1, NodeTable(()))[0].readable
     unlabelled = copies(node("plain"), 1, NodeTable(()))
     assert "kubernetes.io/hostname" not in unlabelled[0].labels
 
@@ -570,3 +590,285 @@ def test_the_answer_narrates_each_workload_at_its_turn() -> None:
         before_each=lambda w, ledger: seen.append((w.key, list(ledger.table.hostnames))),
     )
     assert seen == [("shop/j", ["b1"])]
+
+
+def test_the_answer_plans_with_the_whatifs_scheduler_and_clock() -> None:
+    # a went NotReady at NOW - 60 s with j on it; a Job tolerates not-ready for the default
+    # 300 s (kube's DefaultTolerationSeconds): at the WhatIf's now, j stays on a, nothing moves
+    # (a clock of today, days later, would have moved it). A scheduler whose default
+    # toleration is 20 s has moved it to b by then.
+    j = workload("j", kind="Job", status=placed_on(("j-0", "a")))
+    nodes = [node("a", ready=False, since="2026-12-01T09:59:00Z"), node("b")]
+    ledger = ledger_from_statuses(nodes, [j])
+    assert WhatIf(ledger, [j], now=NOW).answer(Question()).moved == ()
+    shorter = Scheduler(tolerations=DefaultTolerations(not_ready=20, unreachable=20))
+    answer = WhatIf(ledger, [j], scheduler=shorter, now=NOW).answer(Question())
+    assert answer.moved == (Moved("shop/j", "shop/j-0", "a", "b"),)
+
+
+def test_a_preemption_for_the_answer_spares_the_victim_started_first() -> None:
+    # boss (priority 1000, 4 cores) on a1 is displaced by the drain; b1 and c1 are full, each
+    # with a Workload not planned, known at priority 0: old (created 2026-01-01) on b1, new
+    # (2026-11-01) on c1. The victims tie on priority, sum and number; kube then prefers the
+    # node whose victims started latest: c1, though b1 is the lower name.
+    classes = PriorityClasses.of([PriorityClass("high", 1000)])
+    boss = workload(
+        "boss",
+        kind="Job",
+        resources={"cpu": "4"},
+        priorityClassName="high",
+        status=placed_on(("boss-0", "a1")),
+    )
+    ledger = ledger_from_statuses([node("a1"), node("b1"), node("c1")], [boss])
+    ledger.load("shop/old", [Booking("b1", "shop/old-0", 4000, 0)])
+    ledger.load("shop/new", [Booking("c1", "shop/new-0", 4000, 0)])
+    whatif = WhatIf(
+        ledger,
+        [boss],
+        classes=classes,
+        now=NOW,
+        known_priorities={"shop/old": 0, "shop/new": 0},
+        known_started={
+            "shop/old": datetime(2026, 1, 1, tzinfo=UTC),
+            "shop/new": datetime(2026, 11, 1, tzinfo=UTC),
+        },
+    )
+    answer = whatif.answer(Question(drain=frozenset({"a1"})))
+    assert answer.moved == (Moved("shop/boss", "shop/boss-0", "a1", "c1"),)
+    (result,) = answer.results
+    assert [p.victim.key for p in result.victims] == ["shop/new"]
+
+
+def test_ended_replicas_are_listed_by_index_as_numbers_an_unindexed_id_first() -> None:
+    # node-agent (a DaemonSet, a dash in its own name) records node-agent-10, -2, -0 and -x
+    # (a hand-edited status: not one of its indexes) on a. Draining a ends all four: by
+    # index as a number (0, 2, 10), the id without an index before them.
+    ids = ["node-agent-10", "node-agent-2", "node-agent-x", "node-agent-0"]
+    status = {"placements": [{"node": "a", "allocId": f"ops/{i}", "score": 0} for i in ids]}
+    agent = workload("node-agent", namespace="ops", kind="DaemonSet", status=status)
+    answer = what_if([node("a"), node("b")], [agent]).answer(Question(drain=frozenset({"a"})))
+    assert [e.alloc_id for e in answer.ended] == [
+        "ops/node-agent-x",
+        "ops/node-agent-0",
+        "ops/node-agent-2",
+        "ops/node-agent-10",
+    ]
+
+
+# -- the search, plan by plan: ``plans`` and ``tried`` are printed with the answer -------------
+
+
+def one_core_jobs(count: int, cpu: str = "1", **spec: Any) -> list[Workload]:
+    return [workload(f"j{i}", kind="Job", resources={"cpu": cpu}, **spec) for i in range(count)]
+
+
+@pytest.mark.parametrize(("waiting", "plans"), [(2, 3), (3, 3)])
+def test_when_every_copy_is_taken_by_a_daemonset_the_search_ends_at_the_cap(
+    waiting: int, plans: int
+) -> None:
+    # n0 (8 cores) holds full (4) and agent (a 4-core DaemonSet, listed first, so it starts
+    # first on every copy); the waiting 1-core Jobs fit an empty copy (nothing refuses them),
+    # but agent takes all of every copy. No count helps; the cap is one per waiting replica.
+    # The lower bound: each copy adds 4 - 4 = 0 cores, which says nothing (1). The search:
+    # 1 (all still waiting), no progress so double the step: 1 + 2 = 3, moved inside the
+    # bracket: min(3, cap). With 2 waiting: 2 is the cap; with 3, 3 is. Either way 3 plans.
+    agent = workload(
+        "agent", kind="DaemonSet", resources={"cpu": "4"}, status=placed_on(("agent-0", "n0"))
+    )
+    full = workload("full", kind="Job", resources={"cpu": "4"}, status=placed_on(("full-0", "n0")))
+    whatif = what_if([node("n0", cpu="8")], [agent, full, *one_core_jobs(waiting)])
+    whatif.answer(Question())  # an earlier question: not counted in this search's plans
+    capacity, answer = whatif.smallest_count(Question(template=node("big", cpu="4")))
+    nodes = waiting + 1
+    assert capacity == Capacity(
+        "big",
+        None,
+        True,
+        why=f"shop/j0-0 still has no place with {waiting}: 0/{nodes} nodes are available: "
+        f"{nodes} Insufficient cpu",
+        tried=waiting,
+        plans=plans,
+    )
+    assert answer.added == tuple(f"big-{i}" for i in range(1, waiting + 1))
+    assert len(answer.unplaced) == waiting
+
+
+def full_n0(*more: Workload) -> list[Workload]:
+    """n0's 4 cores held by one 4-core Job, then ``more``."""
+    return [
+        workload("full", kind="Job", resources={"cpu": "4"}, status=placed_on(("full-0", "n0"))),
+        *more,
+    ]
+
+
+def test_the_lower_bound_counts_what_can_be_placed_and_auto_ignores_a_given_count() -> None:
+    # As test_auto_on_uniform_jobs_is_a_division, with an Invalid 8-core Job (it waits for a
+    # spec change and needs no room: the lower bound stays ceil((4 + 10 - 4) / 4) = 3). The
+    # search: 3 (all placed), 0 + 1 = 1 (six left), the middle 2 (j8 and j9 left). Four
+    # plans; asked again, the same answer and the same four. A count in the question is
+    # what auto replaces: 3 copies asked for change nothing.
+    typo = workload("typo", kind="Job", resources={"cpu": "8"}, constraints=['node.cpu == "x"'])
+    whatif = what_if([node("n0")], full_n0(typo, *one_core_jobs(10)))
+    for _ in range(2):
+        capacity, answer = whatif.smallest_count(Question(template=node("big"), count=3))
+        assert (capacity.template, capacity.count, capacity.tried, capacity.plans) == (
+            "big",
+            3,
+            3,
+            4,
+        )
+        assert capacity.proof == (
+            "with 2, shop/j8-0 has no place: 0/3 nodes are available: 3 Insufficient cpu."
+        )
+        assert answer.added == ("big-1", "big-2", "big-3") and answer.settled
+
+
+def test_the_lower_bound_leaves_out_the_drained_nodes_room() -> None:
+    # a1 (16 cores, drained) holds x0..x3 (3 cores each); b1 (4) holds y (3). Each displaced
+    # Job takes a 4-core copy of its own (b1 keeps 1 core free): 4 copies. The lower bound
+    # counts b1's 4 cores only: ceil((15 - 4) / 4) = 3 (x3 left); the secant through (0, 4
+    # left) and (3, 1 left) says 1 a node: 3 + 1 = 4, enough and adjacent. Three plans.
+    x = [
+        workload(f"x{i}", kind="Job", resources={"cpu": "3"}, status=placed_on((f"x{i}-0", "a1")))
+        for i in range(4)
+    ]
+    y = workload("y", kind="Job", resources={"cpu": "3"}, status=placed_on(("y-0", "b1")))
+    whatif = what_if([node("a1", cpu="16"), node("b1")], [*x, y])
+    capacity, _ = whatif.smallest_count(Question(frozenset({"a1"}), node("big")))
+    assert (capacity.count, capacity.tried, capacity.plans) == (4, 4, 3)
+    assert capacity.proof == (
+        "with 3, shop/x3-0 has no place: 0/4 nodes are available: 4 Insufficient cpu."
+    )
+
+
+def test_the_lower_bound_counts_no_room_on_a_node_booked_past_its_size() -> None:
+    # n0 (4 cores) books 8 for hog, n1 (4) 4 for snug, neither planned: no room on either,
+    # and n0's overbooking takes none from n2's 4 free cores. Waiting: twelve 1-core Jobs and
+    # tiny (1 millicore): 12001m against 4000m, so ceil(8001 / 4000) = 3 copies at least,
+    # and 3 places all (2 leave tiny). The search: 3, then 1 (j8..j11 and tiny left), the
+    # middle 2: four plans.
+    ledger = ledger_from_statuses([node("n0"), node("n1"), node("n2")], [])
+    ledger.load("shop/hog", [Booking("n0", "shop/hog-0", 8000, 0)])
+    ledger.load("shop/snug", [Booking("n1", "shop/snug-0", 4000, 0)])
+    tiny = workload("tiny", kind="Job", resources={"cpu": "1m"})
+    whatif = WhatIf(ledger, [*one_core_jobs(12), tiny], now=NOW)
+    capacity, _ = whatif.smallest_count(Question(template=node("big")))
+    assert (capacity.count, capacity.tried, capacity.plans) == (3, 3, 4)
+    assert capacity.proof == (
+        "with 2, shop/tiny-0 has no place: 0/5 nodes are available: 5 Insufficient cpu."
+    )
+
+
+def test_the_lower_bound_in_memory_counts_every_replica_and_the_daemonsets_share() -> None:
+    # Memory only (no cpu asked). n0 (4Gi) books 8Gi for hog, n1 (4Gi) 4Gi for snug, neither
+    # planned: no room. agent (a DaemonSet of 1Gi, only on the copies) leaves 3Gi of each
+    # 4Gi copy. Waiting: web (a Service of 2 x 1Gi), j0..j3 (1Gi each), tiny (1 byte):
+    # 6Gi + 1 byte, so ceil((6Gi + 1) / 3Gi) = 3 copies at least, and 3 place all (2 leave
+    # tiny). The search: 3, then 1 (j1..j3 and tiny left), the middle 2: four plans.
+    ledger = ledger_from_statuses([node("n0", memory="4Gi"), node("n1", memory="4Gi")], [])
+    ledger.load("shop/hog", [Booking("n0", "shop/hog-0", 0, 8 * GiB)])
+    ledger.load("shop/snug", [Booking("n1", "shop/snug-0", 0, 4 * GiB)])
+    agent = workload(
+        "agent",
+        kind="DaemonSet",
+        resources={"memory": "1Gi"},
+        constraints=['node.hostname.startsWith("big")'],
+    )
+    web = workload("web", kind="Service", count=2, resources={"memory": "1Gi"})
+    jobs = [workload(f"j{i}", kind="Job", resources={"memory": "1Gi"}) for i in range(4)]
+    tiny = workload("tiny", kind="Job", resources={"memory": "1"})
+    whatif = WhatIf(ledger, [agent, web, *jobs, tiny], now=NOW)
+    capacity, _ = whatif.smallest_count(Question(template=node("big", memory="4Gi")))
+    assert (capacity.count, capacity.tried, capacity.plans) == (3, 3, 4)
+    assert capacity.proof == (
+        "with 2, shop/tiny-0 has no place: 0/4 nodes are available: 4 Insufficient memory."
+    )
+
+
+def test_the_lower_bound_of_a_one_millicore_template() -> None:
+    # Four 1m Jobs wait, n0 is full, a copy has 1 millicore: the lower bound is
+    # ceil((4004 - 4000) / 1) = 4, all placed. The search: 4, the middle 2 (two left), the
+    # secant through (0, 4) and (2, 2) says 2 + 2 = 4, moved inside the bracket: 3 (one
+    # left). Four plans.
+    whatif = what_if([node("n0")], full_n0(*one_core_jobs(4, cpu="1m")))
+    capacity, _ = whatif.smallest_count(Question(template=node("big", cpu="1m")))
+    assert (capacity.count, capacity.tried, capacity.plans) == (4, 4, 4)
+
+
+# -- the search's rule, step by step (``smallest_count`` plans each probe it makes) ----------
+
+
+def leaving(waiting: int) -> Answer:
+    """An answer that leaves ``waiting`` replicas without a place: all the search reads."""
+    unplaced = tuple(Unplaced("shop/j", f"shop/j-{i}", None, "no room") for i in range(waiting))
+    return Answer(Question(), [], (), unplaced, (), (), 0)
+
+
+def search_from(waiting: int, cap: int = 100) -> _Search:
+    """The search after the plan without added nodes left ``waiting`` replicas."""
+    return _Search(0, leaving(waiting).unplaced, cap)
+
+
+def test_the_search_probes_where_the_waiting_run_out_at_the_last_nodes_rate() -> None:
+    # The secant through the last two failing points. (0, 10 left) and (4, 6 left): one
+    # replica a node, so 6 more nodes: 10.
+    search = search_from(10)
+    search.record(4, leaving(6))
+    assert search.next_probe() == 10
+    # (4, 6 left) and (6, 3 left): 1.5 a node, 3 / 1.5 = 2 more: 8.
+    search.record(6, leaving(3))
+    assert search.next_probe() == 8
+    # (4, 6 left) and (5, 4 left): the one node between placed 2, 4 / 2 = 2 more: 7.
+    search = search_from(10)
+    search.record(4, leaving(6))
+    search.record(5, leaving(4))
+    assert search.next_probe() == 7
+
+
+def test_the_search_doubles_its_step_when_the_last_nodes_placed_nothing() -> None:
+    search = search_from(10)
+    search.record(4, leaving(10))  # from 0 to 4, nothing placed: the step of 4 doubled
+    assert search.next_probe() == 12
+    search = search_from(10)
+    search.record(1, leaving(10))  # a step of 1: 1 + 2
+    assert search.next_probe() == 3
+    search.record(3, leaving(10))  # a step of 2 (from 1): 3 + 4
+    assert search.next_probe() == 7
+
+
+def test_the_search_bisects_after_a_probe_that_did_not_halve_the_bracket() -> None:
+    # 10 wait without added nodes, the cap is 100: the bracket is 0..101 (nothing enough yet).
+    search = search_from(10)
+    assert search.clamp(16) == 16
+    search.record(16, leaving(2))  # 0..101 became 16..101
+    assert search.clamp(70) == 70  # the bracket 85 wide before this probe
+    search.record(70, leaving(0))  # 16..70: 54 wide, more than half of 85: its middle
+    assert search.next_probe() == 43
+    # Here the probe halves it: the secant again. (0, 10 left), (32, 2 left): a quarter
+    # of a replica a node, 2 / 0.25 = 8 more: 40, moved strictly inside 32..40: 39.
+    search = search_from(10)
+    search.clamp(32)
+    search.record(32, leaving(2))
+    assert search.clamp(40) == 40  # 69 wide before (32..101)
+    search.record(40, leaving(0))  # 32..40: 8 wide, not more than half of 69
+    assert search.next_probe() == 40 and search.clamp(40) == 39
+    # Exactly half is not more than half: cap 9 (0..10), 5 places all (0..5: 5 of 10). No
+    # failing point but 0, so no secant: 0 + 1.
+    search = search_from(10, cap=9)
+    assert search.clamp(5) == 5
+    search.record(5, leaving(0))
+    assert search.next_probe() == 1
+
+
+def test_the_no_count_line_keeps_the_reason_whole_but_its_final_period() -> None:
+    # A constraint no Node passes, ending in a label key X: the reason quotes it, and the
+    # line drops the message's final period only (not the X before it).
+    never = "node.labels.X != node.labels.X"
+    odd = workload("odd", kind="Job", constraints=[never])
+    whatif = what_if([node("n0", labels={"X": "a"})], [odd])
+    capacity, _ = whatif.smallest_count(Question(template=node("big", labels={"X": "a"})))
+    reason = f"node(s) didn't match constraint {never}"
+    assert capacity.why == (
+        f"shop/odd-0 still has no place with 1: 0/2 nodes are available: 2 {reason}; "
+        f"a big node cannot take it: {reason} (CelConstraints)"
+    )
