@@ -77,7 +77,7 @@ class SharedSpecs:
     the records."""
 
     def __init__(self) -> None:
-        self._by_json: weakref.WeakValueDictionary[bytes, WorkloadSpec] = (
+        self._by_json: weakref.WeakValueDictionary[str, WorkloadSpec] = (
             weakref.WeakValueDictionary()
         )
 
@@ -88,7 +88,8 @@ class SharedSpecs:
         """``Workload.model_validate(body)``, with its spec shared with any equal one parsed
         before (raises ``ValidationError`` as that does)."""
         try:
-            key = orjson.dumps(body.get("spec"), option=orjson.OPT_SORT_KEYS)
+            # As text: the bytes orjson returns keep its whole write buffer (~4 KB each).
+            key = orjson.dumps(body.get("spec"), option=orjson.OPT_SORT_KEYS).decode()
         except TypeError:  # not JSON (a hand-made body in a test): parsed on its own
             return Workload.model_validate(body)
         shared = self._by_json.get(key)
