@@ -43,6 +43,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "bench_whatif",
             "bench_metrics",
             "bench_priorityclass_watch",
+            "bench_state_memory",
         ),
     ),
     (
