@@ -8,17 +8,19 @@ Per row, in a namespace of its own, ``--objects`` objects, 32 requests in flight
   subresource), an Event (``--pod-event``: kube-scheduler's own, an ``events.k8s.io/v1``
   Event in protobuf as its recorder posts it, ``kube_events.py``, each read back and checked;
   or the JSON core/v1 body orca posts);
-- ``orca before``: a Workload's create (the CRD as shipped), the placement write orca made
-  before issue 31 (a merge PATCH of ``/status`` with the status of ``BEFORE``, preconditioned
-  on the resourceVersion, the whole object answered) and the Event orca posted then (JSON);
+- ``orca before``: a Workload's create (the CRD as it was before issue 31: ``conditions`` a
+  map keyed by type), the placement write orca made before issue 31 (a merge PATCH of
+  ``/status`` with the status of ``BEFORE``, preconditioned on the resourceVersion, the whole
+  object answered) and the Event orca posted then (JSON);
 - one row per lever (``LEVERS``), ``before`` with that lever alone switched on;
-- ``orca now``: every lever on, i.e. what orca's own code sends now (``KubeApi``'s
-  ``write_workload_status`` and ``create_event`` with the status orca's scheduler decides);
+- ``orca now``: every lever on, i.e. the CRD as shipped and what orca's own code sends now
+  (``KubeApi``'s ``write_workload_status`` and ``create_event`` with the status orca's
+  scheduler decides);
 - diagnostic rows (``--diagnostics``), ``before`` with something orca does not do: a status
   smaller than what users read (no condition ``observedGeneration``; the phase and the
-  placements alone), or a changed server (``conditions`` an atomic list in the CRD, the CRD
-  without its CEL rules, Workloads whose ``managedFields`` were cleared so the field manager
-  skips them): what those parts of the server's work cost.
+  placements alone), or a changed server (the CRD without its CEL rules, Workloads whose
+  ``managedFields`` were cleared so the field manager skips them): what those parts of the
+  server's work cost.
 
 The rows run in a rotated order each round (``--rounds``: the machine is shared; compare
 within a round). Printed per row: kube-apiserver and etcd CPU per request (from ``/proc``),
@@ -187,6 +189,7 @@ def no_condition_generation(status: dict[str, Any]) -> dict[str, Any]:
 #: Each lever: what it changes of ``before``'s requests, alone (``orca now`` has them all).
 LEVERS: dict[str, Callable[[Writes], Writes]] = {
     "status shape": lambda w: replace(w, status=current_status),
+    "conditions atomic (CRD)": lambda w: replace(w, crd=lambda crd: crd),
     "PUT /status": lambda w: replace(w, put=True),
     "metadata answer": lambda w: replace(w, accept=PARTIAL),
     "fieldValidation=Ignore": lambda w: replace(
@@ -208,16 +211,17 @@ def without_rules(node: Any) -> Any:
     return node
 
 
-def atomic_conditions(crd: dict[str, Any]) -> dict[str, Any]:
-    """The CRD with ``status.conditions`` an atomic list (one managedFields entry for the
-    list) instead of a map keyed by ``type`` (one per condition and field)."""
+def map_conditions(crd: dict[str, Any]) -> dict[str, Any]:
+    """The CRD as orca shipped it before issue 31: ``status.conditions`` a map keyed by
+    ``type`` (one managedFields path per condition and field) instead of an atomic list (one
+    for the list)."""
     crd = copy.deepcopy(crd)
     for version in crd["spec"]["versions"]:
         conditions = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"][
             "conditions"
         ]
-        conditions["x-kubernetes-list-type"] = "atomic"
-        conditions.pop("x-kubernetes-list-map-keys", None)
+        conditions["x-kubernetes-list-type"] = "map"
+        conditions["x-kubernetes-list-map-keys"] = ["type"]
     return crd
 
 
@@ -228,7 +232,6 @@ def minimal(status: dict[str, Any]) -> dict[str, Any]:
 
 DIAGNOSTICS: dict[str, Callable[[Writes], Writes]] = {
     "no condition observedGeneration": lambda w: shaped(w, no_condition_generation),
-    "conditions atomic (CRD)": lambda w: replace(w, crd=atomic_conditions),
     "phase and placements alone": lambda w: shaped(w, minimal),
     "no CEL rules (server)": lambda w: replace(w, crd=without_rules),
     "no managedFields (server)": lambda w: replace(w, clear_managed_fields=True),
@@ -238,7 +241,7 @@ DIAGNOSTICS: dict[str, Callable[[Writes], Writes]] = {
 def rows(levers: Iterable[str], diagnostics: Iterable[str]) -> dict[str, Writes | None]:
     """The rows in their first round's order: kube-scheduler (None), before, each lever,
     each diagnostic, now."""
-    before = Writes(status=before_status)
+    before = Writes(status=before_status, crd=map_conditions)
     out: dict[str, Writes | None] = {KUBE: None, BEFORE: before}
     out.update({f"+ {name}": LEVERS[name](before) for name in levers})
     out.update({f"? {name}": DIAGNOSTICS[name](before) for name in diagnostics})
