@@ -757,6 +757,30 @@ def test_a_comprehension_that_cannot_decide_fails_the_node(source: str, error: s
     assert cel.errors == 1
 
 
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        # neither side a bool: an error on either side is the result, as it is
+        ('dyn(node.labels["zone"] == "x") && dyn(1)', "no such key"),
+        ('dyn(1) && dyn(node.labels["zone"] == "x")', "no such key"),
+        ('dyn(node.labels["zone"] == "x") || dyn(1)', "no such key"),
+        ('dyn(1) || dyn(node.labels["zone"] == "x")', "no such key"),
+        # an error on both sides: the left one is kept
+        ('dyn(node.labels["zone"] == "x") && dyn(1 / 0 == 1)', "no such key"),
+        ('dyn(node.labels["zone"] == "x") || dyn(1 / 0 == 1)', "no such key"),
+    ],
+    ids=["and-error-int", "and-int-error", "or-error-int", "or-int-error", "and-two", "or-two"],
+)
+def test_a_logical_operator_without_a_bool_keeps_the_first_error(source: str, error: str) -> None:
+    """``&&``/``||`` with no bool to decide (``_cel_and``): an operand's error is the
+    result, the left one when both err, never a "no matching overload" that hides it."""
+    table = NodeTable([node("a")])  # no "zone" label
+    cel = CelEvaluator()
+    outcomes, _ = cel.outcomes(compile_expression(source), table, *_free(table))
+    assert outcomes == [Outcome(error=error)]
+    assert cel.errors == 1
+
+
 def test_a_cost_limit_below_one_activation_stops_at_once() -> None:
     limit = celcheck.ITERATION_COST - 1
     table = NodeTable([node("a")])
