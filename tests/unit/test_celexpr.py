@@ -781,6 +781,30 @@ def test_a_logical_operator_without_a_bool_keeps_the_first_error(source: str, er
     assert cel.errors == 1
 
 
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('{"z": node.labels["zone"]} == {"z": node.labels["zone"]}', Outcome(error="no such key")),
+        ('!({"z": node.labels["zone"]} == {"z": "a"})', Outcome(error="no such key")),
+        ('size({"z": node.labels["zone"]}) == 1', Outcome(error="no such key")),
+        ('size({node.labels["zone"]: 1}) == 1', Outcome(error="no such key")),
+        # without an error a map literal is a map; CEL's map equality ignores the order
+        ('{"z": node.kind, "h": node.hostname} == {"h": "a", "z": "linux"}', Outcome(True)),
+    ],
+    ids=["equal-values", "negated", "size", "key", "no-error"],
+)
+def test_a_map_literal_holding_an_error_is_that_error(source: str, expected: Outcome) -> None:
+    """CEL's errors propagate through a map literal as through a list literal: a node
+    without the label fails such an expression, it does not pass it."""
+    table = NodeTable([node("a")])  # kind linux, no "zone" label
+    cel = CelEvaluator()
+    outcomes, _ = cel.outcomes(compile_expression(source), table, *_free(table))
+    assert outcomes == [expected]
+    true, failed, _ = cel.truth(compile_expression(source), table, *_free(table))
+    verdict = ([expected.value is True], [expected.error is not None])
+    assert (true.tolist(), failed.tolist()) == verdict
+
+
 def test_a_cost_limit_below_one_activation_stops_at_once() -> None:
     limit = celcheck.ITERATION_COST - 1
     table = NodeTable([node("a")])
