@@ -51,6 +51,7 @@ DEPTH4 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, {DIGITS}.all(d, node.
         ('node["cpu"] >= 2000', None),  # indexing node itself: not a field read the walk knows
         ('node.labels["a\\"b"] == "x"', (("labels", None),)),  # an escaped key is not decoded
         ("node.labels['''zone'''] == 'x'", (("labels", None),)),  # nor a triple-quoted one
+        ('node.labels[""] == "x"', (("labels", ""),)),  # the empty key is a key like any other
         ('node.labels[r"zone"] == "x"', (("labels", None),)),  # nor a raw one
         ('node.labels[node.kind] == "x"', (("kind", None), ("labels", None))),
         ("size(node.labels) > 1", (("labels", None),)),
@@ -72,6 +73,7 @@ DEPTH4 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, {DIGITS}.all(d, node.
         "node-indexed",
         "escaped-key",
         "triple-quoted-key",
+        "empty-key",
         "raw-key",
         "computed-key",
         "map-as-argument",
