@@ -522,3 +522,63 @@ def test_a_workload_being_resized_waits_for_the_scheduler() -> None:
     assert Rebalancer(scheduler).plan([service("web", 4)], ledger, now=NOW).moves != ()
     resized = service("web", 4, cpu="1")
     assert Rebalancer(scheduler).plan([resized], ledger, now=NOW).moves == ()
+
+
+def binpack_job(name: str, cpu: str, memory: str) -> Workload:
+    return workload(
+        name,
+        kind="Job",
+        strategy="BinPack",
+        rebalance="Allowed",
+        resources={"cpu": cpu, "memory": memory},
+    )
+
+
+def test_binpack_moves_a_replica_to_the_fullest_node_that_takes_it() -> None:
+    """Two targets both free the replica's node (nodes in use 3 -> 2): the tie on the first
+    part of BinPack's objective goes to the higher packing, the fuller node. a (3 of 4 cpus
+    booked) ends full, b (1 of 4) half full: a's utilisation squared is the larger, so the
+    replica goes to a, in one move (not to b and on to a in a second)."""
+    mine, big = binpack_job("mine", "1", "2Gi"), binpack_job("big", "3", "6Gi")
+    small = binpack_job("small", "1", "2Gi")
+    ledger = Ledger(NodeTable([node(n, cpu="4", memory="8Gi") for n in ("a", "b", "c")]))
+    ledger.load(big.key, [Booking("a", f"{big.key}-0", 3000, 6 * GiB)])
+    ledger.load(small.key, [Booking("b", f"{small.key}-0", 1000, 2 * GiB)])
+    ledger.load(mine.key, [Booking("c", f"{mine.key}-0", 1000, 2 * GiB)])
+    plan = Rebalancer(Scheduler()).plan([mine], ledger, now=NOW)  # only mine may move
+    assert [(m.source, m.target) for m in plan.moves] == [("c", "a")]
+    assert (plan.before.nodes_in_use, plan.after.nodes_in_use) == (3, 2)
+
+
+@pytest.mark.parametrize(("min_gain", "moves"), [(0.25, [("b", "a")]), (0.5, [])])
+def test_a_binpack_move_gaining_exactly_the_minimum_is_made(
+    min_gain: float, moves: list[tuple[str, str]]
+) -> None:
+    """Utilisation on 4-cpu 8Gi nodes, cpu and memory in step: a holds 3/4, b 1/4 plus the
+    replica's 1/4. Moving it b -> a keeps two nodes in use and takes packing (the sum of
+    utilisations squared) from 0.75^2 + 0.5^2 = 0.8125 to 1^2 + 0.25^2 = 1.0625: a gain of
+    0.25, exactly (quarters are exact in binary). "At least min_gain": made at 0.25, not at
+    0.5."""
+    mine, big = binpack_job("mine", "1", "2Gi"), binpack_job("big", "3", "6Gi")
+    small = binpack_job("small", "1", "2Gi")
+    ledger = Ledger(NodeTable([node(n, cpu="4", memory="8Gi") for n in ("a", "b")]))
+    ledger.load(big.key, [Booking("a", f"{big.key}-0", 3000, 6 * GiB)])
+    ledger.load(small.key, [Booking("b", f"{small.key}-0", 1000, 2 * GiB)])
+    ledger.load(mine.key, [Booking("b", f"{mine.key}-0", 1000, 2 * GiB)])
+    plan = Rebalancer(Scheduler(), min_gain=min_gain).plan([mine], ledger, now=NOW)
+    assert [(m.source, m.target) for m in plan.moves] == moves
+    if moves:
+        assert (plan.moves[0].before.packing, plan.moves[0].after.packing) == (0.8125, 1.0625)
+
+
+def test_a_moved_replica_holds_the_targets_score() -> None:
+    """``moved`` books the replica on its target at the score the move recorded (the score
+    status shows for that placement); the other bookings are left as they are."""
+    jobs, ledger = fragmented()
+    move = replace(Rebalancer(Scheduler()).plan(jobs, ledger, now=NOW).moves[0], score=77)
+    other = Booking("n-7", "other-0", 500, GiB, 5)
+    mine = next(b for b in ledger.bookings(move.workload) if b.alloc_id == move.alloc_id)
+    assert moved([mine, other], move) == (
+        Booking(move.target, move.alloc_id, mine.cpu, mine.memory, 77),
+        other,
+    )
