@@ -582,3 +582,42 @@ def test_a_moved_replica_holds_the_targets_score() -> None:
         Booking(move.target, move.alloc_id, mine.cpu, mine.memory, 77),
         other,
     )
+
+
+def test_check_rejects_a_move_to_a_node_that_left() -> None:
+    """The target named by a planned move is gone from the cluster when the move is about
+    to be made: the move no longer holds (None), even though other new nodes would take the
+    replica; check never swaps in another target."""
+    scheduler = Scheduler()
+    web = service("web", 2, cpu="1")
+    ledger = grown(
+        placed([node("old-0", cpu="2", memory="4Gi")], [web], scheduler),
+        [node(f"new-{i}", cpu="2", memory="4Gi") for i in range(2)],
+    )
+    rebalancer = Rebalancer(scheduler)
+    move = rebalancer.plan([web], ledger, now=NOW).moves[0]
+    assert rebalancer.check(move, web, ledger, now=NOW) == move
+    assert rebalancer.check(replace(move, target="new-9"), web, ledger, now=NOW) is None
+
+
+def test_a_spread_move_gaining_exactly_the_minimum_is_made() -> None:
+    """Spread's objective after the skew is the dispersion (the sum of squared deviations of
+    node utilisation from the mean). a holds 2/4 plus the replica's 1/4, b 1/4 (4-cpu 8Gi
+    nodes, cpu and memory in step): utilisations 0.75 and 0.25, mean 0.5, dispersion
+    0.0625 + 0.0625 = 0.125; moving the replica to b evens them at 0.5, dispersion 0. A gain
+    of 0.125 exactly: made at min_gain 0.125, not at 0.25."""
+    mine = service("mine", 1, cpu="1", memory="2Gi")
+    other = binpack_job("other", "1", "2Gi")
+    ledger = Ledger(NodeTable([node(n, cpu="4", memory="8Gi") for n in ("a", "b")]))
+    ledger.load(
+        other.key,
+        [Booking(n, f"{other.key}-{i}", 1000, 2 * GiB) for i, n in enumerate(("a", "a", "b"))],
+    )
+    ledger.load(mine.key, [Booking("a", f"{mine.key}-0", 1000, 2 * GiB)])
+    assert stddev_of(ledger) == 0.25  # dispersion = n x variance = 2 x 0.0625
+    for min_gain, moves in ((0.125, [("a", "b")]), (0.25, [])):
+        plan = Rebalancer(Scheduler(), min_gain=min_gain).plan([mine], ledger, now=NOW)
+        assert [(m.source, m.target) for m in plan.moves] == moves, min_gain
+        assert [(m.before.dispersion, m.after.dispersion) for m in plan.moves] == [
+            (0.125, 0.0) for _ in moves
+        ]
