@@ -548,6 +548,13 @@ def test_binpack_moves_a_replica_to_the_fullest_node_that_takes_it() -> None:
     plan = Rebalancer(Scheduler()).plan([mine], ledger, now=NOW)  # only mine may move
     assert [(m.source, m.target) for m in plan.moves] == [("c", "a")]
     assert (plan.before.nodes_in_use, plan.after.nodes_in_use) == (3, 2)
+    # what the dry run prints for the move: BinPack's parts; packing 0.75^2 + 2 x 0.25^2
+    # before, 1^2 + 0.25^2 after
+    (move,) = plan.moves
+    assert (move.before.as_dict(), move.after.as_dict()) == (
+        {"nodesInUse": 3, "packing": 0.6875},
+        {"nodesInUse": 2, "packing": 1.0625},
+    )
 
 
 @pytest.mark.parametrize(("min_gain", "moves"), [(0.25, [("b", "a")]), (0.5, [])])
@@ -621,3 +628,31 @@ def test_a_spread_move_gaining_exactly_the_minimum_is_made() -> None:
         assert [(m.before.dispersion, m.after.dispersion) for m in plan.moves] == [
             (0.125, 0.0) for _ in moves
         ]
+
+
+def test_nodes_without_allocatable_hold_no_utilisation_to_spread() -> None:
+    """A Workload that requests nothing, on Nodes that report no allocatable (kwok's bare
+    nodes): no node is in the utilisation pool, so there is no spread of utilisation to
+    improve; the planner says so (nothing to move, stddev 0) instead of failing."""
+    ledger = Ledger(NodeTable([node(f"bare-{i}", cpu="0", memory="0") for i in range(2)]))
+    idle = workload("idle", kind="Service", count=1, rebalance="Allowed")
+    ledger.load(idle.key, [Booking("bare-0", f"{idle.key}-0", 0, 0)])
+    plan = Rebalancer(Scheduler()).plan([idle], ledger, now=NOW)
+    assert plan.moves == ()
+    assert (plan.before.utilisation_stddev, plan.before.nodes_in_use) == (0.0, 1)
+
+
+def test_a_spread_workload_on_nodes_without_allocatable_still_evens_its_zones() -> None:
+    """Utilisation has no pool on bare Nodes, but topology skew still counts: two replicas
+    that need nothing, both in zone a, and an empty node in zone b: one moves to b (skew
+    2 -> 0), the utilisation parts of the objective staying 0 on every target."""
+    zone = "topology.kubernetes.io/zone"
+    bare = [node(f"{z}-0", cpu="0", memory="0", labels={zone: z}) for z in ("a", "b")]
+    bare.append(node("a-1", cpu="0", memory="0", labels={zone: "a"}))
+    spread = [{"topologyKey": zone, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]
+    idle = workload("idle", kind="Service", count=2, rebalance="Allowed", topologySpread=spread)
+    ledger = Ledger(NodeTable(bare))
+    ledger.load(idle.key, [Booking(f"a-{i}", f"{idle.key}-{i}", 0, 0) for i in range(2)])
+    plan = Rebalancer(Scheduler()).plan([idle], ledger, now=NOW)
+    assert [(m.target, m.before.skew, m.after.skew) for m in plan.moves] == [("b-0", 2, 0)]
+    assert (plan.moves[0].after.stddev, plan.moves[0].after.dispersion) == (0.0, 0.0)
