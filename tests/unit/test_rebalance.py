@@ -656,3 +656,34 @@ def test_a_spread_workload_on_nodes_without_allocatable_still_evens_its_zones() 
     plan = Rebalancer(Scheduler()).plan([idle], ledger, now=NOW)
     assert [(m.target, m.before.skew, m.after.skew) for m in plan.moves] == [("b-0", 2, 0)]
     assert (plan.moves[0].after.stddev, plan.moves[0].after.dispersion) == (0.0, 0.0)
+
+
+def test_the_plans_skew_figures_add_up_every_spread_workload() -> None:
+    """The plan's skew is the sum over the Workloads that have topologySpread, and
+    over_max_skew how many of them are over; a Workload without topologySpread, or one whose
+    spec the scheduler refuses (an ill-typed constraint: Invalid), counts nothing and does
+    not stop the count of those after it. web and web-2 are 3/3/0 over zones a, b, c."""
+    scheduler = Scheduler()
+    zone = "topology.kubernetes.io/zone"
+    a_b = [node(f"{z}-{i}", labels={zone: z}) for z in ("a", "b") for i in range(3)]
+    spread = [{"topologyKey": zone, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]
+    webs = [service(name, 6, topologySpread=spread) for name in ("web", "web-2")]
+    ledger = grown(
+        placed(a_b, webs, scheduler), [node(f"c-{i}", labels={zone: "c"}) for i in range(3)]
+    )
+    invalid = service("a-invalid", 1, topologySpread=spread, constraints=['node.cpu == "x"'])
+    plain = service("b-plain", 1)
+    plan = Rebalancer(scheduler, max_moves=0).plan([*webs, plain, invalid], ledger, now=NOW)
+    assert (plan.before.skew, plan.before.over_max_skew) == (3 + 3, 2)
+
+
+def test_a_plan_that_spends_its_budget_exactly_is_complete() -> None:
+    """"complete" says nothing was left to improve: a budget spent to the last move on a plan
+    that needed exactly that many is complete; one move less is not."""
+    jobs, ledger = fragmented()
+    full = Rebalancer(Scheduler(), max_moves=50).plan(jobs, ledger, now=NOW)
+    assert full.complete and len(full.moves) < 50
+    exact = Rebalancer(Scheduler(), max_moves=len(full.moves)).plan(jobs, ledger, now=NOW)
+    short = Rebalancer(Scheduler(), max_moves=len(full.moves) - 1).plan(jobs, ledger, now=NOW)
+    assert (exact.moves, exact.complete) == (full.moves, True)
+    assert (len(short.moves), short.complete) == (len(full.moves) - 1, False)
