@@ -678,8 +678,8 @@ def test_the_plans_skew_figures_add_up_every_spread_workload() -> None:
 
 
 def test_a_plan_that_spends_its_budget_exactly_is_complete() -> None:
-    """"complete" says nothing was left to improve: a budget spent to the last move on a plan
-    that needed exactly that many is complete; one move less is not."""
+    """A plan is complete when nothing was left to improve: a budget spent to the last move on a
+    plan that needed exactly that many is complete; one move less is not."""
     jobs, ledger = fragmented()
     full = Rebalancer(Scheduler(), max_moves=50).plan(jobs, ledger, now=NOW)
     assert full.complete and len(full.moves) < 50
