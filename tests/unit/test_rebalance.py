@@ -215,6 +215,31 @@ def test_ffd_counts_first_fit_decreasing_on_the_largest_nodes_first() -> None:
     assert ffd_nodes(ledger) == 1  # both fit on big
 
 
+def test_ffd_of_a_cluster_without_nodes_is_zero() -> None:
+    assert ffd_nodes(Ledger(NodeTable([]))) == 0
+    assert Rebalancer().plan([], Ledger(NodeTable([])), now=NOW).ffd_nodes == 0
+
+
+@pytest.mark.parametrize("tiny", ["cpu", "memory"])
+def test_ffd_weighs_a_resource_by_the_largest_node_even_a_tiny_one(tiny: str) -> None:
+    """Sizes are shares of the largest node, even when its largest amount of a resource is
+    the smallest there is (1m cpu, 1 byte). Four nodes of (1m cpu, 10Gi), two replicas of
+    (1m, 1Gi) and two of (0, 5Gi): the 1m ones are whole nodes' worth of cpu, so they go
+    first, one per node, and the 5Gi ones join them: 2 nodes. Taken as half a node's worth,
+    the 5Gi ones (ids first) would fill one node and the 1m ones open two more: 3. The same
+    with the roles of cpu and memory swapped (nodes of 10 cpus and 1 byte)."""
+    if tiny == "cpu":
+        nodes = [node(f"n-{i}", cpu="1m", memory="10Gi") for i in range(4)]
+        whole, half = (1, GiB), (0, 5 * GiB)
+    else:
+        nodes = [node(f"n-{i}", cpu="10", memory="1") for i in range(4)]
+        whole, half = (1000, 1), (5000, 0)
+    ledger = Ledger(NodeTable(nodes))
+    ledger.load("ns/a", [Booking("n-0", f"ns/a-{i}", *half) for i in range(2)])
+    ledger.load("ns/b", [Booking(f"n-{i}", f"ns/b-{i}", *whole) for i in range(2)])
+    assert ffd_nodes(ledger) == 2
+
+
 # -- properties ----------------------------------------------------------------------------------
 
 ZONE = "zone"
