@@ -712,3 +712,19 @@ def test_a_plan_that_spends_its_budget_exactly_is_complete() -> None:
     short = Rebalancer(Scheduler(), max_moves=len(full.moves) - 1).plan(jobs, ledger, now=NOW)
     assert (exact.moves, exact.complete) == (full.moves, True)
     assert (len(short.moves), short.complete) == (len(full.moves) - 1, False)
+
+
+def test_the_utilisation_pool_is_the_eligible_nodes_with_any_cpu_or_memory() -> None:
+    """A node counts in the utilisation spread when it has some cpu or some memory, however
+    little (1m, 1 byte): full (half booked), cpu-only and memory-only nodes do, a bare one
+    does not. Utilisations 0.5, 0, 0: mean 1/6, variance 0.25/3 - 1/36 = 1/18."""
+    nodes = [
+        node("full", cpu="4", memory="8Gi"),
+        node("cpu-only", cpu="1m", memory="0"),
+        node("memory-only", cpu="0", memory="1"),
+        node("bare", cpu="0", memory="0"),
+    ]
+    ledger = Ledger(NodeTable(nodes))
+    ledger.load("ns/x", [Booking("full", "ns/x-0", 2000, 4 * GiB)])
+    plan = Rebalancer(Scheduler()).plan([], ledger, now=NOW)
+    assert plan.before.utilisation_stddev == pytest.approx((1 / 18) ** 0.5)

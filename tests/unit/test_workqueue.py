@@ -64,6 +64,17 @@ def test_a_waiting_key_whose_priority_turned_negative_moves_behind_the_others() 
     assert drain(queue) == ["a", "b", "c"]
 
 
+def test_add_all_reprioritises_waiting_keys_unless_told_not_to() -> None:
+    """``add_all`` is ``add`` for each key: by default a waiting key whose priority changed
+    moves."""
+    priorities = {"a": 0, "b": 0, "c": 0}
+    queue = WorkQueue(priority_of=priorities.__getitem__)
+    queue.add_all(["a", "b", "c"])
+    priorities["c"] = 10
+    queue.add_all(["c"])
+    assert drain(queue) == ["c", "a", "b"]
+
+
 def test_added_again_without_reprioritising_a_waiting_key_keeps_its_place_unresolved() -> None:
     """A Node change queues every Workload it could concern, most already waiting (a
     backlog's): those keep their place and their priority is not resolved again; a key not
