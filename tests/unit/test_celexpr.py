@@ -513,6 +513,10 @@ def test_error_texts_are_one_short_line() -> None:
     text = _one_line("TypeError: can't use\n" + "x" * 1_000_000)
     assert "\n" not in text and len(text) == MAX_ERROR_LENGTH and text.endswith("...")
     assert _one_line("no such key:\n  'zone'") == "no such key: 'zone'"
+    # exactly at the limit: kept whole; only the first 4 x the limit is read (a message may
+    # quote a huge value), so what comes after that much blank is not reached
+    assert _one_line("x" * MAX_ERROR_LENGTH) == "x" * MAX_ERROR_LENGTH
+    assert _one_line(" " * (4 * MAX_ERROR_LENGTH) + "late") == ""
 
 
 def test_ordinary_expressions_are_unaffected_by_the_limit() -> None:
