@@ -52,6 +52,11 @@ DEPTH4 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, {DIGITS}.all(d, node.
         ('node.labels["a\\"b"] == "x"', (("labels", None),)),  # an escaped key is not decoded
         ("node.labels['''zone'''] == 'x'", (("labels", None),)),  # nor a triple-quoted one
         ('node.labels[""] == "x"', (("labels", ""),)),  # the empty key is a key like any other
+        # one key and the whole map: both kept, the whole map (no key) first
+        (
+            'node.labels["App"] == "a" && size(node.labels) > 1',
+            (("labels", None), ("labels", "App")),
+        ),
         ('node.labels[r"zone"] == "x"', (("labels", None),)),  # nor a raw one
         ('node.labels[node.kind] == "x"', (("kind", None), ("labels", None))),
         ("size(node.labels) > 1", (("labels", None),)),
@@ -74,6 +79,7 @@ DEPTH4 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, {DIGITS}.all(d, node.
         "escaped-key",
         "triple-quoted-key",
         "empty-key",
+        "key-and-whole-map",
         "raw-key",
         "computed-key",
         "map-as-argument",
