@@ -554,6 +554,23 @@ class _MeteredEvaluator(Evaluator):
     def primary(self, tree: lark.Tree[Any]) -> Any:
         return self._sized(super().primary(tree))
 
+    def mapinits(self, tree: lark.Tree[Any]) -> Any:
+        """A map literal with an erring key or value is that error, as a list literal's is
+        (cel-python's ``exprlist``) and as CEL's errors propagate. cel-python stores the error
+        as a value instead, and its errors compare equal by their arguments, so
+        ``{"z": node.labels["zone"]} == {"z": node.labels["zone"]}`` was true, and a negated
+        comparison admitted, a node without the label."""
+        keys_values: list[Any] = self.visit_children(tree)
+        for item in keys_values:
+            if isinstance(item, CELEvalError):
+                return item
+        result = celtypes.MapType()
+        for key, value in zip(keys_values[0::2], keys_values[1::2], strict=True):
+            if key in result:
+                raise ValueError(f"Duplicate key {key!r}")
+            result[key] = value
+        return result
+
 
 def _group(keys: list[Hashable]) -> tuple[np.ndarray[Any, Any], list[Hashable], list[int]]:
     """Group ids per node, the distinct keys, and the first node index of each group."""

@@ -51,6 +51,12 @@ DEPTH4 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, {DIGITS}.all(d, node.
         ('node["cpu"] >= 2000', None),  # indexing node itself: not a field read the walk knows
         ('node.labels["a\\"b"] == "x"', (("labels", None),)),  # an escaped key is not decoded
         ("node.labels['''zone'''] == 'x'", (("labels", None),)),  # nor a triple-quoted one
+        ('node.labels[""] == "x"', (("labels", ""),)),  # the empty key is a key like any other
+        # one key and the whole map: both kept, the whole map (no key) first
+        (
+            'node.labels["App"] == "a" && size(node.labels) > 1',
+            (("labels", None), ("labels", "App")),
+        ),
         ('node.labels[r"zone"] == "x"', (("labels", None),)),  # nor a raw one
         ('node.labels[node.kind] == "x"', (("kind", None), ("labels", None))),
         ("size(node.labels) > 1", (("labels", None),)),
@@ -72,6 +78,8 @@ DEPTH4 = f'{DIGITS}.all(a, {DIGITS}.all(b, {DIGITS}.all(c, {DIGITS}.all(d, node.
         "node-indexed",
         "escaped-key",
         "triple-quoted-key",
+        "empty-key",
+        "key-and-whole-map",
         "raw-key",
         "computed-key",
         "map-as-argument",
@@ -511,6 +519,10 @@ def test_error_texts_are_one_short_line() -> None:
     text = _one_line("TypeError: can't use\n" + "x" * 1_000_000)
     assert "\n" not in text and len(text) == MAX_ERROR_LENGTH and text.endswith("...")
     assert _one_line("no such key:\n  'zone'") == "no such key: 'zone'"
+    # exactly at the limit: kept whole; only the first 4 x the limit is read (a message may
+    # quote a huge value), so what comes after that much blank is not reached
+    assert _one_line("x" * MAX_ERROR_LENGTH) == "x" * MAX_ERROR_LENGTH
+    assert _one_line(" " * (4 * MAX_ERROR_LENGTH) + "late") == ""
 
 
 def test_ordinary_expressions_are_unaffected_by_the_limit() -> None:
@@ -755,6 +767,54 @@ def test_a_comprehension_that_cannot_decide_fails_the_node(source: str, error: s
     outcomes, _ = cel.outcomes(compile_expression(source), table, *_free(table))
     assert outcomes == [Outcome(error=error)]
     assert cel.errors == 1
+
+
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        # neither side a bool: an error on either side is the result, as it is
+        ('dyn(node.labels["zone"] == "x") && dyn(1)', "no such key"),
+        ('dyn(1) && dyn(node.labels["zone"] == "x")', "no such key"),
+        ('dyn(node.labels["zone"] == "x") || dyn(1)', "no such key"),
+        ('dyn(1) || dyn(node.labels["zone"] == "x")', "no such key"),
+        # an error on both sides: the left one is kept
+        ('dyn(node.labels["zone"] == "x") && dyn(1 / 0 == 1)', "no such key"),
+        ('dyn(node.labels["zone"] == "x") || dyn(1 / 0 == 1)', "no such key"),
+    ],
+    ids=["and-error-int", "and-int-error", "or-error-int", "or-int-error", "and-two", "or-two"],
+)
+def test_a_logical_operator_without_a_bool_keeps_the_first_error(source: str, error: str) -> None:
+    """``&&``/``||`` with no bool to decide (``_cel_and``): an operand's error is the
+    result, the left one when both err, never a "no matching overload" that hides it."""
+    table = NodeTable([node("a")])  # no "zone" label
+    cel = CelEvaluator()
+    outcomes, _ = cel.outcomes(compile_expression(source), table, *_free(table))
+    assert outcomes == [Outcome(error=error)]
+    assert cel.errors == 1
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('{"z": node.labels["zone"]} == {"z": node.labels["zone"]}', Outcome(error="no such key")),
+        ('!({"z": node.labels["zone"]} == {"z": "a"})', Outcome(error="no such key")),
+        ('size({"z": node.labels["zone"]}) == 1', Outcome(error="no such key")),
+        ('size({node.labels["zone"]: 1}) == 1', Outcome(error="no such key")),
+        # without an error a map literal is a map; CEL's map equality ignores the order
+        ('{"z": node.kind, "h": node.hostname} == {"h": "a", "z": "linux"}', Outcome(True)),
+    ],
+    ids=["equal-values", "negated", "size", "key", "no-error"],
+)
+def test_a_map_literal_holding_an_error_is_that_error(source: str, expected: Outcome) -> None:
+    """CEL's errors propagate through a map literal as through a list literal: a node
+    without the label fails such an expression, it does not pass it."""
+    table = NodeTable([node("a")])  # kind linux, no "zone" label
+    cel = CelEvaluator()
+    outcomes, _ = cel.outcomes(compile_expression(source), table, *_free(table))
+    assert outcomes == [expected]
+    true, failed, _ = cel.truth(compile_expression(source), table, *_free(table))
+    verdict = ([expected.value is True], [expected.error is not None])
+    assert (true.tolist(), failed.tolist()) == verdict
 
 
 def test_a_cost_limit_below_one_activation_stops_at_once() -> None:

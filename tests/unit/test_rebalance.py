@@ -215,6 +215,31 @@ def test_ffd_counts_first_fit_decreasing_on_the_largest_nodes_first() -> None:
     assert ffd_nodes(ledger) == 1  # both fit on big
 
 
+def test_ffd_of_a_cluster_without_nodes_is_zero() -> None:
+    assert ffd_nodes(Ledger(NodeTable([]))) == 0
+    assert Rebalancer().plan([], Ledger(NodeTable([])), now=NOW).ffd_nodes == 0
+
+
+@pytest.mark.parametrize("tiny", ["cpu", "memory"])
+def test_ffd_weighs_a_resource_by_the_largest_node_even_a_tiny_one(tiny: str) -> None:
+    """Sizes are shares of the largest node, even when its largest amount of a resource is
+    the smallest there is (1m cpu, 1 byte). Four nodes of (1m cpu, 10Gi), two replicas of
+    (1m, 1Gi) and two of (0, 5Gi): the 1m ones are whole nodes' worth of cpu, so they go
+    first, one per node, and the 5Gi ones join them: 2 nodes. Taken as half a node's worth,
+    the 5Gi ones (ids first) would fill one node and the 1m ones open two more: 3. The same
+    with the roles of cpu and memory swapped (nodes of 10 cpus and 1 byte)."""
+    if tiny == "cpu":
+        nodes = [node(f"n-{i}", cpu="1m", memory="10Gi") for i in range(4)]
+        whole, half = (1, GiB), (0, 5 * GiB)
+    else:
+        nodes = [node(f"n-{i}", cpu="10", memory="1") for i in range(4)]
+        whole, half = (1000, 1), (5000, 0)
+    ledger = Ledger(NodeTable(nodes))
+    ledger.load("ns/a", [Booking("n-0", f"ns/a-{i}", *half) for i in range(2)])
+    ledger.load("ns/b", [Booking(f"n-{i}", f"ns/b-{i}", *whole) for i in range(2)])
+    assert ffd_nodes(ledger) == 2
+
+
 # -- properties ----------------------------------------------------------------------------------
 
 ZONE = "zone"
@@ -522,3 +547,184 @@ def test_a_workload_being_resized_waits_for_the_scheduler() -> None:
     assert Rebalancer(scheduler).plan([service("web", 4)], ledger, now=NOW).moves != ()
     resized = service("web", 4, cpu="1")
     assert Rebalancer(scheduler).plan([resized], ledger, now=NOW).moves == ()
+
+
+def binpack_job(name: str, cpu: str, memory: str) -> Workload:
+    return workload(
+        name,
+        kind="Job",
+        strategy="BinPack",
+        rebalance="Allowed",
+        resources={"cpu": cpu, "memory": memory},
+    )
+
+
+def test_binpack_moves_a_replica_to_the_fullest_node_that_takes_it() -> None:
+    """Two targets both free the replica's node (nodes in use 3 -> 2): the tie on the first
+    part of BinPack's objective goes to the higher packing, the fuller node. a (3 of 4 cpus
+    booked) ends full, b (1 of 4) half full: a's utilisation squared is the larger, so the
+    replica goes to a, in one move (not to b and on to a in a second)."""
+    mine, big = binpack_job("mine", "1", "2Gi"), binpack_job("big", "3", "6Gi")
+    small = binpack_job("small", "1", "2Gi")
+    ledger = Ledger(NodeTable([node(n, cpu="4", memory="8Gi") for n in ("a", "b", "c")]))
+    ledger.load(big.key, [Booking("a", f"{big.key}-0", 3000, 6 * GiB)])
+    ledger.load(small.key, [Booking("b", f"{small.key}-0", 1000, 2 * GiB)])
+    ledger.load(mine.key, [Booking("c", f"{mine.key}-0", 1000, 2 * GiB)])
+    plan = Rebalancer(Scheduler()).plan([mine], ledger, now=NOW)  # only mine may move
+    assert [(m.source, m.target) for m in plan.moves] == [("c", "a")]
+    assert (plan.before.nodes_in_use, plan.after.nodes_in_use) == (3, 2)
+    # what the dry run prints for the move: BinPack's parts; packing 0.75^2 + 2 x 0.25^2
+    # before, 1^2 + 0.25^2 after
+    (move,) = plan.moves
+    assert (move.before.as_dict(), move.after.as_dict()) == (
+        {"nodesInUse": 3, "packing": 0.6875},
+        {"nodesInUse": 2, "packing": 1.0625},
+    )
+
+
+@pytest.mark.parametrize(("min_gain", "moves"), [(0.25, [("b", "a")]), (0.5, [])])
+def test_a_binpack_move_gaining_exactly_the_minimum_is_made(
+    min_gain: float, moves: list[tuple[str, str]]
+) -> None:
+    """Utilisation on 4-cpu 8Gi nodes, cpu and memory in step: a holds 3/4, b 1/4 plus the
+    replica's 1/4. Moving it b -> a keeps two nodes in use and takes packing (the sum of
+    utilisations squared) from 0.75^2 + 0.5^2 = 0.8125 to 1^2 + 0.25^2 = 1.0625: a gain of
+    0.25, exactly (quarters are exact in binary). "At least min_gain": made at 0.25, not at
+    0.5."""
+    mine, big = binpack_job("mine", "1", "2Gi"), binpack_job("big", "3", "6Gi")
+    small = binpack_job("small", "1", "2Gi")
+    ledger = Ledger(NodeTable([node(n, cpu="4", memory="8Gi") for n in ("a", "b")]))
+    ledger.load(big.key, [Booking("a", f"{big.key}-0", 3000, 6 * GiB)])
+    ledger.load(small.key, [Booking("b", f"{small.key}-0", 1000, 2 * GiB)])
+    ledger.load(mine.key, [Booking("b", f"{mine.key}-0", 1000, 2 * GiB)])
+    plan = Rebalancer(Scheduler(), min_gain=min_gain).plan([mine], ledger, now=NOW)
+    assert [(m.source, m.target) for m in plan.moves] == moves
+    if moves:
+        assert (plan.moves[0].before.packing, plan.moves[0].after.packing) == (0.8125, 1.0625)
+
+
+def test_a_moved_replica_holds_the_targets_score() -> None:
+    """``moved`` books the replica on its target at the score the move recorded (the score
+    status shows for that placement); the other bookings are left as they are."""
+    jobs, ledger = fragmented()
+    move = replace(Rebalancer(Scheduler()).plan(jobs, ledger, now=NOW).moves[0], score=77)
+    other = Booking("n-7", "other-0", 500, GiB, 5)
+    mine = next(b for b in ledger.bookings(move.workload) if b.alloc_id == move.alloc_id)
+    assert moved([mine, other], move) == (
+        Booking(move.target, move.alloc_id, mine.cpu, mine.memory, 77),
+        other,
+    )
+
+
+def test_check_rejects_a_move_to_a_node_that_left() -> None:
+    """The target named by a planned move is gone from the cluster when the move is about
+    to be made: the move no longer holds (None), even though other new nodes would take the
+    replica; check never swaps in another target."""
+    scheduler = Scheduler()
+    web = service("web", 2, cpu="1")
+    ledger = grown(
+        placed([node("old-0", cpu="2", memory="4Gi")], [web], scheduler),
+        [node(f"new-{i}", cpu="2", memory="4Gi") for i in range(2)],
+    )
+    rebalancer = Rebalancer(scheduler)
+    move = rebalancer.plan([web], ledger, now=NOW).moves[0]
+    assert rebalancer.check(move, web, ledger, now=NOW) == move
+    assert rebalancer.check(replace(move, target="new-9"), web, ledger, now=NOW) is None
+
+
+def test_a_spread_move_gaining_exactly_the_minimum_is_made() -> None:
+    """Spread's objective after the skew is the dispersion (the sum of squared deviations of
+    node utilisation from the mean). a holds 2/4 plus the replica's 1/4, b 1/4 (4-cpu 8Gi
+    nodes, cpu and memory in step): utilisations 0.75 and 0.25, mean 0.5, dispersion
+    0.0625 + 0.0625 = 0.125; moving the replica to b evens them at 0.5, dispersion 0. A gain
+    of 0.125 exactly: made at min_gain 0.125, not at 0.25."""
+    mine = service("mine", 1, cpu="1", memory="2Gi")
+    other = binpack_job("other", "1", "2Gi")
+    ledger = Ledger(NodeTable([node(n, cpu="4", memory="8Gi") for n in ("a", "b")]))
+    ledger.load(
+        other.key,
+        [Booking(n, f"{other.key}-{i}", 1000, 2 * GiB) for i, n in enumerate(("a", "a", "b"))],
+    )
+    ledger.load(mine.key, [Booking("a", f"{mine.key}-0", 1000, 2 * GiB)])
+    assert stddev_of(ledger) == 0.25  # dispersion = n x variance = 2 x 0.0625
+    for min_gain, moves in ((0.125, [("a", "b")]), (0.25, [])):
+        plan = Rebalancer(Scheduler(), min_gain=min_gain).plan([mine], ledger, now=NOW)
+        assert [(m.source, m.target) for m in plan.moves] == moves, min_gain
+        assert [(m.before.dispersion, m.after.dispersion) for m in plan.moves] == [
+            (0.125, 0.0) for _ in moves
+        ]
+
+
+def test_nodes_without_allocatable_hold_no_utilisation_to_spread() -> None:
+    """A Workload that requests nothing, on Nodes that report no allocatable (kwok's bare
+    nodes): no node is in the utilisation pool, so there is no spread of utilisation to
+    improve; the planner says so (nothing to move, stddev 0) instead of failing."""
+    ledger = Ledger(NodeTable([node(f"bare-{i}", cpu="0", memory="0") for i in range(2)]))
+    idle = workload("idle", kind="Service", count=1, rebalance="Allowed")
+    ledger.load(idle.key, [Booking("bare-0", f"{idle.key}-0", 0, 0)])
+    plan = Rebalancer(Scheduler()).plan([idle], ledger, now=NOW)
+    assert plan.moves == ()
+    assert (plan.before.utilisation_stddev, plan.before.nodes_in_use) == (0.0, 1)
+
+
+def test_a_spread_workload_on_nodes_without_allocatable_still_evens_its_zones() -> None:
+    """Utilisation has no pool on bare Nodes, but topology skew still counts: two replicas
+    that need nothing, both in zone a, and an empty node in zone b: one moves to b (skew
+    2 -> 0), the utilisation parts of the objective staying 0 on every target."""
+    zone = "topology.kubernetes.io/zone"
+    bare = [node(f"{z}-0", cpu="0", memory="0", labels={zone: z}) for z in ("a", "b")]
+    bare.append(node("a-1", cpu="0", memory="0", labels={zone: "a"}))
+    spread = [{"topologyKey": zone, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]
+    idle = workload("idle", kind="Service", count=2, rebalance="Allowed", topologySpread=spread)
+    ledger = Ledger(NodeTable(bare))
+    ledger.load(idle.key, [Booking(f"a-{i}", f"{idle.key}-{i}", 0, 0) for i in range(2)])
+    plan = Rebalancer(Scheduler()).plan([idle], ledger, now=NOW)
+    assert [(m.target, m.before.skew, m.after.skew) for m in plan.moves] == [("b-0", 2, 0)]
+    assert (plan.moves[0].after.stddev, plan.moves[0].after.dispersion) == (0.0, 0.0)
+
+
+def test_the_plans_skew_figures_add_up_every_spread_workload() -> None:
+    """The plan's skew is the sum over the Workloads that have topologySpread, and
+    over_max_skew how many of them are over; a Workload without topologySpread, or one whose
+    spec the scheduler refuses (an ill-typed constraint: Invalid), counts nothing and does
+    not stop the count of those after it. web and web-2 are 3/3/0 over zones a, b, c."""
+    scheduler = Scheduler()
+    zone = "topology.kubernetes.io/zone"
+    a_b = [node(f"{z}-{i}", labels={zone: z}) for z in ("a", "b") for i in range(3)]
+    spread = [{"topologyKey": zone, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]
+    webs = [service(name, 6, topologySpread=spread) for name in ("web", "web-2")]
+    ledger = grown(
+        placed(a_b, webs, scheduler), [node(f"c-{i}", labels={zone: "c"}) for i in range(3)]
+    )
+    invalid = service("a-invalid", 1, topologySpread=spread, constraints=['node.cpu == "x"'])
+    plain = service("b-plain", 1)
+    plan = Rebalancer(scheduler, max_moves=0).plan([*webs, plain, invalid], ledger, now=NOW)
+    assert (plan.before.skew, plan.before.over_max_skew) == (3 + 3, 2)
+
+
+def test_a_plan_that_spends_its_budget_exactly_is_complete() -> None:
+    """A plan is complete when nothing was left to improve: a budget spent to the last move on a
+    plan that needed exactly that many is complete; one move less is not."""
+    jobs, ledger = fragmented()
+    full = Rebalancer(Scheduler(), max_moves=50).plan(jobs, ledger, now=NOW)
+    assert full.complete and len(full.moves) < 50
+    exact = Rebalancer(Scheduler(), max_moves=len(full.moves)).plan(jobs, ledger, now=NOW)
+    short = Rebalancer(Scheduler(), max_moves=len(full.moves) - 1).plan(jobs, ledger, now=NOW)
+    assert (exact.moves, exact.complete) == (full.moves, True)
+    assert (len(short.moves), short.complete) == (len(full.moves) - 1, False)
+
+
+def test_the_utilisation_pool_is_the_eligible_nodes_with_any_cpu_or_memory() -> None:
+    """A node counts in the utilisation spread when it has some cpu or some memory, however
+    little (1m, 1 byte): full (half booked), cpu-only and memory-only nodes do, a bare one
+    does not. Utilisations 0.5, 0, 0: mean 1/6, variance 0.25/3 - 1/36 = 1/18."""
+    nodes = [
+        node("full", cpu="4", memory="8Gi"),
+        node("cpu-only", cpu="1m", memory="0"),
+        node("memory-only", cpu="0", memory="1"),
+        node("bare", cpu="0", memory="0"),
+    ]
+    ledger = Ledger(NodeTable(nodes))
+    ledger.load("ns/x", [Booking("full", "ns/x-0", 2000, 4 * GiB)])
+    plan = Rebalancer(Scheduler()).plan([], ledger, now=NOW)
+    assert plan.before.utilisation_stddev == pytest.approx((1 / 18) ** 0.5)

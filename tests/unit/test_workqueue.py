@@ -52,6 +52,29 @@ def test_a_waiting_key_whose_priority_changed_moves_and_is_handed_out_once() -> 
     assert drain(queue) == ["c", "b", "a"]
 
 
+def test_a_waiting_key_whose_priority_turned_negative_moves_behind_the_others() -> None:
+    """PriorityClass values may be negative (only the upper bound is reserved: scheduling
+    API validation). c, added third at priority 5, drops to -2: it is handed out last, not
+    kept in front under its old priority."""
+    priorities = {"a": 0, "b": 0, "c": 5}
+    queue = WorkQueue(priority_of=priorities.__getitem__)
+    queue.add_all(["a", "b", "c"])
+    priorities["c"] = -2
+    queue.add("c")
+    assert drain(queue) == ["a", "b", "c"]
+
+
+def test_add_all_reprioritises_waiting_keys_unless_told_not_to() -> None:
+    """``add_all`` is ``add`` for each key: by default a waiting key whose priority changed
+    moves."""
+    priorities = {"a": 0, "b": 0, "c": 0}
+    queue = WorkQueue(priority_of=priorities.__getitem__)
+    queue.add_all(["a", "b", "c"])
+    priorities["c"] = 10
+    queue.add_all(["c"])
+    assert drain(queue) == ["c", "a", "b"]
+
+
 def test_added_again_without_reprioritising_a_waiting_key_keeps_its_place_unresolved() -> None:
     """A Node change queues every Workload it could concern, most already waiting (a
     backlog's): those keep their place and their priority is not resolved again; a key not
@@ -199,6 +222,21 @@ def test_two_timers_for_one_key_the_earlier_one_wins(order: str) -> None:
         return [got, *(["again"] if len(queue) else [])]
 
     assert asyncio.run(scenario()) == ["k"]
+
+
+def test_a_later_timer_does_not_put_off_an_earlier_one() -> None:
+    """The earlier timer stays when a later one is asked for (delaying_queue.go keeps the
+    earliest ready time): a retry an hour away must not postpone a NoExecute deadline due
+    now. The key comes after the short delay, and no timer is left behind."""
+
+    async def scenario() -> tuple[str, int]:
+        queue = WorkQueue()
+        queue.add_after("k", 0.05)
+        queue.add_after("k", 3600)
+        got = await asyncio.wait_for(queue.get(), 5)  # long before the hour
+        return got, queue.backing_off
+
+    assert asyncio.run(scenario()) == ("k", 0)
 
 
 @pytest.mark.parametrize("delay", [0.0, -1.0])
