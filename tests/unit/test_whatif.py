@@ -555,9 +555,8 @@ def test_a_replica_preempted_and_placed_again_says_who_moved_it() -> None:
     assert answer.unplaced == () and answer.displaced == 1
 
 
-def test_a_workload_not_planned_is_preempted_at_its_known_priority() -> None:
-    # other (4 cores, priority 0 by what is known of it) fills b1 and is not planned; boss
-    # (priority 1000) on a1 is displaced by the drain and preempts it, from b1.
+def boss_on_a1() -> tuple[PriorityClasses, Workload]:
+    """boss: a 4-core Job of priority class high (1000), placed on a1."""
     classes = PriorityClasses.of([PriorityClass("high", 1000)])
     boss = workload(
         "boss",
@@ -566,6 +565,13 @@ def test_a_workload_not_planned_is_preempted_at_its_known_priority() -> None:
         priorityClassName="high",
         status=placed_on(("boss-0", "a1")),
     )
+    return classes, boss
+
+
+def test_a_workload_not_planned_is_preempted_at_its_known_priority() -> None:
+    # other (4 cores, priority 0 by what is known of it) fills b1 and is not planned; boss
+    # (priority 1000) on a1 is displaced by the drain and preempts it, from b1.
+    classes, boss = boss_on_a1()
     ledger = ledger_from_statuses([node("a1"), node("b1")], [boss])
     ledger.load("shop/other", [Booking("b1", "shop/other-0", 4000, 0)])
 
@@ -611,14 +617,7 @@ def test_a_preemption_for_the_answer_spares_the_victim_started_first() -> None:
     # with a Workload not planned, known at priority 0: old (created 2026-01-01) on b1, new
     # (2026-11-01) on c1. The victims tie on priority, sum and number; kube then prefers the
     # node whose victims started latest: c1, though b1 is the lower name.
-    classes = PriorityClasses.of([PriorityClass("high", 1000)])
-    boss = workload(
-        "boss",
-        kind="Job",
-        resources={"cpu": "4"},
-        priorityClassName="high",
-        status=placed_on(("boss-0", "a1")),
-    )
+    classes, boss = boss_on_a1()
     ledger = ledger_from_statuses([node("a1"), node("b1"), node("c1")], [boss])
     ledger.load("shop/old", [Booking("b1", "shop/old-0", 4000, 0)])
     ledger.load("shop/new", [Booking("c1", "shop/new-0", 4000, 0)])
