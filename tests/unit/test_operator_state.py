@@ -6,6 +6,7 @@ import asyncio
 import copy
 import gc
 import logging
+from decimal import Decimal
 from typing import Any, cast
 
 import pytest
@@ -809,3 +810,15 @@ def test_a_shared_spec_does_not_hide_an_invalid_one() -> None:
     )
     assert bad is not None and bad.workload is None
     assert bad.error is not None and "spec.resources.cpu" in bad.error
+
+
+def test_a_spec_that_is_not_json_is_parsed_on_its_own() -> None:
+    """A body built in Python (not read from the API server) may hold a value JSON has no
+    form for, such as a Decimal quantity: it cannot be keyed, and is parsed as it is."""
+    state = ClusterState()
+    body = stored_workload("dec", "1", {"kind": "Job", "resources": {"cpu": Decimal("2")}}, {})
+    record = state.upsert_workload(body)
+    assert record is not None and record.error is None and record.workload is not None
+    assert record.workload.spec.resources is not None
+    assert record.workload.spec.resources.cpu_millis == 2000
+    assert len(state.specs) == 0  # nothing to share it by
