@@ -564,12 +564,8 @@ class _MeteredEvaluator(Evaluator):
         for item in keys_values:
             if isinstance(item, CELEvalError):
                 return item
-        result = celtypes.MapType()
-        for key, value in zip(keys_values[0::2], keys_values[1::2], strict=True):
-            if key in result:
-                raise ValueError(f"Duplicate key {key!r}")
-            result[key] = value
-        return result
+        # MapType refuses a duplicate key itself, with cel-python's own message.
+        return celtypes.MapType(list(zip(keys_values[0::2], keys_values[1::2], strict=True)))
 
 
 def _group(keys: list[Hashable]) -> tuple[np.ndarray[Any, Any], list[Hashable], list[int]]:
