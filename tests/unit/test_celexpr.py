@@ -431,6 +431,16 @@ def _free(table: NodeTable) -> tuple[np.ndarray, np.ndarray]:
     return table.cpu.copy(), table.memory.copy()
 
 
+def fails_once(source: str, error: str) -> None:
+    """``source`` on one plain node (kind linux, no "zone" label) fails it with ``error``,
+    counted once among the evaluator's errors."""
+    table = NodeTable([node("a")])
+    cel = CelEvaluator()
+    outcomes, _ = cel.outcomes(compile_expression(source), table, *_free(table))
+    assert outcomes == [Outcome(error=error)]
+    assert cel.errors == 1
+
+
 def test_runtime_limit_is_a_multiple_of_the_static_budget() -> None:
     assert RUNTIME_COST_LIMIT >= 2 * celcheck.STATIC_COST_BUDGET
     assert CelEvaluator().cost_limit == RUNTIME_COST_LIMIT
@@ -762,11 +772,7 @@ def test_the_memo_of_an_expression_is_reset_past_its_bound(monkeypatch: pytest.M
     ids=["range-is-an-error", "exists-of-ints", "all-of-ints"],
 )
 def test_a_comprehension_that_cannot_decide_fails_the_node(source: str, error: str) -> None:
-    table = NodeTable([node("a")])
-    cel = CelEvaluator()
-    outcomes, _ = cel.outcomes(compile_expression(source), table, *_free(table))
-    assert outcomes == [Outcome(error=error)]
-    assert cel.errors == 1
+    fails_once(source, error)
 
 
 @pytest.mark.parametrize(
@@ -786,11 +792,7 @@ def test_a_comprehension_that_cannot_decide_fails_the_node(source: str, error: s
 def test_a_logical_operator_without_a_bool_keeps_the_first_error(source: str, error: str) -> None:
     """``&&``/``||`` with no bool to decide (``_cel_and``): an operand's error is the
     result, the left one when both err, never a "no matching overload" that hides it."""
-    table = NodeTable([node("a")])  # no "zone" label
-    cel = CelEvaluator()
-    outcomes, _ = cel.outcomes(compile_expression(source), table, *_free(table))
-    assert outcomes == [Outcome(error=error)]
-    assert cel.errors == 1
+    fails_once(source, error)
 
 
 @pytest.mark.parametrize(
