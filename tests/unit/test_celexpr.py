@@ -718,6 +718,25 @@ def test_static_estimate_bounds_the_metered_cost_of_random_expressions(source: s
     assert metered(small, _Meter(10**9)) == plain
 
 
+def test_expressions_reading_the_same_fields_share_one_grouping() -> None:
+    """Grouping the nodes is a pass over the whole table, kept per set of fields read: a
+    second expression reading only ``node.tags`` reuses the first one's groups (and
+    evaluates once per distinct value again, as it is a new expression); one reading
+    another field groups anew."""
+    table = NodeTable([node(f"n{i}", tags=("ssd",) if i % 2 else ("gpu",)) for i in range(6)])
+    cel = CelEvaluator()
+    ssd, _, _ = cel.truth(compile_expression('"ssd" in node.tags'), table, *_free(table))
+    assert (cel.groupings, cel.evaluations) == (1, 2)
+    gpu, _, _ = cel.truth(compile_expression('"gpu" in node.tags'), table, *_free(table))
+    assert (cel.groupings, cel.evaluations) == (1, 4)
+    assert (ssd.tolist(), gpu.tolist()) == (
+        [i % 2 == 1 for i in range(6)],
+        [i % 2 == 0 for i in range(6)],
+    )
+    cel.truth(compile_expression('node.kind == "linux"'), table, *_free(table))
+    assert (cel.groupings, cel.evaluations) == (2, 5)
+
+
 def test_an_expression_reading_the_whole_node_is_evaluated_per_distinct_node() -> None:
     """``node["cpu"]`` reads node as a whole (the walk does not follow an index of ``node``):
     every field is the memo key, free capacity included, so it is grouped anew on every call
@@ -804,8 +823,10 @@ def test_a_logical_operator_without_a_bool_keeps_the_first_error(source: str, er
         ('size({node.labels["zone"]: 1}) == 1', Outcome(error="no such key")),
         # without an error a map literal is a map; CEL's map equality ignores the order
         ('{"z": node.kind, "h": node.hostname} == {"h": "a", "z": "linux"}', Outcome(True)),
+        # each key holds its own value: "z" is linux, and linux is no key
+        ('{"z": node.kind}["z"] == "linux" && !("linux" in {"z": node.kind})', Outcome(True)),
     ],
-    ids=["equal-values", "negated", "size", "key", "no-error"],
+    ids=["equal-values", "negated", "size", "key", "no-error", "key-to-value"],
 )
 def test_a_map_literal_holding_an_error_is_that_error(source: str, expected: Outcome) -> None:
     """CEL's errors propagate through a map literal as through a list literal: a node
@@ -894,7 +915,8 @@ def test_an_evaluation_may_spend_exactly_its_limit(source: str) -> None:
 
 def test_a_cycle_budget_spent_to_the_unit_leaves_the_next_node_unevaluated() -> None:
     """One evaluation's cost is the whole cycle's budget: the first node is evaluated, the
-    second is not even started (no interpreter run, not memoised), and the cycle counts once."""
+    second is not even started (no interpreter run, not memoised), and the cycle counts once.
+    A new evaluator starts with its first cycle's budget full, as after ``start_cycle``."""
     from celpy.adapter import json_to_cel
 
     expr = compile_expression('node.hostname != "x"')
@@ -902,8 +924,7 @@ def test_a_cycle_budget_spent_to_the_unit_leaves_the_next_node_unevaluated() -> 
     meter = _Meter(10**9)
     activation = {"node": json_to_cel(celexpr.cel_view(table.nodes[0], 0, 0))}
     _MeteredEvaluator(expr.program.ast, expr.program.new_activation(), meter).evaluate(activation)
-    cel = CelEvaluator(cycle_budget=meter.cost)
-    cel.start_cycle()
+    cel = CelEvaluator(cycle_budget=meter.cost)  # a new evaluator's first cycle has begun
     outcomes, _ = cel.outcomes(expr, table, *_free(table))
     assert outcomes == [
         Outcome(value=True),
