@@ -12,13 +12,22 @@ that calls its function counts as a survivor, since nothing would notice it. A m
 tell it apart) is left out of the score; a listed mutant that no longer exists or is now
 killed is reported as stale so the list does not rot.
 
-    python hack/mutation_report.py [--fail-under 95]
+A mutant's name carries its number within its function, so an edit of that function renumbers
+its mutants, and a listed name can come to mean another mutant, which the list would then
+excuse for a reason written about a different change. So each listed mutant is pinned to its
+diff (the lines it removes and adds) in ``tests/mutation/equivalent.pins.json``: a listed
+survivor whose diff is not the pinned one is scored as a survivor again and reported as
+changed until someone reads it, fixes the reason and pins it again (``--pin``, which pins every
+listed survivor as it is now).
+
+    python hack/mutation_report.py [--fail-under 95] [--pin]
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -31,6 +40,7 @@ from mutmut.stats import status_by_exit_code
 from mutmut.utils.file_utils import walk_mutatable_files
 
 EQUIVALENT = Path("tests/mutation/equivalent.txt")
+PINS = Path("tests/mutation/equivalent.pins.json")
 DETECTED = {"killed", "timeout", "segfault", "caught by type check"}
 UNCHECKED = {"not checked", "skipped", "check was interrupted by user"}
 HUNK = re.compile(r"^@@ -(\d+)")
@@ -45,6 +55,8 @@ class Module:
     equivalent: int = 0
     unchecked: int = 0
     survivors: list[tuple[int, str, str]] = field(default_factory=list)
+    #: Listed survivors as they are now: name -> their diff (``Mutant.edit``).
+    listed: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def scored(self) -> int:
@@ -91,11 +103,21 @@ def function_lines(source: str) -> dict[str, int]:
     return lines
 
 
-def locate(name: str, path: Path, starts: dict[str, int]) -> tuple[int, str]:
-    """The source line a mutant changes, and the changed line as the mutant has it."""
+@dataclass(frozen=True)
+class Mutant:
+    """Where a mutant is and what it changes."""
+
+    line: int  # the source line it changes
+    changed: str  # that line as the mutant has it
+    edit: list[str]  # the lines it removes and adds, as in its diff ("-..." and "+...")
+
+
+def locate(name: str, path: Path, starts: dict[str, int]) -> Mutant:
+    """The source line a mutant changes, the changed line as the mutant has it, and its edit."""
     diff = get_diff_for_mutant(name, path=path)
     mangled = name.rpartition(".")[2].partition("__mutmut_")[0]
     offset, changed, line = 0, "", 0
+    edit: list[str] = []
     for text in diff.splitlines():
         hunk = HUNK.match(text)
         if hunk:
@@ -103,14 +125,19 @@ def locate(name: str, path: Path, starts: dict[str, int]) -> tuple[int, str]:
         elif text.startswith("-") and not text.startswith("---"):
             line += 1
             offset = offset or line
+            edit.append("-" + text[1:].strip())
         elif text.startswith("+") and not text.startswith("+++"):
             changed = changed or text[1:].strip()
+            edit.append("+" + text[1:].strip())
         elif not text.startswith(("---", "+++")):
             line += 1
-    return starts.get(mangled, 1) + max(offset, 1) - 1, changed
+    return Mutant(starts.get(mangled, 1) + max(offset, 1) - 1, changed, edit)
 
 
-def collect(listed: dict[str, str]) -> tuple[list[Module], set[str]]:
+def collect(listed: dict[str, str], pins: dict[str, list[str]]) -> tuple[list[Module], set[str]]:
+    """Every mutated module's verdicts, and the listed names that are stale (gone or killed).
+    A listed survivor whose edit is not its pin is scored as a survivor (``changed since
+    listed``)."""
     modules: list[Module] = []
     seen: set[str] = set()
     stale: set[str] = set()
@@ -130,11 +157,15 @@ def collect(listed: dict[str, str]) -> tuple[list[Module], set[str]]:
                     stale.add(name)
             elif status in UNCHECKED:
                 module.unchecked += 1
-            elif name in listed:
-                module.equivalent += 1
             else:
-                line, changed = locate(name, path, starts)
-                module.survivors.append((line, name, f"{status}: {changed}"))
+                mutant = locate(name, path, starts)
+                if name in listed:
+                    module.listed[name] = mutant.edit
+                    if pins.get(name) == mutant.edit:
+                        module.equivalent += 1
+                        continue
+                    status = "changed since listed" if name in pins else "listed, not pinned"
+                module.survivors.append((mutant.line, name, f"{status}: {mutant.changed}"))
         modules.append(module)
     return modules, stale | {name for name in listed if name not in seen}
 
@@ -167,14 +198,42 @@ def report(modules: list[Module], stale: set[str]) -> float:
     return totals.score
 
 
+def load_pins(path: Path) -> dict[str, list[str]]:
+    """The pinned edit of each listed mutant (``--pin`` writes them)."""
+    if not path.exists():
+        return {}
+    pins: dict[str, list[str]] = json.loads(path.read_text())
+    return pins
+
+
+def pin(modules: list[Module], listed: dict[str, str], pins: dict[str, list[str]]) -> int:
+    """Pin every listed survivor's edit as it is now; pins of names no longer listed go. Pins of
+    listed mutants not checked in this ``mutants/`` are kept as they were."""
+    now = {name: edit for m in modules for name, edit in m.listed.items()}
+    kept = {name: edit for name, edit in pins.items() if name in listed and name not in now}
+    merged = dict(sorted({**kept, **now}.items()))
+    PINS.write_text(json.dumps(merged, indent=1, ensure_ascii=False) + "\n")
+    print(f"pinned {len(now)} listed survivors' edits ({len(kept)} kept as they were) in {PINS}")
+    return len(now)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fail-under", type=float, default=0.0, help="exit 1 below this score")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="pin every listed survivor's edit as it is now (after reading each one)",
+    )
     args = parser.parse_args()
-    modules, stale = collect(load_equivalent(EQUIVALENT))
+    listed, pins = load_equivalent(EQUIVALENT), load_pins(PINS)
+    modules, stale = collect(listed, pins)
     if not modules:
         print("no mutation results in mutants/: run `make mutation` first", file=sys.stderr)
         return 1
+    if args.pin:
+        pin(modules, listed, pins)
+        modules, stale = collect(listed, load_pins(PINS))
     score = report(modules, stale)
     return 1 if score < args.fail_under else 0
 
