@@ -272,11 +272,9 @@ class TaintToleration:
     def signature(self, cycle: CycleState) -> Hashable:
         return (cycle.daemon, tuple(cycle.spec.tolerations))
 
-    def tolerations(self, cycle: CycleState) -> tuple[Toleration, ...]:
-        """The Workload's tolerations with Kubernetes' defaults (``effective_tolerations``)."""
-        return self._tolerations(cycle, self.signature(cycle))
-
     def _tolerations(self, cycle: CycleState, signature: Hashable) -> tuple[Toleration, ...]:
+        """The Workload's tolerations with Kubernetes' defaults (``effective_tolerations``),
+        worked out once per ``signature``."""
         found = self._effective.get(signature)
         if found is None:
             if len(self._effective) > MAX_CACHED:
