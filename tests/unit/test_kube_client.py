@@ -558,6 +558,51 @@ def test_a_status_write_replaces_the_status_on_the_version_it_was_decided_from()
     run(scenario)
 
 
+def test_a_status_write_applied_cut_and_refused_when_sent_again_got_no_answer() -> None:
+    """aiohttp sends a PUT once more, at once, when its connection closed before the answer
+    (``retry_persistent_connection``); the first one was applied, so the second meets the
+    write's own new resourceVersion: 409. That refusal says nothing of the write that landed:
+    the caller gets ``TransportError`` (no answer: both outcomes possible), not a conflict,
+    which would make it give the room back while the object records it. A write refused the
+    first time it is sent stays the API server's 409, and so does an unfenced PUT (a Lease
+    renew: the elector reads the Lease again on the next round)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        stored = server.put(
+            "workloads",
+            {
+                "apiVersion": API_VERSION,
+                "kind": "Workload",
+                "metadata": {"name": "web", "namespace": "team-a"},
+                "spec": {"replicas": 1},
+            },
+        )
+        version = stored["metadata"]["resourceVersion"]
+        async with server.client() as api:
+            server.drop("PUT", "/workloads/web/status", after=True)
+            with pytest.raises(TransportError) as unanswered:
+                await api.write_workload_status("team-a", "web", {"phase": "Scheduled"}, version)
+            assert [s.outcome for s in server.seen("PUT")] == ["dropped", "409"]
+            assert "(sent twice, the second refused)" in str(unanswered.value)
+            assert isinstance(unanswered.value.cause, ApiError)
+            assert unanswered.value.cause.conflict
+            written = server.get("workloads", "web", "team-a")
+            assert written is not None and written["status"] == {"phase": "Scheduled"}
+            with pytest.raises(ApiError) as refused:  # sent once, from the old version
+                await api.write_workload_status("team-a", "web", {"phase": "Pending"}, version)
+            assert refused.value.conflict
+            path = "/apis/coordination.k8s.io/v1/namespaces/team-a/leases/l"
+            lease = {"metadata": {"name": "l", "namespace": "team-a"}, "spec": {}}
+            created = await api.request("PUT", path, lease)  # no version: created
+            server.drop("PUT", path, after=True)
+            with pytest.raises(ApiError) as lease_refused:
+                await api.request("PUT", path, created)
+            assert lease_refused.value.conflict
+            assert [s.outcome for s in server.seen("PUT", path)] == ["201", "dropped", "409"]
+
+    run(scenario)
+
+
 def test_an_event_is_posted_with_its_body_in_its_namespace() -> None:
     async def scenario(server: FakeApiServer) -> None:
         event = {
@@ -854,3 +899,45 @@ def _client_certificate() -> tls.CertBundle:
         key=key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
         ca=certificate(ca_name, ca_key.public_key(), ca=True).public_bytes(pem),
     )
+
+
+# -- the resource label ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "resource"),
+    [
+        ("/api/v1/nodes", "nodes"),
+        ("/apis/orca.cloudinit.dev/v1alpha1/workloads", "workloads"),
+        ("/apis/orca.cloudinit.dev/v1alpha1/namespaces/ns/workloads", "workloads"),
+        ("/apis/orca.cloudinit.dev/v1alpha1/namespaces/ns/workloads/w/status", "workloads/status"),
+        ("/api/v1/namespaces/ns/events", "events"),
+        ("/apis/coordination.k8s.io/v1/namespaces/default/leases/orca", "leases"),
+        ("/api/v1/namespaces/ns", "namespaces"),
+        ("/version", "other"),
+        ("/api/v1", "other"),  # a group version's discovery document, no resource
+        ("/apis/coordination.k8s.io/v1", "other"),
+        ("/api", "other"),
+    ],
+)
+def test_api_resource_names_the_resource_not_the_verb(path: str, resource: str) -> None:
+    """The ``resource`` label of ``orca_api_requests_total``: the resource and subresource a
+    path addresses (the pair the API server's ``apiserver_request_total`` labels), so a
+    dashboard can set the two side by side; a name or a namespace never becomes a label, and
+    a path that addresses no resource (discovery, ``/version``) is ``other``."""
+    assert kube.api_resource(path) == resource
+
+
+@pytest.mark.parametrize(
+    ("path", "resource"),
+    [
+        ("/api/v1/nodes?labelSelector=zone%3Da", "nodes"),
+        ("/api/v1/namespaces/ns/events?fieldValidation=Ignore&note=why?", "events"),
+        ("/apis/orca.cloudinit.dev/v1alpha1/workloads?watch=1&x=?/a", "workloads"),
+    ],
+)
+def test_the_resource_label_ends_at_the_first_question_mark(path: str, resource: str) -> None:
+    """A path's query starts at its first ``?`` (RFC 3986 3.4), and a query may hold more
+    (``/`` and ``?`` are data there): the label is the resource before it, never a piece of
+    the query, which would make the metric's label set unbounded."""
+    assert kube.api_resource(path) == resource
