@@ -707,6 +707,30 @@ def test_a_request_gets_a_connection_in_turn_while_busy_callers_keep_every_one_i
     assert after <= 3 * 4  # in turn: behind the four requests in flight (and a few more)
 
 
+def test_every_turn_has_a_connection_of_its_own_past_aiohttps_default_pool() -> None:
+    """``max_connections`` turns, and as many connections: with more than aiohttp's default
+    pool (100; ``--max-in-flight`` is the operator's knob) every caller holding a turn is
+    sent at once, none left waiting in aiohttp's pool, which hands connections out unfairly
+    (the test above)."""
+    connections = 101
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("configmaps", {"metadata": {"name": "c", "namespace": "ns"}})
+        path = "/api/v1/namespaces/ns/configmaps/c"
+        held = server.hold("GET", path, times=None)
+        api = KubeApi(server.configuration(), max_connections=connections)
+        try:
+            requests = [asyncio.create_task(api.request("GET", path)) for _ in range(connections)]
+            await until(lambda: held.arrived == connections, "every request at the server")
+            held.gate.set()
+            answers = await asyncio.gather(*requests)
+            assert len(answers) == connections
+        finally:
+            await api.close()
+
+    run(scenario)
+
+
 def test_a_refused_watch_is_an_api_error_at_once_without_loading_credentials() -> None:
     """Only a 401 loads the credentials again; any other refusal (a 503 from an API server
     starting, a 300 from a misconfigured proxy) is the caller's to retry."""
@@ -812,7 +836,8 @@ def test_requests_and_watches_verify_the_api_server_and_present_the_client_certi
     (``client-certificate``, ``client-key``) are presented, for requests and for watches
     (each on a session of its own). A client that does not trust the CA gets no answer
     (``TransportError``), and ``insecure-skip-tls-verify`` (``verify_ssl`` False) skips the
-    check."""
+    check: the CA file is then not read at all, so one that is not a certificate stops
+    nothing."""
     server_bundle = tls.generate(["127.0.0.1"])
     client_bundle = _client_certificate()
     for name, data in {
@@ -820,6 +845,7 @@ def test_requests_and_watches_verify_the_api_server_and_present_the_client_certi
         "client.crt": client_bundle.cert,
         "client.key": client_bundle.key,
         "other-ca.crt": tls.generate(["127.0.0.1"]).ca,
+        "not-a-ca.crt": b"not a certificate\n",
     }.items():
         (tmp_path / name).write_bytes(data)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=client_bundle.ca.decode())
@@ -841,6 +867,7 @@ def test_requests_and_watches_verify_the_api_server_and_present_the_client_certi
             for trusted in (
                 configuration(server.host, "ca.crt"),
                 configuration(server.host, None, verify=False),
+                configuration(server.host, "not-a-ca.crt", verify=False),
             ):
                 async with KubeApi(trusted) as api:
                     listed = await api.request("GET", NODES)
