@@ -46,6 +46,11 @@ WORKLOADS = "/apis/orca.cloudinit.dev/v1alpha1/workloads"
 PATHS = {"workloads": WORKLOADS, "nodes": NODES_PATH, "priorityclasses": PRIORITY_CLASSES}
 
 
+def relists(resource: str, outcome: str) -> float:
+    labels = {"resource": resource, "outcome": outcome}
+    return REGISTRY.get_sample_value("orca_relists_total", labels) or 0.0
+
+
 def restarts(resource: str, reason: str) -> float:
     labels = {"resource": resource, "reason": reason}
     return REGISTRY.get_sample_value("orca_watch_restarts_total", labels) or 0.0
@@ -609,9 +614,12 @@ def test_the_startup_list_retries_until_the_api_answers(
         crd = server.add(Fault("GET", WORKLOADS, "status", times=2, status=404, watch=False))
         crd.reason = "NotFound"
         w = Watching(server, "workloads", "nodes")
+        before = {kind: relists(kind, "failed") for kind in ("workloads", "nodes")}
         with caplog.at_level(logging.WARNING, logger="orca.informer"):
             await w.listed()
         assert w.gate.ready.is_set()
+        failed = {kind: relists(kind, "failed") - before[kind] for kind in before}
+        assert failed == {"workloads": 2, "nodes": 1}  # each failed LIST counted by its kind
         assert w.keys == {"ns/a"} and w.nodes == {"n1"}
         assert await w.handed_out() == {"ns/a"}
         messages = [r.getMessage() for r in caplog.records if r.name == "orca.informer"]

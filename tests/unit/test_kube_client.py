@@ -108,6 +108,7 @@ def test_credentials_that_cannot_be_read_raise_transport_error_and_send_nothing(
             with pytest.raises(TransportError) as raised:
                 await api.request("GET", NODES)
             assert isinstance(raised.value.cause, FileNotFoundError)
+            assert str(raised.value).startswith("reading the credentials: FileNotFoundError: ")
         assert server.requests == []
 
     run(scenario)
@@ -729,6 +730,89 @@ def test_every_turn_has_a_connection_of_its_own_past_aiohttps_default_pool() -> 
             await api.close()
 
     run(scenario)
+
+
+def test_requests_say_what_they_send_and_accept_and_keep_no_cookies() -> None:
+    """The headers the API server negotiates on (k8s.io/apiserver pkg/endpoints/handlers/
+    negotiation/negotiate.go): a body's ``Content-Type`` is ``application/json`` (read through
+    ``mime.ParseMediaType``, which lowercases it; another type is 415); an answer is asked
+    for as ``application/json``, compared case by case with what it can serve (goautoneg's
+    ``ParseAccept`` keeps the case; anything else is 406), and a write that reads only the
+    metadata asks for that alone, in one ``Accept`` (``req.Header.Get`` reads the first of
+    several); a watch asks for JSON too. The bearer token goes in ``Authorization``. No
+    cookie is kept: a ``Set-Cookie`` (a load balancer's affinity cookie) is never sent
+    back."""
+    seen: list[tuple[str, str, list[str], list[str], list[str], list[str]]] = []
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        headers = request.headers
+        seen.append(
+            (
+                request.method,
+                request.query.get("watch", ""),
+                headers.getall("Accept", []),
+                headers.getall("Content-Type", []) if request.can_read_body else [],
+                headers.getall("Authorization", []),
+                headers.getall("Cookie", []),
+            )
+        )
+        if request.query.get("watch"):
+            stream = web.StreamResponse()
+            stream.content_type = "application/json"
+            await stream.prepare(request)
+            await stream.write(b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n')
+            return stream
+        answer = web.json_response({"metadata": {"name": "a", "resourceVersion": "1"}})
+        answer.set_cookie("affinity", "replica-1")
+        return answer
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        configuration = k8s_client.Configuration()
+        # A name, not an address: aiohttp's default cookie jar keeps no cookie of an IP address.
+        configuration.host = f"http://localhost:{runner.addresses[0][1]}"
+        configuration.api_key = {"BearerToken": "Bearer t"}
+        try:
+            async with KubeApi(configuration) as api:
+                await api.request("GET", NODES)
+                await api.request("PUT", "/api/v1/namespaces/ns/configmaps/a", {"data": {}})
+                await api.create_event("ns", {"metadata": {"generateName": "a."}})
+                async for event in api.watch(NODES, "1", 30):
+                    assert event["object"]["metadata"]["name"] == "a"
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(scenario())
+    json, metadata_only, bearer = ["application/json"], [kube.METADATA_ONLY], ["Bearer t"]
+    assert [(method, watch, accept) for method, watch, accept, *_ in seen] == [
+        ("GET", "", json),
+        ("PUT", "", json),
+        ("POST", "", metadata_only),
+        ("GET", "1", json),
+    ]
+    bodies = [[value.lower() for value in content] for _, _, _, content, _, _ in seen[1:3]]
+    assert bodies == [json, json]
+    assert all(auth == bearer for *_, auth, _ in seen)
+    assert all(cookie == [] for *_, cookie in seen)
+
+
+def test_a_request_gives_up_before_its_retired_session_is_closed() -> None:
+    """Every request has a total timeout (30 s: an API server that never answers costs a
+    worker that long, not aiohttp's default five minutes), shorter than the grace a session
+    retired after a 401 keeps for the requests it carries, so none is cut by the close."""
+
+    async def scenario() -> None:
+        async with KubeApi(k8s_client.Configuration()) as api:
+            session = await api.session()
+            assert session.timeout.total == 30
+            assert session.timeout.total < kube.RETIRED_SESSION_GRACE
+
+    asyncio.run(scenario())
 
 
 def test_a_refused_watch_is_an_api_error_at_once_without_loading_credentials() -> None:
