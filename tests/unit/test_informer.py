@@ -46,6 +46,9 @@ WORKLOADS = "/apis/orca.cloudinit.dev/v1alpha1/workloads"
 PATHS = {"workloads": WORKLOADS, "nodes": NODES_PATH, "priorityclasses": PRIORITY_CLASSES}
 
 
+OUTCOMES = ("failed", "listed")
+
+
 def relists(resource: str, outcome: str) -> float:
     labels = {"resource": resource, "outcome": outcome}
     return REGISTRY.get_sample_value("orca_relists_total", labels) or 0.0
@@ -614,12 +617,18 @@ def test_the_startup_list_retries_until_the_api_answers(
         crd = server.add(Fault("GET", WORKLOADS, "status", times=2, status=404, watch=False))
         crd.reason = "NotFound"
         w = Watching(server, "workloads", "nodes")
-        before = {kind: relists(kind, "failed") for kind in ("workloads", "nodes")}
+        outcomes = [(kind, outcome) for kind in ("workloads", "nodes") for outcome in OUTCOMES]
+        before = {key: relists(*key) for key in outcomes}
         with caplog.at_level(logging.WARNING, logger="orca.informer"):
             await w.listed()
         assert w.gate.ready.is_set()
-        failed = {kind: relists(kind, "failed") - before[kind] for kind in before}
-        assert failed == {"workloads": 2, "nodes": 1}  # each failed LIST counted by its kind
+        counted = {key: relists(*key) - before[key] for key in outcomes}
+        assert counted == {  # each LIST counted by its kind and outcome
+            ("workloads", "failed"): 2,
+            ("workloads", "listed"): 1,
+            ("nodes", "failed"): 1,
+            ("nodes", "listed"): 1,
+        }
         assert w.keys == {"ns/a"} and w.nodes == {"n1"}
         assert await w.handed_out() == {"ns/a"}
         messages = [r.getMessage() for r in caplog.records if r.name == "orca.informer"]

@@ -33,6 +33,7 @@ from controller.api.models import API_VERSION
 from controller.operator import tls
 from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
 from controller.operator.kube import client as kube
+from tests.support.factories import stored_workload
 from tests.support.fakeapi import FakeApiServer, Fault, run, until
 
 NODES = "/api/v1/nodes"
@@ -342,6 +343,93 @@ def test_a_401_loads_the_credentials_again_and_retries_once_with_them() -> None:
             assert server.requests[-1].token == "new" and loader.calls == 1
 
     run(scenario)
+
+
+def test_a_fenced_write_refused_with_a_401_is_sent_again_whole_by_a_leader() -> None:
+    """A status write of a replica that holds the Lease (its fence says yes) goes out; refused
+    with a 401, it is sent once more with the credentials loaded again, and the same body,
+    query and ``Accept``: the status lands, answered with the metadata alone. The 401 changed
+    nothing, so it does not count as a first sending: a 409 on the write sent again is the
+    API server's own refusal (``ApiError``), not a write that may have landed."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        stored = server.put("workloads", stored_workload("web"))
+        version = stored["metadata"]["resourceVersion"]
+        server.tokens = {"new"}  # "old" was revoked as it was rotated
+        async with server.client(token="old", reload=Loader(server, "new")) as api:
+            api.fence = lambda: True
+            answer = await api.write_workload_status("ns", "web", {"phase": "Scheduled"}, version)
+            assert answer["kind"] == "PartialObjectMetadata" and "status" not in answer
+        writes = server.seen("PUT", "/workloads/web/status")
+        assert [(s.token, s.outcome) for s in writes] == [("old", "401"), ("new", "200")]
+        assert writes[0].query == writes[1].query == {"fieldValidation": "Ignore"}
+        assert writes[0].body == writes[1].body
+        written = server.get("workloads", "web", "ns")
+        assert written is not None and written["status"] == {"phase": "Scheduled"}
+        async with server.client(token="old", reload=Loader(server, "new")) as api:
+            api.fence = lambda: True
+            with pytest.raises(ApiError) as refused:  # from the version before that write
+                await api.write_workload_status("ns", "web", {"phase": "Pending"}, version)
+            assert refused.value.conflict
+        writes = server.seen("PUT", "/workloads/web/status")[2:]
+        assert [(s.token, s.outcome) for s in writes] == [("old", "401"), ("new", "409")]
+
+    run(scenario)
+
+
+def test_a_list_is_asked_for_page_by_page_and_handed_on_whole() -> None:
+    """``list_objects`` asks for ``limit`` objects a page and carries each page's ``continue``
+    into the next request, as the API server's chunked LIST expects (a request without them
+    gets the whole list in one answer); every object of every page is handed on, and the
+    list's resourceVersion (the last page's) is returned. A LIST refused with a 401 is asked
+    again with the same query."""
+    items = [{"metadata": {"name": f"n{i}"}} for i in range(5)]
+    queries: list[dict[str, str]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        queries.append(dict(request.query))
+        if request.headers.get("Authorization") != "Bearer new":
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
+        limit = int(request.query.get("limit", "1000"))
+        start = int(request.query.get("continue", "0"))
+        more = str(start + limit) if start + limit < len(items) else ""
+        page = {"items": items[start : start + limit], "metadata": {"resourceVersion": "7"}}
+        if more:
+            page["metadata"] = {"resourceVersion": "7", "continue": more}
+        return web.json_response(page)
+
+    async def scenario() -> tuple[str | None, list[str]]:
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+        def configuration(token: str) -> k8s_client.Configuration:
+            configuration = k8s_client.Configuration()
+            configuration.host = host
+            configuration.api_key = {"BearerToken": f"Bearer {token}"}
+            return configuration
+
+        names: list[str] = []
+        try:
+            async with KubeApi(configuration("old"), reload=lambda: configuration("new")) as api:
+                version = await api.list_objects(
+                    NODES, lambda obj: names.append(obj["metadata"]["name"]), page=2
+                )
+        finally:
+            await runner.cleanup()
+        return version, names
+
+    version, names = asyncio.run(scenario())
+    assert (version, names) == ("7", ["n0", "n1", "n2", "n3", "n4"])
+    assert queries == [
+        {"limit": "2"},  # refused: 401
+        {"limit": "2"},
+        {"limit": "2", "continue": "2"},
+        {"limit": "2", "continue": "4"},
+    ]
 
 
 def test_a_401_on_a_watch_loads_the_credentials_again_and_watches_with_them() -> None:
