@@ -449,6 +449,55 @@ def test_a_401_on_a_watch_loads_the_credentials_again_and_watches_with_them() ->
     run(scenario)
 
 
+def test_a_watch_refused_with_a_401_by_the_new_credentials_too_is_a_401() -> None:
+    """Credentials loaded again after a 401 are tried once: refused again, the watch is the
+    API server's 401 (``ApiError``, which the informer logs as a refused watch), not a watch
+    that ended by itself, and the credentials are not loaded a second time."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.tokens = {"someone-else"}
+        loader = Loader(server, "new")
+        async with server.client(token="old", reload=loader) as api:
+            with pytest.raises(ApiError) as refused:
+                async for _ in api.watch(NODES, "100", 300):
+                    pass
+        assert refused.value.status == 401
+        assert [(s.token, s.outcome) for s in server.requests] == [("old", "401"), ("new", "401")]
+        assert loader.calls == 1
+
+    run(scenario)
+
+
+def test_a_watch_asks_for_bookmarks_and_its_end_and_reads_events_as_they_come() -> None:
+    """A watch asks the API server for what the informer relies on: ``watch=1`` from the
+    ``resourceVersion`` given, bookmarks (``allowWatchBookmarks``: the server sends this
+    watch a BOOKMARK, and a quiet watch moves on) and ``timeoutSeconds`` (the server ends it
+    in time). Events that arrive one at a time, each in a read of its own, are each handed
+    on whole."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("nodes", {"metadata": {"name": "before"}})
+        since = str(server.revision)
+        server.put("nodes", {"metadata": {"name": "a"}})
+        events: list[tuple[str, str | None]] = []
+        async with server.client() as api:
+            async for event in api.watch(NODES, since, 42):
+                events.append((event["type"], event["object"]["metadata"].get("name")))
+                await asyncio.sleep(0.01)  # the next event comes in a read of its own
+                if len(events) == 1:
+                    assert server.bookmark() == 1  # this watch asked for bookmarks
+                elif len(events) == 2:
+                    server.put("nodes", {"metadata": {"name": "c"}})
+                else:
+                    break
+            (watch,) = server.seen("GET", NODES, watch=True)
+        assert events == [("ADDED", "a"), ("BOOKMARK", None), ("ADDED", "c")]
+        asked = {k: v for k, v in watch.query.items() if k != "allowWatchBookmarks"}
+        assert asked == {"watch": "1", "timeoutSeconds": "42", "resourceVersion": since}
+
+    run(scenario)
+
+
 def test_a_401_without_new_credentials_stays_a_401() -> None:
     """No loader, or one that fails (the token file being replaced): the 401 stands, and
     the loader's own error (``OSError``...) never reaches the operator's tasks."""
