@@ -755,11 +755,15 @@ def test_a_status_write_replaces_the_status_on_the_version_it_was_decided_from()
             },
         )
         version = stored["metadata"]["resourceVersion"]
+        labels = {"verb": "PUT", "resource": "workloads/status", "code": "200"}
+        before = REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
         async with server.client() as api:
             answer = await api.write_workload_status(
                 "team-a", "web", {"phase": "Scheduled"}, version
             )
             assert answer["kind"] == "PartialObjectMetadata" and "status" not in answer
+            # counted under the verb as the API server's apiserver_request_total spells it
+            assert REGISTRY.get_sample_value("orca_api_requests_total", labels) == before + 1
             written = server.get("workloads", "web", "team-a")
             assert written is not None and written["status"] == {"phase": "Scheduled"}
             assert answer["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]

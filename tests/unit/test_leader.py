@@ -181,10 +181,12 @@ def test_a_standby_judges_expiry_on_its_own_clock_and_takes_over_as_client_go_do
     run(scenario)
 
 
-def test_a_409_on_renew_means_not_leader_at_once() -> None:
+def test_a_409_on_renew_means_not_leader_at_once(caplog: pytest.LogCaptureFixture) -> None:
     """Another replica took the Lease between this one's GET and PUT: the server refuses the
     PUT (409), and the replica stops counting as leader at its next read of the Lease (which
-    names the other holder), not at its renew deadline."""
+    names the other holder), not at its renew deadline. The lost round is logged with the
+    API server's words."""
+    caplog.set_level(logging.INFO, logger="orca.leader")
 
     async def scenario(server: FakeApiServer) -> None:
         a = Replica(server, "a").start()
@@ -208,6 +210,10 @@ def test_a_409_on_renew_means_not_leader_at_once() -> None:
         await a.stop()
 
     run(scenario)
+    changed = "leader election: the Lease changed meanwhile (409 Conflict: "
+    assert [r.levelno for r in caplog.records if r.getMessage().startswith(changed)] == [
+        logging.INFO
+    ]
 
 
 def test_a_409_against_its_own_write_leaves_the_leader_leading() -> None:
