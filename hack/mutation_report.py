@@ -17,16 +17,17 @@ its mutants, and a listed name can come to mean another mutant, which the list w
 excuse for a reason written about a different change. So each listed mutant is pinned to its
 diff (the lines it removes and adds) in ``tests/mutation/equivalent.pins.json``: a listed
 survivor whose diff is not the pinned one is scored as a survivor again and reported as
-changed until someone reads it, fixes the reason and pins it again (``--pin``, which pins every
-listed survivor as it is now).
+changed until someone reads it, fixes the reason and pins it again (``--pin PATTERN...``, which
+pins the listed survivors matching the patterns as they are now; no pattern: all of them).
 
-    python hack/mutation_report.py [--fail-under 95] [--pin]
+    python hack/mutation_report.py [--fail-under 95] [--pin [PATTERN ...]]
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import fnmatch
 import json
 import re
 import sys
@@ -206,10 +207,21 @@ def load_pins(path: Path) -> dict[str, list[str]]:
     return pins
 
 
-def pin(modules: list[Module], listed: dict[str, str], pins: dict[str, list[str]]) -> int:
-    """Pin every listed survivor's edit as it is now; pins of names no longer listed go. Pins of
-    listed mutants not checked in this ``mutants/`` are kept as they were."""
-    now = {name: edit for m in modules for name, edit in m.listed.items()}
+def pin(
+    modules: list[Module],
+    listed: dict[str, str],
+    pins: dict[str, list[str]],
+    patterns: list[str],
+) -> int:
+    """Pin the edit of every listed survivor whose name matches one of ``patterns`` (fnmatch;
+    none: all) as it is now; pins of names no longer listed go. The other pins are kept as
+    they were."""
+    now = {
+        name: edit
+        for m in modules
+        for name, edit in m.listed.items()
+        if not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    }
     kept = {name: edit for name, edit in pins.items() if name in listed and name not in now}
     merged = dict(sorted({**kept, **now}.items()))
     PINS.write_text(json.dumps(merged, indent=1, ensure_ascii=False) + "\n")
@@ -222,8 +234,10 @@ def main() -> int:
     parser.add_argument("--fail-under", type=float, default=0.0, help="exit 1 below this score")
     parser.add_argument(
         "--pin",
-        action="store_true",
-        help="pin every listed survivor's edit as it is now (after reading each one)",
+        nargs="*",
+        metavar="PATTERN",
+        help="pin the edit of the listed survivors matching PATTERN (fnmatch; none: every "
+        "one) as it is now, after reading each",
     )
     args = parser.parse_args()
     listed, pins = load_equivalent(EQUIVALENT), load_pins(PINS)
@@ -231,8 +245,8 @@ def main() -> int:
     if not modules:
         print("no mutation results in mutants/: run `make mutation` first", file=sys.stderr)
         return 1
-    if args.pin:
-        pin(modules, listed, pins)
+    if args.pin is not None:
+        pin(modules, listed, pins, args.pin)
         modules, stale = collect(listed, load_pins(PINS))
     score = report(modules, stale)
     return 1 if score < args.fail_under else 0
