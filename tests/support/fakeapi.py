@@ -439,7 +439,10 @@ class FakeApiServer:
             await response.write_eof()
             return response
         watch = _Watch(request, resource, ns)
-        watch.bookmarks = request.query.get("allowWatchBookmarks") == "true"
+        # As the API server reads a bool parameter (k8s.io/apimachinery pkg/runtime/conversion.go,
+        # Convert_Slice_string_To_bool): true unless "0" or "false" in any case.
+        asked = request.query.get("allowWatchBookmarks")
+        watch.bookmarks = asked is not None and asked != "0" and asked.lower() != "false"
         self._watches.add(watch)
         try:
             if since:

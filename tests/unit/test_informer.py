@@ -46,6 +46,14 @@ WORKLOADS = "/apis/orca.cloudinit.dev/v1alpha1/workloads"
 PATHS = {"workloads": WORKLOADS, "nodes": NODES_PATH, "priorityclasses": PRIORITY_CLASSES}
 
 
+OUTCOMES = ("failed", "listed")
+
+
+def relists(resource: str, outcome: str) -> float:
+    labels = {"resource": resource, "outcome": outcome}
+    return REGISTRY.get_sample_value("orca_relists_total", labels) or 0.0
+
+
 def restarts(resource: str, reason: str) -> float:
     labels = {"resource": resource, "reason": reason}
     return REGISTRY.get_sample_value("orca_watch_restarts_total", labels) or 0.0
@@ -55,8 +63,9 @@ class Watching:
     """One operator's view: an informer per kind given (the first one watched by the test),
     its handler, and the start-up gate; fake clocks and sleeps."""
 
-    def __init__(self, server: FakeApiServer, *kinds: str) -> None:
+    def __init__(self, server: FakeApiServer, *kinds: str, resync: float | None = None) -> None:
         kinds = kinds or ("workloads",)
+        self.resync = resync  # given to each informer as ``orca operate`` gives it (app.py)
         self.server = server
         self.api = server.client()
         self.state, self.queue = ClusterState(), WorkQueue()
@@ -78,7 +87,9 @@ class Watching:
         else:
             handler = PriorityClassEvents(self.state, self.queue, self.gate, self.priorities)
         missing = NO_CRD if kind == "workloads" else None
-        informer = Informer(self.api, PATHS[kind], kind, handler, timeout=300, missing=missing)
+        informer = Informer(
+            self.api, PATHS[kind], kind, handler, timeout=300, resync=self.resync, missing=missing
+        )
         informer.clock = self.clock
         informer.sleep = self._sleep
         return informer
@@ -606,9 +617,18 @@ def test_the_startup_list_retries_until_the_api_answers(
         crd = server.add(Fault("GET", WORKLOADS, "status", times=2, status=404, watch=False))
         crd.reason = "NotFound"
         w = Watching(server, "workloads", "nodes")
+        outcomes = [(kind, outcome) for kind in ("workloads", "nodes") for outcome in OUTCOMES]
+        before = {key: relists(*key) for key in outcomes}
         with caplog.at_level(logging.WARNING, logger="orca.informer"):
             await w.listed()
         assert w.gate.ready.is_set()
+        counted = {key: relists(*key) - before[key] for key in outcomes}
+        assert counted == {  # each LIST counted by its kind and outcome
+            ("workloads", "failed"): 2,
+            ("workloads", "listed"): 1,
+            ("nodes", "failed"): 1,
+            ("nodes", "listed"): 1,
+        }
         assert w.keys == {"ns/a"} and w.nodes == {"n1"}
         assert await w.handed_out() == {"ns/a"}
         messages = [r.getMessage() for r in caplog.records if r.name == "orca.informer"]
@@ -638,6 +658,38 @@ def test_the_startup_list_gives_a_refusal_that_is_not_a_missing_crd_as_it_is(
         assert len(messages) == 1 and "403 Forbidden" in messages[0]
         assert "CRD" not in messages[0]
         await w.stop()
+
+    run(scenario)
+
+
+def test_an_informer_as_the_operator_builds_it_waits_on_the_event_loop_and_retries() -> None:
+    """``orca operate`` leaves an informer its own clock and sleep (app.py): the monotonic
+    clock and asyncio's sleep. A LIST refused once (500) is retried after the back-off's first
+    step, 0.5 s of the loop's time, and the informer goes on: nothing blocks the loop, the
+    handler gets the list, the caller no error."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("workloads", workload("a"))
+        server.refuse("GET", WORKLOADS, 500, "InternalError")
+        recording = Recording()
+        informer = Informer(server.client(), WORKLOADS, "workloads", recording)
+        loop = asyncio.get_running_loop()
+        ticks: list[int] = []
+
+        async def ticking() -> None:  # the loop stays free while the informer waits
+            while True:
+                ticks.append(1)
+                await asyncio.sleep(0.05)
+
+        ticker = asyncio.create_task(ticking())
+        started = loop.time()
+        await informer.list_until_done(initial=True)
+        waited = loop.time() - started
+        ticker.cancel()
+        assert [s.outcome for s in server.seen("GET", WORKLOADS)] == ["500", "200"]
+        assert recording.calls == [("added", "a"), ("listed", True)]
+        assert waited >= 0.45 and len(ticks) >= 5  # asyncio may wake a timer a hair early
+        await informer.api.close()
 
     run(scenario)
 
@@ -896,9 +948,7 @@ def test_a_watch_asks_the_server_to_end_it_in_time_for_the_resync(
     under a second (0 would mean the server's own default)."""
 
     async def scenario(server: FakeApiServer) -> None:
-        w = Watching(server)
-        w.informer.resync = resync
-        await w.start()
+        w = await Watching(server, resync=resync).start()
         assert [s.query["timeoutSeconds"] for s in server.seen("GET", w.path, True)] == [asked]
         await w.stop()
 
@@ -921,9 +971,7 @@ def test_a_relist_without_an_answer_says_so_and_goes_on_once_the_server_answers(
         assert recording.calls[-1] == ("listed", True)
         await initial.api.close()
 
-        w = Watching(server)
-        w.informer.resync = 60.0
-        await w.start()
+        w = await Watching(server, resync=60.0).start()
 
         async def long_sleep(delay: float) -> None:
             w.delays.append(delay)
@@ -952,9 +1000,7 @@ def test_a_relist_without_an_answer_says_so_and_goes_on_once_the_server_answers(
 def test_the_periodic_resync_lists_again_and_looks_at_every_workload() -> None:
     async def scenario(server: FakeApiServer) -> None:
         server.put("workloads", workload("a"))
-        w = Watching(server)
-        w.informer.resync = 60.0
-        await w.start()
+        w = await Watching(server, resync=60.0).start()
         await w.handed_out()
         w.clock.advance(30)
         server.end_watches()  # the watch ends (its timeout) 30 s after the LIST: watch on

@@ -33,3 +33,15 @@ def test_in_cluster_token_is_sent_and_a_rotated_file_is_read_again(tmp_path: Pat
 
 def test_client_certificates_send_no_authorization_header() -> None:
     assert authorization(k8s_client.Configuration()) is None
+
+
+def test_a_configuration_with_the_older_authorization_key_still_sends_its_token() -> None:
+    """A Configuration built by hand as the kubernetes client's generated API docs show it
+    ("Configure API key authorization: BearerToken"): the token under
+    ``api_key["authorization"]``, its prefix under ``api_key_prefix["authorization"]``. The
+    loaders store under ``BearerToken`` only; ``authorization`` reads the older key when
+    that one is absent, so such a Configuration still authenticates."""
+    configuration = k8s_client.Configuration()
+    configuration.api_key["authorization"] = "older"
+    configuration.api_key_prefix["authorization"] = "Bearer"
+    assert authorization(configuration) == "Bearer older"

@@ -33,6 +33,7 @@ from controller.api.models import API_VERSION
 from controller.operator import tls
 from controller.operator.kube import ApiError, Fenced, KubeApi, TransportError
 from controller.operator.kube import client as kube
+from tests.support.factories import stored_workload
 from tests.support.fakeapi import FakeApiServer, Fault, run, until
 
 NODES = "/api/v1/nodes"
@@ -108,6 +109,7 @@ def test_credentials_that_cannot_be_read_raise_transport_error_and_send_nothing(
             with pytest.raises(TransportError) as raised:
                 await api.request("GET", NODES)
             assert isinstance(raised.value.cause, FileNotFoundError)
+            assert str(raised.value).startswith("reading the credentials: FileNotFoundError: ")
         assert server.requests == []
 
     run(scenario)
@@ -343,6 +345,95 @@ def test_a_401_loads_the_credentials_again_and_retries_once_with_them() -> None:
     run(scenario)
 
 
+def test_a_fenced_write_refused_with_a_401_is_sent_again_whole_by_a_leader() -> None:
+    """A status write of a replica that holds the Lease (its fence says yes) goes out; refused
+    with a 401, it is sent once more with the credentials loaded again, and the same body,
+    query and ``Accept``: the status lands, answered with the metadata alone. The 401 changed
+    nothing, so it does not count as a first sending: a 409 on the write sent again is the
+    API server's own refusal (``ApiError``), not a write that may have landed."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        stored = server.put("workloads", stored_workload("web"))
+        version = stored["metadata"]["resourceVersion"]
+        server.tokens = {"new"}  # "old" was revoked as it was rotated
+        async with server.client(token="old", reload=Loader(server, "new")) as api:
+            api.fence = lambda: True
+            answer = await api.write_workload_status("ns", "web", {"phase": "Scheduled"}, version)
+            assert answer["kind"] == "PartialObjectMetadata" and "status" not in answer
+        writes = server.seen("PUT", "/workloads/web/status")
+        assert [(s.token, s.outcome) for s in writes] == [("old", "401"), ("new", "200")]
+        assert writes[0].query == writes[1].query == {"fieldValidation": "Ignore"}
+        assert writes[0].body == writes[1].body
+        written = server.get("workloads", "web", "ns")
+        assert written is not None and written["status"] == {"phase": "Scheduled"}
+        async with server.client(token="old", reload=Loader(server, "new")) as api:
+            api.fence = lambda: True
+            with pytest.raises(ApiError) as refused:  # from the version before that write
+                await api.write_workload_status("ns", "web", {"phase": "Pending"}, version)
+            assert refused.value.conflict
+        writes = server.seen("PUT", "/workloads/web/status")[2:]
+        assert [(s.token, s.outcome) for s in writes] == [("old", "401"), ("new", "409")]
+
+    run(scenario)
+
+
+def test_a_list_is_asked_for_page_by_page_and_handed_on_whole() -> None:
+    """``list_objects`` asks for ``limit`` objects a page and carries each page's ``continue``
+    into the next request, as the API server's chunked LIST expects (a request without them
+    gets the whole list in one answer); every object of every page is handed on, and the
+    list's resourceVersion (the last page's) is returned. A LIST refused with a 401 is asked
+    again with the same query."""
+    items = [{"metadata": {"name": f"n{i}"}} for i in range(5)]
+    queries: list[dict[str, str]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        queries.append(dict(request.query))
+        if len(queries) > 10:  # a client that never carries ``continue`` on: fail, not hang
+            return web.json_response({"kind": "Status", "code": 500}, status=500)
+        if request.headers.get("Authorization") != "Bearer new":
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
+        limit = int(request.query.get("limit", "1000"))
+        start = int(request.query.get("continue", "0"))
+        more = str(start + limit) if start + limit < len(items) else ""
+        page = {"items": items[start : start + limit], "metadata": {"resourceVersion": "7"}}
+        if more:
+            page["metadata"] = {"resourceVersion": "7", "continue": more}
+        return web.json_response(page)
+
+    async def scenario() -> tuple[str | None, list[str]]:
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+        def configuration(token: str) -> k8s_client.Configuration:
+            configuration = k8s_client.Configuration()
+            configuration.host = host
+            configuration.api_key = {"BearerToken": f"Bearer {token}"}
+            return configuration
+
+        names: list[str] = []
+        try:
+            async with KubeApi(configuration("old"), reload=lambda: configuration("new")) as api:
+                version = await api.list_objects(
+                    NODES, lambda obj: names.append(obj["metadata"]["name"]), page=2
+                )
+        finally:
+            await runner.cleanup()
+        return version, names
+
+    version, names = asyncio.run(scenario())
+    assert (version, names) == ("7", ["n0", "n1", "n2", "n3", "n4"])
+    assert queries == [
+        {"limit": "2"},  # refused: 401
+        {"limit": "2"},
+        {"limit": "2", "continue": "2"},
+        {"limit": "2", "continue": "4"},
+    ]
+
+
 def test_a_401_on_a_watch_loads_the_credentials_again_and_watches_with_them() -> None:
     async def scenario(server: FakeApiServer) -> None:
         server.put("nodes", {"metadata": {"name": "a"}})
@@ -354,6 +445,55 @@ def test_a_401_on_a_watch_loads_the_credentials_again_and_watches_with_them() ->
                 break
         assert [(s.token, s.outcome) for s in server.requests] == [("old", "401"), ("new", "200")]
         assert loader.calls == 1
+
+    run(scenario)
+
+
+def test_a_watch_refused_with_a_401_by_the_new_credentials_too_is_a_401() -> None:
+    """Credentials loaded again after a 401 are tried once: refused again, the watch is the
+    API server's 401 (``ApiError``, which the informer logs as a refused watch), not a watch
+    that ended by itself, and the credentials are not loaded a second time."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.tokens = {"someone-else"}
+        loader = Loader(server, "new")
+        async with server.client(token="old", reload=loader) as api:
+            with pytest.raises(ApiError) as refused:
+                async for _ in api.watch(NODES, "100", 300):
+                    pass
+        assert refused.value.status == 401
+        assert [(s.token, s.outcome) for s in server.requests] == [("old", "401"), ("new", "401")]
+        assert loader.calls == 1
+
+    run(scenario)
+
+
+def test_a_watch_asks_for_bookmarks_and_its_end_and_reads_events_as_they_come() -> None:
+    """A watch asks the API server for what the informer relies on: ``watch=1`` from the
+    ``resourceVersion`` given, bookmarks (``allowWatchBookmarks``: the server sends this
+    watch a BOOKMARK, and a quiet watch moves on) and ``timeoutSeconds`` (the server ends it
+    in time). Events that arrive one at a time, each in a read of its own, are each handed
+    on whole."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("nodes", {"metadata": {"name": "before"}})
+        since = str(server.revision)
+        server.put("nodes", {"metadata": {"name": "a"}})
+        events: list[tuple[str, str | None]] = []
+        async with server.client() as api:
+            async for event in api.watch(NODES, since, 42):
+                events.append((event["type"], event["object"]["metadata"].get("name")))
+                await asyncio.sleep(0.01)  # the next event comes in a read of its own
+                if len(events) == 1:
+                    assert server.bookmark() == 1  # this watch asked for bookmarks
+                elif len(events) == 2:
+                    server.put("nodes", {"metadata": {"name": "c"}})
+                else:
+                    break
+            (watch,) = server.seen("GET", NODES, watch=True)
+        assert events == [("ADDED", "a"), ("BOOKMARK", None), ("ADDED", "c")]
+        asked = {k: v for k, v in watch.query.items() if k != "allowWatchBookmarks"}
+        assert asked == {"watch": "1", "timeoutSeconds": "42", "resourceVersion": since}
 
     run(scenario)
 
@@ -524,6 +664,80 @@ def test_a_watch_counts_itself_and_names_itself_when_it_breaks() -> None:
     run(scenario)
 
 
+def test_a_request_without_an_answer_or_cancelled_is_counted_as_an_error() -> None:
+    """Every request counts itself under its verb and resource: one that got no answer (the
+    connection closed) and one cancelled while it waited for its answer (a stop, a timeout
+    of the caller's) under the code ``error``, as they never got an HTTP status."""
+
+    def errors(verb: str, resource: str) -> float:
+        labels = {"verb": verb, "resource": resource, "code": "error"}
+        return REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("configmaps", {"metadata": {"name": "c", "namespace": "ns"}})
+        path = "/api/v1/namespaces/ns/configmaps/c"
+        before = (errors("GET", "nodes"), errors("PUT", "configmaps"))
+        async with server.client() as api:
+            server.drop("GET", NODES, times=2)  # aiohttp sends a GET once more: one failure
+            with pytest.raises(TransportError):
+                await api.request("GET", NODES)
+            held = server.hold("PUT", path)
+            waiting = asyncio.create_task(api.request("PUT", path, {"metadata": {"name": "c"}}))
+            await until(lambda: held.arrived == 1, "the PUT at the server")
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
+            held.gate.set()
+        assert (errors("GET", "nodes"), errors("PUT", "configmaps")) == (
+            before[0] + 1,
+            before[1] + 1,
+        )
+
+    run(scenario)
+
+
+def test_answers_that_are_not_2xx_are_api_errors_and_no_content_is_an_empty_answer() -> None:
+    """Only a 2xx is an answer: a 300 (a proxy's Multiple Choices; aiohttp follows only the
+    redirects 301-308) is an ``ApiError`` as any other status, and a refusal that is not a
+    Kubernetes ``Status`` (a proxy's page) keeps the HTTP reason and quotes the page. A 204
+    No Content has no body by definition (RFC 9110 15.3.5): an answer, read as empty, not an
+    unreadable one that would make the caller retry what succeeded."""
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path == "/choices":
+            return web.json_response({"kind": "Status", "code": 300}, status=300)
+        if request.path == "/proxy":
+            return web.Response(status=502, text="<html>upstream down</html>")
+        return web.Response(status=204)
+
+    async def scenario() -> tuple[ApiError, ApiError, dict[str, Any]]:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        configuration = k8s_client.Configuration()
+        configuration.host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        try:
+            async with KubeApi(configuration) as api:
+                with pytest.raises(ApiError) as choices:
+                    await api.request("GET", "/choices")
+                with pytest.raises(ApiError) as proxy:
+                    await api.request("GET", "/proxy")
+                empty = await api.request("DELETE", "/empty")
+        finally:
+            await runner.cleanup()
+        return choices.value, proxy.value, empty
+
+    choices, proxy, empty = asyncio.run(scenario())
+    assert choices.status == 300
+    assert (proxy.status, proxy.reason, proxy.message) == (
+        502,
+        "Bad Gateway",
+        "<html>upstream down</html>",
+    )
+    assert empty == {}
+
+
 def test_a_status_write_replaces_the_status_on_the_version_it_was_decided_from() -> None:
     """What the API server needs of a status PUT (``fakeapi`` refuses as it does a body
     without the Workload's kind and apiVersion, or naming another object): the status is
@@ -541,11 +755,15 @@ def test_a_status_write_replaces_the_status_on_the_version_it_was_decided_from()
             },
         )
         version = stored["metadata"]["resourceVersion"]
+        labels = {"verb": "PUT", "resource": "workloads/status", "code": "200"}
+        before = REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
         async with server.client() as api:
             answer = await api.write_workload_status(
                 "team-a", "web", {"phase": "Scheduled"}, version
             )
             assert answer["kind"] == "PartialObjectMetadata" and "status" not in answer
+            # counted under the verb as the API server's apiserver_request_total spells it
+            assert REGISTRY.get_sample_value("orca_api_requests_total", labels) == before + 1
             written = server.get("workloads", "web", "team-a")
             assert written is not None and written["status"] == {"phase": "Scheduled"}
             assert answer["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
@@ -554,6 +772,51 @@ def test_a_status_write_replaces_the_status_on_the_version_it_was_decided_from()
                 await api.write_workload_status("team-a", "web", {"phase": "Pending"}, version)
             assert raised.value.conflict
         assert [s.outcome for s in server.seen("PUT")] == ["200", "409"]
+
+    run(scenario)
+
+
+def test_a_status_write_applied_cut_and_refused_when_sent_again_got_no_answer() -> None:
+    """aiohttp sends a PUT once more, at once, when its connection closed before the answer
+    (``retry_persistent_connection``); the first one was applied, so the second meets the
+    write's own new resourceVersion: 409. That refusal says nothing of the write that landed:
+    the caller gets ``TransportError`` (no answer: both outcomes possible), not a conflict,
+    which would make it give the room back while the object records it. A write refused the
+    first time it is sent stays the API server's 409, and so does an unfenced PUT (a Lease
+    renew: the elector reads the Lease again on the next round)."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        stored = server.put(
+            "workloads",
+            {
+                "apiVersion": API_VERSION,
+                "kind": "Workload",
+                "metadata": {"name": "web", "namespace": "team-a"},
+                "spec": {"replicas": 1},
+            },
+        )
+        version = stored["metadata"]["resourceVersion"]
+        async with server.client() as api:
+            server.drop("PUT", "/workloads/web/status", after=True)
+            with pytest.raises(TransportError) as unanswered:
+                await api.write_workload_status("team-a", "web", {"phase": "Scheduled"}, version)
+            assert [s.outcome for s in server.seen("PUT")] == ["dropped", "409"]
+            assert "(sent twice, the second refused)" in str(unanswered.value)
+            assert isinstance(unanswered.value.cause, ApiError)
+            assert unanswered.value.cause.conflict
+            written = server.get("workloads", "web", "team-a")
+            assert written is not None and written["status"] == {"phase": "Scheduled"}
+            with pytest.raises(ApiError) as refused:  # sent once, from the old version
+                await api.write_workload_status("team-a", "web", {"phase": "Pending"}, version)
+            assert refused.value.conflict
+            path = "/apis/coordination.k8s.io/v1/namespaces/team-a/leases/l"
+            lease = {"metadata": {"name": "l", "namespace": "team-a"}, "spec": {}}
+            created = await api.request("PUT", path, lease)  # no version: created
+            server.drop("PUT", path, after=True)
+            with pytest.raises(ApiError) as lease_refused:
+                await api.request("PUT", path, created)
+            assert lease_refused.value.conflict
+            assert [s.outcome for s in server.seen("PUT", path)] == ["201", "dropped", "409"]
 
     run(scenario)
 
@@ -662,6 +925,113 @@ def test_a_request_gets_a_connection_in_turn_while_busy_callers_keep_every_one_i
     assert after <= 3 * 4  # in turn: behind the four requests in flight (and a few more)
 
 
+def test_every_turn_has_a_connection_of_its_own_past_aiohttps_default_pool() -> None:
+    """``max_connections`` turns, and as many connections: with more than aiohttp's default
+    pool (100; ``--max-in-flight`` is the operator's knob) every caller holding a turn is
+    sent at once, none left waiting in aiohttp's pool, which hands connections out unfairly
+    (the test above)."""
+    connections = 101
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("configmaps", {"metadata": {"name": "c", "namespace": "ns"}})
+        path = "/api/v1/namespaces/ns/configmaps/c"
+        held = server.hold("GET", path, times=None)
+        api = KubeApi(server.configuration(), max_connections=connections)
+        try:
+            requests = [asyncio.create_task(api.request("GET", path)) for _ in range(connections)]
+            await until(lambda: held.arrived == connections, "every request at the server")
+            held.gate.set()
+            answers = await asyncio.gather(*requests)
+            assert len(answers) == connections
+        finally:
+            await api.close()
+
+    run(scenario)
+
+
+def test_requests_say_what_they_send_and_accept_and_keep_no_cookies() -> None:
+    """The headers the API server negotiates on (k8s.io/apiserver pkg/endpoints/handlers/
+    negotiation/negotiate.go): a body's ``Content-Type`` is ``application/json`` (read through
+    ``mime.ParseMediaType``, which lowercases it; another type is 415); an answer is asked
+    for as ``application/json``, compared case by case with what it can serve (goautoneg's
+    ``ParseAccept`` keeps the case; anything else is 406), and a write that reads only the
+    metadata asks for that alone, in one ``Accept`` (``req.Header.Get`` reads the first of
+    several); a watch asks for JSON too. The bearer token goes in ``Authorization``. No
+    cookie is kept: a ``Set-Cookie`` (a load balancer's affinity cookie) is never sent
+    back."""
+    seen: list[tuple[str, str, list[str], list[str], list[str], list[str]]] = []
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        headers = request.headers
+        seen.append(
+            (
+                request.method,
+                request.query.get("watch", ""),
+                headers.getall("Accept", []),
+                headers.getall("Content-Type", []) if request.body_exists else [],
+                headers.getall("Authorization", []),
+                headers.getall("Cookie", []),
+            )
+        )
+        if request.query.get("watch"):
+            stream = web.StreamResponse()
+            stream.content_type = "application/json"
+            await stream.prepare(request)
+            await stream.write(b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n')
+            return stream
+        answer = web.json_response({"metadata": {"name": "a", "resourceVersion": "1"}})
+        answer.set_cookie("affinity", "replica-1")
+        return answer
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        configuration = k8s_client.Configuration()
+        # A name, not an address: aiohttp's default cookie jar keeps no cookie of an IP address.
+        configuration.host = f"http://localhost:{runner.addresses[0][1]}"
+        configuration.api_key = {"BearerToken": "Bearer t"}
+        try:
+            async with KubeApi(configuration) as api:
+                await api.request("GET", NODES)
+                await api.request("PUT", "/api/v1/namespaces/ns/configmaps/a", {"data": {}})
+                await api.create_event("ns", {"metadata": {"generateName": "a."}})
+                async for event in api.watch(NODES, "1", 30):
+                    assert event["object"]["metadata"]["name"] == "a"
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(scenario())
+    json, metadata_only, bearer = ["application/json"], [kube.METADATA_ONLY], ["Bearer t"]
+    assert [(method, watch, accept) for method, watch, accept, *_ in seen] == [
+        ("GET", "", json),
+        ("PUT", "", json),
+        ("POST", "", metadata_only),
+        ("GET", "1", json),
+    ]
+    bodies = [[value.lower() for value in content] for _, _, _, content, _, _ in seen]
+    assert bodies == [[], json, json, []]  # a GET sends no body
+    assert all(auth == bearer for *_, auth, _ in seen)
+    assert all(cookie == [] for *_, cookie in seen)
+
+
+def test_a_request_gives_up_before_its_retired_session_is_closed() -> None:
+    """Every request has a total timeout (30 s: an API server that never answers costs a
+    worker that long, not aiohttp's default five minutes), shorter than the grace a session
+    retired after a 401 keeps for the requests it carries, so none is cut by the close."""
+
+    async def scenario() -> None:
+        async with KubeApi(k8s_client.Configuration()) as api:
+            session = await api.session()
+            assert session.timeout.total == 30
+            assert session.timeout.total < kube.RETIRED_SESSION_GRACE
+
+    asyncio.run(scenario())
+
+
 def test_a_refused_watch_is_an_api_error_at_once_without_loading_credentials() -> None:
     """Only a 401 loads the credentials again; any other refusal (a 503 from an API server
     starting, a 300 from a misconfigured proxy) is the caller's to retry."""
@@ -767,7 +1137,8 @@ def test_requests_and_watches_verify_the_api_server_and_present_the_client_certi
     (``client-certificate``, ``client-key``) are presented, for requests and for watches
     (each on a session of its own). A client that does not trust the CA gets no answer
     (``TransportError``), and ``insecure-skip-tls-verify`` (``verify_ssl`` False) skips the
-    check."""
+    check: the CA file is then not read at all, so one that is not a certificate stops
+    nothing."""
     server_bundle = tls.generate(["127.0.0.1"])
     client_bundle = _client_certificate()
     for name, data in {
@@ -775,6 +1146,7 @@ def test_requests_and_watches_verify_the_api_server_and_present_the_client_certi
         "client.crt": client_bundle.cert,
         "client.key": client_bundle.key,
         "other-ca.crt": tls.generate(["127.0.0.1"]).ca,
+        "not-a-ca.crt": b"not a certificate\n",
     }.items():
         (tmp_path / name).write_bytes(data)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=client_bundle.ca.decode())
@@ -796,6 +1168,7 @@ def test_requests_and_watches_verify_the_api_server_and_present_the_client_certi
             for trusted in (
                 configuration(server.host, "ca.crt"),
                 configuration(server.host, None, verify=False),
+                configuration(server.host, "not-a-ca.crt", verify=False),
             ):
                 async with KubeApi(trusted) as api:
                     listed = await api.request("GET", NODES)
@@ -854,3 +1227,45 @@ def _client_certificate() -> tls.CertBundle:
         key=key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
         ca=certificate(ca_name, ca_key.public_key(), ca=True).public_bytes(pem),
     )
+
+
+# -- the resource label ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "resource"),
+    [
+        ("/api/v1/nodes", "nodes"),
+        ("/apis/orca.cloudinit.dev/v1alpha1/workloads", "workloads"),
+        ("/apis/orca.cloudinit.dev/v1alpha1/namespaces/ns/workloads", "workloads"),
+        ("/apis/orca.cloudinit.dev/v1alpha1/namespaces/ns/workloads/w/status", "workloads/status"),
+        ("/api/v1/namespaces/ns/events", "events"),
+        ("/apis/coordination.k8s.io/v1/namespaces/default/leases/orca", "leases"),
+        ("/api/v1/namespaces/ns", "namespaces"),
+        ("/version", "other"),
+        ("/api/v1", "other"),  # a group version's discovery document, no resource
+        ("/apis/coordination.k8s.io/v1", "other"),
+        ("/api", "other"),
+    ],
+)
+def test_api_resource_names_the_resource_not_the_verb(path: str, resource: str) -> None:
+    """The ``resource`` label of ``orca_api_requests_total``: the resource and subresource a
+    path addresses (the pair the API server's ``apiserver_request_total`` labels), so a
+    dashboard can set the two side by side; a name or a namespace never becomes a label, and
+    a path that addresses no resource (discovery, ``/version``) is ``other``."""
+    assert kube.api_resource(path) == resource
+
+
+@pytest.mark.parametrize(
+    ("path", "resource"),
+    [
+        ("/api/v1/nodes?labelSelector=zone%3Da", "nodes"),
+        ("/api/v1/namespaces/ns/events?fieldValidation=Ignore&note=why?", "events"),
+        ("/apis/orca.cloudinit.dev/v1alpha1/workloads?watch=1&x=?/a", "workloads"),
+    ],
+)
+def test_the_resource_label_ends_at_the_first_question_mark(path: str, resource: str) -> None:
+    """A path's query starts at its first ``?`` (RFC 3986 3.4), and a query may hold more
+    (``/`` and ``?`` are data there): the label is the resource before it, never a piece of
+    the query, which would make the metric's label set unbounded."""
+    assert kube.api_resource(path) == resource

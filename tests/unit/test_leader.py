@@ -181,10 +181,12 @@ def test_a_standby_judges_expiry_on_its_own_clock_and_takes_over_as_client_go_do
     run(scenario)
 
 
-def test_a_409_on_renew_means_not_leader_at_once() -> None:
+def test_a_409_on_renew_means_not_leader_at_once(caplog: pytest.LogCaptureFixture) -> None:
     """Another replica took the Lease between this one's GET and PUT: the server refuses the
     PUT (409), and the replica stops counting as leader at its next read of the Lease (which
-    names the other holder), not at its renew deadline."""
+    names the other holder), not at its renew deadline. The lost round is logged with the
+    API server's words."""
+    caplog.set_level(logging.INFO, logger="orca.leader")
 
     async def scenario(server: FakeApiServer) -> None:
         a = Replica(server, "a").start()
@@ -208,6 +210,10 @@ def test_a_409_on_renew_means_not_leader_at_once() -> None:
         await a.stop()
 
     run(scenario)
+    changed = "leader election: the Lease changed meanwhile (409 Conflict: "
+    assert [r.levelno for r in caplog.records if r.getMessage().startswith(changed)] == [
+        logging.INFO
+    ]
 
 
 def test_a_409_against_its_own_write_leaves_the_leader_leading() -> None:
@@ -587,5 +593,43 @@ def test_the_replica_that_creates_the_lease_leads_from_that_round() -> None:
         assert [s.outcome for s in server.seen("POST")] == ["201"]
         server.clear()
         await a.stop()
+
+    run(scenario)
+
+
+def test_a_default_replica_runs_on_the_monotonic_clock_with_kube_schedulers_timing() -> None:
+    """``orca operate`` builds its elector with every default (``app.py``): the monotonic
+    clock (the fence's deadline must keep running while the process is frozen), and
+    kube-scheduler's leader election timing, which docs/faults.md states: a Lease of 15 s,
+    a renew deadline of 10 s, a round every 2 s (k8s.io/component-base config/v1alpha1
+    defaults.go, ``RecommendedDefaultLeaderElectionConfiguration``). A replica is not
+    leader before its first round; the round that creates the Lease elects it, once, with
+    the leader gauge at 1, and a stop hands it back (gauge 0). Nothing here asks
+    ``holds_lease`` before the election, so only the round itself can elect."""
+
+    def leader_gauge() -> float | None:
+        return REGISTRY.get_sample_value("orca_leader")
+
+    async def scenario(server: FakeApiServer) -> None:
+        api = server.client(token="a")
+        elected: list[bool] = []
+        elector = LeaderElector(api, NS, NAME, "a", on_elected=lambda: elected.append(True))
+        assert (elector.lease_duration, elector.renew_deadline, elector.retry_period) == (
+            15.0,
+            10.0,
+            2.0,
+        )
+        assert not elector.is_leader
+        task = asyncio.create_task(elector.run())
+        await until(lambda: bool(elected) or task.done(), "a elected")
+        assert not task.done(), task
+        assert elected == [True] and elector.is_leader and leader_gauge() == 1.0
+        assert elector.holds_lease()  # its clock is running: just renewed, well within 10 s
+        assert spec(server)["leaseDurationSeconds"] == 15
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await api.close()
+        assert not elector.is_leader and leader_gauge() == 0.0
+        assert spec(server)["holderIdentity"] == ""  # released
 
     run(scenario)

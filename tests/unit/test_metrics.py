@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY
 from controller.operator.app import Operator
 from controller.operator.events import PendingEvent
 from controller.operator.handlers import StartupGate, WorkloadEvents
-from controller.operator.kube import ApiError, KubeApi, TransportError, api_resource
+from controller.operator.kube import ApiError, KubeApi, TransportError
 from controller.operator.kube.informer import Informer
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
@@ -416,23 +416,6 @@ def test_queue_depth_follows_the_queue() -> None:
         return seen
 
     assert asyncio.run(scenario()) == [2.0, 1.0]
-
-
-@pytest.mark.parametrize(
-    ("path", "resource"),
-    [
-        ("/api/v1/nodes", "nodes"),
-        ("/apis/orca.cloudinit.dev/v1alpha1/workloads", "workloads"),
-        ("/apis/orca.cloudinit.dev/v1alpha1/namespaces/ns/workloads", "workloads"),
-        ("/apis/orca.cloudinit.dev/v1alpha1/namespaces/ns/workloads/w/status", "workloads/status"),
-        ("/api/v1/namespaces/ns/events", "events"),
-        ("/apis/coordination.k8s.io/v1/namespaces/default/leases/orca", "leases"),
-        ("/api/v1/namespaces/ns", "namespaces"),
-        ("/version", "other"),
-    ],
-)
-def test_api_resource_names_the_resource_not_the_verb(path: str, resource: str) -> None:
-    assert api_resource(path) == resource
 
 
 def _api(host: str) -> KubeApi:
