@@ -738,6 +738,20 @@ def test_answers_that_are_not_2xx_are_api_errors_and_no_content_is_an_empty_answ
     assert empty == {}
 
 
+def _stored_web(server: FakeApiServer) -> str:
+    """A Workload team-a/web stored in the fake API server; its resourceVersion."""
+    stored = server.put(
+        "workloads",
+        {
+            "apiVersion": API_VERSION,
+            "kind": "Workload",
+            "metadata": {"name": "web", "namespace": "team-a"},
+            "spec": {"replicas": 1},
+        },
+    )
+    return str(stored["metadata"]["resourceVersion"])
+
+
 def test_a_status_write_replaces_the_status_on_the_version_it_was_decided_from() -> None:
     """What the API server needs of a status PUT (``fakeapi`` refuses as it does a body
     without the Workload's kind and apiVersion, or naming another object): the status is
@@ -745,16 +759,7 @@ def test_a_status_write_replaces_the_status_on_the_version_it_was_decided_from()
     an older version is a 409."""
 
     async def scenario(server: FakeApiServer) -> None:
-        stored = server.put(
-            "workloads",
-            {
-                "apiVersion": API_VERSION,
-                "kind": "Workload",
-                "metadata": {"name": "web", "namespace": "team-a"},
-                "spec": {"replicas": 1},
-            },
-        )
-        version = stored["metadata"]["resourceVersion"]
+        version = _stored_web(server)
         labels = {"verb": "PUT", "resource": "workloads/status", "code": "200"}
         before = REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
         async with server.client() as api:
@@ -786,16 +791,7 @@ def test_a_status_write_applied_cut_and_refused_when_sent_again_got_no_answer() 
     renew: the elector reads the Lease again on the next round)."""
 
     async def scenario(server: FakeApiServer) -> None:
-        stored = server.put(
-            "workloads",
-            {
-                "apiVersion": API_VERSION,
-                "kind": "Workload",
-                "metadata": {"name": "web", "namespace": "team-a"},
-                "spec": {"replicas": 1},
-            },
-        )
-        version = stored["metadata"]["resourceVersion"]
+        version = _stored_web(server)
         async with server.client() as api:
             server.drop("PUT", "/workloads/web/status", after=True)
             with pytest.raises(TransportError) as unanswered:
