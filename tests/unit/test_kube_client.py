@@ -401,27 +401,19 @@ def test_a_list_is_asked_for_page_by_page_and_handed_on_whole() -> None:
         return web.json_response(page)
 
     async def scenario() -> tuple[str | None, list[str]]:
-        app = web.Application()
-        app.router.add_route("GET", "/{tail:.*}", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        host = f"http://127.0.0.1:{runner.addresses[0][1]}"
-
-        def configuration(token: str) -> k8s_client.Configuration:
-            configuration = k8s_client.Configuration()
-            configuration.host = host
-            configuration.api_key = {"BearerToken": f"Bearer {token}"}
-            return configuration
-
         names: list[str] = []
-        try:
+        async with RawServer(handle) as served:
+
+            def configuration(token: str) -> k8s_client.Configuration:
+                configuration = k8s_client.Configuration()
+                configuration.host = served.host
+                configuration.api_key = {"BearerToken": f"Bearer {token}"}
+                return configuration
+
             async with KubeApi(configuration("old"), reload=lambda: configuration("new")) as api:
                 version = await api.list_objects(
                     NODES, lambda obj: names.append(obj["metadata"]["name"]), page=2
                 )
-        finally:
-            await runner.cleanup()
         return version, names
 
     version, names = asyncio.run(scenario())
@@ -710,22 +702,12 @@ def test_answers_that_are_not_2xx_are_api_errors_and_no_content_is_an_empty_answ
         return web.Response(status=204)
 
     async def scenario() -> tuple[ApiError, ApiError, dict[str, Any]]:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        configuration = k8s_client.Configuration()
-        configuration.host = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        try:
-            async with KubeApi(configuration) as api:
-                with pytest.raises(ApiError) as choices:
-                    await api.request("GET", "/choices")
-                with pytest.raises(ApiError) as proxy:
-                    await api.request("GET", "/proxy")
-                empty = await api.request("DELETE", "/empty")
-        finally:
-            await runner.cleanup()
+        async with RawServer(handle) as configuration, KubeApi(configuration) as api:
+            with pytest.raises(ApiError) as choices:
+                await api.request("GET", "/choices")
+            with pytest.raises(ApiError) as proxy:
+                await api.request("GET", "/proxy")
+            empty = await api.request("DELETE", "/empty")
         return choices.value, proxy.value, empty
 
     choices, proxy, empty = asyncio.run(scenario())
@@ -980,25 +962,17 @@ def test_requests_say_what_they_send_and_accept_and_keep_no_cookies() -> None:
         return answer
 
     async def scenario() -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        configuration = k8s_client.Configuration()
-        # A name, not an address: aiohttp's default cookie jar keeps no cookie of an IP address.
-        configuration.host = f"http://localhost:{runner.addresses[0][1]}"
-        configuration.api_key = {"BearerToken": "Bearer t"}
-        try:
+        async with RawServer(handle) as configuration:
+            # A name, not an address: aiohttp's default cookie jar keeps no cookie of an IP
+            # address.
+            configuration.host = configuration.host.replace("127.0.0.1", "localhost")
+            configuration.api_key = {"BearerToken": "Bearer t"}
             async with KubeApi(configuration) as api:
                 await api.request("GET", NODES)
                 await api.request("PUT", "/api/v1/namespaces/ns/configmaps/a", {"data": {}})
                 await api.create_event("ns", {"metadata": {"generateName": "a."}})
                 async for event in api.watch(NODES, "1", 30):
                     assert event["object"]["metadata"]["name"] == "a"
-        finally:
-            await runner.cleanup()
 
     asyncio.run(scenario())
     json, metadata_only, bearer = ["application/json"], [kube.METADATA_ONLY], ["Bearer t"]
