@@ -313,7 +313,6 @@ class Framework:
     MAX_CACHED_FILTERS: Final = 4096
 
     def __init__(self, profile: Profile) -> None:
-        self.profile = profile
         self._pre_filters = profile.pre_filters
         self._static = [f for f in profile.filters if not f.per_replica]
         self._per_replica = [f for f in profile.filters if f.per_replica]
