@@ -424,3 +424,26 @@ def test_a_profile_without_static_filters_passes_every_node_at_any_time() -> Non
     filtered = framework.filter(cycle_for(workload(kind="Job"), ledger_for(node("a"), node("b"))))
     assert filtered.passes.tolist() == [True, True] and filtered.keeps.tolist() == [True, True]
     assert filtered.holds_at(NOW) and filtered.leaves is None
+
+
+class OddCpuStays(OddCpu):
+    """The same filter, declared not to move a replica already on a node it fails (as
+    capacity in kube-scheduler: a filter that only guards new placements)."""
+
+    name = "OddCpuStays"
+    evicts = False
+
+
+@pytest.mark.parametrize(
+    ("plugin", "keeps"), [(OddCpu(), [False, True]), (OddCpuStays(), [True, True])]
+)
+def test_a_filter_that_evicts_keeps_a_replica_only_where_it_passes(
+    plugin: OddCpu, keeps: list[bool]
+) -> None:
+    """``evicts`` decides ``keeps`` when a plugin gives none: where an evicting filter fails,
+    an existing replica must leave; a filter that does not evict only turns new replicas away."""
+    framework = Framework(Profile(((plugin, 0),)))
+    ledger = ledger_for(node("a", cpu="1"), node("b", cpu="2"))
+    filtered = framework.filter(cycle_for(workload(kind="Job"), ledger))
+    assert filtered.passes.tolist() == [False, True]
+    assert filtered.keeps.tolist() == keeps

@@ -415,6 +415,17 @@ def test_capacity_changes_never_evict() -> None:
     assert again.placements == first.placements
 
 
+def test_a_replica_leaves_a_node_that_no_longer_offers_its_runtime() -> None:
+    """Runtime evicts (docs/design.md 5), unlike capacity: a Service replica on a node that
+    drops its runtime moves to a node that offers it."""
+    ledger = ledger_for(node("a", runtimes=("docker",)), node("b", runtimes=("process",)))
+    scheduler = Scheduler()
+    spec: dict[str, Any] = {"kind": "Service", "count": 1, "runtime": {"oneOf": ["docker"]}}
+    assert nodes_of(book(workload(name="web", **spec), ledger, scheduler)) == ["a"]
+    ledger.rebind(NodeTable([node("a", runtimes=("process",)), node("b", runtimes=("docker",))]))
+    assert nodes_of(book(workload(name="web", **spec), ledger, scheduler)) == ["b"]
+
+
 def test_two_workloads_never_overcommit_a_node() -> None:
     ledger = ledger_for(node("a", cpu="1"))
     scheduler = Scheduler()
