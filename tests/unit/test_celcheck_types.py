@@ -134,6 +134,22 @@ ILL_TYPED = [
     ("true &&  1 in 1", "'@in' applied to '(int, int)' at column 10"),
     ("true && !1", "'!_' applied to '(int)' at column 9"),
     ('true && {1: 2}["a"] == 2', "'_[_]' applied to '(map(int, int), string)' at column 9"),
+    ("true && dyn(1) % 1.0 == 0", "'_%_' applied to '(dyn, double)' at column 9"),
+    ("true && node.cpu % 2.0 == 0.0", "'_%_' applied to '(int, double)' at column 9"),
+    ('true && [1] + ["a"] == []', "'_+_' applied to '(list(int), list(string))' at column 9"),
+    ("true && size(node.cpu) > 1", "'size' applied to '(int)' at column 9"),
+    ("true && node.hostname.endsWith(1)", "'endsWith' applied to 'string.(int)' at column 9"),
+    # dyn on the right of an operator that takes neither operand's type
+    ("1.0 % dyn(1) == 0", "'_%_' applied to '(double, dyn)'"),
+    # the string functions return a bool, not something the checker cannot see
+    ('node.hostname.startsWith("a") == 1', "'_==_' applied to '(bool, int)'"),
+    ('node.hostname.endsWith("a") == 1', "'_==_' applied to '(bool, int)'"),
+    ('node.hostname.matches("a") == 1', "'_==_' applied to '(bool, int)'"),
+    # containers unify element by element: a list's elements, a map's keys and values
+    ("node.tags == [1]", "'_==_' applied to '(list(string), list(int))'"),
+    ('node.labels == {"a": 1}', "'_==_' applied to '(map(string, string), map(string, int))'"),
+    # the concatenation of two lists keeps their element type
+    ("node.tags + node.tags == 1", "'_==_' applied to '(list(string), int)'"),
 ]
 
 WELL_TYPED = [
@@ -165,6 +181,11 @@ WELL_TYPED = [
     'node["cp" + "u"] == "x"',  # a computed name
     'node[r"cpu"] == "x"',  # a raw string is not decoded
     "node['''cpu'''] == 'x'",  # nor a triple-quoted one
+    "node.cpu + dyn(1) == 2",  # dyn on either side of an operator
+    "dyn(node.cpu) > 1.5",
+    '"a" in dyn(node.tags)',
+    "node.tags != []",  # _!=_ is (A, A) -> bool, like _==_, for any type
+    "(node.cpu > 1 ? node : node).cpu > 1",  # a conditional of two nodes is a node
 ]
 
 
@@ -293,3 +314,84 @@ def test_a_padded_workload_name_is_refused_not_trimmed(target: str) -> None:
 )
 def test_a_target_is_a_name_only_when_it_is_exactly_a_label(target: str, is_name: bool) -> None:
     assert AffinityRule(target=target, weight=1).is_workload_name is is_name
+
+
+# -- the cost estimate of what a value's size decides ---------------------------------------
+#
+# Worked out by hand from the rules in celcheck's docstring: ITERATION_COST (20) for the
+# evaluation, one unit per syntax-tree node (``true`` alone is a chain of ten: expr,
+# conditionalor, conditionaland, relation, addition, multiplication, unary, member, primary,
+# literal), one unit per SIZE_UNIT (10) characters or items of every value a primary, a
+# concatenation or a call produces or is given. A literal's size is its token's length, quotes
+# included; a field's its declared maximum (hostname 253, tags 64 of 63, labels 64 of 317 and
+# 63). ``L == R`` costs 20 + 14 nodes + L's and R's primaries; ``A + B == C`` 20 + 19 nodes
+# + the three primaries + the sum's size / 10. ``string(x)`` charges x's expression (``1``: 10,
+# ``node.tags``: 12), x's size / 10 and the longest text it can make / 10: cel-python writes a
+# scalar in at most 48 characters and a container as its Python repr, at most 16 characters
+# plus 24 per element (plus its text) or 48 per entry (plus the key's and the value's text).
+TEXT_COSTS = [
+    # 39 + x's expression + x's size / 10 + text / 10
+    ("string(1)", 39 + 10 + 0 + 4),
+    ("string(1u)", 39 + 10 + 0 + 4),
+    ("string(1.5)", 39 + 10 + 0 + 4),
+    ("string(true)", 39 + 10 + 0 + 4),
+    ("string(null)", 39 + 10 + 0 + 4),
+    ("string(node.hostname)", 39 + 12 + 25 + 25),
+    ('string(b"abc")', 39 + 10 + 0 + 0),  # 6 characters
+    ('string(["abcdefg"])', 39 + 21 + 0 + 4),  # 16 + (9 + 24) = 49
+    ('string({"abcd": "abcdefg"})', 39 + 31 + 0 + 7),  # 16 + (6 + 9 + 48) = 79
+    ('string({"abcde": 1})', 39 + 31 + 0 + 11),  # 16 + (7 + 48 + 48) = 119
+    ("string(node.tags)", 39 + 12 + 6 + 558),  # 16 + 64 * (63 + 24) = 5,584
+    ("string(node.labels)", 39 + 12 + 6 + 2740),  # 16 + 64 * (317 + 63 + 48) = 27,408
+    ("string(dyn(1))", 39 + 21 + 0 + 102),  # unknown: the longest expression, 1,024
+]
+
+
+@pytest.mark.parametrize(("call", "cost"), TEXT_COSTS, ids=[c for c, _ in TEXT_COSTS])
+def test_a_string_conversion_costs_the_longest_text_it_can_make(call: str, cost: int) -> None:
+    assert compile_expression(f'{call} == ""').cost == cost
+
+
+SIZED_COSTS = [
+    # a concatenation produces both sizes: 128 tags (A = B = 4 nodes, [] = 3)
+    ("node.tags + node.tags == []", 39 + 4 + 4 + 3 + 12),
+    # bytes too: 11 + 11 characters
+    ('b"abcdefgh" + b"abcdefgh" == b""', 39 + 3 + 3 + 2 + 2),
+    # with dyn, the checker still knows the size: 253 + 5 characters (dyn(x) = 65: its call
+    # 3, x's expression 12, x's size 25 and its own 25)
+    ('dyn(node.hostname) + "abc" == ""', 39 + 65 + 2 + 2 + 25),
+    # a conditional is as large as its larger branch, 64 tags: the parenthesis 2 + 6 for
+    # the size, the conditional 1 + true 9 + the dearer branch ["a"] 21; [] 3
+    ('(true ? node.tags : ["a"]) == []', 34 + (2 + 1 + 9 + 21 + 6) + 3),
+    # a heterogeneous list's element is as large as its largest (13 characters): the
+    # comprehension 1 + the list 25 + 2 steps of 20 + the body (14 nodes + x 2 + 1 + 1 2)
+    ('[1, "abcdefghijk"].exists(x, x == 1)', 20 + 8 + 1 + 25 + 2 * (20 + 14 + 3 + 2)),
+]
+
+
+@pytest.mark.parametrize(("source", "cost"), SIZED_COSTS, ids=[s for s, _ in SIZED_COSTS])
+def test_the_estimate_charges_the_size_of_what_an_operator_produces(source: str, cost: int) -> None:
+    assert compile_expression(source).cost == cost
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            "node.cpu",
+            "expression must evaluate to a bool, not int (a constraint or an affinity target "
+            "is a condition, e.g. node.cpu >= 2000)",
+        ),
+        (
+            'node.tags.map(t, t + "x")',
+            "expression must evaluate to a bool, not list(string) (a constraint or an affinity "
+            "target is a condition, e.g. node.cpu >= 2000)",
+        ),
+    ],
+)
+def test_a_condition_that_is_not_a_bool_is_refused_with_an_example(
+    source: str, message: str
+) -> None:
+    with pytest.raises(CelCompileError) as refused:
+        compile_expression(source)
+    assert str(refused.value) == message
