@@ -74,6 +74,15 @@ ILL_TYPED = [
     ("size(node.cpu) > 1", "'size' applied to '(int)'"),
     ("node.hostname.startsWith(1)", "'startsWith' applied to 'string.(int)'"),
     ('node.cpu.contains("1")', "'contains' applied to 'int.(string)'"),
+    # ... and as many arguments as one of their overloads takes (cel-python has no other: it
+    # would fail with "no such overload" on every node)
+    ('string() == ""', "found no matching overload for 'string' applied to '()'"),
+    ("dyn() == 1", "'dyn' applied to '()'"),
+    ("double(1, 2) == 1.0", "'double' applied to '(int, int)'"),
+    ('size("a", "b") == 1', "'size' applied to '(string, string)'"),
+    ("node.hostname.size(1) == 1", "'size' applied to 'string.(int)'"),
+    ("node.hostname.startsWith()", "'startsWith' applied to 'string.()'"),
+    ('node.hostname.contains("a", "b")', "'contains' applied to 'string.(string, string)'"),
     # a comprehension's condition is a bool
     ("node.tags.exists(t, t)", "exists() needs a condition of type bool, not string"),
     ("node.tags.all(t, size(t))", "all() needs a condition of type bool, not int"),
