@@ -83,6 +83,13 @@ ILL_TYPED = [
     ("node.hostname.size(1) == 1", "'size' applied to 'string.(int)'"),
     ("node.hostname.startsWith()", "'startsWith' applied to 'string.()'"),
     ('node.hostname.contains("a", "b")', "'contains' applied to 'string.(string, string)'"),
+    ("int() == 1", "'int' applied to '()'"),
+    ("uint(1, 2) == 1u", "'uint' applied to '(int, int)'"),
+    ('bytes() == b""', "'bytes' applied to '()'"),
+    ("bool() == true", "'bool' applied to '()'"),
+    ("type() == int", "'type' applied to '()'"),
+    ('node.hostname.endsWith("a", "b")', "'endsWith' applied to 'string.(string, string)'"),
+    ('matches("a")', "'matches' applied to '(string)'"),
     # a comprehension's condition is a bool
     ("node.tags.exists(t, t)", "exists() needs a condition of type bool, not string"),
     ("node.tags.all(t, size(t))", "all() needs a condition of type bool, not int"),
