@@ -25,6 +25,7 @@ from controller.cli import main
 from controller.operator.app import Operator
 from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
+from controller.scheduler import celcheck
 from controller.scheduler.celexpr import CelCompileError, compile_expression
 from controller.scheduler.scheduler import Scheduler
 from tests.support.factories import (
@@ -411,3 +412,53 @@ def test_a_condition_that_is_not_a_bool_is_refused_with_an_example(
     with pytest.raises(CelCompileError) as refused:
         compile_expression(source)
     assert str(refused.value) == message
+
+
+# -- the limits: tree height and the cost budget, at the limit and one past it --------------
+#
+# ``1 + 1 + ... + 1 > 0`` with n terms is a tree of height 2n + 10: expr, conditionalor,
+# conditionaland, relation, relation_gt, relation, then the left-recursive additions (addition,
+# addition_add: two levels per further term) down to the first term's multiplication, unary,
+# member, primary, literal. ``-node.cpu`` as the first term is three levels deeper (a second
+# unary, member_dot and its member): 2n + 13.
+AT_HEIGHT = "1" + " + 1" * 204 + " > 0"  # 205 terms: height 420
+PAST_HEIGHT = "-node.cpu" + " + 1" * 203 + " > 0"  # 204 terms: height 421
+
+
+def test_a_syntax_tree_as_tall_as_the_limit_compiles_one_level_more_does_not() -> None:
+    assert celcheck.MAX_TREE_HEIGHT == 420
+    compile_expression(AT_HEIGHT)
+    with pytest.raises(CelCompileError) as refused:
+        compile_expression(PAST_HEIGHT)
+    assert str(refused.value) == (
+        "expression nested too deeply: syntax tree height 421 exceeds 420 (split long chains "
+        "such as 'a + b + c + ...' or use 'x in [...]')"
+    )
+
+
+# ``R1 && ... && Rk`` costs 20 + 2 (expr, conditionalor) + for each term its conditionaland
+# (1) and its relation; ``S != ""`` is 13 nodes and S's primary: 14 + P per term. P by
+# TEXT_COSTS: string(node.labels) 2,761, string(node.tags) 579, string(node.hostname) 65,
+# string(1) 17, a literal of up to 9 characters 2, of 10 characters 3. So 22 + 6 * 2,775 +
+# 5 * 593 + 4 * 79 + 31 + 16 = 20,000, the budget; one more character in the last literal
+# makes 20,001.
+_DEAR = (
+    ['string(node.labels) != ""'] * 6
+    + ['string(node.tags) != ""'] * 5
+    + ['string(node.hostname) != ""'] * 4
+    + ['string(1) != ""']
+)
+AT_BUDGET = " && ".join([*_DEAR, '"abcdefg" != ""'])
+PAST_BUDGET = " && ".join([*_DEAR, '"abcdefgh" != ""'])
+
+
+def test_a_condition_that_costs_the_budget_compiles_one_unit_more_does_not() -> None:
+    assert celcheck.STATIC_COST_BUDGET == 20_000
+    assert compile_expression(AT_BUDGET).cost == 20_000
+    with pytest.raises(CelCompileError) as refused:
+        compile_expression(PAST_BUDGET)
+    assert str(refused.value) == (
+        "estimated cost 20001 exceeds the budget 20000 (worst case over node's declared sizes: "
+        "64 tags, runtimes or labels; nested comprehensions multiply, strings and lists cost "
+        "by length)"
+    )
