@@ -212,9 +212,9 @@ _ARITY: Final = {
     **dict.fromkeys(("size", "int", "uint", "double", "string", "bytes", "bool", "type", "dyn"), 1),
     **dict.fromkeys(_STRING_METHODS, 2),
 }
-"""Values (a method's receiver included) the standard functions with one arity take: any other
-count matches none of their overloads (cel-python fails with "no such overload" on every
-node)."""
+"""How many values (a method's receiver included) each standard function of a single arity
+takes: any other count matches none of its overloads, and cel-python would fail with "no such
+overload" on every node."""
 _SIZE_ARGS: Final = frozenset({"string", "bytes", "list", "map"})
 
 
