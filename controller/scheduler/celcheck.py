@@ -26,8 +26,9 @@ TYPE RULES (CEL's language definition, cel-spec ``doc/langdef.md``, "Gradual Typ
 ``list(A)`` twice, ``_-_``, ``_*_``, ``_/_`` one numeric type twice, ``_%_`` ``int`` or
 ``uint`` twice; ``_?_:_`` is ``(bool, A, A) -> A``; ``_[_]`` is ``(list(A), int) -> A`` or
 ``(map(A, B), A) -> B``; ``size`` takes a string, bytes, list or map; ``contains``,
-``startsWith``, ``endsWith`` and ``matches`` a string and a string; a comprehension's condition
-is a ``bool``. ``dyn`` (an unknown type, e.g. ``dyn(x)`` or a heterogeneous list's element)
+``startsWith``, ``endsWith`` and ``matches`` a string and a string; the conversions (``int``,
+``string``, ``dyn``...) one value; a comprehension's condition is a ``bool``. ``dyn`` (an
+unknown type, e.g. ``dyn(x)`` or a heterogeneous list's element)
 matches anything, as in CEL's gradual typing. Mixed numeric comparisons (``node.cpu > 1.5``)
 are refused: cel-go accepts them only with its ``CrossTypeNumericComparisons`` option (the
 Kubernetes API server sets it), and cel-python, which evaluates orca's expressions, fails on
@@ -207,6 +208,13 @@ _RELATIONS: Final = {
     "relation_in": "@in",
 }
 _STRING_METHODS: Final = frozenset({"contains", "startsWith", "endsWith", "matches"})
+_ARITY: Final = {
+    **dict.fromkeys(("size", "int", "uint", "double", "string", "bytes", "bool", "type", "dyn"), 1),
+    **dict.fromkeys(_STRING_METHODS, 2),
+}
+"""How many values (a method's receiver included) each standard function of a single arity
+takes: any other count matches none of its overloads, and cel-python would fail with "no such
+overload" on every node."""
 _SIZE_ARGS: Final = frozenset({"string", "bytes", "list", "map"})
 
 
@@ -659,10 +667,10 @@ def _operator_name(tree: lark.Tree[Any]) -> str:
 def _check_call(name: str, types: list[CelType], where: Any, receiver: bool) -> None:
     """The standard functions whose argument types the checker knows (TYPE RULES)."""
     string = frozenset({"string"})
-    if (name == "size" and len(types) == 1 and not _is(types[0], _SIZE_ARGS)) or (
-        name in _STRING_METHODS
-        and len(types) == 2
-        and not (_is(types[0], string) and _is(types[1], string))
+    if (
+        len(types) != _ARITY.get(name, len(types))
+        or (name == "size" and not _is(types[0], _SIZE_ARGS))
+        or (name in _STRING_METHODS and not (_is(types[0], string) and _is(types[1], string)))
     ):
         _no_overload(name, types, where, receiver)
 
@@ -686,7 +694,7 @@ def _result_type(name: str, args: list[CelType]) -> CelType:
     if name == "type":
         return TYPE
     if name in ("string", "bytes"):
-        return CelType(name, _text_size(args[0]) if args else UNKNOWN_SIZE)
+        return CelType(name, _text_size(args[0]))  # one argument: _check_call
     if name == "double":
         return CelType("double")
     return DYN

@@ -25,6 +25,7 @@ from controller.cli import main
 from controller.operator.app import Operator
 from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
+from controller.scheduler import celcheck
 from controller.scheduler.celexpr import CelCompileError, compile_expression
 from controller.scheduler.scheduler import Scheduler
 from tests.support.factories import (
@@ -74,6 +75,22 @@ ILL_TYPED = [
     ("size(node.cpu) > 1", "'size' applied to '(int)'"),
     ("node.hostname.startsWith(1)", "'startsWith' applied to 'string.(int)'"),
     ('node.cpu.contains("1")', "'contains' applied to 'int.(string)'"),
+    # ... and as many arguments as one of their overloads takes (cel-python has no other: it
+    # would fail with "no such overload" on every node)
+    ('string() == ""', "found no matching overload for 'string' applied to '()'"),
+    ("dyn() == 1", "'dyn' applied to '()'"),
+    ("double(1, 2) == 1.0", "'double' applied to '(int, int)'"),
+    ('size("a", "b") == 1', "'size' applied to '(string, string)'"),
+    ("node.hostname.size(1) == 1", "'size' applied to 'string.(int)'"),
+    ("node.hostname.startsWith()", "'startsWith' applied to 'string.()'"),
+    ('node.hostname.contains("a", "b")', "'contains' applied to 'string.(string, string)'"),
+    ("int() == 1", "'int' applied to '()'"),
+    ("uint(1, 2) == 1u", "'uint' applied to '(int, int)'"),
+    ('bytes() == b""', "'bytes' applied to '()'"),
+    ("bool() == true", "'bool' applied to '()'"),
+    ("type() == int", "'type' applied to '()'"),
+    ('node.hostname.endsWith("a", "b")', "'endsWith' applied to 'string.(string, string)'"),
+    ('matches("a")', "'matches' applied to '(string)'"),
     # a comprehension's condition is a bool
     ("node.tags.exists(t, t)", "exists() needs a condition of type bool, not string"),
     ("node.tags.all(t, size(t))", "all() needs a condition of type bool, not int"),
@@ -134,6 +151,22 @@ ILL_TYPED = [
     ("true &&  1 in 1", "'@in' applied to '(int, int)' at column 10"),
     ("true && !1", "'!_' applied to '(int)' at column 9"),
     ('true && {1: 2}["a"] == 2', "'_[_]' applied to '(map(int, int), string)' at column 9"),
+    ("true && dyn(1) % 1.0 == 0", "'_%_' applied to '(dyn, double)' at column 9"),
+    ("true && node.cpu % 2.0 == 0.0", "'_%_' applied to '(int, double)' at column 9"),
+    ('true && [1] + ["a"] == []', "'_+_' applied to '(list(int), list(string))' at column 9"),
+    ("true && size(node.cpu) > 1", "'size' applied to '(int)' at column 9"),
+    ("true && node.hostname.endsWith(1)", "'endsWith' applied to 'string.(int)' at column 9"),
+    # dyn on the right of an operator that takes neither operand's type
+    ("1.0 % dyn(1) == 0", "'_%_' applied to '(double, dyn)'"),
+    # the string functions return a bool, not something the checker cannot see
+    ('node.hostname.startsWith("a") == 1', "'_==_' applied to '(bool, int)'"),
+    ('node.hostname.endsWith("a") == 1', "'_==_' applied to '(bool, int)'"),
+    ('node.hostname.matches("a") == 1', "'_==_' applied to '(bool, int)'"),
+    # containers unify element by element: a list's elements, a map's keys and values
+    ("node.tags == [1]", "'_==_' applied to '(list(string), list(int))'"),
+    ('node.labels == {"a": 1}', "'_==_' applied to '(map(string, string), map(string, int))'"),
+    # the concatenation of two lists keeps their element type
+    ("node.tags + node.tags == 1", "'_==_' applied to '(list(string), int)'"),
 ]
 
 WELL_TYPED = [
@@ -165,6 +198,11 @@ WELL_TYPED = [
     'node["cp" + "u"] == "x"',  # a computed name
     'node[r"cpu"] == "x"',  # a raw string is not decoded
     "node['''cpu'''] == 'x'",  # nor a triple-quoted one
+    "node.cpu + dyn(1) == 2",  # dyn on either side of an operator
+    "dyn(node.cpu) > 1.5",
+    '"a" in dyn(node.tags)',
+    "node.tags != []",  # _!=_ is (A, A) -> bool, like _==_, for any type
+    "(node.cpu > 1 ? node : node).cpu > 1",  # a conditional of two nodes is a node
 ]
 
 
@@ -293,3 +331,134 @@ def test_a_padded_workload_name_is_refused_not_trimmed(target: str) -> None:
 )
 def test_a_target_is_a_name_only_when_it_is_exactly_a_label(target: str, is_name: bool) -> None:
     assert AffinityRule(target=target, weight=1).is_workload_name is is_name
+
+
+# -- the cost estimate of what a value's size decides ---------------------------------------
+#
+# Worked out by hand from the rules in celcheck's docstring: ITERATION_COST (20) for the
+# evaluation, one unit per syntax-tree node (``true`` alone is a chain of ten: expr,
+# conditionalor, conditionaland, relation, addition, multiplication, unary, member, primary,
+# literal), one unit per SIZE_UNIT (10) characters or items of every value a primary, a
+# concatenation or a call produces or is given. A literal's size is its token's length, quotes
+# included; a field's its declared maximum (hostname 253, tags 64 of 63, labels 64 of 317 and
+# 63). ``L == R`` costs 20 + 14 nodes + L's and R's primaries; ``A + B == C`` 20 + 19 nodes
+# + the three primaries + the sum's size / 10. ``string(x)`` charges x's expression (``1``: 10,
+# ``node.tags``: 12), x's size / 10 and the longest text it can make / 10: cel-python writes a
+# scalar in at most 48 characters and a container as its Python repr, at most 16 characters
+# plus 24 per element (plus its text) or 48 per entry (plus the key's and the value's text).
+TEXT_COSTS = [
+    # 39 + x's expression + x's size / 10 + text / 10
+    ("string(1)", 39 + 10 + 0 + 4),
+    ("string(1u)", 39 + 10 + 0 + 4),
+    ("string(1.5)", 39 + 10 + 0 + 4),
+    ("string(true)", 39 + 10 + 0 + 4),
+    ("string(null)", 39 + 10 + 0 + 4),
+    ("string(node.hostname)", 39 + 12 + 25 + 25),
+    ('string(b"abc")', 39 + 10 + 0 + 0),  # 6 characters
+    ('string(["abcdefg"])', 39 + 21 + 0 + 4),  # 16 + (9 + 24) = 49
+    ('string({"abcd": "abcdefg"})', 39 + 31 + 0 + 7),  # 16 + (6 + 9 + 48) = 79
+    ('string({"abcde": 1})', 39 + 31 + 0 + 11),  # 16 + (7 + 48 + 48) = 119
+    ("string(node.tags)", 39 + 12 + 6 + 558),  # 16 + 64 * (63 + 24) = 5,584
+    ("string(node.labels)", 39 + 12 + 6 + 2740),  # 16 + 64 * (317 + 63 + 48) = 27,408
+    ("string(dyn(1))", 39 + 21 + 0 + 102),  # unknown: the longest expression, 1,024
+]
+
+
+@pytest.mark.parametrize(("call", "cost"), TEXT_COSTS, ids=[c for c, _ in TEXT_COSTS])
+def test_a_string_conversion_costs_the_longest_text_it_can_make(call: str, cost: int) -> None:
+    assert compile_expression(f'{call} == ""').cost == cost
+
+
+SIZED_COSTS = [
+    # a concatenation produces both sizes: 128 tags (A = B = 4 nodes, [] = 3)
+    ("node.tags + node.tags == []", 39 + 4 + 4 + 3 + 12),
+    # bytes too: 11 + 11 characters
+    ('b"abcdefgh" + b"abcdefgh" == b""', 39 + 3 + 3 + 2 + 2),
+    # with dyn, the checker still knows the size: 253 + 5 characters (dyn(x) = 65: its call
+    # 3, x's expression 12, x's size 25 and its own 25)
+    ('dyn(node.hostname) + "abc" == ""', 39 + 65 + 2 + 2 + 25),
+    # a conditional is as large as its larger branch, 64 tags: the parenthesis 2 + 6 for
+    # the size, the conditional 1 + true 9 + the dearer branch ["a"] 21; [] 3
+    ('(true ? node.tags : ["a"]) == []', 34 + (2 + 1 + 9 + 21 + 6) + 3),
+    # a heterogeneous list's element is as large as its largest (13 characters): the
+    # comprehension 1 + the list 25 + 2 steps of 20 + the body (14 nodes + x 2 + 1 + 1 2)
+    ('[1, "abcdefghijk"].exists(x, x == 1)', 20 + 8 + 1 + 25 + 2 * (20 + 14 + 3 + 2)),
+]
+
+
+@pytest.mark.parametrize(("source", "cost"), SIZED_COSTS, ids=[s for s, _ in SIZED_COSTS])
+def test_the_estimate_charges_the_size_of_what_an_operator_produces(source: str, cost: int) -> None:
+    assert compile_expression(source).cost == cost
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            "node.cpu",
+            "expression must evaluate to a bool, not int (a constraint or an affinity target "
+            "is a condition, e.g. node.cpu >= 2000)",
+        ),
+        (
+            'node.tags.map(t, t + "x")',
+            "expression must evaluate to a bool, not list(string) (a constraint or an affinity "
+            "target is a condition, e.g. node.cpu >= 2000)",
+        ),
+    ],
+)
+def test_a_condition_that_is_not_a_bool_is_refused_with_an_example(
+    source: str, message: str
+) -> None:
+    with pytest.raises(CelCompileError) as refused:
+        compile_expression(source)
+    assert str(refused.value) == message
+
+
+# -- the limits: tree height and the cost budget, at the limit and one past it --------------
+#
+# ``1 + 1 + ... + 1 > 0`` with n terms is a tree of height 2n + 10: expr, conditionalor,
+# conditionaland, relation, relation_gt, relation, then the left-recursive additions (addition,
+# addition_add: two levels per further term) down to the first term's multiplication, unary,
+# member, primary, literal. ``-node.cpu`` as the first term is three levels deeper (a second
+# unary, member_dot and its member): 2n + 13.
+AT_HEIGHT = "1" + " + 1" * 204 + " > 0"  # 205 terms: height 420
+PAST_HEIGHT = "-node.cpu" + " + 1" * 203 + " > 0"  # 204 terms: height 421
+
+
+def test_a_syntax_tree_as_tall_as_the_limit_compiles_one_level_more_does_not() -> None:
+    assert celcheck.MAX_TREE_HEIGHT == 420
+    compile_expression(AT_HEIGHT)
+    with pytest.raises(CelCompileError) as refused:
+        compile_expression(PAST_HEIGHT)
+    assert str(refused.value) == (
+        "expression nested too deeply: syntax tree height 421 exceeds 420 (split long chains "
+        "such as 'a + b + c + ...' or use 'x in [...]')"
+    )
+
+
+# ``R1 && ... && Rk`` costs 20 + 2 (expr, conditionalor) + for each term its conditionaland
+# (1) and its relation; ``S != ""`` is 13 nodes and S's primary: 14 + P per term. P by
+# TEXT_COSTS: string(node.labels) 2,761, string(node.tags) 579, string(node.hostname) 65,
+# string(1) 17, a literal of up to 9 characters 2, of 10 characters 3. So 22 + 6 * 2,775 +
+# 5 * 593 + 4 * 79 + 31 + 16 = 20,000, the budget; one more character in the last literal
+# makes 20,001.
+_DEAR = (
+    ['string(node.labels) != ""'] * 6
+    + ['string(node.tags) != ""'] * 5
+    + ['string(node.hostname) != ""'] * 4
+    + ['string(1) != ""']
+)
+AT_BUDGET = " && ".join([*_DEAR, '"abcdefg" != ""'])
+PAST_BUDGET = " && ".join([*_DEAR, '"abcdefgh" != ""'])
+
+
+def test_a_condition_that_costs_the_budget_compiles_one_unit_more_does_not() -> None:
+    assert celcheck.STATIC_COST_BUDGET == 20_000
+    assert compile_expression(AT_BUDGET).cost == 20_000
+    with pytest.raises(CelCompileError) as refused:
+        compile_expression(PAST_BUDGET)
+    assert str(refused.value) == (
+        "estimated cost 20001 exceeds the budget 20000 (worst case over node's declared sizes: "
+        "64 tags, runtimes or labels; nested comprehensions multiply, strings and lists cost "
+        "by length)"
+    )
