@@ -390,6 +390,12 @@ def test_a_mandatory_daemonset_wants_the_nodes_every_selecting_filter_passes() -
     decision = schedule(workload(name="agent", **spec), ledger)
     assert nodes_of(decision) == ["a"]
     assert (decision.phase, decision.desired, decision.placed) == (Phase.SCHEDULED, 1, 1)
+    # Placed everywhere it is wanted, it still says why it is not on the other nodes, as the
+    # other modes do (status.unschedulable, orca_unschedulable_workloads by plugin).
+    assert {r.reason: r.nodes for r in decision.unschedulable} == {
+        "node(s) were unschedulable": ["b"],
+        """node(s) didn't match constraint "edge" in node.tags""": ["c"],
+    }
     assert decision.message == "1/1 nodes placed"
 
 
