@@ -399,6 +399,64 @@ def test_a_mandatory_daemonset_wants_the_nodes_every_selecting_filter_passes() -
     assert decision.message == "1/1 nodes placed"
 
 
+MANDATORY_EDGE: dict[str, Any] = {
+    "kind": "DaemonSet",
+    "runtime": {"oneOf": ["docker"]},
+    "constraints": ['"edge" in node.tags'],
+    "schedule": {"mode": "Mandatory"},
+}
+
+
+@pytest.mark.parametrize(
+    ("without_docker", "phase", "message"),
+    [
+        (
+            7,
+            Phase.PARTIALLY_SCHEDULED,
+            "1/8 replicas placed; 1/9 nodes are available: 7 runtime docker not offered,"
+            ' 1 node(s) didn\'t match constraint "edge" in node.tags.'
+            " Mandatory on e2, e3, e4, e5, e6, e7 and 1 more.",
+        ),
+        (
+            2,
+            Phase.PARTIALLY_SCHEDULED,
+            "1/3 replicas placed; 1/4 nodes are available: 2 runtime docker not offered,"
+            ' 1 node(s) didn\'t match constraint "edge" in node.tags. Mandatory on e2, e3.',
+        ),
+    ],
+)
+def test_a_mandatory_daemonset_names_the_wanted_nodes_it_is_missing_from(
+    without_docker: int, phase: Phase, message: str
+) -> None:
+    """Runtime does not select (docs/design.md 4): edge nodes without docker are wanted and
+    missing. The message names the first six (two lines' worth of NODES_PER_REASON = 3) and
+    counts the rest; c, not an edge node, is not wanted."""
+    edges = [node("e1", tags=("edge",), runtimes=("docker",))] + [
+        node(f"e{i}", tags=("edge",), runtimes=("process",)) for i in range(2, without_docker + 2)
+    ]
+    decision = schedule(
+        workload(name="agent", **MANDATORY_EDGE),
+        ledger_for(*edges, node("c", runtimes=("docker",))),
+    )
+    assert nodes_of(decision) == ["e1"]
+    assert (decision.phase, decision.desired) == (phase, without_docker + 1)
+    assert decision.message == message
+
+
+def test_a_mandatory_daemonset_no_node_wants_is_unschedulable() -> None:
+    """No node passes the selecting filters: nothing is wanted, and 0 of 0 is not Scheduled."""
+    ledger = ledger_for(node("a", runtimes=("docker",)), node("b", runtimes=("docker",)))
+    decision = schedule(workload(name="agent", **MANDATORY_EDGE), ledger)
+    assert (decision.phase, decision.desired, decision.placements) == (
+        Phase.UNSCHEDULABLE,
+        0,
+        (),
+    )
+    assert decision.message == (
+        '0/2 nodes are available: 2 node(s) didn\'t match constraint "edge" in node.tags.'
+    )
+
+
 def test_a_daemonset_placed_nowhere_says_why() -> None:
     ledger = ledger_for(node("a", runtimes=("process",)), node("b", runtimes=("process",)))
     spec: dict[str, Any] = {"kind": "DaemonSet", "runtime": {"oneOf": ["docker"]}}
