@@ -112,6 +112,11 @@ MESSAGES = [
         "node.cpu in [1000, 2000",
         "syntax error at column 24: unexpected end of expression, expected ',' or ')' or ']'",
     ),
+    # cel-python's parser keeps no position for true and false: an unexpected one is named
+    # without a column rather than at column 1
+    ("node.cpu > 1 true", "syntax error: unexpected 'true'"),
+    ("node.true == 1", "syntax error: unexpected 'true', expected a name"),
+    ("true false", "syntax error: unexpected 'false'"),
 ]
 
 
@@ -125,7 +130,7 @@ def test_a_parse_error_without_a_position_is_still_one_line(
 ) -> None:
     """cel-python turns lark errors other than unexpected tokens and characters (a ``LexError``
     or ``ParseError`` of its own) into ``CELParseError`` too; they carry no line, column or
-    expected terminals, so the message says where as well as it can and what it knows."""
+    expected terminals, so the message says what it knows and no made-up column."""
 
     def failing(source: str) -> lark.Tree[object]:
         try:
@@ -134,7 +139,7 @@ def test_a_parse_error_without_a_position_is_still_one_line(
             raise CELParseError("lark's own words", *exc.args) from exc
 
     monkeypatch.setattr(celexpr._environment(), "compile", failing)
-    assert _refusal("node.cpu > 1") == "syntax error at column 1: invalid expression"
+    assert _refusal("node.cpu > 1") == "syntax error: invalid expression"
 
 
 @pytest.mark.parametrize(
