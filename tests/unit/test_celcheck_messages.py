@@ -40,7 +40,8 @@ MESSAGES = [
         'node.tags.exists(t, .t == "a")',
         "undeclared reference to 't' at column 21 (the only variable is 'node')",
     ),
-    # cel-python's parser keeps no position for true and false: no column rather than a wrong one
+    # cel-python's parser keeps no position for true and false: no column rather than a wrong
+    # one; an operator after them has its own
     ("true == 1", "found no matching overload for '_==_' applied to '(bool, int)'"),
     (
         "false || 1 > 0 && 1",
@@ -77,7 +78,25 @@ MESSAGES = [
         "undeclared reference to 'c' at column 41 (the only variable is 'node'; in scope "
         "here: a, b)",
     ),
+    # operators: the column where their first operand starts
+    (
+        'node.cpu > 1 && node.cpu + "m" == "1m"',
+        "found no matching overload for '_+_' applied to '(int, string)' at column 17",
+    ),
+    (
+        "node.cpu > 1 && node.cpu % 2.0 == 0.0",
+        "found no matching overload for '_%_' applied to '(int, double)' at column 17",
+    ),
+    (
+        'node.cpu > 1 && -node.kind == "x"',
+        "found no matching overload for '-_' applied to '(string)' at column 17",
+    ),
     # -- types the message names ----------------------------------------------------------
+    # a map literal's key and value types
+    (
+        '{"a": 1, "b": 2} == 1',
+        "found no matching overload for '_==_' applied to '(map(string, int), int)' at column 1",
+    ),
     # a literal's type: uint, bytes, a triple-quoted string
     ("1u == 1", "found no matching overload for '_==_' applied to '(uint, int)' at column 1"),
     ('b"a" == 1', "found no matching overload for '_==_' applied to '(bytes, int)' at column 1"),
@@ -120,6 +139,29 @@ MESSAGES = [
 ]
 
 
+DEEP = "(" * 33 + "true" + ")" * 33
+
+# Brackets inside string literals do not count: the scan skips each literal whole, whatever
+# it holds (brackets, an escaped quote or backslash, quotes of the other kind, three quotes),
+# and counts again after it: the 33rd bracket is refused where it stands.
+NESTING = [
+    (f'node.kind != "(((" && {DEEP}', 22),
+    (rf'node.kind != "\\" && {DEEP}', 21),  # one backslash, escaped
+    (rf'node.kind != "a\"(" && {DEEP}', 23),  # an escaped quote does not end it
+    (f'node.kind != "it\'s" && {DEEP}', 23),
+    (f"'''a''' == node.kind && {DEEP}", 24),
+    (f'node.labels.rackX == "a" && {DEEP}', 28),  # X is a name here, no quote
+]
+
+
+@pytest.mark.parametrize(("source", "before"), NESTING, ids=[s[:24] for s, _ in NESTING])
+def test_brackets_in_strings_do_not_count_towards_nesting(source: str, before: int) -> None:
+    assert source[before : before + 33] == "(" * 33  # the characters before the brackets
+    assert _refusal(source) == (
+        f"nesting deeper than 32 levels at column {before + 33} (parentheses, brackets and braces)"
+    )
+
+
 @pytest.mark.parametrize(("source", "message"), MESSAGES, ids=[s for s, _ in MESSAGES])
 def test_a_refused_expression_reads_exactly(source: str, message: str) -> None:
     assert _refusal(source) == message
@@ -158,6 +200,18 @@ def test_an_index_the_check_cannot_read_is_left_to_run_time(source: str) -> None
     compile_expression.__wrapped__(source)
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        # -_ takes an int or a double (cel-spec's standard definitions); -1.5 is a literal
+        "-double(node.cpu) < 0.0",
+        "-node.cpu < 0",
+    ],
+)
+def test_negation_of_a_number_compiles(source: str) -> None:
+    compile_expression.__wrapped__(source)
+
+
 # -- the cost estimate an over-budget expression reports ----------------------------------------
 
 OVER_BUDGET = (
@@ -179,7 +233,7 @@ def _nested_cost(relation_cost: int) -> int:
     - the inner body is 3 + X (expr, conditionalor, conditionaland over the relation), the
       outer body is 8 + inner, the whole expression 20 (its activation) + 8 + outer.
 
-    So 20 + 8 + 1286 + 64 * (20 + 8 + 1286 + 64 * (20 + 3 + X)) = 96418 + 4096 * X.
+    So 20 + 8 + 6 + 64 * (20 + 8 + 6 + 64 * (20 + 3 + X)) = 96418 + 4096 * X.
     """
     inner = 1 + 5 + 64 * (20 + 3 + relation_cost)
     outer = 1 + 5 + 64 * (20 + 8 + inner)
@@ -211,6 +265,22 @@ NESTED_COSTS = [
     # no size (2 items); its range 1 + 23; x is a dyn as large as the larger item ("a", 3
     # characters: an int has no size), 2; the body 3 + (11 + 2 + 8); 2 steps
     ('[1234567890, "a"].exists(x, x == b)', 5 + (1 + (1 + 23) + 2 * (20 + 3 + 11 + 2 + 8))),
+    # bytes(b) == b"0123456789": bytes is 3 + its argument (16) + its size (6) and makes bytes
+    # as long as b (6); the literal has 13 characters (1)
+    ('bytes(b) == b"0123456789"', 11 + (3 + 16 + 6 + 6) + (2 + 1)),
+    # dyn(1) + 1 + ... + 1 (nine additions) == 10: dyn(1) is 3 + its argument (8 + 2) + an
+    # int's size (none); the first term as an addition 1 + 3 + 13; each addition 1 + its
+    # operator's wrapper (1) + the term before + the next term (3 + 2), and the size of what it
+    # makes: a dyn as large as its operands, none here (an int literal has no size); so
+    # 17 + 9 * 7; as the left operand of == 1 + that, and == 1 + 1 + left + the right (4 + 2)
+    ("dyn(1) + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 == 10", 1 + 1 + (1 + (17 + 9 * 7)) + (4 + 2)),
+    # (true ? a : b) == a: the conditional is 1 + its condition (7 + 2) + the dearer branch (the
+    # expr b, 16, over the conditionalor a, 7 + 8); in parentheses 2 + that, and as a primary
+    # the size of the string it makes (6)
+    ("(true ? a : b) == a", 11 + (2 + (1 + 9 + 16) + 6) + 8),
+    # {"a": 1, "b": 2}.exists(k, k == b): the map is 3 + its four entries (8 + 2 each) and adds
+    # no size (2 entries); its range 1 + 43; k is a key, "a" or "b" (3 characters, 2); 2 steps
+    ('{"a": 1, "b": 2}.exists(k, k == b)', 5 + (1 + (1 + 43) + 2 * (20 + 3 + 11 + 2 + 8))),
     # node.labels[b] == a: 1 + the map's member (1 + 4) + the index (16); a value is a string
     # (the member-level index adds no size)
     ("node.labels[b] == a", 11 + (1 + 5 + 16) + 8),
