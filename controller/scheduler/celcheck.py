@@ -612,7 +612,7 @@ class _Checker:
             key = _join_all([t for t, _ in keys])
             value = _join_all([t for t, _ in values])
             return CelType("map", len(keys), elem=key, value=value), 3 + sum(c for _, c in inits)
-        raise CelCheckError(f"unsupported syntax {kind!r} at column {_column(child)}")
+        raise CelCheckError(f"unsupported syntax {str(kind)!r} at column {_column(child)}")
 
     def _ident(self, name: str, tree: lark.Tree[Any], scope: Scope) -> CelType:
         if name in scope:

@@ -91,6 +91,11 @@ MESSAGES = [
         'node.cpu > 1 && -node.kind == "x"',
         "found no matching overload for '-_' applied to '(string)' at column 17",
     ),
+    # a leading-dot call (a function named from the root scope) is not supported
+    (
+        "node.cpu > 1 && .size(node.tags) > 1",
+        "unsupported syntax 'dot_ident_arg' at column 17",
+    ),
     # -- types the message names ----------------------------------------------------------
     # a map literal's key and value types
     (
