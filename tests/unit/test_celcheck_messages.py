@@ -123,6 +123,12 @@ MESSAGES = [
         "found no matching overload for '_[_]' applied to '(map(string, string), int)' at "
         "column 17",
     ),
+    # the depth is the brackets open at that point: 20, 10 closed, then 23 more reach 33 at
+    # column 20 + 4 + 10 + 4 + 23 = 61
+    (
+        "(" * 20 + "true" + ")" * 10 + " && " + "(" * 23 + "true" + ")" * 33,
+        "nesting deeper than 32 levels at column 61 (parentheses, brackets and braces)",
+    ),
     # -- syntax errors --------------------------------------------------------------------
     ("node.#cpu", "syntax error at column 6: unexpected character '#', expected a name"),
     ("node.cpu == #", "syntax error at column 13: unexpected character '#', expected a value"),
@@ -202,6 +208,18 @@ def test_a_parse_error_without_a_position_is_still_one_line(
     ],
 )
 def test_an_index_the_check_cannot_read_is_left_to_run_time(source: str) -> None:
+    compile_expression.__wrapped__(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '{"zone": node.labels.zone}["zone"] == "a"',
+        "node.tags.exists(t, {t: 1}[t] == 1)",  # a comprehension's variable
+        "[node.kind, node.hostname][0] == 'a'",
+    ],
+)
+def test_the_entries_of_a_literal_are_read_in_scope(source: str) -> None:
     compile_expression.__wrapped__(source)
 
 
