@@ -350,10 +350,16 @@ _TERMINALS: Final = {
 
 
 def syntax_message(error: BaseException | None, source: str) -> str:
-    """One line for a lark parse error: what is wrong and where (line only when > 1)."""
+    """One line for a lark parse error: what is wrong and where (line only when > 1).
+
+    Where is left out when lark does not know it rather than made up: cel-python's parser
+    keeps no position for ``true`` and ``false`` (its lexer callback makes them new tokens),
+    and its errors other than an unexpected token or character carry none."""
     line = getattr(error, "line", None) or 1
-    column = getattr(error, "column", None) or 1
-    where = f"column {column}" if line == 1 else f"line {line}, column {column}"
+    column = getattr(error, "column", None)
+    where = f" at column {column}" if line == 1 else f" at line {line}, column {column}"
+    if column is None:
+        where = ""
     expected = sorted(getattr(error, "expected", None) or getattr(error, "allowed", None) or ())
     if isinstance(error, UnexpectedToken) and error.token.type != "$END":
         what = f"unexpected {str(error.token)!r}"
@@ -362,7 +368,7 @@ def syntax_message(error: BaseException | None, source: str) -> str:
         if error.char in "\"'":
             what = "unterminated string"
     elif isinstance(error, UnexpectedToken | UnexpectedEOF):
-        where = f"column {len(source.splitlines()[-1]) + 1 if source.strip() else 1}"
+        where = f" at column {len(source.splitlines()[-1]) + 1 if source.strip() else 1}"
         what = "unexpected end of expression" if source.strip() else "empty expression"
     else:
         what = "invalid expression"
@@ -370,7 +376,7 @@ def syntax_message(error: BaseException | None, source: str) -> str:
         what += ", expected a value"
     elif expected and all(e in _TERMINALS for e in expected) and len(expected) <= 3:
         what += ", expected " + " or ".join(_TERMINALS[e] for e in expected)
-    return f"syntax error at {where}: {what}"
+    return f"syntax error{where}: {what}"
 
 
 # -- 3. types, tree height and static cost -----------------------------------------------------
@@ -614,7 +620,7 @@ class _Checker:
             key = _join_all([t for t, _ in keys])
             value = _join_all([t for t, _ in values])
             return CelType("map", len(keys), elem=key, value=value), 3 + sum(c for _, c in inits)
-        raise CelCheckError(f"unsupported syntax {kind!r} at column {_column(child)}")
+        raise CelCheckError(f"unsupported syntax {str(kind)!r} at column {_column(child)}")
 
     def _ident(self, name: str, tree: lark.Tree[Any], scope: Scope) -> CelType:
         if name in scope:
