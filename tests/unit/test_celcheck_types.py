@@ -425,9 +425,12 @@ AT_HEIGHT = "1" + " + 1" * 204 + " > 0"  # 205 terms: height 420
 PAST_HEIGHT = "-node.cpu" + " + 1" * 203 + " > 0"  # 204 terms: height 421
 
 
-def test_a_syntax_tree_as_tall_as_the_limit_compiles_one_level_more_does_not() -> None:
+def test_a_syntax_tree_as_tall_as_the_limit_compiles() -> None:
     assert celcheck.MAX_TREE_HEIGHT == 420
     compile_expression(AT_HEIGHT)
+
+
+def test_a_syntax_tree_one_level_taller_is_refused_before_it_is_walked() -> None:
     with pytest.raises(CelCompileError) as refused:
         compile_expression(PAST_HEIGHT)
     assert str(refused.value) == (
