@@ -26,7 +26,10 @@ def kept_after(
     (index, node, booked cpu, booked memory) in the order its status lists them. Returns the
     kept replicas' nodes by index and each node's free cpu afterwards."""
     w = workload(name="web", **spec)
-    bookings = [Booking(n, alloc_id(w.metadata.namespace, w.metadata.name, i), c, m) for i, n, c, m in existing]
+    bookings = [
+        Booking(n, alloc_id(w.metadata.namespace, w.metadata.name, i), c, m)
+        for i, n, c, m in existing
+    ]
     ledger = ledger_for(*nodes)
     ledger.load(w.key, bookings)
     cycle = cycle_for(w, ledger)
