@@ -478,3 +478,15 @@ def test_a_tables_columns_are_read_only(replaced: bool) -> None:
     for name in ("cpu_divisor", "memory_divisor"):
         with pytest.raises(ValueError, match="read-only"):
             getattr(table, name)[0] = 1.0
+
+
+def test_a_share_of_allocatable_divides_by_it_however_small_and_none_only_where_it_is_zero() -> (
+    None
+):
+    """The rebalancer's shares (used / allocatable) divide by each node's allocatable, a single
+    millicore or byte included; only a node with none has no share (an infinite divisor: 0)."""
+    table = NodeTable(
+        [node("a", cpu="1m", memory="1"), node("b", cpu="0", memory="0"), node("c", cpu="2")]
+    )
+    assert table.cpu_divisor.tolist() == [1.0, float("inf"), 2000.0]
+    assert table.memory_divisor.tolist() == [1.0, float("inf"), 8.0 * GiB]
