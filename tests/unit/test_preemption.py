@@ -167,6 +167,7 @@ def test_a_daemonset_preempts_on_each_node_it_wants_that_lacks_room() -> None:
     # a: low goes; b: low goes (peer is equal: stays); c has room; d does not want it.
     assert _victims(plan) == [("a", "ns/low-0"), ("b", "ns/low-1")]
     assert plan is not None
+    assert (plan.preemptor, plan.priority) == ("shop/boss", 10)  # what the victims are told
     for key, kept in plan.remaining(ledger).items():
         ledger.load(key, kept)
     after = Scheduler().schedule(workload("boss", **spec), ledger, now=NOW)
@@ -687,6 +688,16 @@ def test_a_daemonset_looks_past_the_nodes_that_already_hold_it() -> None:
     ledger.load("ns/low", [_booking("a", "ns/low", 0, 1), _booking("b", "ns/low", 1, 2)])
     plan = _plan(ledger, {"ns/low": 0}, 10, kind="DaemonSet", resources={"cpu": "1"})
     assert _victims(plan) == [("b", "ns/low-1")]
+
+
+def test_a_daemonset_that_no_victim_makes_room_for_has_no_plan() -> None:
+    """a is full: low's core and peer's, which has the DaemonSet's priority; removing low
+    frees one core of the two it needs, so there is nothing to preempt."""
+    ledger = Ledger(NodeTable([node("a", cpu="2")]))
+    ledger.load("ns/low", [_booking("a", "ns/low", 0, 1)])
+    ledger.load("ns/peer", [_booking("a", "ns/peer", 0, 1)])
+    priorities = {"ns/low": 0, "ns/peer": 10}
+    assert _plan(ledger, priorities, 10, kind="DaemonSet", resources={"cpu": "2"}) is None
 
 
 def test_a_request_of_zero_fits_an_over_committed_node() -> None:
