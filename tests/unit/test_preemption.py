@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -39,6 +39,7 @@ from controller.scheduler.preemption import (
     preempt,
     preempted_status,
     select_victims,
+    start_key,
     victims_on_node,
 )
 from controller.scheduler.priority import Priority, PriorityClass, PriorityClasses
@@ -189,6 +190,30 @@ def test_may_preempt(kind: str, priority: Priority, code: Code, expected: bool) 
     w = workload("boss", kind=kind, resources={"cpu": "2"})
     decision = Scheduler().schedule(w, ledger, now=NOW)
     assert may_preempt(w, replace(decision, code=code), priority) is expected
+
+
+def test_a_job_with_every_replica_placed_does_not_preempt() -> None:
+    """Only a Job or Service short of replicas preempts, whatever its code says."""
+    ledger = Ledger(NodeTable([node("a", cpu="2")]))
+    w = workload("boss", kind="Job", resources={"cpu": "1"})
+    decision = Scheduler().schedule(w, ledger, now=NOW)
+    assert decision.placed == decision.desired == 1
+    assert may_preempt(w, replace(decision, code=Code.UNSCHEDULABLE), Priority(10)) is False
+
+
+@pytest.mark.parametrize(
+    "started",
+    [
+        datetime(2026, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+        datetime(2026, 1, 1, 0, 0, 0, 1),  # naive: taken as UTC
+        datetime(2026, 1, 1, 2, 0, 0, 1, tzinfo=timezone(timedelta(hours=2))),
+    ],
+)
+def test_a_start_is_ordered_by_its_microseconds_since_the_epoch(started: datetime) -> None:
+    """2026-01-01T00:00:00Z is 1,767,225,600 s after the epoch; one microsecond later."""
+    key = start_key(started)
+    assert type(key) is int
+    assert key == 1_767_225_600_000_001
 
 
 def test_preempted_status_names_the_preemptor() -> None:
