@@ -174,6 +174,25 @@ def test_orca_plan_refuses_a_bad_constraint_in_one_line(
     assert "spec: topologySpread is only allowed when kind is Service" in err
 
 
+def test_orca_plan_notes_min_domains_only_when_too_few_domains_are_eligible(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three zones are eligible: minDomains 3 is met, so the minimum is the real one and
+    nothing is noted (kube takes the global minimum as 0 only below minDomains)."""
+    spec = {
+        "kind": "Service",
+        "count": 3,
+        "resources": {"cpu": "1"},
+        "topologySpread": [{"topologyKey": ZONE, "maxSkew": 1, "minDomains": 3}],
+    }
+    nodes, workloads = plan_files(tmp_path, spec)
+    main(["plan", "--nodes", str(nodes), "--workloads", str(workloads), "-o", "json"])
+    (status,) = json.loads(capsys.readouterr().out)["results"]
+    (constraint,) = status["topologySpread"]
+    assert constraint["eligibleDomains"] == 3
+    assert "note" not in constraint
+
+
 def test_orca_plan_shows_every_field_of_the_constraint_and_its_domains(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
