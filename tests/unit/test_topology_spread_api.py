@@ -13,7 +13,10 @@ from pydantic import ValidationError
 
 from controller.api.messages import validation_message
 from controller.cli import main
-from tests.support.factories import node_object, workload, workload_obj
+from controller.scheduler.ledger import Booking, alloc_id
+from controller.scheduler.plugins.topology_spread import explain_spread
+from controller.scheduler.scheduler import Scheduler
+from tests.support.factories import NOW, ledger_for, node, node_object, workload, workload_obj
 
 ZONE = "topology.kubernetes.io/zone"
 GOOD = {"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}
@@ -234,4 +237,27 @@ def test_orca_plan_shows_every_field_of_the_constraint_and_its_domains(
         "nodeTaintsPolicy=Ignore: minimum 0",
         "    3 eligible domain(s) < minDomains 4: the global minimum is taken as 0",
         "    DOMAIN   REPLICAS   VERDICT",
+    ]
+
+
+def test_a_replica_on_a_node_the_policy_leaves_out_is_not_counted_in_its_zone() -> None:
+    """nodeTaintsPolicy Honor (podtopologyspread/common.go, matchNodeInclusionPolicies): a1
+    has a taint web does not tolerate, so its replica (there since before the taint: a
+    NoSchedule taint never evicts) is not counted; eu-1a is still eligible through a2, and
+    orca explain shows it with 0 replicas counted, as kube-scheduler counts it."""
+    taint = [{"key": "maintenance", "effect": "NoSchedule"}]
+    ledger = ledger_for(
+        node("a1", labels={ZONE: "eu-1a"}, taints=taint),
+        node("a2", labels={ZONE: "eu-1a"}),
+        node("b1", labels={ZONE: "eu-1b"}),
+    )
+    spread = [{"topologyKey": ZONE, "maxSkew": 1, "nodeTaintsPolicy": "Honor"}]
+    w = workload(kind="Service", count=1, topologySpread=spread)
+    ledger.load(w.key, [Booking("a1", alloc_id("shop", "web", 0), 0, 0)])
+    prepared = Scheduler().prepare(w, ledger, now=NOW)
+    assert [b.node for b in prepared.kept.values()] == ["a1"]
+    (verdict,) = explain_spread(prepared.cycle)
+    assert [(d.domain, d.replicas, d.counted) for d in verdict.domains] == [
+        ("eu-1a", 0, True),
+        ("eu-1b", 0, True),
     ]
