@@ -244,20 +244,36 @@ def test_a_replica_on_a_node_the_policy_leaves_out_is_not_counted_in_its_zone() 
     """nodeTaintsPolicy Honor (podtopologyspread/common.go, matchNodeInclusionPolicies): a1
     has a taint web does not tolerate, so its replica (there since before the taint: a
     NoSchedule taint never evicts) is not counted; eu-1a is still eligible through a2, and
-    orca explain shows it with 0 replicas counted, as kube-scheduler counts it."""
+    orca explain shows it with 0 replicas counted, as kube-scheduler counts it. eu-1c's only
+    node is tainted too: ignored by the policy; d1 lacks the rack key: ignored for that."""
     taint = [{"key": "maintenance", "effect": "NoSchedule"}]
+    rack = "example.com/rack"
     ledger = ledger_for(
-        node("a1", labels={ZONE: "eu-1a"}, taints=taint),
-        node("a2", labels={ZONE: "eu-1a"}),
-        node("b1", labels={ZONE: "eu-1b"}),
+        node("a1", labels={ZONE: "eu-1a", rack: "r1"}, taints=taint),
+        node("a2", labels={ZONE: "eu-1a", rack: "r1"}),
+        node("b1", labels={ZONE: "eu-1b", rack: "r2"}),
+        node("c1", labels={ZONE: "eu-1c", rack: "r3"}, taints=taint),
+        node("d1", labels={ZONE: "eu-1d"}),  # no rack: counted by neither constraint (kube asks
+        # every key of the constraints of one kind, nodeLabelsMatchSpreadConstraints)
     )
-    spread = [{"topologyKey": ZONE, "maxSkew": 1, "nodeTaintsPolicy": "Honor"}]
+    spread = [
+        {"topologyKey": ZONE, "maxSkew": 1, "nodeTaintsPolicy": "Honor"},
+        {"topologyKey": rack, "maxSkew": 1},
+    ]
     w = workload(kind="Service", count=1, topologySpread=spread)
     ledger.load(w.key, [Booking("a1", alloc_id("shop", "web", 0), 0, 0)])
     prepared = Scheduler().prepare(w, ledger, now=NOW)
     assert [b.node for b in prepared.kept.values()] == ["a1"]
-    (verdict,) = explain_spread(prepared.cycle)
-    assert [(d.domain, d.replicas, d.counted) for d in verdict.domains] == [
-        ("eu-1a", 0, True),
-        ("eu-1b", 0, True),
+    zones, _ = explain_spread(prepared.cycle)
+    assert [(d.domain, d.replicas, d.counted, d.why) for d in zones.domains] == [
+        ("eu-1a", 0, True, "counted"),
+        ("eu-1b", 0, True, "counted"),
+        (
+            "eu-1c",
+            0,
+            False,
+            "ignored by nodeTaintsPolicy: Honor (every node in it has a taint the Workload "
+            "does not tolerate, or is cordoned or NotReady)",
+        ),
+        ("eu-1d", 0, False, "ignored: its nodes lack another constraint's topologyKey"),
     ]
