@@ -177,21 +177,31 @@ def test_orca_plan_refuses_a_bad_constraint_in_one_line(
     assert "spec: topologySpread is only allowed when kind is Service" in err
 
 
+def _zone_spread_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], min_domains: int
+) -> tuple[list[str], int, dict[str, Any]]:
+    """``orca plan -o json`` of three 1-core replicas spread by zone with ``minDomains``:
+    the plan's arguments (without ``-o``), its exit code and the constraint it shows."""
+    spec = {
+        "kind": "Service",
+        "count": 3,
+        "resources": {"cpu": "1"},
+        "topologySpread": [{"topologyKey": ZONE, "maxSkew": 1, "minDomains": min_domains}],
+    }
+    nodes, workloads = plan_files(tmp_path, spec)
+    args = ["plan", "--nodes", str(nodes), "--workloads", str(workloads)]
+    code = main([*args, "-o", "json"])
+    (status,) = json.loads(capsys.readouterr().out)["results"]
+    (constraint,) = status["topologySpread"]
+    return args, code, constraint
+
+
 def test_orca_plan_notes_min_domains_only_when_too_few_domains_are_eligible(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Three zones are eligible: minDomains 3 is met, so the minimum is the real one and
     nothing is noted (kube takes the global minimum as 0 only below minDomains)."""
-    spec = {
-        "kind": "Service",
-        "count": 3,
-        "resources": {"cpu": "1"},
-        "topologySpread": [{"topologyKey": ZONE, "maxSkew": 1, "minDomains": 3}],
-    }
-    nodes, workloads = plan_files(tmp_path, spec)
-    main(["plan", "--nodes", str(nodes), "--workloads", str(workloads), "-o", "json"])
-    (status,) = json.loads(capsys.readouterr().out)["results"]
-    (constraint,) = status["topologySpread"]
+    _, _, constraint = _zone_spread_plan(tmp_path, capsys, min_domains=3)
     assert constraint["eligibleDomains"] == 3
     assert "note" not in constraint
 
@@ -201,17 +211,8 @@ def test_orca_plan_shows_every_field_of_the_constraint_and_its_domains(
 ) -> None:
     """The JSON has each constraint with kube's defaults filled in, and per domain the
     replicas counted and the policy that counted it; the table has the same in words."""
-    spec = {
-        "kind": "Service",
-        "count": 3,
-        "resources": {"cpu": "1"},
-        "topologySpread": [{"topologyKey": ZONE, "maxSkew": 1, "minDomains": 4}],
-    }
-    nodes, workloads = plan_files(tmp_path, spec)
-    args = ["plan", "--nodes", str(nodes), "--workloads", str(workloads)]
-    assert main([*args, "-o", "json"]) == 1
-    (status,) = json.loads(capsys.readouterr().out)["results"]
-    (constraint,) = status["topologySpread"]
+    args, code, constraint = _zone_spread_plan(tmp_path, capsys, min_domains=4)
+    assert code == 1
     assert constraint == {
         "topologyKey": ZONE,
         "maxSkew": 1,
