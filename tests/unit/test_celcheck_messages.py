@@ -18,14 +18,8 @@ from celpy.celparser import CELParseError
 
 from controller.scheduler import celexpr
 from controller.scheduler.celcheck import STATIC_COST_BUDGET
-from controller.scheduler.celexpr import CelCompileError, compile_expression
-
-
-def _refusal(source: str) -> str:
-    with pytest.raises(CelCompileError) as refused:
-        compile_expression.__wrapped__(source)  # not memoised: each test sees its own checks
-    return str(refused.value)
-
+from controller.scheduler.celexpr import compile_expression
+from tests.support.cel import refusal
 
 MESSAGES = [
     # -- columns --------------------------------------------------------------------------
@@ -168,14 +162,14 @@ NESTING = [
 @pytest.mark.parametrize(("source", "before"), NESTING, ids=[s[:24] for s, _ in NESTING])
 def test_brackets_in_strings_do_not_count_towards_nesting(source: str, before: int) -> None:
     assert source[before : before + 33] == "(" * 33  # the characters before the brackets
-    assert _refusal(source) == (
+    assert refusal(source) == (
         f"nesting deeper than 32 levels at column {before + 33} (parentheses, brackets and braces)"
     )
 
 
 @pytest.mark.parametrize(("source", "message"), MESSAGES, ids=[s for s, _ in MESSAGES])
 def test_a_refused_expression_reads_exactly(source: str, message: str) -> None:
-    assert _refusal(source) == message
+    assert refusal(source) == message
 
 
 def test_a_parse_error_without_a_position_is_still_one_line(
@@ -192,7 +186,7 @@ def test_a_parse_error_without_a_position_is_still_one_line(
             raise CELParseError("lark's own words", *exc.args) from exc
 
     monkeypatch.setattr(celexpr._environment(), "compile", failing)
-    assert _refusal("node.cpu > 1") == "syntax error: invalid expression"
+    assert refusal("node.cpu > 1") == "syntax error: invalid expression"
 
 
 @pytest.mark.parametrize(
@@ -315,4 +309,4 @@ def test_an_over_budget_expression_reports_its_estimate(body: str, relation_cost
     source = f"node.tags.all(a, node.tags.all(b, {body}))"
     expected = _nested_cost(relation_cost)
     assert expected > STATIC_COST_BUDGET
-    assert _refusal(source) == OVER_BUDGET.format(expected)
+    assert refusal(source) == OVER_BUDGET.format(expected)
