@@ -278,3 +278,90 @@ def test_a_replica_on_a_node_the_policy_leaves_out_is_not_counted_in_its_zone() 
         ),
         ("eu-1d", 0, False, "ignored: its nodes lack another constraint's topologyKey"),
     ]
+
+
+def test_each_domain_says_which_inclusion_policy_counted_or_ignored_it() -> None:
+    """Every ``why`` orca explain gives a domain, worked out from kube's per-node rule
+    (podtopologyspread/common.go, matchNodeInclusionPolicies: a node counts unless a Honor
+    policy excludes it; a domain is eligible when one of its nodes counts). web runs on docker
+    and tolerates no taint; n2, n4 and n5 offer only podman; n3, n4 and n6 are tainted.
+    Domains are listed by name.
+
+    The same zones under two constraints (one per whenUnsatisfiable, so each is its own group):
+    with both policies Ignore every zone counts, and the why names the policy that let in a
+    zone no node of which would otherwise count; with both Honor, the zones no node of which
+    passes are ignored, each for the policy that excludes it (affinity asked first, as both
+    would). web's replica on n6 stays (a NoSchedule taint never evicts): counted in z-split
+    under Ignore, shown but not counted under Honor."""
+    taint = [{"key": "maintenance", "effect": "NoSchedule"}]
+    podman = ("podman",)
+    ledger = ledger_for(
+        node("n1", labels={ZONE: "z-ok"}),
+        node("n2", labels={ZONE: "z-podman"}, runtimes=podman),
+        node("n3", labels={ZONE: "z-tainted"}, taints=taint),
+        node("n4", labels={ZONE: "z-both"}, runtimes=podman, taints=taint),
+        node("n5", labels={ZONE: "z-split"}, runtimes=podman),
+        node("n6", labels={ZONE: "z-split"}, taints=taint),
+    )
+    policies = {"nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Ignore"}
+    spread = [
+        {"topologyKey": ZONE, "maxSkew": 1, **policies},
+        {
+            "topologyKey": ZONE,
+            "maxSkew": 1,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            **{k: "Honor" for k in policies},
+        },
+    ]
+    w = workload(kind="Service", count=2, runtime={"oneOf": ["docker"]}, topologySpread=spread)
+    ledger.load(w.key, [Booking("n6", alloc_id("shop", "web", 0), 0, 0)])
+    prepared = Scheduler().prepare(w, ledger, now=NOW)
+    assert [b.node for b in prepared.kept.values()] == ["n6"]
+    ignoring, honoring = explain_spread(prepared.cycle)
+
+    by_affinity = "nodeAffinityPolicy: Ignore (no node in it passes the runtime and constraints)"
+    by_taints = (
+        "nodeTaintsPolicy: Ignore (every node in it has a taint the Workload does not "
+        "tolerate, or is cordoned or NotReady)"
+    )
+    assert [(d.domain, d.replicas, d.counted, d.why) for d in ignoring.domains] == [
+        ("z-both", 0, True, f"counted by {by_affinity} and {by_taints}"),
+        ("z-ok", 0, True, "counted"),
+        ("z-podman", 0, True, f"counted by {by_affinity}"),
+        ("z-split", 1, True, "counted"),
+        ("z-tainted", 0, True, f"counted by {by_taints}"),
+    ]
+    assert (ignoring.eligible, ignoring.minimum) == (5, 0)
+
+    assert [(d.domain, d.replicas, d.counted, d.why) for d in honoring.domains] == [
+        (
+            "z-both",
+            0,
+            False,
+            "ignored by nodeAffinityPolicy: Honor (no node in it passes the runtime and "
+            "constraints)",
+        ),
+        ("z-ok", 0, True, "counted"),
+        (
+            "z-podman",
+            0,
+            False,
+            "ignored by nodeAffinityPolicy: Honor (no node in it passes the runtime and "
+            "constraints)",
+        ),
+        (
+            "z-split",
+            1,
+            False,
+            "ignored by nodeAffinityPolicy: Honor and nodeTaintsPolicy: Honor (each node "
+            "fails the runtime and constraints or has an untolerated taint)",
+        ),
+        (
+            "z-tainted",
+            0,
+            False,
+            "ignored by nodeTaintsPolicy: Honor (every node in it has a taint the Workload "
+            "does not tolerate, or is cordoned or NotReady)",
+        ),
+    ]
+    assert honoring.eligible == 1
