@@ -92,14 +92,13 @@ class SpreadDomains:
         """This Workload's replicas per domain, on the nodes that count."""
         return counts(self.counted, own, self.size)
 
-    def minimum(self, per_domain: IntArray) -> int | None:
-        """kube's ``minMatchNum``: the smallest count over the eligible domains, 0 when fewer
-        domains are eligible than ``minDomains`` asks; None when none is and none is asked
-        (kube's ``MaxInt32``: every node passes)."""
+    def minimum(self, per_domain: IntArray) -> int:
+        """kube's ``minMatchNum`` (filtering.go): the smallest count over the eligible domains,
+        0 when fewer domains are eligible than ``minDomains`` asks. ``minDomains`` is at least
+        1 (absent: 1), so with no eligible domain the minimum is 0, never kube's initial
+        ``MaxInt32``."""
         if self.eligible_count < self.constraint.domains_needed:
             return 0
-        if not self.eligible_count:
-            return None
         return int(per_domain[self.eligible].min())
 
 

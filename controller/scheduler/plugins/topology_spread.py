@@ -191,11 +191,9 @@ def prepared_domains(cycle: CycleState, when: WhenUnsatisfiable) -> tuple[Spread
 def allowed(d: SpreadDomains, own: IntArray) -> BoolArray:
     """kube's Filter for one constraint: where one more replica keeps ``count(domain) + 1 -
     minimum <= maxSkew`` (the count of a domain that is not eligible is 0); True on nodes
-    without the key (their own rejection says why) and everywhere when there is no minimum."""
+    without the key (their own rejection says why)."""
     per_domain = d.replicas(own)
     minimum = d.minimum(per_domain)
-    if minimum is None:
-        return np.ones(len(own), dtype=np.bool_)
     fits = np.append(per_domain + 1 - minimum <= d.constraint.max_skew, True)  # [-1]: no key
     passed: BoolArray = fits[d.codes]
     return passed
@@ -263,7 +261,7 @@ class ConstraintVerdict:
     constraint: TopologySpreadConstraint
     domains: tuple[DomainVerdict, ...]
     eligible: int
-    minimum: int | None
+    minimum: int
     note: str = ""
 
     def settings(self) -> str:
@@ -386,8 +384,7 @@ def spread_lines(spread: Sequence[ConstraintVerdict], indent: str = "") -> list[
     the inclusion policy that counted or ignored it), columns aligned."""
     lines = []
     for c in spread:
-        minimum = "none (every node passes)" if c.minimum is None else str(c.minimum)
-        lines.append(f"{indent}{c.settings()}: minimum {minimum}\n")
+        lines.append(f"{indent}{c.settings()}: minimum {c.minimum}\n")
         if c.note:
             lines.append(f"{indent}  {c.note}\n")
         rows = [("DOMAIN", "REPLICAS", "VERDICT")]

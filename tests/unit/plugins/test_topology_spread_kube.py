@@ -276,7 +276,7 @@ def test_explain_names_the_policy_that_counted_or_ignored_each_domain() -> None:
 
 def test_the_spread_as_text_and_json_shows_every_setting_and_aligns_the_domains() -> None:
     """``orca explain`` / ``orca plan``: per constraint its settings (minDomains only with
-    DoNotSchedule), the minimum ("none" when no node passes the other filters), the note,
+    DoNotSchedule), the minimum, the note,
     and the domains in aligned columns; the JSON carries the same, the note only when set."""
     anyway, strict = workload(
         kind="Service",
@@ -287,12 +287,12 @@ def test_the_spread_as_text_and_json_shows_every_setting_and_aligns_the_domains(
         DomainVerdict("b", 2, False, "ignored"),
     )
     verdicts = [
-        ConstraintVerdict(anyway, domains, eligible=1, minimum=None),
+        ConstraintVerdict(anyway, domains, eligible=1, minimum=2),
         ConstraintVerdict(strict, domains[:1], eligible=1, minimum=0, note="1 < minDomains 3"),
     ]
     assert spread_lines(verdicts, indent="  ") == [
         f"  {ZONE} maxSkew=1 ScheduleAnyway nodeAffinityPolicy=Honor nodeTaintsPolicy=Ignore:"
-        " minimum none (every node passes)\n",
+        " minimum 2\n",
         "    DOMAIN      REPLICAS   VERDICT\n",
         "    zone-long   10         counted\n",
         "    b           2          ignored\n",
@@ -312,7 +312,7 @@ def test_the_spread_as_text_and_json_shows_every_setting_and_aligns_the_domains(
             "whenUnsatisfiable": "ScheduleAnyway",
             **policies,
             "eligibleDomains": 1,
-            "minimum": None,
+            "minimum": 2,
             "domains": [
                 zone_long,
                 {"domain": "b", "replicas": 2, "counted": False, "why": "ignored"},
