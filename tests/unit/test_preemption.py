@@ -759,3 +759,20 @@ def test_a_node_with_room_but_no_use_is_passed_over_not_the_end_of_the_search() 
         topologySpread=spread,
     )
     assert _victims(plan) == [("v", "ns/low-0")]
+
+
+def test_a_workload_is_never_its_own_victim_even_when_listed_below_its_priority() -> None:
+    """boss, a Service of two, holds all of a with replica 0; b is full of peer, which may not
+    be preempted. ``preemptible`` lists boss itself at 0 (its priority before its class was
+    raised, say), under the 10 it preempts at now: removing its own replica to place another
+    gains nothing, so there is no plan. (The operator and ``orca plan`` leave the preemptor
+    out of ``preemptible``; select_victims does not rely on it.)"""
+    ledger = Ledger(NodeTable([node("a", cpu="2"), node("b", cpu="2")]))
+    ledger.load("shop/boss", [_booking("a", "shop/boss", 0, 2)])
+    ledger.load("shop/peer", [_booking("b", "shop/peer", 0, 2)])
+    scheduler = Scheduler()
+    boss = workload("boss", kind="Service", count=2, resources={"cpu": "2"})
+    decision = scheduler.schedule(boss, ledger, now=NOW)
+    assert (decision.placed, decision.desired, decision.code) == (1, 2, Code.UNSCHEDULABLE)
+    preemptible = {"shop/boss": 0}
+    assert select_victims(scheduler, boss, ledger, decision, 10, preemptible, now=NOW) is None
