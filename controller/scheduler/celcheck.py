@@ -769,17 +769,11 @@ def _string_literal(tree: Any) -> str | None:
     return text[1:-1]
 
 
-def _column(where: Any) -> int:
-    """The 1-based column of a token or a tree (its first token: a tree without positions,
-    such as the conditional's, is searched down its first children)."""
+def _column(where: lark.Token | lark.Tree[Any]) -> int:
+    """The 1-based column of a token or a tree, 0 when unknown. cel-python's parser propagates
+    positions, so lark gives every tree the column of its first token, filtered-out ones such
+    as '(' included; it is None only when that token is a true or false, which cel-python's
+    lexer keeps no position for, and no child of the tree has an earlier one to offer."""
     if isinstance(where, lark.Token):
         return int(where.column or 0)
-    meta = getattr(where, "meta", None)
-    column = int(getattr(meta, "column", 0) or 0) if meta is not None else 0
-    node = where
-    while not column and isinstance(node, lark.Tree) and node.children:
-        node = node.children[0]
-        if isinstance(node, lark.Token):
-            return int(node.column or 0)
-        column = int(getattr(node.meta, "column", 0) or 0)
-    return column
+    return int(getattr(where.meta, "column", None) or 0)
