@@ -136,12 +136,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="orca-controller",
         help="the leader Lease (default: %(default)s)",
     )
-    p.add_argument("--resync-seconds", type=float, default=300.0, help="periodic full resync")
+    p.add_argument(
+        "--resync-seconds",
+        default="300",
+        metavar="SECONDS",
+        help=f"list every watched kind again this often ({MIN_RESYNC}..{MAX_RESYNC}; "
+        "default: %(default)s)",
+    )
     p.add_argument(
         "--max-in-flight",
-        type=int,
-        default=32,
-        help="concurrent status writes (the scheduling loop's workers; default: %(default)s)",
+        default="32",
+        metavar="N",
+        help=f"concurrent status writes (the scheduling loop's workers; 1..{MAX_IN_FLIGHT}; "
+        "default: %(default)s)",
     )
     p.add_argument(
         "--rebalance-interval",
@@ -183,6 +190,11 @@ def _namespaced(flag: str) -> Callable[[str], tuple[str, str]]:
 
 
 MAX_SECONDS = 10 * 365 * 24 * 3600  # ten years: "forever" is a toleration without seconds
+#: kube-apiserver's ``--max-mutating-requests-inflight`` default: status writes beyond it
+#: would only be answered 429 (each worker holds one write in flight).
+MAX_IN_FLIGHT = 200
+#: A full LIST of every Node and Workload at most this often; a day at least.
+MIN_RESYNC, MAX_RESYNC = 10, 24 * 3600
 MIN_REBALANCE_INTERVAL = 1.0
 MAX_REBALANCE_INTERVAL = 24 * 3600.0
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -237,6 +249,10 @@ def run(args: argparse.Namespace) -> int:
     from controller.operator.app import ConfigError, configure_logging, operate
 
     try:
+        args.max_in_flight = whole_number("--max-in-flight", args.max_in_flight, 1, MAX_IN_FLIGHT)
+        args.resync_seconds = whole_number(
+            "--resync-seconds", args.resync_seconds, MIN_RESYNC, MAX_RESYNC
+        )
         args.rebalance_every = parse_duration(args.rebalance_interval)
         args.rebalance_max_moves = whole_number(
             "--rebalance-max-moves", args.rebalance_max_moves, 0, MAX_MOVES

@@ -45,3 +45,30 @@ def test_the_command_line_reference_is_generated_from_the_parser() -> None:
     )
     assert "| option | what it does |" in page.read_text()
     assert "|  |" not in page.read_text(), "every option says what it does"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--max-in-flight", "0"], "--max-in-flight: 0 is out of range (1..200)"),
+        (["--max-in-flight", "201"], "--max-in-flight: 201 is out of range (1..200)"),
+        (["--max-in-flight", "lots"], "--max-in-flight: 'lots' is not a whole number"),
+        (["--resync-seconds", "0"], "--resync-seconds: 0 is out of range (10..86400)"),
+        (["--resync-seconds", "-5"], "--resync-seconds: -5 is out of range (10..86400)"),
+        (["--resync-seconds", "nan"], "--resync-seconds: 'nan' is not a whole number"),
+        (["--resync-seconds", "1e9"], "--resync-seconds: '1e9' is not a whole number"),
+    ],
+)
+def test_orca_run_refuses_a_worker_count_or_resync_that_cannot_work_in_one_line(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No workers would leave every Workload pending without a word; more status writes in
+    flight than kube-apiserver admits at once (--max-mutating-requests-inflight, 200) are
+    answered 429; a resync of 0 or less would LIST every Node and Workload without pause, and
+    nan would never resync. Each is refused before the operator starts (exit 2)."""
+    from controller.cli import build_parser
+    from controller.cli.run import run
+
+    args = build_parser().parse_args(["run", "--metrics-port", "0", *flags])
+    assert run(args) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
