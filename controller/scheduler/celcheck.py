@@ -772,8 +772,8 @@ def _string_literal(tree: Any) -> str | None:
 def _column(where: lark.Token | lark.Tree[Any]) -> int:
     """The 1-based column of a token or a tree, 0 when unknown. cel-python's parser propagates
     positions, so lark gives every tree the column of its first token, filtered-out ones such
-    as '(' included; it is None only when that token is a true or false, which cel-python's
-    lexer keeps no position for, and no child of the tree has an earlier one to offer."""
+    as '(' included: None only when that token is a true or false, which cel-python's lexer
+    keeps no position for."""
     if isinstance(where, lark.Token):
         return int(where.column or 0)
     return int(getattr(where.meta, "column", None) or 0)
