@@ -112,8 +112,7 @@ def test_a_cluster_without_nodes_has_no_domains() -> None:
 def test_the_minimum_is_the_smallest_eligible_count_or_zero_short_of_min_domains() -> None:
     """kube's minMatchNum (podtopologyspread/filtering.go): the smallest count over the
     eligible domains, or 0 when fewer domains are eligible than minDomains (absent: 1). No
-    eligible domain at all is fewer than 1: the minimum is 0, and the next replica fits where
-    its domain's count + 1 - 0 <= maxSkew."""
+    eligible domain at all is fewer than 1: the minimum is 0."""
     table = _table()  # hostname order: a1 a2 b1 c1 none
     everywhere = np.ones(len(table), dtype=np.bool_)
     own = np.array([2, 1, 1, 3, 0], dtype=np.int64)  # a: 3, b: 1, c: 3
