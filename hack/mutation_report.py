@@ -81,6 +81,8 @@ def load_equivalent(path: Path) -> dict[str, str]:
         name, sep, reason = (part.strip() for part in line.partition("|"))
         if not sep or not reason:
             raise SystemExit(f"{path}:{number}: write 'mutant name | why it is equivalent'")
+        if name in listed:
+            raise SystemExit(f"{path}:{number}: {name} is listed already: one line per mutant")
         listed[name] = reason
     return listed
 
