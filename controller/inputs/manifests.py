@@ -88,6 +88,10 @@ BACKGROUND_MIN_BYTES = 1 << 20
 """Files this large are worth a process of their own (``read_in_background``)."""
 
 
+#: How long ``PendingRead.cancel`` waits for the child to end on SIGTERM before SIGKILL.
+CANCEL_GRACE = 1.0
+
+
 class PendingRead:
     """``read_manifests(path)`` running in a forked child process while this one does
     something else (``orca plan`` reads the Workloads while it reads the Nodes: on two cores
@@ -144,11 +148,17 @@ class PendingRead:
         return read_manifests(self.path)
 
     def cancel(self) -> None:
-        """Stop the child (if still reading) and release it; idempotent."""
+        """Stop the child (if still reading) and release it; idempotent. SIGTERM first, then
+        SIGKILL after ``CANCEL_GRACE`` seconds: a forked child inherits its parent's Python
+        signal handlers, and one that catches SIGTERM, in a child stuck on a lock another
+        thread of the parent held at the fork, never ends (a test run hung here 600 s)."""
         if self._child is not None:
             self._receiver.close()
             if self._child.is_alive():
                 self._child.terminate()
+                self._child.join(CANCEL_GRACE)
+                if self._child.is_alive():
+                    self._child.kill()
             self._child.join()
             self._child = self._receiver = None
 

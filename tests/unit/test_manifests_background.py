@@ -4,6 +4,8 @@ values and errors alike, and ``orca plan`` reports errors in the same order eith
 from __future__ import annotations
 
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,30 @@ def test_orca_plan_reports_errors_in_file_order_with_a_large_workloads_file(
     good.write_text(workloads(6000))
     assert main(["plan", "--nodes", str(nodes), "--workloads", str(good), "-o", "json"]) in (0, 1)
     assert '"workload": "shop/w5999"' in capsys.readouterr().out
+
+
+def _stuck(path: Path, sender: object) -> None:
+    """A child that never sends: as one stuck on a lock held at the fork."""
+    time.sleep(3600)
+
+
+def test_cancel_ends_a_child_that_ignores_sigterm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forked child inherits the parent's signal handlers: one that ignores or catches
+    SIGTERM and is stuck (a lock another thread held at the fork) must not make cancel wait
+    forever (a full test run once hung 600 s there). It is killed after the grace."""
+    path = tmp_path / "w.yaml"
+    path.write_text(workloads(3))
+    monkeypatch.setattr(manifests, "_read_and_send", _stuck)
+    monkeypatch.setattr(manifests, "CANCEL_GRACE", 0.2)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        pending = PendingRead(path, min_bytes=0)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert pending.in_background
+    child = pending._child
+    pending.cancel()
+    assert child.exitcode == -signal.SIGKILL  # SIGTERM was ignored: killed
+    assert not pending.in_background
