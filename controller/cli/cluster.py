@@ -5,7 +5,9 @@ credentials in the ecosystem's order (``--kubeconfig``, ``$KUBECONFIG``, in-clus
 LISTs in pages as its informers make them; every problem one line (``ClusterError``).
 
 Reads only: Nodes, every Workload and the PriorityClasses, handed to
-``controller.inputs.fromcluster.view_of``.
+``controller.inputs.fromcluster.view_of``, and kube-controller-manager's Lease, to read
+NotReady Nodes as the operator's ``--node-lifecycle=auto`` reads them
+(``controller.operator.lifecycle``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from controller.operator.kube import (
     default_namespace,
     load_configuration,
 )
+from controller.operator.lifecycle import read_verdict
 from controller.scheduler.nodes import NODES_PATH
 from controller.scheduler.priority import LIST_PATH as PRIORITY_CLASSES_PATH
 
@@ -71,7 +74,15 @@ async def _read(api: KubeApi) -> ClusterView:
         except TransportError as exc:
             where = api.configuration.host
             raise ClusterError(f"cannot reach the API server: {_why(exc)} ({where})") from None
-    return view_of(nodes, workloads, classes, warnings)
+        try:
+            verdict = await read_verdict(api)
+            imply = verdict.imply
+            if verdict.warn:
+                warnings.append(f"node lifecycle: {verdict.why}")
+        except (ApiError, TransportError) as exc:
+            imply = True
+            warnings.append(f"node lifecycle: cannot read the controller manager's Lease: {exc}")
+    return view_of(nodes, workloads, classes, warnings, imply_lifecycle=imply)
 
 
 async def _list(api: KubeApi, path: str) -> list[dict[str, Any]]:

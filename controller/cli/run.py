@@ -165,6 +165,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help=f"at most N moves per rebalancing pass (0..{MAX_MOVES}, as orca rebalance "
         "--max-moves; default: %(default)s)",
     )
+    p.add_argument(
+        "--node-lifecycle",
+        choices=["auto", "taints", "ready"],
+        default="auto",
+        help="what moves replicas off a node that is not Ready: taints: only the NoExecute "
+        "taints kube-controller-manager's node lifecycle controller sets, as for Pods; ready: "
+        "the Ready condition itself, for a cluster without that controller; auto: taints when "
+        "kube-controller-manager holds its Lease kube-system/kube-controller-manager, else "
+        "ready (default: %(default)s)",
+    )
     for key in ("not-ready", "unreachable"):
         p.add_argument(
             f"--default-{key}-toleration-seconds",

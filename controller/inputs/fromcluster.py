@@ -58,10 +58,13 @@ def view_of(
     raw_workloads: list[dict[str, Any]],
     raw_classes: list[dict[str, Any]] | None = None,
     warnings: list[str] | None = None,
+    *,
+    imply_lifecycle: bool = True,
 ) -> ClusterView:
     """The ``ClusterView`` of listed objects: a Node orca cannot read is there but not ready
     (so nothing lands on it and its replicas move), and a Workload the models refuse still
-    holds the capacity its status records."""
+    holds the capacity its status records. ``imply_lifecycle``: as the operator reads NotReady
+    Nodes (``node_info_from_node``; ``controller.operator.lifecycle``)."""
     nodes: list[NodeInfo] = []
     warnings = list(warnings or [])
     classes: list[PriorityClass] = []
@@ -72,7 +75,7 @@ def view_of(
             warnings.append(f"{exc}; ignored")
     for obj in raw_nodes:
         try:
-            nodes.append(node_info_from_node(obj))
+            nodes.append(node_info_from_node(obj, imply_lifecycle=imply_lifecycle))
         except NodeError as exc:
             name = node_name(obj)
             if name is None:

@@ -57,6 +57,7 @@ from controller.operator.kube import (
 )
 from controller.operator.kube.informer import Informer
 from controller.operator.kube.leader import LeaderElector, default_identity
+from controller.operator.lifecycle import NodeLifecycle, resolve
 from controller.operator.loop import WORKERS, SchedulingLoop
 from controller.operator.preemption import Preemption
 from controller.operator.priorities import PriorityIndex
@@ -107,6 +108,8 @@ class Operator:
     elector: LeaderElector | None = None
     rebalancer: RebalanceLoop | None = None
     informers: list[Informer] = field(default_factory=list)
+    #: How NotReady Nodes are read (``lifecycle``): resolved before the informers start.
+    lifecycle: NodeLifecycle = NodeLifecycle.READY
     _deciding: asyncio.Task[None] | None = None  # the scheduling loop, once started
     _moving: asyncio.Task[None] | None = None  # the rebalancer, once started
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)  # every part's
@@ -128,6 +131,7 @@ class Operator:
         now: Callable[[], str] = rfc3339_now,
         identity: str = COMPONENT,
         tolerations: DefaultTolerations | None = None,
+        lifecycle: NodeLifecycle = NodeLifecycle.READY,
     ) -> Operator:
         state = state if state is not None else ClusterState()
         queue = queue if queue is not None else WorkQueue()
@@ -178,6 +182,7 @@ class Operator:
             rebalancer,
         )
         operator.informers = operator.informers_for(namespaces, resync)
+        operator.lifecycle = lifecycle
         if elector is not None:
             elector.on_elected = lambda: queue.add_all(state.records)
             api.fence = elector.holds_lease  # status writes and Events only while the Lease holds
@@ -214,10 +219,16 @@ class Operator:
         task(self.gate.open(self.informers), "start-up gate")
         task(self.events.post(), "event posters")
         task(self.gauges.refresh(self.state, self.queue), "gauges")
-        for informer in self.informers:
-            task(informer.run(), f"informer {informer.path}")
+        task(self._watch(task), "node lifecycle")
         if self.elector is not None:
             task(self.elector.run(), "leader election")
+
+    async def _watch(self, task: Callable[[Awaitable[None], str], object]) -> None:
+        """Start the informers once it is known how NotReady Nodes are read: the first Node
+        read must already be read that way."""
+        self.state.imply_lifecycle = await resolve(self.api, self.lifecycle)
+        for informer in self.informers:
+            task(informer.run(), f"informer {informer.path}")
 
     async def stop(self) -> None:
         """Decide nothing new (a move cut short lands or not: it is one status write, and the
@@ -450,6 +461,7 @@ async def operate(args: argparse.Namespace) -> None:
             not_ready=args.default_not_ready_toleration_seconds,
             unreachable=args.default_unreachable_toleration_seconds,
         ),
+        lifecycle=NodeLifecycle(args.node_lifecycle),
     )
     stop = asyncio.Event()  # set when one of the parts dies: kopf then stops too
     secure = not args.metrics_insecure and bool(args.metrics_port)

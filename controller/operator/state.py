@@ -140,6 +140,10 @@ class ClusterState:
     ledger: Ledger = field(default_factory=Ledger)
     unreadable_nodes: dict[str, str | None] = field(default_factory=dict)  # name -> version logged
     clock: Callable[[], float] = time.time  # when a NoExecute taint without a time was seen
+    #: Whether a NotReady Node without a lifecycle taint counts as carrying one
+    #: (``node_info_from_node``); False once the node lifecycle controller is known to run
+    #: (``controller.operator.lifecycle``), set before the first Node is read.
+    imply_lifecycle: bool = True
     #: Nodes whose NodeInfo changed since the table was built (``table`` replaces their rows);
     #: ``_regrow``: a node came or went, so the table is built again.
     _changed: set[str] = field(default_factory=set)
@@ -174,7 +178,7 @@ class ClusterState:
             return None
         error: NodeError | None = None
         try:
-            info: NodeInfo | None = node_info_from_node(obj)
+            info: NodeInfo | None = node_info_from_node(obj, imply_lifecycle=self.imply_lifecycle)
         except NodeError as exc:
             info, error = None, exc
         name = info.hostname if info is not None else node_name(obj)

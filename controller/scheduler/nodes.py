@@ -123,8 +123,14 @@ class NodeError(ValueError):
     """A Node object that cannot be read (what is wrong, in the user's field names)."""
 
 
-def node_info_from_node(node: Mapping[str, Any]) -> NodeInfo:
+def node_info_from_node(node: Mapping[str, Any], *, imply_lifecycle: bool = True) -> NodeInfo:
     """Map a Node object (as a dict, the API's JSON) to the scheduler's ``NodeInfo``.
+
+    ``imply_lifecycle``: a Node whose Ready condition is not True and that carries no
+    lifecycle NoExecute taint counts as carrying one (``_with_lifecycle_taint``), for a cluster
+    without Kubernetes' node lifecycle controller. False where that controller runs: only the
+    taints it sets count, as for kube-scheduler and the taint-eviction controller, so its
+    per-zone rate limiter and disruption modes hold moves back as they hold evictions back.
 
     Every field orca reads is checked the way the API server checks it (a DNS-1123 name, label
     syntax, quantities), plus orca's own bound on quantities (``MAX_SCALED_QUANTITY``), so
@@ -150,7 +156,7 @@ def node_info_from_node(node: Mapping[str, Any]) -> NodeInfo:
         memory=_allocatable(status, "memory", 1),
         ready=ready == "True",
         unschedulable=_unschedulable(spec),
-        taints=_with_lifecycle_taint(taints, ready, since),
+        taints=_with_lifecycle_taint(taints, ready, since) if imply_lifecycle else taints,
     )
 
 

@@ -174,6 +174,62 @@ def test_other_taints_do_not_stand_in_for_the_lifecycle_taint() -> None:
     ]
 
 
+def test_where_the_controller_runs_only_its_taints_count() -> None:
+    """``imply_lifecycle=False`` (``orca run --node-lifecycle=taints``, or ``auto`` with the
+    controller manager's Lease held): a NotReady or Unknown Node carries the taints it has,
+    none implied, as kube-scheduler and the taint-eviction controller read it; the Node is
+    still not Ready, so nothing new lands there."""
+    silent = node_object("a", ready="Unknown", since=T0)
+    assert [t.key for t in node_info_from_node(silent).taints] == [UNREACHABLE]
+    read = node_info_from_node(silent, imply_lifecycle=False)
+    assert read.taints == () and not read.ready
+    held_back = node_object(
+        "b", ready="Unknown", since=T0, taints=[{"key": UNREACHABLE, "effect": "NoSchedule"}]
+    )
+    taints = node_info_from_node(held_back, imply_lifecycle=False).taints
+    assert [(t.key, t.effect.value) for t in taints] == [(UNREACHABLE, "NoSchedule")]
+    tainted = node_object(
+        "c",
+        ready="Unknown",
+        since=T0,
+        taints=[{"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": at(-5)}],
+    )
+    taints = node_info_from_node(tainted, imply_lifecycle=False).taints
+    assert [(t.key, t.effect.value, t.time_added) for t in taints] == [
+        (UNREACHABLE, "NoExecute", NOW - 5)
+    ]
+
+
+def test_a_replica_on_a_node_the_controller_holds_back_stays_for_good() -> None:
+    """Read that way, an Unknown Node the controller has not tainted NoExecute (its rate
+    limiter, or a fully disrupted zone) keeps a Service replica an hour after its 300 s would
+    have run out, with nothing pending: only a taint starts the clock. Read by the Ready
+    condition, the same Node lost it at T + 300 s."""
+    w = service([])
+    first = placed_on(w, ledger_for(*cluster()), NOW)
+    assert [p.node for p in first.placements] == ["a"]
+    w = with_status(w, first)
+    an_hour_ago = at(-3600)
+    for imply, where in ((True, ["b"]), (False, ["a"])):
+        nodes = [
+            node_info_from_node(
+                node_object("a", cpu="8", ready="Unknown", since=an_hour_ago),
+                imply_lifecycle=imply,
+            ),
+            node("b", cpu="4"),
+        ]
+        silent = ledger_for(*nodes)
+        silent.load(w.key, first.bookings)
+        decision = Scheduler().schedule(w, silent, now=NOW)
+        assert [p.node for p in decision.placements] == where, imply
+        assert decision.pending == (), imply  # moved, or staying for good
+    # Just before the 300 s, read by the Ready condition, the move is announced.
+    nodes = [node("a", cpu="8", ready="Unknown", since=at(-299)), node("b", cpu="4")]
+    silent = ledger_for(*nodes)
+    silent.load(w.key, first.bookings)
+    assert [m.at for m in Scheduler().schedule(w, silent, now=NOW).pending] == [NOW + 1]
+
+
 def test_only_noexecute_taints_without_a_time_are_stamped() -> None:
     """A NoExecute taint with its own ``timeAdded`` keeps it, whatever was seen before; one
     without gets the time it had when seen before, else now; other effects get none."""

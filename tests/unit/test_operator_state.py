@@ -181,9 +181,9 @@ def test_a_heartbeat_is_dropped_before_the_node_is_read_again(
 ) -> None:
     reads: list[str] = []
 
-    def counting(obj: Any) -> Any:
+    def counting(obj: Any, **how: Any) -> Any:
         reads.append(obj["metadata"]["resourceVersion"])
-        return real_node_info(obj)
+        return real_node_info(obj, **how)
 
     monkeypatch.setattr(state_module, "node_info_from_node", counting)
     state = ClusterState()

@@ -1,0 +1,147 @@
+"""``orca run --node-lifecycle`` (``controller.operator.lifecycle``): how the operator learns
+whether kube-controller-manager's node lifecycle controller runs, from its leader Lease
+(k8s.io/client-go tools/leaderelection: the holder renews ``renewTime`` every retry period,
+2 s for kube-controller-manager; a released Lease has an empty ``holderIdentity``), and that
+the Nodes are read accordingly from the very first LIST.
+
+Against the in-process API server (``fakeapi``), through the real client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from controller.operator.app import Operator
+from controller.operator.lifecycle import (
+    FRESH_SECONDS,
+    LEASE_PATH,
+    NodeLifecycle,
+    read_verdict,
+    resolve,
+    verdict_of_lease,
+)
+from tests.support.factories import node_object
+from tests.support.fakeapi import FakeApiServer, run, until
+
+NOW = 1_796_119_200.0  # 2026-12-01T10:00:00Z
+UNREACHABLE = "node.kubernetes.io/unreachable"
+
+
+def lease(holder: str, renewed_ago: float | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"holderIdentity": holder, "leaseDurationSeconds": 15}
+    if renewed_ago is not None:
+        when = datetime.fromtimestamp(NOW - renewed_ago, UTC)
+        spec["renewTime"] = when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "kube-controller-manager", "namespace": "kube-system"},
+        "spec": spec,
+    }
+
+
+@pytest.mark.parametrize(
+    ("obj", "imply", "why"),
+    [
+        (lease("host_1a2b", 2.0), False, "kube-controller-manager holds Lease"),
+        (lease("host_1a2b", FRESH_SECONDS - 1), False, "kube-controller-manager holds Lease"),
+        (lease("host_1a2b", FRESH_SECONDS + 1), True, "last renewed 301 s ago"),
+        (lease("", 1.0), True, "has no holder"),  # released on a graceful stop
+        (lease("host_1a2b", None), True, "no readable renewTime"),
+        (None, True, "no Lease kube-system/kube-controller-manager"),
+    ],
+)
+def test_the_lease_says_whether_the_controller_runs(
+    obj: dict[str, Any] | None, imply: bool, why: str
+) -> None:
+    verdict = verdict_of_lease(obj, NOW)
+    assert verdict.imply is imply
+    assert why in verdict.why
+    assert not verdict.warn
+
+
+def test_a_lease_it_may_not_read_is_the_ready_rule_with_a_warning_naming_the_flag() -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        server.refuse("GET", LEASE_PATH, 403, "Forbidden")
+        async with server.client() as api:
+            verdict = await read_verdict(api, clock=lambda: NOW)
+        assert verdict.imply and verdict.warn
+        assert "403 Forbidden" in verdict.why and "--node-lifecycle=taints" in verdict.why
+
+    run(scenario)
+
+
+def test_auto_asks_again_until_the_api_server_answers(caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("leases", lease("host_1a2b", 1.0))
+        server.refuse("GET", LEASE_PATH, 503, "ServiceUnavailable", times=2)
+        async with server.client() as api:
+            imply = await resolve(api, NodeLifecycle.AUTO, clock=lambda: NOW)
+        assert imply is False
+        assert len(server.seen("GET", LEASE_PATH)) == 3
+
+    with caplog.at_level(logging.INFO, logger="orca.lifecycle"):
+        run(scenario)
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum("retrying" in line for line in lines) == 2
+    assert lines[-1].startswith("node lifecycle: kube-controller-manager holds Lease")
+
+
+@pytest.mark.parametrize("mode", [NodeLifecycle.TAINTS, NodeLifecycle.READY])
+def test_a_mode_given_asks_nothing(mode: NodeLifecycle) -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            imply = await resolve(api, mode)
+        assert imply is (mode is NodeLifecycle.READY)
+        assert server.seen("GET", LEASE_PATH) == []
+
+    run(scenario)
+
+
+def operator_reads(obj: dict[str, Any] | None) -> tuple[str, ...]:
+    """The taints the operator (``--node-lifecycle=auto``) reads on an Unknown, untainted Node
+    from its first LIST, with ``obj`` as kube-controller-manager's Lease."""
+    taints: list[tuple[str, ...]] = []
+
+    async def scenario(server: FakeApiServer) -> None:
+        if obj is not None:
+            server.put("leases", obj)
+        server.put("nodes", node_object("a", ready="Unknown", since="2026-12-01T09:00:00Z"))
+        operator = Operator.wire(server.client(), lifecycle=NodeLifecycle.AUTO)
+        operator.start(lambda task: None)
+        await until(lambda: "a" in operator.state.nodes, "node a read")
+        taints.append(tuple(t.key for t in operator.state.nodes["a"].taints))
+        await operator.stop()
+        await operator.api.close()
+
+    run(scenario)
+    return taints[0]
+
+
+def test_the_operator_reads_nodes_as_the_lease_says_from_the_first_list() -> None:
+    fresh = lease("host_1a2b", 0.0)
+    fresh["spec"]["renewTime"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert operator_reads(fresh) == ()
+    assert operator_reads(None) == (UNREACHABLE,)
+
+
+def test_stop_while_waiting_for_the_lease_ends_at_once() -> None:
+    """An API server that never answers the Lease: the informers never start, and a stop
+    ends the waiting part."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        held = server.hold("GET", LEASE_PATH, times=None)
+        operator = Operator.wire(server.client(), lifecycle=NodeLifecycle.AUTO)
+        operator.start(lambda task: None)
+        await until(lambda: len(server.seen("GET", LEASE_PATH)) >= 1, "the Lease asked for")
+        await asyncio.wait_for(operator.stop(), 10)
+        assert server.seen("GET", "/api/v1/nodes") == []
+        held.gate.set()
+        await operator.api.close()
+
+    run(scenario)
