@@ -47,6 +47,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any, Protocol
@@ -587,7 +588,9 @@ class ControlPlane:
             # kubelet at once, so it gets the admin group rather than one Node's identity.
             self.mint_kubeconfig(KCM_USER, (), self._kubeconfig_of("kube-controller-manager"))
             self.mint_kubeconfig(KWOK_USER, KWOK_GROUPS, self._kubeconfig_of("kwok"))
+            started = time.time()
             self._start_with_retries("kube-controller-manager", bin_dir, deadline)
+            self._wait_for_controller_lease(started, deadline)
             self._start_with_retries("kwok", bin_dir, deadline)
             self._write_state()
         except BaseException:
@@ -596,6 +599,29 @@ class ControlPlane:
             raise
         self.startup_seconds = time.monotonic() - t0
         return self
+
+    def _wait_for_controller_lease(self, started: float, deadline: float) -> None:
+        """Wait until the controller manager started at ``started`` (this machine's clock,
+        which is also the API server's) holds its leader Lease: its /healthz answers before
+        it has won the election and started its controllers, and a client started next (the
+        operator, ``--node-lifecycle=auto``) must find the Lease held and fresh. After a
+        restart on old data, the previous holder's Lease must expire first (15 s)."""
+        url = f"{self.server_url}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/"
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(
+                    url + "kube-controller-manager", context=self._ssl_context(), timeout=5
+                ) as r:
+                    spec = json.loads(r.read()).get("spec") or {}
+                renewed = datetime.fromisoformat(spec["renewTime"].replace("Z", "+00:00"))
+                if spec.get("holderIdentity") and renewed.timestamp() >= started - 1:
+                    return
+            except (OSError, http.client.HTTPException, ValueError, KeyError, AttributeError):
+                pass  # 404 (not created yet) is an HTTPError, an OSError
+            time.sleep(0.25)
+        raise ControlPlaneError(
+            f"kube-controller-manager did not take its leader Lease\n{self._log_tails()}"
+        )
 
     def stop(self) -> None:
         """Stop the servers in reverse start order (SIGTERM, then SIGKILL): kwok and the
@@ -988,8 +1014,10 @@ class ControlPlane:
             # TokenRequest), with the RBAC the API server bootstraps for it, as in kubeadm.
             "--use-service-account-credentials=true",
             f"--controllers={','.join(self._controllers())}",
-            # One controller manager per cluster here: no election (and no Lease writes).
-            "--leader-elect=false",
+            # Leader election on, as kube-controller-manager runs by default: its Lease
+            # kube-system/kube-controller-manager (renewed every 2 s) is how the operator's
+            # --node-lifecycle=auto sees that the node lifecycle controller runs.
+            "--leader-elect=true",
             # /healthz for the start-up check, on loopback, with a self-signed certificate.
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",

@@ -235,6 +235,7 @@ COMBINATIONS = [
     pytest.param(("certManager.enabled=true",), id="cert-manager"),
     pytest.param(("certManager.enabled=true", "webhook.enabled=false"), id="cert-manager-only"),
     pytest.param(("leaderElection.enabled=false", "watchNamespaces={a,b}"), id="no-election"),
+    pytest.param(("nodeLifecycle=taints",), id="lifecycle-taints"),
 ]
 
 
@@ -263,6 +264,32 @@ def test_leader_election_values_change_the_flag_and_the_role_together() -> None:
     assert role["rules"][1]["resourceNames"] == ["orca-b"]
     deployment = renamed[("Deployment", "orca-system", "orca-controller")]
     assert "--lease-name=orca-b" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_node_lifecycle_value_changes_the_flag_and_the_kube_system_role_together() -> None:
+    auto = template()
+    role = auto[("Role", "kube-system", "orca-controller-node-lifecycle")]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["kube-controller-manager"],
+            "verbs": ["get"],
+        }
+    ]
+    binding = auto[("RoleBinding", "kube-system", "orca-controller-node-lifecycle")]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "orca-controller", "namespace": "orca-system"}
+    ]
+    assert not [a for a in _container(auto)["args"] if a.startswith("--node-lifecycle")]
+    for mode in ("taints", "ready"):
+        fixed = template(f"nodeLifecycle={mode}")
+        assert ("Role", "kube-system", "orca-controller-node-lifecycle") not in fixed
+        assert f"--node-lifecycle={mode}" in _container(fixed)["args"]
+    command = [helm(), "template", "orca", str(CHART), "--set", "nodeLifecycle=sometimes"]
+    refused = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert refused.returncode != 0
+    assert "nodeLifecycle: sometimes is not one of auto, taints, ready" in refused.stderr
 
 
 def test_monitoring_labels_for_kube_prometheus_stack() -> None:

@@ -59,6 +59,12 @@ app.kubernetes.io/name: {{ include "orca.name" . }}
 {{- else if ne .Values.leaderElection.leaseName "orca-controller" }}
 - --lease-name={{ .Values.leaderElection.leaseName }}
 {{- end }}
+{{- if not (has .Values.nodeLifecycle (list "auto" "taints" "ready")) }}
+{{- fail (printf "nodeLifecycle: %v is not one of auto, taints, ready" .Values.nodeLifecycle) }}
+{{- end }}
+{{- if ne .Values.nodeLifecycle "auto" }}
+- --node-lifecycle={{ .Values.nodeLifecycle }}
+{{- end }}
 {{- range .Values.extraArgs }}
 - {{ . }}
 {{- end }}
