@@ -172,7 +172,10 @@ class NodeView:
     def no_execute(self) -> tuple[Taint, ...]:
         """Its NoExecute taints, with the one DESIGN 5 implies for a node that is not Ready and
         carries no lifecycle taint yet: ``not-ready`` (``unreachable`` when Unknown) since the
-        Ready condition's lastTransitionTime."""
+        Ready condition's lastTransitionTime. That is ``orca run --node-lifecycle=ready``; the
+        lab's operators find kube-controller-manager's Lease and follow its taints alone, so
+        this rule could tell them apart only on a Node that is not Ready, which a chaos run
+        already reports as ``node-lost`` (lab.py)."""
         taints = tuple(t for t in self.taints if t.effect == NO_EXECUTE)
         if self.ready != "True" and not any(t.key in (NOT_READY, UNREACHABLE) for t in taints):
             key = UNREACHABLE if self.ready == "Unknown" else NOT_READY

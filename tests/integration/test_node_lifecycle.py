@@ -9,11 +9,17 @@ A control plane of its own, with the controller's grace periods shortened
 operator runs with ``--default-unreachable-toleration-seconds=30`` (docs/usage.md: the flag) so the
 default toleration is seen to run out within the test. Every poll is kept and checked: a
 replica may never be on two nodes, leave early, or come back.
+
+The operator runs with ``--node-lifecycle=auto``, its default: it finds the controller
+manager's Lease and follows the controller's taints alone, so an outage the controller does not
+evict for (every Node silent) moves nothing; with ``--node-lifecycle=ready`` the same outage
+moves everything once the toleration runs out.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from collections.abc import Iterator
@@ -47,7 +53,10 @@ def living(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 
 
 @pytest.fixture
-def lab(living: ControlPlane, tmp_path: Path) -> Iterator[tuple[Cluster, str, OperatorProcess]]:
+def lab(
+    living: ControlPlane, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[Cluster, str, OperatorProcess]]:
+    """A namespace and an operator for it; ``request.param``: more ``orca run`` flags."""
     cluster = Cluster(living.kubectl)
     cluster.delete_all_nodes()
     namespace = f"t-{uuid.uuid4().hex[:8]}"
@@ -57,7 +66,10 @@ def lab(living: ControlPlane, tmp_path: Path) -> Iterator[tuple[Cluster, str, Op
         tmp_path / "operator.log",
         namespaces=[namespace],
         lease_namespace=namespace,
-        extra=[f"--default-unreachable-toleration-seconds={DEFAULT_SECONDS}"],
+        extra=[
+            f"--default-unreachable-toleration-seconds={DEFAULT_SECONDS}",
+            *getattr(request, "param", ()),
+        ],
     )
     try:
         operator.wait_live()
@@ -186,8 +198,8 @@ def test_a_node_back_within_the_toleration_moves_nothing(
     cluster.apply(workload_obj("web", ns, kind="Service", count=1))  # 30 s by default
     watch(cluster, ns, lambda p: p.where.get("web") == ["a"], timeout=60)
     cluster.silence("a")
-    # The fault happened: the controller marked it Unknown (orca reads that as unreachable at
-    # once: the move is pending) and then tainted it, a moment later.
+    # The fault happened: the controller marked it Unknown and tainted it (orca announces the
+    # move once the taint is there).
     polls = watch(
         cluster, ns, lambda p: "web" in p.pending and p.time_added is not None, timeout=60
     )
@@ -195,3 +207,104 @@ def test_a_node_back_within_the_toleration_moves_nothing(
     polls += watch(cluster, ns, lambda p: p.time_added is None and "web" not in p.pending, 60)
     # settled: the decision after recovery dropped the pending move; nothing moved, ever
     assert all(p.where["web"] == ["a"] for p in polls), [p.where for p in polls]
+
+
+@dataclass(frozen=True)
+class OutagePoll:
+    at: float  # as Poll.at
+    where: dict[str, list[str]]
+    pending: set[str]  # Workloads with a MovePending condition
+    ready: dict[str, str]  # node -> its Ready condition's status
+    since: dict[str, float]  # node -> its Ready condition's lastTransitionTime, if any
+    no_execute: dict[str, list[str]]  # node -> its NoExecute taints' keys
+
+
+def outage_poll(cluster: Cluster, namespace: str) -> OutagePoll:
+    workloads = cluster.workloads(namespace)
+    now = time.time()
+    where = {w["metadata"]["name"]: sorted(n for _, n in placements(w)) for w in workloads}
+    pending = {
+        w["metadata"]["name"]
+        for w in workloads
+        for c in (w.get("status") or {}).get("conditions") or []
+        if c["type"] == "MovePending"
+    }
+    ready, since, no_execute = {}, {}, {}
+    for node in cluster.nodes():
+        name = node["metadata"]["name"]
+        for c in node["status"].get("conditions") or []:
+            if c["type"] == "Ready":
+                ready[name] = c["status"]
+                if c.get("lastTransitionTime"):  # kwok's own Ready may come without one
+                    since[name] = epoch(c["lastTransitionTime"])
+        no_execute[name] = sorted(
+            t["key"] for t in node["spec"].get("taints") or [] if t["effect"] == "NoExecute"
+        )
+    return OutagePoll(now, where, pending, ready, since, no_execute)
+
+
+def silence_every_node(
+    cluster: Cluster, namespace: str
+) -> tuple[dict[str, list[str]], list[OutagePoll]]:
+    """Two Nodes, a two-replica Service (one on each) and a Job, placed; then both Nodes
+    silent, polled until both are Unknown and their default toleration (30 s here) has been out
+    for 10 s. With every Node of every zone down, the node lifecycle controller enters its
+    "master disruption mode": it taints no Node NoExecute and lifts the taints it had set
+    (``handleDisruption``), as when the control plane, not the Nodes, lost the network."""
+    two_nodes(cluster)
+    cluster.apply(
+        workload_obj("web", namespace, kind="Service", count=2),
+        workload_obj("batch", namespace, kind="Job"),
+    )
+    start = watch(
+        cluster, namespace, lambda p: len(p.where.get("web", [])) == 2 and p.where.get("batch"), 60
+    )[-1]
+    cluster.silence("a")
+    cluster.silence("b")
+    polls: list[OutagePoll] = []
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline:
+        polls.append(outage_poll(cluster, namespace))
+        last = polls[-1]
+        down = set(last.ready.values()) == {"Unknown"} and set(last.since) == set(last.ready)
+        if down and last.at >= max(last.since.values()) + DEFAULT_SECONDS + 10:
+            return start.where, polls
+        time.sleep(0.5)
+    raise AssertionError(f"the Nodes did not stay Unknown long enough; last poll: {polls[-1]}")
+
+
+def test_an_outage_the_controller_does_not_evict_for_moves_nothing(
+    lab: tuple[Cluster, str, OperatorProcess],
+) -> None:
+    cluster, ns, operator = lab
+    before, polls = silence_every_node(cluster, ns)
+    # The fault happened as the controller sees it: every Node Unknown, and none tainted
+    # NoExecute at the end (a moment's taint before both were Unknown is lifted).
+    assert polls[-1].no_execute == {"a": [], "b": []}, polls[-1]
+    assert polls[-1].at - max(polls[-1].since.values()) >= DEFAULT_SECONDS + 10
+    # At every observation: every replica where it was, none lost.
+    for p in polls:
+        assert p.where == before, (p, before)
+    assert polls[-1].pending == set(), polls[-1]
+    log = operator.log_path.read_text(errors="replace")
+    assert "kube-controller-manager holds Lease kube-system/kube-controller-manager" in log
+
+
+@pytest.mark.parametrize("lab", [["--node-lifecycle=ready"]], indirect=True)
+def test_the_same_outage_moves_everything_when_the_ready_condition_decides(
+    lab: tuple[Cluster, str, OperatorProcess],
+) -> None:
+    cluster, ns, operator = lab
+    before, polls = silence_every_node(cluster, ns)
+    assert polls[-1].no_execute == {"a": [], "b": []}, polls[-1]  # the controller held back
+    # orca read each Unknown Node as tainted unreachable since its Ready condition changed:
+    # the replicas left when the 30 s ran out, never before, with nowhere to go.
+    assert polls[-1].where == {"web": [], "batch": []}, polls[-1]
+    for p in polls:
+        for name, nodes in p.where.items():
+            if nodes != before[name]:
+                gone = set(before[name]) - set(nodes)
+                early = [n for n in gone if p.at < p.since.get(n, math.inf) + DEFAULT_SECONDS]
+                assert not early, (p, before)
+    assert {"web", "batch"} <= {w for p in polls for w in p.pending}
+    assert "--node-lifecycle=ready" in operator.log_path.read_text(errors="replace")

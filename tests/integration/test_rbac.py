@@ -4,7 +4,8 @@ The operator runs as its ServiceAccount's user (a client certificate for
 ``system:serviceaccount:<ns>:orca-controller``), as the Deployment runs it (HTTPS metrics behind
 TokenReview and SubjectAccessReview, the webhook's certificate kept in a Secret and its CA in
 the webhook configuration), and goes through one scenario: start (creating the certificate's
-Secret), take and renew the Lease, place a Workload that existed before it started, move it off
+Secret), see that kube-controller-manager's node lifecycle controller runs (its Lease in
+kube-system), take and renew the Lease, place a Workload that existed before it started, move it off
 a cordoned Node, post a ``Scheduled`` Event, place a Workload created meanwhile, serve
 ``/metrics`` to a token allowed to read it, put its CA into the webhook configuration, hand
 the Lease back on a graceful stop, renew a certificate that no longer fits when it starts
@@ -54,6 +55,7 @@ STEP_TIMEOUT = 40.0  # per step; generous for a loaded 2-core machine running 12
 
 # The scenario's steps, in order. A trial stops at the first step that fails.
 LIVE = "starts (liveness answers)"
+LIFECYCLE = "sees the node lifecycle controller (kube-controller-manager's Lease)"
 LEASE_TAKEN = "takes the Lease"
 LEASE_RENEWED = "renews the Lease"
 PLACED = "places a Workload that existed before it started"
@@ -70,6 +72,7 @@ NO_DENIAL = "logs no permission denial"
 # (not through the first LIST, which would pick it up without the watch right).
 STEPS = (
     LIVE,
+    LIFECYCLE,
     LEASE_TAKEN,
     LEASE_RENEWED,
     PLACED,
@@ -86,6 +89,12 @@ SECRET = "orca-controller-tls"
 WEBHOOK_SERVICE = "orca-webhook"
 READER_ROLE = REPO_ROOT / "manifests" / "rbac" / "metrics-reader.yaml"
 
+#: What the operator logs once it knows the node lifecycle controller runs
+#: (``controller.operator.lifecycle``).
+CONTROLLER_SEEN = "kube-controller-manager holds Lease kube-system/kube-controller-manager"
+#: Roles in their own namespace, not the operator's: their Permission says where.
+KUBE_SYSTEM = "kube-system"
+
 DENIAL = re.compile(r"\b403\b|forbidden|not enough permissions", re.IGNORECASE)
 # A log line's own timestamp, "[2026-11-30 08:43:56,403] ", whose milliseconds can read 403.
 TIMESTAMP = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,.]+\] ")
@@ -93,9 +102,10 @@ TIMESTAMP = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,.]+\] ")
 
 @dataclass(frozen=True, order=True)
 class Permission:
-    """One verb on one resource, from the ClusterRole or the (leader-election) Role."""
+    """One verb on one resource, from the ClusterRole or a Role: the operator's namespace's
+    (leader election, serving certificate) or kube-system's (node lifecycle)."""
 
-    role: str  # "ClusterRole" | "Role"
+    role: str  # "ClusterRole" | "Role" | "Role@kube-system"
     group: str
     resource: str
     verb: str
@@ -122,6 +132,8 @@ NEEDED_FOR: dict[tuple[str, str, str, str], str] = {
     ("Role", "coordination.k8s.io", "leases", "create"): LEASE_TAKEN,
     ("Role", "coordination.k8s.io", "leases", "get"): LEASE_TAKEN,
     ("Role", "coordination.k8s.io", "leases", "update"): LEASE_RENEWED,
+    # kube-controller-manager's Lease, read once at start (--node-lifecycle=auto).
+    (f"Role@{KUBE_SYSTEM}", "coordination.k8s.io", "leases", "get"): LIFECYCLE,
     # /metrics for who may read it: who is the token's (TokenReview), may they get /metrics
     # (SubjectAccessReview). Without either the scrape is answered 503.
     ("ClusterRole", "authentication.k8s.io", "tokenreviews", "create"): METRICS,
@@ -147,12 +159,15 @@ NEEDED_FOR: dict[tuple[str, str, str, str], str] = {
 def permissions(role: dict[str, Any]) -> list[Permission]:
     """Every (verb, resource) pair a Role or ClusterRole grants, one by one."""
     found = []
+    kind = role["kind"]
+    if role["metadata"].get("namespace") == KUBE_SYSTEM:
+        kind = f"{kind}@{KUBE_SYSTEM}"
     for rule in role["rules"]:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
                     names = tuple(rule.get("resourceNames") or ())
-                    found.append(Permission(role["kind"], group, resource, verb, names))
+                    found.append(Permission(kind, group, resource, verb, names))
     return found
 
 
@@ -174,7 +189,8 @@ def rules_of(perms: list[Permission]) -> list[dict[str, Any]]:
 @dataclass
 class Shipped:
     """The RBAC objects ``kubectl kustomize manifests/default`` renders: the operator's
-    ClusterRole, its Roles (leader election, serving certificate), the webhook configuration."""
+    ClusterRole, its Roles (leader election, serving certificate; node lifecycle in
+    kube-system), the webhook configuration."""
 
     cluster_role: dict[str, Any]
     roles: list[dict[str, Any]]
@@ -324,6 +340,9 @@ class Trial:
         except AssertionError as e:
             self.failed, self.detail = LIVE, str(e)[:300]
             return
+        if not self._until(LIFECYCLE, lambda: CONTROLLER_SEEN in op.log()):
+            self.detail = op.log()[-300:]
+            return
         if not self._until(LEASE_TAKEN, lambda: holder() != ""):
             return
         first_renew = lease_spec().get("renewTime")
@@ -461,14 +480,18 @@ def install_roles(
     kubectl: KubectlRunner, shipped: Shipped, namespace: str, without: Permission | None
 ) -> None:
     """The shipped ClusterRole and Role, minus ``without``, bound to ``namespace``'s
-    ServiceAccount (the Role and its binding in ``namespace``, where that trial's Lease is)."""
+    ServiceAccount (the Role and its binding in ``namespace``, where that trial's Lease is; a
+    kube-system Role stays there, named for the trial)."""
     cluster_role = copy.deepcopy(shipped.cluster_role)
     roles = copy.deepcopy(shipped.roles)
     cluster_role["metadata"] = {"name": trial_name(namespace)}
-    for role in roles:
-        role["metadata"] = {"name": role["metadata"]["name"], "namespace": namespace}
     for obj in (cluster_role, *roles):
         obj["rules"] = rules_of([p for p in permissions(obj) if p != without])
+    for role in roles:
+        if role["metadata"].get("namespace") == KUBE_SYSTEM:
+            role["metadata"] = {"name": trial_name(namespace), "namespace": KUBE_SYSTEM}
+        else:
+            role["metadata"] = {"name": role["metadata"]["name"], "namespace": namespace}
     for rule in cluster_role["rules"]:  # the trial's own webhook configuration, by name
         if rule["resources"] == ["validatingwebhookconfigurations"]:
             rule["resourceNames"] = [trial_name(namespace)]
@@ -498,7 +521,7 @@ def install_roles(
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "RoleBinding",
-                "metadata": {"name": role["metadata"]["name"], "namespace": namespace},
+                "metadata": dict(role["metadata"]),
                 "roleRef": {
                     "apiGroup": "rbac.authorization.k8s.io",
                     "kind": "Role",
@@ -522,6 +545,9 @@ def cleanup(kubectl: KubectlRunner, namespace: str) -> None:
         "--ignore-not-found",
     )
     kubectl("delete", "clusterrolebinding", f"orca-reader-{namespace}", "--ignore-not-found")
+    kubectl(
+        "delete", "role,rolebinding", trial_name(namespace), "-n", KUBE_SYSTEM, "--ignore-not-found"
+    )
 
 
 def test_the_shipped_roles_let_the_operator_do_its_whole_job(
