@@ -177,6 +177,15 @@ DEFAULT_NODE_TIMING = NodeTiming()
 #: requests/s, lifts the not-ready taint of registering Nodes at ~10 Nodes/s (a GET and a
 #: PATCH each): 5,000 Nodes wait ~8 minutes before anything can be placed, which large
 #: clusters avoid by raising it. The benchmarks and the chaos suite's 5,000-Node burst do.
+#: kube-controller-manager's leader election here (its defaults: 15 s and 10 s). ``stop()``
+#: releases the Lease (the controller manager leaves it held), so a restart on the same data
+#: does not wait out the lease.
+KCM_LEASE_SECONDS = 90
+KCM_RENEW_DEADLINE_SECONDS = 60
+KCM_LEASE_PATH = (
+    "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"
+)
+
 LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS = ("--kube-api-qps=200", "--kube-api-burst=400")
 
 _STATE_FILE = "state.json"
@@ -605,12 +614,12 @@ class ControlPlane:
         which is also the API server's) holds its leader Lease: its /healthz answers before
         it has won the election and started its controllers, and a client started next (the
         operator, ``--node-lifecycle=auto``) must find the Lease held and fresh. After a
-        restart on old data, the previous holder's Lease must expire first (15 s)."""
-        url = f"{self.server_url}/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/"
+        restart on old data whose Lease ``stop()`` could not release (a crash), the previous
+        holder's Lease must expire first (``KCM_LEASE_SECONDS``)."""
         while time.monotonic() < deadline:
             try:
                 with urllib.request.urlopen(
-                    url + "kube-controller-manager", context=self._ssl_context(), timeout=5
+                    self.server_url + KCM_LEASE_PATH, context=self._ssl_context(), timeout=5
                 ) as r:
                     spec = json.loads(r.read()).get("spec") or {}
                 renewed = datetime.fromisoformat(spec["renewTime"].replace("Z", "+00:00"))
@@ -634,6 +643,8 @@ class ControlPlane:
             server = self._servers.get(name)
             if server is None:
                 continue
+            if name == "kube-apiserver":
+                self._release_controller_lease()
             try:
                 server.terminate(self.stop_timeout)
             except (ControlPlaneError, OSError) as e:
@@ -646,6 +657,14 @@ class ControlPlane:
                 (self.directory / name).unlink()
         with _live_lock:
             _live.discard(self)
+
+    def _release_controller_lease(self) -> None:
+        """Delete kube-controller-manager's Lease once it has stopped, as its alpha
+        ``ControllerManagerReleaseLeaderElectionLockOnExit`` would release it: the next start
+        on this data takes it at once. Best effort: nothing to release is fine too."""
+        request = urllib.request.Request(self.server_url + KCM_LEASE_PATH, method="DELETE")
+        with contextlib.suppress(OSError, http.client.HTTPException, ControlPlaneError):
+            urllib.request.urlopen(request, context=self._ssl_context(), timeout=5).close()
 
     def kill_server(self, name: str) -> None:
         """SIGKILL one server (one of :data:`SERVERS`) and wait until it is gone: a crash,
@@ -1016,8 +1035,14 @@ class ControlPlane:
             f"--controllers={','.join(self._controllers())}",
             # Leader election on, as kube-controller-manager runs by default: its Lease
             # kube-system/kube-controller-manager (renewed every 2 s) is how the operator's
-            # --node-lifecycle=auto sees that the node lifecycle controller runs.
+            # --node-lifecycle=auto sees that the node lifecycle controller runs. A controller
+            # manager that cannot renew within its deadline exits (OnStoppedLeading,
+            # cmd/kube-controller-manager/app/controllermanager.go) for its kubelet to
+            # restart; nothing restarts it here, and the fault tests stop the API server for
+            # up to 20 s (plus its restart), so the deadline is 60 s rather than 10.
             "--leader-elect=true",
+            f"--leader-elect-lease-duration={KCM_LEASE_SECONDS}s",
+            f"--leader-elect-renew-deadline={KCM_RENEW_DEADLINE_SECONDS}s",
             # /healthz for the start-up check, on loopback, with a self-signed certificate.
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",

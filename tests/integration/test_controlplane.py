@@ -155,6 +155,41 @@ def test_start_and_stop_leave_no_processes_or_ports(tmp_path: Path) -> None:
     plane.stop()  # idempotent
 
 
+def _controller_lease(plane: ControlPlane) -> dict[str, Any]:
+    api = api_client_from(plane.kubeconfig_path)
+    try:
+        lease = client.CoordinationV1Api(api).read_namespaced_lease(
+            "kube-controller-manager", "kube-system"
+        )
+        return _plain(api, lease)
+    finally:
+        _close(api)
+
+
+def test_the_controller_manager_holds_its_lease_and_a_restart_takes_a_new_one(
+    tmp_path: Path,
+) -> None:
+    """start() returns once kube-controller-manager leads (its Lease held, renewed since it
+    started: what the operator's --node-lifecycle=auto reads); stop() releases the Lease,
+    which kube-controller-manager itself leaves held, so the next start on the same data
+    finds none and its new controller manager creates it afresh instead of waiting out the
+    old holder's lease (the Lease's transitions stay 0: nobody took it over)."""
+    directory = tmp_path / "cp"
+    holders = []
+    for _ in range(2):
+        started = dt.datetime.now(dt.UTC)
+        with ControlPlane(directory) as plane:
+            lease = _controller_lease(plane)
+        spec = lease["spec"]
+        renewed = dt.datetime.fromisoformat(spec["renewTime"])
+        created = dt.datetime.fromisoformat(lease["metadata"]["creationTimestamp"])
+        assert renewed >= started - dt.timedelta(seconds=1), (renewed, started)
+        assert created >= started - dt.timedelta(seconds=1), (created, started)
+        assert spec.get("leaseTransitions", 0) == 0, spec
+        holders.append(spec["holderIdentity"])
+    assert holders[0] != holders[1] and all(holders), holders
+
+
 def test_failed_start_reports_the_log_and_cleans_up(tmp_path: Path) -> None:
     """A server that cannot start: the error carries its log; nothing is left running."""
     directory = tmp_path / "cp"
