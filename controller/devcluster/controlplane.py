@@ -173,10 +173,6 @@ class NodeTiming:
 
 DEFAULT_NODE_TIMING = NodeTiming()
 
-#: kube-controller-manager's client rate for clusters of thousands of Nodes. Its default, 20
-#: requests/s, lifts the not-ready taint of registering Nodes at ~10 Nodes/s (a GET and a
-#: PATCH each): 5,000 Nodes wait ~8 minutes before anything can be placed, which large
-#: clusters avoid by raising it. The benchmarks and the chaos suite's 5,000-Node burst do.
 #: kube-controller-manager's leader election here (its defaults: 15 s and 10 s). ``stop()``
 #: releases the Lease (the controller manager leaves it held), so a restart on the same data
 #: does not wait out the lease.
@@ -186,6 +182,10 @@ KCM_LEASE_PATH = (
     "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"
 )
 
+#: kube-controller-manager's client rate for clusters of thousands of Nodes. Its default, 20
+#: requests/s, lifts the not-ready taint of registering Nodes at ~10 Nodes/s (a GET and a
+#: PATCH each): 5,000 Nodes wait ~8 minutes before anything can be placed, which large
+#: clusters avoid by raising it. The benchmarks and the chaos suite's 5,000-Node burst do.
 LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS = ("--kube-api-qps=200", "--kube-api-burst=400")
 
 _STATE_FILE = "state.json"

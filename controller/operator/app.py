@@ -219,11 +219,11 @@ class Operator:
         task(self.gate.open(self.informers), "start-up gate")
         task(self.events.post(), "event posters")
         task(self.gauges.refresh(self.state, self.queue), "gauges")
-        task(self._watch(task), "node lifecycle")
+        task(self._start_informers(task), "node lifecycle")
         if self.elector is not None:
             task(self.elector.run(), "leader election")
 
-    async def _watch(self, task: Callable[[Awaitable[None], str], object]) -> None:
+    async def _start_informers(self, task: Callable[[Awaitable[None], str], object]) -> None:
         """Start the informers once it is known how NotReady Nodes are read: the first Node
         read must already be read that way."""
         self.state.imply_lifecycle = await resolve(self.api, self.lifecycle)
