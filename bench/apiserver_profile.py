@@ -24,9 +24,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import aiohttp
-from kubernetes import client as k8s_client
 
 from controller.operator.kube.client import authorization
+from controller.operator.kube.credentials import ClientConfiguration
 
 #: (category, a regular expression over the frames' function names), first match wins.
 CATEGORIES: tuple[tuple[str, str], ...] = (
@@ -71,7 +71,7 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
 OTHER = "other"
 
 
-async def capture(configuration: k8s_client.Configuration, seconds: int, path: Path) -> Path:
+async def capture(configuration: ClientConfiguration, seconds: int, path: Path) -> Path:
     """A CPU profile of ``seconds`` of the API server of ``configuration``, saved to ``path``."""
     context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
     if configuration.cert_file:

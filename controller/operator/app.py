@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import kopf
 from aiohttp import web
 
 from controller.api.models import workload_path
@@ -48,6 +47,7 @@ from controller.operator.handlers import (
     StartupGate,
     WorkloadEvents,
 )
+from controller.operator.kopf_runtime import kopf
 from controller.operator.kube import (
     ApiError,
     KubeApi,

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp.web
-import kopf
 
 from controller.api.models import GROUP, PLURAL, VERSION
+from controller.operator.kopf_runtime import kopf
 from controller.operator.kube import ApiError, KubeApi, TransportError
 from controller.operator.tls import ServingCert
 from controller.scheduler.admission import refusal

@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.operator.kube import CredentialsError, default_namespace, load_configuration
+from controller.operator.kube import (
+    CredentialsError,
+    authorization,
+    default_namespace,
+    load_configuration,
+)
 from controller.operator.kube.credentials import Source, choose_source
 
 
@@ -94,7 +99,7 @@ def test_in_a_pod_without_a_kubeconfig_the_service_account_is_used(
     assert isinstance(env, dict) and isinstance(pod, Path)
     configuration = load_configuration(None, environ=env, service_account=pod)
     assert configuration.host == "https://10.96.0.1:443"
-    assert configuration.api_key["BearerToken"] == "bearer pod-token"
+    assert authorization(configuration) == "Bearer pod-token"
     assert configuration.ssl_ca_cert == str(Path(str(world["pod"])) / "ca.crt")
 
 

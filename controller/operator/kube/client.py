@@ -8,10 +8,9 @@ too. JSON is read and
 written by orjson: decoding watch events and PATCH answers was the largest single cost of the
 operator's CPU in a backlog (7%, py-spy) with the standard library's decoder.
 
-Credentials come from the kubernetes client's own loaders (kubeconfig, in-cluster
-service account, exec plugins) in the ecosystem's order (``credentials``), and the bearer
-token is re-read per request through the client's refresh hook, so rotated service-account
-tokens keep working.
+Credentials come from ``credentials``, in the ecosystem's order: a Pod's service account, or a
+kubeconfig through the kubernetes client's own loader (exec plugins, certificates); the bearer
+token is asked for per request, so a rotated service-account token keeps working.
 
 Errors: a request (or watch) either gets an answer or raises ``TransportError``. An answer
 that is not 2xx is an ``ApiError`` (a watch's ``ERROR`` event too); a write the fence refused
@@ -43,11 +42,10 @@ import aiohttp
 import orjson
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.connector import Connection
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 from yarl import URL
 
 from controller.api.models import API_VERSION, KIND, workload_path
+from controller.operator.kube.credentials import ClientConfiguration, CredentialsError
 from controller.operator.telemetry import metrics
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -199,11 +197,12 @@ def api_error(status: int, reason: str | None, text: bytes) -> ApiError:
     return ApiError(status, str(payload.get("reason") or reason), str(message).strip())
 
 
-def authorization(configuration: k8s_client.Configuration) -> str | None:
+def authorization(configuration: ClientConfiguration) -> str | None:
     """The ``Authorization`` header value of a client Configuration, or None (client certs).
 
-    The loaders store a token under ``BearerToken`` (in-cluster and kubeconfig tokens, with
-    the refresh hook that re-reads a rotated token file); ``authorization`` is the older key.
+    The kubeconfig loader stores a token under ``BearerToken`` (with the refresh hook of an
+    exec plugin's token); ``authorization`` is the older key. ``InClusterConfiguration``
+    answers either with its token file's.
     """
     token: str | None = configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
     return token
@@ -213,13 +212,13 @@ def authorization(configuration: k8s_client.Configuration) -> str | None:
 class KubeApi:
     """A minimal async JSON client for the Kubernetes API."""
 
-    configuration: k8s_client.Configuration
+    configuration: ClientConfiguration
     max_connections: int = 32
     #: Asked right before a ``fenced`` request is sent; False refuses it (``Fenced``).
     fence: Callable[[], bool] | None = None
     #: Loads the credentials again (``load_configuration``): used once after a 401, so a
     #: token that was rotated and revoked at once does not wait for the periodic re-read.
-    reload: Callable[[], k8s_client.Configuration] | None = None
+    reload: Callable[[], ClientConfiguration] | None = None
     _session: aiohttp.ClientSession | None = None
     _retired: set[aiohttp.ClientSession] = field(default_factory=set)
     _answering: asyncio.Event | None = None
@@ -322,7 +321,7 @@ class KubeApi:
         headers = {"Accept": "application/json", **extra}
         try:
             token = authorization(self.configuration)  # may re-read a token file or run a plugin
-        except (k8s_config.ConfigException, OSError) as exc:
+        except (CredentialsError, OSError) as exc:
             raise TransportError("reading the credentials", exc) from exc
         if token:
             headers["Authorization"] = token
@@ -372,7 +371,7 @@ class KubeApi:
         logger.info("credentials refused (%s): loading them again", why)
         try:
             self.configuration = self.reload()
-        except Exception as exc:  # ConfigException, OSError, a plugin's own errors
+        except Exception as exc:  # CredentialsError, a plugin's own errors
             logger.warning("could not load the credentials again: %s", exc)
             return False
         return True
