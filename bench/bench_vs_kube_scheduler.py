@@ -33,7 +33,13 @@ The API server's ``TaintNodesByCondition`` admission puts ``node.kubernetes.io/n
 new Nodes and the node lifecycle controller lifts it once they are Ready, as in any cluster: the
 bench waits for that (and for the namespaces' ``default`` ServiceAccount, which ServiceAccount
 admission asks of every Pod) before the clock starts. The API server + etcd CPU includes kwok's
-heartbeats (a Lease renewal per Node every 10 s), on both sides alike.
+heartbeats (a Lease renewal per Node every 10 s), on both sides alike: that idle load is
+measured for ``--idle-seconds`` before the clock starts, and each side's figure is printed
+again with it taken out over the side's own window (what the placements themselves cost).
+
+orca runs as its Deployment's Pod does (``--orca-as pod``, the default): the shipped
+ServiceAccount and RBAC, a token file and the service variables; kube-scheduler, as built, with
+the admin kubeconfig. ``--orca-as kubeconfig`` gives orca that kubeconfig too.
 
     python bench/bench_vs_kube_scheduler.py --mode backlog --nodes 1000 --objects 5000
     python bench/bench_vs_kube_scheduler.py --mode burst --nodes 1000 --objects 2000
@@ -63,7 +69,7 @@ from bench.common import command_line, cpu_seconds, peak_rss_mb, record
 from controller.api.models import quantity_to_int
 from controller.devcluster.controlplane import LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS, ControlPlane
 from controller.operator.kube import KubeApi, load_configuration
-from tests.support.harness import REPO_ROOT, OperatorProcess
+from tests.support.harness import RBAC, REPO_ROOT, OperatorProcess, as_a_pod
 
 ZONES = ["eu-1a", "eu-1b", "eu-1c", "us-2a"]
 ALLOWED_ZONES = ["eu-1a", "eu-1b", "eu-1c"]
@@ -215,12 +221,27 @@ class KubeScheduler:
 class Orca:
     """``orca run`` without leader election, watching every namespace; with ``py_spy``, a
     sampling profile of it from its start (py-spy's raw format: collapsed stacks, one per
-    line, with its count) written there when it stops."""
+    line, with its count) written there when it stops.
 
-    def __init__(self, plane: ControlPlane, workdir: Path, py_spy: Path | None = None) -> None:
-        self.operator = OperatorProcess(
-            plane.kubeconfig_path, workdir / "orca.log", extra=["--no-leader-elect"]
-        )
+    ``pod``: the command and environment of ``orca`` as the Deployment's Pod runs it
+    (``as_a_pod``); None: the admin kubeconfig, as kube-scheduler gets."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        workdir: Path,
+        py_spy: Path | None = None,
+        pod: tuple[tuple[str, ...], dict[str, str]] | None = None,
+    ) -> None:
+        if pod is not None:
+            in_pod, env = pod
+            self.operator = OperatorProcess(
+                None, workdir / "orca.log", extra=["--no-leader-elect"], env=env, command=in_pod
+            )
+        else:
+            self.operator = OperatorProcess(
+                plane.kubeconfig_path, workdir / "orca.log", extra=["--no-leader-elect"]
+            )
         self.process = self.operator.process
         self.profiler = None
         if py_spy is not None:
@@ -374,11 +395,18 @@ class Result:
     rss_mb: float
     untainted: int
     events: Events
+    #: API server + etcd CPU seconds per second while nothing is scheduled (``idle_rate``).
+    idle: float
     problems: list[str] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
         return self.objects / self.seconds
+
+    def net(self, server_cpu: float, seconds: float) -> float:
+        """API server + etcd CPU per placement, in ms, less what the idle cluster spends over
+        the same ``seconds``: what the placements themselves cost it."""
+        return (server_cpu - self.idle * seconds) / self.objects * 1000
 
 
 def run_side(name: str, args: argparse.Namespace) -> Result:
@@ -406,6 +434,7 @@ async def _run_side(
     if side.name == ORCA:
         kubectl("apply", "-k", str(REPO_ROOT / "crds"), check=True)
         kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev")
+    pod = as_deployed(plane, workdir) if side.name == ORCA and args.orca_as == "pod" else None
     api = KubeApi(load_configuration(str(plane.kubeconfig_path)), max_connections=64)
     try:
         started = time.perf_counter()
@@ -441,17 +470,19 @@ async def _run_side(
         if args.mode == "backlog":
             await create_all(api, objects, args.concurrency)
             print(f"  [{side.name}] {args.objects} objects stored", flush=True)
+            idle = await idle_rate(servers, args.idle_seconds)
             server_before = sum(cpu_seconds(p) for p in servers.values())
             clock = time.perf_counter()
-            scheduler = start(side, plane, workdir, args.py_spy)
+            scheduler = start(side, plane, workdir, args.py_spy, pod)
             done = await wait_decided(api, side, NAMESPACE, args.objects, args.timeout)
             cpu_before = 0.0
             scheduler_cpu = cpu_seconds(scheduler.process.pid)
         else:
-            scheduler = start(side, plane, workdir, args.py_spy)
+            scheduler = start(side, plane, workdir, args.py_spy, pod)
             probe = [(side.collection(PROBE_NAMESPACE), side.make("probe", PROBE_NAMESPACE))]
             await create_all(api, probe, 1)
             await wait_decided(api, side, PROBE_NAMESPACE, 1, args.timeout)
+            idle = await idle_rate(servers, args.idle_seconds)
             watcher = asyncio.create_task(
                 wait_decided(api, side, NAMESPACE, args.objects, args.timeout)
             )
@@ -480,14 +511,42 @@ async def _run_side(
         await api.close()
     return Result(
         side.name, args.objects, done - clock, lag, scheduler_cpu, server_cpu, rss, untainted,
-        with_events, problems,
+        with_events, idle, problems,
     )  # fmt: skip
 
 
+async def idle_rate(servers: dict[str, int], seconds: float) -> float:
+    """API server + etcd CPU seconds per second over ``seconds`` while nothing is scheduled:
+    the living cluster's own load (kwok's Lease renewals for every Node, the controller
+    manager's passes, the watches), paid over a side's whole window whatever it schedules."""
+    before, started = sum(cpu_seconds(p) for p in servers.values()), time.perf_counter()
+    await asyncio.sleep(seconds)
+    spent = sum(cpu_seconds(p) for p in servers.values()) - before
+    return spent / (time.perf_counter() - started)
+
+
+def as_deployed(plane: ControlPlane, workdir: Path) -> tuple[tuple[str, ...], dict[str, str]]:
+    """``orca`` with the credentials its Deployment's Pod has: the shipped ServiceAccount and
+    RBAC (``manifests/rbac``), a token of it in a file, the service variables (``as_a_pod``).
+    The process then never imports the kubernetes client."""
+    plane.kubectl("create", "namespace", "orca-system", check=True)
+    plane.kubectl("apply", "-k", str(RBAC), check=True)
+    token = plane.kubectl(
+        "create", "token", "orca-controller", "-n", "orca-system", "--duration=2h", check=True
+    ).stdout.strip()
+    return as_a_pod(plane, workdir / "serviceaccount", token)
+
+
 def start(
-    side: Side, plane: ControlPlane, workdir: Path, py_spy: Path | None = None
+    side: Side,
+    plane: ControlPlane,
+    workdir: Path,
+    py_spy: Path | None = None,
+    pod: tuple[tuple[str, ...], dict[str, str]] | None = None,
 ) -> KubeScheduler | Orca:
-    return KubeScheduler(plane, workdir) if side.name == KUBE else Orca(plane, workdir, py_spy)
+    if side.name == KUBE:
+        return KubeScheduler(plane, workdir)
+    return Orca(plane, workdir, py_spy, pod)
 
 
 async def validate(api: KubeApi, side: Side, count: int) -> list[str]:
@@ -550,6 +609,12 @@ def report(result: Result) -> None:
         f"{events.server_cpu / result.objects * 1000:.2f} ms/placement",
         flush=True,
     )
+    print(
+        f"{'':>14}  the idle cluster's API server + etcd: {result.idle:.2f} CPU s/s; taken out, "
+        f"{result.net(result.server_cpu, result.seconds):.2f} ms/placement, with the Events "
+        f"{result.net(events.server_cpu, result.seconds + events.after):.2f}",
+        flush=True,
+    )
     for problem in result.problems[:10]:
         print(f"      {problem}")
 
@@ -570,6 +635,15 @@ def ratios(kube: Result, orca: Result) -> None:
         f"{orca_events.server_cpu / kube_events.server_cpu * kube.objects / orca.objects:.2f}",
         flush=True,
     )
+    placements = orca.net(orca.server_cpu, orca.seconds) / kube.net(kube.server_cpu, kube.seconds)
+    whole = orca.net(orca_events.server_cpu, orca.seconds + orca_events.after) / kube.net(
+        kube_events.server_cpu, kube.seconds + kube_events.after
+    )
+    print(
+        f"{'':>14}  the idle cluster taken out: API server + etcd CPU per placement "
+        f"{placements:.2f}, with the Events {whole:.2f}",
+        flush=True,
+    )
 
 
 def figures(result: Result) -> dict[str, float | int | bool | None]:
@@ -583,6 +657,13 @@ def figures(result: Result) -> dict[str, float | int | bool | None]:
         "scheduler CPU per placement, with its Events_ms": result.events.scheduler_cpu * per,
         "API server + etcd CPU per placement, with the Events_ms": result.events.server_cpu * per,
         "Events posted after the last placement_s": result.events.after,
+        "idle cluster's API server + etcd CPU_s/s": result.idle,
+        "API server + etcd CPU per placement, idle taken out_ms": result.net(
+            result.server_cpu, result.seconds
+        ),
+        "API server + etcd CPU per placement, with the Events, idle taken out_ms": result.net(
+            result.events.server_cpu, result.seconds + result.events.after
+        ),
         "scheduler peak RSS_mb": result.rss_mb,
         "every placement valid": not result.problems,
     }
@@ -605,6 +686,19 @@ def main(argv: list[str] | None = None) -> int:
         help="profile orca's operator with py-spy (raw collapsed stacks) into FILE",
     )
     parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=10,
+        help="seconds to measure the idle cluster's API server + etcd CPU before the clock",
+    )
+    parser.add_argument(
+        "--orca-as",
+        choices=("pod", "kubeconfig"),
+        default="pod",
+        help="orca's credentials: its Pod's (ServiceAccount token, shipped RBAC: as deployed) "
+        "or the admin kubeconfig kube-scheduler gets (default: %(default)s)",
+    )
+    parser.add_argument(
         "--events-timeout",
         type=float,
         default=300,
@@ -615,7 +709,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--nodes, --objects and --concurrency must be at least 1")
     print(
         f"mode={args.mode} nodes={args.nodes} objects={args.objects} "
-        f"concurrency={args.concurrency} on {os.cpu_count()} cores "
+        f"concurrency={args.concurrency} orca-as={args.orca_as} on {os.cpu_count()} cores "
         f"(load average {os.getloadavg()[0]:.2f})",
         flush=True,
     )

@@ -39,7 +39,7 @@ from controller.devcluster import pki
 from tests.chaos.invariants import Violation
 from tests.chaos.lab import Lab, Row, node, registering, retry, retry_write
 from tests.chaos.proxy import FlakyProxy
-from tests.support.harness import OperatorProcess
+from tests.support.harness import IN_CLUSTER, OperatorProcess
 
 NO_LEASE = "--no-leader-elect"
 RENEW_DEADLINE = 10.0  # the operator's (leader.py), what the outage must outlast
@@ -803,16 +803,9 @@ def burst(lab: Lab, workloads: int, nodes: int, bursts: int = 1, seed: int = 7) 
 
 # -- 7. ServiceAccount token rotation --------------------------------------------------------
 
-#: Runs ``orca`` with the in-cluster ServiceAccount directory (token, ca.crt) moved to a path
-#: given on the command line: a Pod has it at /var/run/secrets/kubernetes.io/serviceaccount.
-IN_CLUSTER = (
-    "import sys, pathlib, controller.operator.kube.credentials as c;"
-    "c.SERVICE_ACCOUNT_DIR = pathlib.Path(sys.argv.pop(1));"
-    "from controller.cli import main; sys.exit(main(sys.argv[1:]))"
-)
-#: The kubernetes client's in-cluster loader re-reads the token file this often by itself
-#: (``InClusterConfigLoader``'s ``token_refresh_period``).
-CLIENT_TOKEN_REREAD = 60.0
+#: The operator re-reads its token file this often by itself, as client-go does: a minute less
+#: the 10 s leeway of ``transport.NewCachedFileTokenSource`` (k8s.io/client-go v0.36.3).
+CLIENT_TOKEN_REREAD = 50.0
 
 
 def _create_token(lab: Lab) -> str:
@@ -852,11 +845,11 @@ def token_rotation(lab: Lab, trials: int = 1) -> Row:
     """The operator runs in-cluster style (service host/port variables, a ServiceAccount token
     file); the ServiceAccount is recreated (its old tokens refused) and the file rotated: a
     Workload created then must be decided without a restart, within less than the client's own
-    60 s re-read of the file, through the operator's 401 -> load the credentials again path.
+    50 s re-read of the file, through the operator's 401 -> load the credentials again path.
 
     Proven per trial: the old token refused by the API server, then the operator's "credentials
     refused (401" line. Each trial starts a fresh operator (its client read the file at start),
-    so the rotation falls inside the client's 60 s; a trial where the client re-read the file by
+    so the rotation falls inside the client's 50 s; a trial where the client re-read the file by
     itself first (no 401 seen) does not count. The new Workload must be decided within
     ``CLIENT_TOKEN_REREAD`` - 15 s of the refusal, too soon for that re-read to be what saved
     it whenever the operator started less than 15 s before the rotation."""

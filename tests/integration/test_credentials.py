@@ -16,9 +16,8 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane
-from tests.chaos.scenarios import IN_CLUSTER
 from tests.support.factories import node_object, workload_obj
-from tests.support.harness import Cluster
+from tests.support.harness import IN_CLUSTER, Cluster
 
 pytestmark = pytest.mark.controlplane
 

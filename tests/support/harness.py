@@ -26,6 +26,31 @@ from controller.devcluster.controlplane import SILENT_LABEL, ControlPlane, Kubec
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: The kustomize base a user installs with ``kubectl apply -k`` (CRD, RBAC, Deployment...).
 INSTALL = REPO_ROOT / "manifests" / "default"
+#: The ServiceAccount, Roles and bindings alone (``manifests/rbac``), in ``orca-system``.
+RBAC = REPO_ROOT / "manifests" / "rbac"
+#: Runs ``orca`` with the in-cluster ServiceAccount directory (token, ca.crt) moved to a path
+#: given on the command line: a Pod has it at /var/run/secrets/kubernetes.io/serviceaccount.
+IN_CLUSTER = (
+    "import sys, pathlib, controller.operator.kube.credentials as c;"
+    "c.SERVICE_ACCOUNT_DIR = pathlib.Path(sys.argv.pop(1));"
+    "from controller.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def as_a_pod(
+    plane: ControlPlane, directory: Path, token: str
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The command (``IN_CLUSTER``) and environment that run ``orca`` as the Deployment's Pod
+    sees the cluster: the service host and port variables, no kubeconfig, and a ServiceAccount
+    directory in ``directory`` holding ``token`` and the cluster's CA."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "token").write_text(token)
+    (directory / "ca.crt").write_bytes(plane.pki.ca_cert.read_bytes())
+    (directory / "namespace").write_text("orca-system")
+    host, port = plane.server_url.removeprefix("https://").rsplit(":", 1)
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env.update(KUBERNETES_SERVICE_HOST=host, KUBERNETES_SERVICE_PORT=port)
+    return (sys.executable, "-c", IN_CLUSTER, str(directory)), env
 
 
 def wait_serving(
