@@ -33,9 +33,9 @@ The API server's ``TaintNodesByCondition`` admission puts ``node.kubernetes.io/n
 new Nodes and the node lifecycle controller lifts it once they are Ready, as in any cluster: the
 bench waits for that (and for the namespaces' ``default`` ServiceAccount, which ServiceAccount
 admission asks of every Pod) before the clock starts. The API server + etcd CPU includes kwok's
-heartbeats (a Lease renewal per Node every 10 s), on both sides alike: that idle load is
-measured for ``--idle-seconds`` before the clock starts, and each side's figure is printed
-again with it taken out over the side's own window (what the placements themselves cost).
+heartbeats (a Lease renewal per Node every 10 s), on both sides alike. (Taking out an idle
+rate measured before the clock does not work on 2 cores: the API server's background work is
+deferred while it is saturated, and the difference came out negative for kube-scheduler.)
 
 orca runs as its Deployment's Pod does (``--orca-as pod``, the default): the shipped
 ServiceAccount and RBAC, a token file and the service variables; kube-scheduler, as built, with
@@ -395,18 +395,11 @@ class Result:
     rss_mb: float
     untainted: int
     events: Events
-    #: API server + etcd CPU seconds per second while nothing is scheduled (``idle_rate``).
-    idle: float
     problems: list[str] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
         return self.objects / self.seconds
-
-    def net(self, server_cpu: float, seconds: float) -> float:
-        """API server + etcd CPU per placement, in ms, less what the idle cluster spends over
-        the same ``seconds``: what the placements themselves cost it."""
-        return (server_cpu - self.idle * seconds) / self.objects * 1000
 
 
 def run_side(name: str, args: argparse.Namespace) -> Result:
@@ -470,7 +463,6 @@ async def _run_side(
         if args.mode == "backlog":
             await create_all(api, objects, args.concurrency)
             print(f"  [{side.name}] {args.objects} objects stored", flush=True)
-            idle = await idle_rate(servers, args.idle_seconds)
             server_before = sum(cpu_seconds(p) for p in servers.values())
             clock = time.perf_counter()
             scheduler = start(side, plane, workdir, args.py_spy, pod)
@@ -482,7 +474,6 @@ async def _run_side(
             probe = [(side.collection(PROBE_NAMESPACE), side.make("probe", PROBE_NAMESPACE))]
             await create_all(api, probe, 1)
             await wait_decided(api, side, PROBE_NAMESPACE, 1, args.timeout)
-            idle = await idle_rate(servers, args.idle_seconds)
             watcher = asyncio.create_task(
                 wait_decided(api, side, NAMESPACE, args.objects, args.timeout)
             )
@@ -511,18 +502,8 @@ async def _run_side(
         await api.close()
     return Result(
         side.name, args.objects, done - clock, lag, scheduler_cpu, server_cpu, rss, untainted,
-        with_events, idle, problems,
+        with_events, problems,
     )  # fmt: skip
-
-
-async def idle_rate(servers: dict[str, int], seconds: float) -> float:
-    """API server + etcd CPU seconds per second over ``seconds`` while nothing is scheduled:
-    the living cluster's own load (kwok's Lease renewals for every Node, the controller
-    manager's passes, the watches), paid over a side's whole window whatever it schedules."""
-    before, started = sum(cpu_seconds(p) for p in servers.values()), time.perf_counter()
-    await asyncio.sleep(seconds)
-    spent = sum(cpu_seconds(p) for p in servers.values()) - before
-    return spent / (time.perf_counter() - started)
 
 
 def as_deployed(plane: ControlPlane, workdir: Path) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -609,12 +590,6 @@ def report(result: Result) -> None:
         f"{events.server_cpu / result.objects * 1000:.2f} ms/placement",
         flush=True,
     )
-    print(
-        f"{'':>14}  the idle cluster's API server + etcd: {result.idle:.2f} CPU s/s; taken out, "
-        f"{result.net(result.server_cpu, result.seconds):.2f} ms/placement, with the Events "
-        f"{result.net(events.server_cpu, result.seconds + events.after):.2f}",
-        flush=True,
-    )
     for problem in result.problems[:10]:
         print(f"      {problem}")
 
@@ -635,15 +610,6 @@ def ratios(kube: Result, orca: Result) -> None:
         f"{orca_events.server_cpu / kube_events.server_cpu * kube.objects / orca.objects:.2f}",
         flush=True,
     )
-    placements = orca.net(orca.server_cpu, orca.seconds) / kube.net(kube.server_cpu, kube.seconds)
-    whole = orca.net(orca_events.server_cpu, orca.seconds + orca_events.after) / kube.net(
-        kube_events.server_cpu, kube.seconds + kube_events.after
-    )
-    print(
-        f"{'':>14}  the idle cluster taken out: API server + etcd CPU per placement "
-        f"{placements:.2f}, with the Events {whole:.2f}",
-        flush=True,
-    )
 
 
 def figures(result: Result) -> dict[str, float | int | bool | None]:
@@ -657,13 +623,6 @@ def figures(result: Result) -> dict[str, float | int | bool | None]:
         "scheduler CPU per placement, with its Events_ms": result.events.scheduler_cpu * per,
         "API server + etcd CPU per placement, with the Events_ms": result.events.server_cpu * per,
         "Events posted after the last placement_s": result.events.after,
-        "idle cluster's API server + etcd CPU_s/s": result.idle,
-        "API server + etcd CPU per placement, idle taken out_ms": result.net(
-            result.server_cpu, result.seconds
-        ),
-        "API server + etcd CPU per placement, with the Events, idle taken out_ms": result.net(
-            result.events.server_cpu, result.seconds + result.events.after
-        ),
         "scheduler peak RSS_mb": result.rss_mb,
         "every placement valid": not result.problems,
     }
@@ -684,12 +643,6 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         metavar="FILE",
         help="profile orca's operator with py-spy (raw collapsed stacks) into FILE",
-    )
-    parser.add_argument(
-        "--idle-seconds",
-        type=float,
-        default=10,
-        help="seconds to measure the idle cluster's API server + etcd CPU before the clock",
     )
     parser.add_argument(
         "--orca-as",
