@@ -44,9 +44,9 @@ What the operator survives, and how:
   PriorityClass does not linger in the operator's view. A watch that expires at once (the
   list's own version already too old) backs off like any failure instead of listing in a
   tight loop.
-- **Rotated ServiceAccount tokens**: the token is taken from the kubernetes client's loaders
-  (the in-cluster file re-read every minute), and a 401 makes the operator load its
-  credentials again and retry once, watches included.
+- **Rotated ServiceAccount tokens**: the in-cluster token file is read again every 50 s, as
+  client-go reads it (a read that fails keeps the last token), and a 401 makes the operator
+  load its credentials again and retry once, watches included.
 
 Running it:
 
