@@ -2,9 +2,9 @@
 
 kopf recognises the kubernetes client's objects when that library is installed, and to do so
 imports ``kubernetes.client`` as it loads (``kopf._cogs.helpers.thirdparty``), which imports
-every generated API model: 33 MB and a quarter of a second. orca hands kopf plain dicts only,
-and the deployed operator reads its Pod's credentials without the client
-(``kube.credentials.InClusterConfiguration``), so nothing else imports it there. Loaded here
+every generated API model: 9 MB of the operator's resident memory after its imports. orca
+hands kopf plain dicts only, and the deployed operator reads its Pod's credentials without the
+client (``kube.credentials.InClusterConfiguration``), so nothing else imports it there. Loaded here
 with ``kubernetes`` hidden, kopf takes the path it takes when the library is not installed
 (its optional imports fail, its isinstance checks match nothing); the library is importable
 again as soon as kopf is loaded, for the kubeconfig loader. Every module imports kopf from

@@ -18,9 +18,9 @@ ignored there.
 The deployed operator reads its Pod's credentials on its own (``InClusterConfiguration``,
 client-go's ``rest.InClusterConfig``: three files and two variables) and does not import the
 kubernetes client at all: ``kubernetes/__init__`` imports every generated API model whichever
-part of it is asked for, 33 MB of a process whose whole peak is ~150 MB in a 5,000-Node
-backlog. Kubeconfigs keep the client's own loader (exec plugins, auth providers, client
-certificates, merged files), imported only when one is read.
+part of it is asked for: 9 MB resident, and 8 MB of the operator's peak RSS in a 5,000-Node
+backlog (158 MB before). Kubeconfigs keep the client's own loader (exec plugins, auth
+providers, client certificates, merged files), imported only when one is read.
 
 The default namespace of ``orca explain`` and ``orca rebalance --from-cluster`` follows
 kubectl: the context's ``namespace``, else, in a Pod, the Pod's own (the ServiceAccount's
@@ -172,6 +172,7 @@ def load_configuration(
     source = choose_source(kubeconfig, context, environ=environ, service_account=service_account)
     if source.kind == "in-cluster":
         return InClusterConfiguration(environ, service_account)
+    # Imported here, not at the top: kubeconfigs only (the module docstring says why).
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
 
@@ -212,7 +213,7 @@ def default_namespace(
         except OSError:
             return DEFAULT_NAMESPACE
     assert source.path is not None
-    from kubernetes import config as k8s_config
+    from kubernetes import config as k8s_config  # kubeconfigs only, as in load_configuration
 
     try:
         listed, current = k8s_config.list_kube_config_contexts(source.path)  # type: ignore[no-untyped-call]
