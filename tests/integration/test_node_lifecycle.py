@@ -250,7 +250,12 @@ def silence_every_node(
     silent, polled until both are Unknown and their default toleration (30 s here) has been out
     for 10 s. With every Node of every zone down, the node lifecycle controller enters its
     "master disruption mode": it taints no Node NoExecute and lifts the taints it had set
-    (``handleDisruption``), as when the control plane, not the Nodes, lost the network."""
+    (``handleDisruption``), as when the control plane, not the Nodes, lost the network.
+
+    Not always all of them: its tainting worker swaps a Node's taints by an API call made
+    outside ``evictorLock`` (``doNoExecuteTaintingPass``), so a Node queued in the pass before
+    both were down can be tainted just after ``markNodeAsReachable`` lifted its taints, and
+    keeps it (seen once in CI: ``a`` tainted unreachable 40 s on, ``b`` not)."""
     two_nodes(cluster)
     cluster.apply(
         workload_obj("web", namespace, kind="Service", count=2),
@@ -278,14 +283,21 @@ def test_an_outage_the_controller_does_not_evict_for_moves_nothing(
 ) -> None:
     cluster, ns, operator = lab
     before, polls = silence_every_node(cluster, ns)
-    # The fault happened as the controller sees it: every Node Unknown, and none tainted
-    # NoExecute at the end (a moment's taint before both were Unknown is lifted).
-    assert polls[-1].no_execute == {"a": [], "b": []}, polls[-1]
+    # The fault happened as the controller sees it: every Node Unknown, and at least one not
+    # tainted NoExecute at the end (a moment's taint before both were Unknown is lifted; one
+    # the controller's race leaves set is a taint like any other, which orca then follows).
+    untainted = {n for n, keys in polls[-1].no_execute.items() if not keys}
+    assert untainted, polls[-1]
     assert polls[-1].at - max(polls[-1].since.values()) >= DEFAULT_SECONDS + 10
-    # At every observation: every replica where it was, none lost.
+    # At every observation: every replica on a Node the controller did not leave tainted is
+    # where it was; with none left tainted (the usual case), nothing moved and none is pending.
     for p in polls:
-        assert p.where == before, (p, before)
-    assert polls[-1].pending == set(), polls[-1]
+        for name, nodes in before.items():
+            stayed = [n for n in nodes if n in untainted]
+            assert set(stayed) <= set(p.where.get(name, [])), (p, before)
+    if untainted == set(polls[-1].no_execute):
+        assert all(p.where == before for p in polls), (polls[-1], before)
+        assert polls[-1].pending == set(), polls[-1]
     log = operator.log_path.read_text(errors="replace")
     assert "kube-controller-manager holds Lease kube-system/kube-controller-manager" in log
 
@@ -296,9 +308,9 @@ def test_the_same_outage_moves_everything_when_the_ready_condition_decides(
 ) -> None:
     cluster, ns, operator = lab
     before, polls = silence_every_node(cluster, ns)
-    assert polls[-1].no_execute == {"a": [], "b": []}, polls[-1]  # the controller held back
-    # orca read each Unknown Node as tainted unreachable since its Ready condition changed:
-    # the replicas left when the 30 s ran out, never before, with nowhere to go.
+    # orca read each Unknown Node as tainted unreachable since its Ready condition changed
+    # (whether or not the controller's race left a taint of its own, added no earlier): the
+    # replicas left when the 30 s ran out, never before, with nowhere to go.
     assert polls[-1].where == {"web": [], "batch": []}, polls[-1]
     for p in polls:
         for name, nodes in p.where.items():
