@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import re
 import ssl
-import sys
 import threading
 import time
 import urllib.error
@@ -39,7 +37,7 @@ from controller.devcluster import pki
 from tests.chaos.invariants import Violation
 from tests.chaos.lab import Lab, Row, node, registering, retry, retry_write
 from tests.chaos.proxy import FlakyProxy
-from tests.support.harness import IN_CLUSTER, OperatorProcess
+from tests.support.harness import OperatorProcess, as_a_pod
 
 NO_LEASE = "--no-leader-elect"
 RENEW_DEADLINE = 10.0  # the operator's (leader.py), what the outage must outlast
@@ -856,12 +854,8 @@ def token_rotation(lab: Lab, trials: int = 1) -> Row:
     row = Row("token-rotation", wanted=trials)
     known: set[str] = set()
     secrets = lab.workdir / "serviceaccount"
-    secrets.mkdir(exist_ok=True)
-    token_file, ca_file = secrets / "token", secrets / "ca.crt"
-    ca_file.write_bytes(lab.plane.pki.ca_cert.read_bytes())
-    host, port = lab.plane.server_url.removeprefix("https://").rsplit(":", 1)
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    env.update(KUBERNETES_SERVICE_HOST=host, KUBERNETES_SERVICE_PORT=port)
+    token_file = secrets / "token"
+    in_pod, env = as_a_pod(lab.plane, secrets, "")  # each trial writes a token of its own
     with lab.scoped("token") as ns, lab.monitor(ns, row) as monitor:
         lab.create_nodes([node("token-a")])
         limit = 2 * trials + 1
@@ -872,7 +866,7 @@ def token_rotation(lab: Lab, trials: int = 1) -> Row:
                 ns,
                 kubeconfig=None,
                 env=env,
-                command=(sys.executable, "-c", IN_CLUSTER, str(secrets)),
+                command=in_pod,
                 lease_namespace="orca-system",
                 lease_name="orca-controller",  # the one Lease the shipped Role lets it renew
             )

@@ -7,7 +7,6 @@ token from the TokenRequest API is what reaches the server."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import yaml
 
 from controller.devcluster.controlplane import ControlPlane
 from tests.support.factories import node_object, workload_obj
-from tests.support.harness import IN_CLUSTER, Cluster
+from tests.support.harness import IN_CLUSTER, Cluster, as_a_pod
 
 pytestmark = pytest.mark.controlplane
 
@@ -25,16 +24,12 @@ DEAD = "https://127.0.0.1:1"  # nothing listens on port 1
 
 
 def pod(tmp_path: Path, plane: ControlPlane, token: str, host: str, port: str) -> dict[str, str]:
-    """A Pod's view of credentials: the ServiceAccount directory (passed to ``orca`` by
-    ``IN_CLUSTER``) and the service variables; no ``$KUBECONFIG``, no home kubeconfig."""
-    secrets = tmp_path / "serviceaccount"
-    secrets.mkdir(exist_ok=True)
-    (secrets / "token").write_text(token)
-    (secrets / "ca.crt").write_bytes(plane.pki.ca_cert.read_bytes())
-    (secrets / "namespace").write_text("orca-system")
+    """A Pod's view of credentials (``as_a_pod``): the ServiceAccount directory (passed to
+    ``orca`` by ``IN_CLUSTER``) and the service variables, here naming ``host`` and ``port``;
+    no ``$KUBECONFIG``, no home kubeconfig."""
+    _, env = as_a_pod(plane, tmp_path / "serviceaccount", token)
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env.update(HOME=str(home), KUBERNETES_SERVICE_HOST=host, KUBERNETES_SERVICE_PORT=port)
     return env
 
