@@ -193,8 +193,7 @@ def load_configuration(
                 raise CredentialsError(f"{source.path}: {_one_line(str(exc))}") from None
 
         configuration.refresh_api_key_hook = refresh_or_fail
-    configuration_: ClientConfiguration = configuration
-    return configuration_
+    return configuration
 
 
 def default_namespace(
