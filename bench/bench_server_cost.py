@@ -318,11 +318,13 @@ async def each(
     else:
         both: list[asyncio.Future[Any]] = [capture, workers]
         await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+        # The figures end with the first of the two: the requests' window, without the idle
+        # tail of a profile that outlasts them (which made every row look alike).
+        after = (cpu_seconds(apiserver), cpu_seconds(etcd), time.process_time())
+        count, seconds = max(window["done"], 1), time.perf_counter() - started
         if not capture.done():
             print(f"  (profile {name}: every request done before the profile ended)", flush=True)
             await capture
-        after = (cpu_seconds(apiserver), cpu_seconds(etcd), time.process_time())
-        count, seconds = max(window["done"], 1), time.perf_counter() - started
         await workers
         total, categories = apiserver_profile.breakdown(profiling.binary, capture.result())
         breakdown = {k: v / count * 1000 for k, v in categories.items()}
