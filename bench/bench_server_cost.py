@@ -20,7 +20,11 @@ Per row, in a namespace of its own, ``--objects`` objects, 32 requests in flight
   smaller than what users read (no condition ``observedGeneration``; the phase and the
   placements alone), or a changed server (the CRD without its CEL rules, Workloads whose
   ``managedFields`` were cleared so the field manager skips them): what those parts of the
-  server's work cost.
+  server's work cost; ``every lever and no managedFields``, ``now``'s requests on objects without
+  managedFields; ``floor``, all of them at once with every lever (the cheapest placement
+  write any client could make to a custom resource on this server); ``bare client``, the
+  requests ``now`` sends, encoded before the clock and sent straight through aiohttp: the
+  client CPU any asyncio client pays per request, against orca's own ``KubeApi`` in ``now``.
 
 The rows run in a rotated order each round (``--rounds``: the machine is shared; compare
 within a round). Printed per row: kube-apiserver and etcd CPU per request (from ``/proc``),
@@ -52,6 +56,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+import orjson
 import yaml
 from yarl import URL
 
@@ -72,7 +77,7 @@ from controller.devcluster.controlplane import ControlPlane
 from controller.inputs.manifests import parse_workload
 from controller.operator.events import PendingEvent
 from controller.operator.kube import ApiError, KubeApi, load_configuration
-from controller.operator.kube.client import MERGE_PATCH, authorization
+from controller.operator.kube.client import MERGE_PATCH, NO_FIELD_VALIDATION, authorization
 from controller.scheduler.nodes import node_info_from_node
 from controller.scheduler.plan import plan
 
@@ -145,6 +150,9 @@ class Writes:
     event_accept: str = "application/json"
     crd: Callable[[dict[str, Any]], dict[str, Any]] = lambda crd: crd
     clear_managed_fields: bool = False  # diagnostic: no managedFields on the objects written
+    #: Diagnostic: the write and the Event ``now`` sends, as bytes encoded before the clock,
+    #: straight through the aiohttp session (no orca code in the way): the client's floor.
+    bare: bool = False
 
 
 def before_status(namespace: str, name: str) -> dict[str, Any]:
@@ -230,11 +238,32 @@ def minimal(status: dict[str, Any]) -> dict[str, Any]:
     return {"phase": status["phase"], "placements": status["placements"]}
 
 
+def every_lever(w: Writes) -> Writes:
+    """``w`` with every lever on: ``now``'s requests, sent by this bench's own code."""
+    for lever in LEVERS.values():
+        w = lever(w)
+    return w
+
+
+def floor(w: Writes) -> Writes:
+    """Every lever orca pulls, and every cut of the diagnostics above at once: the cheapest
+    placement write any client could make to a custom resource on this server (the phase and
+    the placements alone, no CEL rules, no managedFields, a PUT answered with metadata, no
+    strict field check). What it still costs over a Pod binding is the custom resource's path
+    through the server, which no client chooses."""
+    return replace(shaped(every_lever(w), minimal), crd=without_rules, clear_managed_fields=True)
+
+
 DIAGNOSTICS: dict[str, Callable[[Writes], Writes]] = {
     "no condition observedGeneration": lambda w: shaped(w, no_condition_generation),
     "phase and placements alone": lambda w: shaped(w, minimal),
     "no CEL rules (server)": lambda w: replace(w, crd=without_rules),
     "no managedFields (server)": lambda w: replace(w, clear_managed_fields=True),
+    "every lever and no managedFields (server)": lambda w: replace(
+        every_lever(w), clear_managed_fields=True
+    ),
+    "floor: every cut at once": floor,
+    "bare client": lambda w: replace(every_lever(w), bare=True),
 }
 
 
@@ -476,8 +505,25 @@ async def orca_row(
                 "PATCH", workload_path(namespace, name), reset, MERGE_PATCH
             )
 
+    prepared: dict[str, tuple[bytes, bytes]] = {}
+
+    async def bare(method: str, path: str, body: bytes) -> None:
+        headers = {"Content-Type": "application/json", "Accept": PARTIAL}
+        token = authorization(api.configuration)
+        if token:
+            headers["Authorization"] = token
+        session = await api.session()
+        url = URL(api.configuration.host + path + NO_FIELD_VALIDATION, encoded=True)
+        async with session.request(method, url, data=body, headers=headers) as response:
+            answer = await response.read()
+            if response.status >= 300:
+                raise SystemExit(f"{method} {path}: {response.status} {answer[:300]!r}")
+
     async def write(name: str) -> None:
         version = created[name]["metadata"]["resourceVersion"]
+        if writes is not None and writes.bare:
+            await bare("PUT", workload_path(namespace, name, status=True), prepared[name][0])
+            return
         if writes is None:
             await api.write_workload_status(
                 namespace, name, current_status(namespace, name), version
@@ -507,6 +553,9 @@ async def orca_row(
         if writes is None:
             await api.create_event(namespace, body)
             return
+        if writes.bare:
+            await bare("POST", f"/api/v1/namespaces/{namespace}/events", prepared[name][1])
+            return
         await api.request(
             "POST",
             f"/api/v1/namespaces/{namespace}/events",
@@ -517,6 +566,21 @@ async def orca_row(
 
     slug = label.strip("+? ").replace(" ", "-").replace("=", "-").replace(":", "")
     costs = {"create": await each(plane, api, names, create)}
+    if writes is not None and writes.bare:
+        for name in names:
+            meta = created[name]["metadata"]
+            metadata = {
+                "name": name,
+                "namespace": namespace,
+                "resourceVersion": meta["resourceVersion"],
+            }
+            status = current_status(namespace, name)
+            put = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "status": status}
+            event = event_body(
+                name, namespace, meta["uid"], meta["resourceVersion"],
+                "orca.cloudinit.dev/v1alpha1", "Workload",
+            )  # fmt: skip
+            prepared[name] = (orjson.dumps(put), orjson.dumps(event))
     costs["placement write"] = await each(
         plane, api, names, write, _profile(profiling, f"{slug}-status-write")
     )
@@ -612,22 +676,32 @@ async def run(
             every.append(results)
     finally:
         await api.close()
+    figures: dict[str, dict[str, float]] = {}
     if len(every) > 1:
-        summary(every)
-    return {
-        f"round {i}": {
+        figures["medians"] = summary(every)
+    for i, results in enumerate(every):
+        figures[f"round {i}"] = {
             f"{label}: {what}_ms": cost.server_ms
             for label, costs in results.items()
             for what, cost in costs.items()
         }
-        for i, results in enumerate(every)
-    }
+        figures[f"round {i}"].update(
+            {
+                f"{label}: client CPU per {what}_ms": costs[what].client_ms
+                for label, costs in results.items()
+                if label != KUBE
+                for what in ("placement write", "Event")
+            }
+        )
+    return figures
 
 
-def summary(every: list[dict[str, dict[str, Cost]]]) -> None:
+def summary(every: list[dict[str, dict[str, Cost]]]) -> dict[str, float]:
     """Per row, the median over the rounds of its API server + etcd CPU per placement write,
     per Event and per placement, and of its ratio to kube-scheduler's and to ``before``'s
-    in the same round (a ratio within a round is steadier than a figure across rounds)."""
+    in the same round (a ratio within a round is steadier than a figure across rounds);
+    printed, and returned with the client's CPU per placement for ``bench/results``."""
+    medians: dict[str, float] = {}
 
     def per(results: dict[str, Cost]) -> tuple[float, float, float]:
         write, event = results["placement write"].server_ms, results["Event"].server_ms
@@ -639,8 +713,14 @@ def summary(every: list[dict[str, dict[str, Cost]]]) -> None:
         vs_kube = [per(r[label])[2] / per(r[KUBE])[2] for r in every]
         write, event, total = (median(f[i] for f in figures) for i in range(3))
         line = f"  {label:34s} write {write:5.2f}  Event {event:5.2f}  per placement {total:5.2f}"
+        medians[f"{label}: API server + etcd per placement_ms"] = total
         if label != KUBE:
             line += f"  = {median(vs_kube):.2f}x kube-scheduler's"
+            medians[f"{label}: vs kube-scheduler_x"] = median(vs_kube)
+            client = [
+                r[label]["placement write"].client_ms + r[label]["Event"].client_ms for r in every
+            ]
+            medians[f"{label}: client CPU per placement_ms"] = median(client)
         if label not in (KUBE, BEFORE) and BEFORE in every[0]:
             writes = [per(r[label])[0] / per(r[BEFORE])[0] for r in every]
             line += f"; its write {100 * (median(writes) - 1):+.0f}% vs before's"
@@ -651,6 +731,7 @@ def summary(every: list[dict[str, dict[str, Cost]]]) -> None:
                 parts = {k: median(p.get(k, 0.0) for p in profiles) for k in profiles[0]}
                 shown = ", ".join(f"{k} {v:.2f}" for k, v in parts.items() if v >= 0.005)
                 print(f"    kube-apiserver profile, {what}, ms per request: {shown}", flush=True)
+    return medians
 
 
 def main(argv: list[str] | None = None) -> int:
