@@ -435,18 +435,26 @@ async def kube_scheduler_row(
     return costs
 
 
-async def post_protobuf(api: KubeApi, path: str, body: bytes) -> None:
-    """POST ``body`` as kube-scheduler's client does (protobuf in, protobuf out)."""
-    headers = {"Content-Type": PROTOBUF, "Accept": PROTOBUF}
+async def send_bytes(
+    api: KubeApi, method: str, path: str, body: bytes, content_type: str, accept: str
+) -> tuple[int, bytes]:
+    """``body`` as it is, straight through ``api``'s session with its credentials (none of
+    ``KubeApi.request``'s own work on the way); the answer's status and bytes."""
+    headers = {"Content-Type": content_type, "Accept": accept}
     token = authorization(api.configuration)
     if token:
         headers["Authorization"] = token
     session = await api.session()
     url = URL(api.configuration.host + path, encoded=True)
-    async with session.post(url, data=body, headers=headers) as response:
-        answer = await response.read()
-        if response.status != 201:
-            raise SystemExit(f"POST {path}: {response.status} {answer[:300]!r}")
+    async with session.request(method, url, data=body, headers=headers) as response:
+        return response.status, await response.read()
+
+
+async def post_protobuf(api: KubeApi, path: str, body: bytes) -> None:
+    """POST ``body`` as kube-scheduler's client does (protobuf in, protobuf out)."""
+    status, answer = await send_bytes(api, "POST", path, body, PROTOBUF, PROTOBUF)
+    if status != 201:
+        raise SystemExit(f"POST {path}: {status} {answer[:300]!r}")
 
 
 async def check_kube_scheduler_events(api: KubeApi, namespace: str, count: int) -> None:
@@ -505,19 +513,26 @@ async def orca_row(
                 "PATCH", workload_path(namespace, name), reset, MERGE_PATCH
             )
 
-    prepared: dict[str, tuple[bytes, bytes]] = {}
+    def put_body(name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """A PUT of ``status`` alone, preconditioned on the created object's version."""
+        version = created[name]["metadata"]["resourceVersion"]
+        metadata = {"name": name, "namespace": namespace, "resourceVersion": version}
+        return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "status": status}
+
+    def event_of(name: str) -> dict[str, Any]:
+        meta = created[name]["metadata"]
+        return event_body(
+            name, namespace, meta["uid"], meta["resourceVersion"], "orca.cloudinit.dev/v1alpha1",
+            "Workload",
+        )  # fmt: skip
+
+    prepared: dict[str, tuple[bytes, bytes]] = {}  # ``bare``: each object's write and Event
 
     async def bare(method: str, path: str, body: bytes) -> None:
-        headers = {"Content-Type": "application/json", "Accept": PARTIAL}
-        token = authorization(api.configuration)
-        if token:
-            headers["Authorization"] = token
-        session = await api.session()
-        url = URL(api.configuration.host + path + NO_FIELD_VALIDATION, encoded=True)
-        async with session.request(method, url, data=body, headers=headers) as response:
-            answer = await response.read()
-            if response.status >= 300:
-                raise SystemExit(f"{method} {path}: {response.status} {answer[:300]!r}")
+        query = path + NO_FIELD_VALIDATION
+        status, answer = await send_bytes(api, method, query, body, "application/json", PARTIAL)
+        if status >= 300:
+            raise SystemExit(f"{method} {path}: {status} {answer[:300]!r}")
 
     async def write(name: str) -> None:
         version = created[name]["metadata"]["resourceVersion"]
@@ -531,8 +546,7 @@ async def orca_row(
             return
         status = writes.status(namespace, name)
         if writes.put:
-            metadata = {"name": name, "namespace": namespace, "resourceVersion": version}
-            body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "status": status}
+            body = put_body(name, status)
         else:
             body = {"metadata": {"resourceVersion": version}, "status": status}
         await api.request(
@@ -545,11 +559,7 @@ async def orca_row(
         )
 
     async def post(name: str) -> None:
-        meta = created[name]["metadata"]
-        body = event_body(
-            name, namespace, meta["uid"], meta["resourceVersion"], "orca.cloudinit.dev/v1alpha1",
-            "Workload",
-        )  # fmt: skip
+        body = event_of(name)
         if writes is None:
             await api.create_event(namespace, body)
             return
@@ -566,21 +576,10 @@ async def orca_row(
 
     slug = label.strip("+? ").replace(" ", "-").replace("=", "-").replace(":", "")
     costs = {"create": await each(plane, api, names, create)}
-    if writes is not None and writes.bare:
+    if writes is not None and writes.bare:  # encoded before the clock
         for name in names:
-            meta = created[name]["metadata"]
-            metadata = {
-                "name": name,
-                "namespace": namespace,
-                "resourceVersion": meta["resourceVersion"],
-            }
-            status = current_status(namespace, name)
-            put = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "status": status}
-            event = event_body(
-                name, namespace, meta["uid"], meta["resourceVersion"],
-                "orca.cloudinit.dev/v1alpha1", "Workload",
-            )  # fmt: skip
-            prepared[name] = (orjson.dumps(put), orjson.dumps(event))
+            put = put_body(name, writes.status(namespace, name))
+            prepared[name] = (orjson.dumps(put), orjson.dumps(event_of(name)))
     costs["placement write"] = await each(
         plane, api, names, write, _profile(profiling, f"{slug}-status-write")
     )
