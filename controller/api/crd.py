@@ -32,7 +32,7 @@ from controller.api.models import (
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
 
-_DROP = frozenset({"title", "additionalProperties", "$defs"})
+_DROP = frozenset({"title", "$defs"})
 
 PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Kind", "type": "string", "jsonPath": ".spec.kind"},
@@ -96,14 +96,17 @@ def structural(schema: dict[str, Any]) -> dict[str, Any]:
             if len(options) != 1:
                 raise ValueError(f"cannot express anyOf {any_of!r} structurally")
             node = {**convert(options[0]), **node}
-            if node.get("default", ...) is None:
-                del node["default"]
+        if node.get("default", ...) is None:  # an optional field's: absent, not null
+            del node["default"]
         out: dict[str, Any] = {}
         for key, value in node.items():
             if key in _DROP:
                 continue
             if key == "properties":
                 out[key] = {name: convert(sub) for name, sub in value.items()}
+            elif key == "additionalProperties":
+                if isinstance(value, dict):  # a map's values; ``false`` is extra="forbid"'s
+                    out[key] = convert(value)
             elif key == "items":
                 out[key] = convert(value)
             else:  # a copy: an enum used twice must not come out as a YAML anchor and alias

@@ -22,7 +22,13 @@ def _field(loc: tuple[int | str, ...]) -> str:
 
 
 def validation_message(exc: ValidationError) -> str:
-    """The first pydantic error in the user's field names: ``spec.count: must be >= 1``."""
+    """The first pydantic error in the user's field names: ``spec.count: must be >= 1``. A
+    message that starts with a map key in brackets (``[nvidia.com/gpu]: ...``, from a map
+    checked as a whole) names it after the field: ``spec.resources[nvidia.com/gpu]: ...``,
+    as the API server names a key."""
     first = exc.errors()[0]
     message = str(first["msg"]).removeprefix("Value error, ")
-    return f"{_field(tuple(first['loc']))}: {message}"
+    field = _field(tuple(first["loc"]))
+    if message.startswith("[") and "]: " in message:
+        return f"{field}{message}"
+    return f"{field}: {message}"

@@ -22,12 +22,16 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    RootModel,
     WithJsonSchema,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
+from controller.api import resources as names
 from controller.api.quantity import parse_quantity
+from controller.api.resources import RESOURCE_NAME_MESSAGE, Scalars
 from controller.api.rules import Rule, broken, frozen, validations
 
 GROUP = "orca.cloudinit.dev"
@@ -210,28 +214,12 @@ def _list_rule(rule: Rule) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _quantity_checker(scale: int) -> AfterValidator:
-    """A validator that parses the quantity as the scheduler will (so bounds fail here, in the
-    user's field, rather than later in arithmetic) and keeps the value as written."""
+_QUANTITY_SCHEMA: JsonDict = {
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "pattern": QUANTITY_PATTERN,
+    "x-kubernetes-int-or-string": True,
+}
 
-    def check(value: str | int) -> str | int:
-        quantity_to_int(value, scale)
-        return value
-
-    return AfterValidator(check)
-
-
-_QUANTITY_SCHEMA = WithJsonSchema(
-    {
-        "anyOf": [{"type": "integer"}, {"type": "string"}],
-        "pattern": QUANTITY_PATTERN,
-        "x-kubernetes-int-or-string": True,
-    }
-)
-CpuQuantity = Annotated[str | int, _quantity_checker(1000), _QUANTITY_SCHEMA]
-"""A non-negative Kubernetes quantity of cpu (at most 2^53 millicores), kept as written."""
-MemoryQuantity = Annotated[str | int, _quantity_checker(1), _QUANTITY_SCHEMA]
-"""A non-negative Kubernetes quantity of memory (at most 2^53 bytes), kept as written."""
 
 Expression = Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION_LENGTH)]
 """A CEL expression over ``node``; compiled by ``controller.scheduler.celexpr``."""
@@ -241,7 +229,7 @@ RuntimeName = Annotated[
 ]
 
 
-def quantity_to_int(value: object, scale: int = 1) -> int:
+def quantity_to_int(value: object, scale: int = 1, unit: str | None = None) -> int:
     """``value * scale`` rounded up (cpu: scale 1000 = millicores), parsed by the kubernetes
     client after the apimachinery syntax check (whole string: ``"1\\n"`` is not a quantity).
 
@@ -252,11 +240,11 @@ def quantity_to_int(value: object, scale: int = 1) -> int:
         raise ValueError(
             f"must be a Kubernetes quantity such as 500m or 256Mi, not {type(value).__name__}"
         )
-    return _quantity_to_int(value, scale)
+    return _quantity_to_int(value, scale, unit)
 
 
 @functools.lru_cache(maxsize=4096)
-def _quantity_to_int(value: str | int | float, scale: int) -> int:
+def _quantity_to_int(value: str | int | float, scale: int, unit: str | None) -> int:
     shown = (
         repr(value) if not isinstance(value, str) or len(value) <= 40 else repr(value[:37] + "...")
     )
@@ -273,7 +261,7 @@ def _quantity_to_int(value: str | int | float, scale: int) -> int:
     if q < 0:
         raise ValueError(f"{shown} must not be negative")
     if q > MAX_SCALED_QUANTITY:
-        unit = {1000: "millicores", 1: "bytes"}.get(scale, f"units of 1/{scale}")
+        unit = unit or {1000: "millicores", 1: "bytes"}.get(scale, f"units of 1/{scale}")
         raise ValueError(f"{shown} is more than the maximum, {MAX_SCALED_QUANTITY} {unit} (2^53)")
     return int(q.to_integral_value(rounding=ROUND_CEILING))
 
@@ -390,21 +378,129 @@ class RuntimeSpec(_Model):
     )
 
 
-class Resources(_Model):
-    cpu: CpuQuantity | None = Field(
-        default=None, description="CPU per replica, a Kubernetes quantity such as 500m or 2."
+#: The longest quantity a Workload may write (``123456789012345678901234567890Gi`` is 32): a
+#: bound the API server's CEL cost estimate needs, and far above any real amount.
+MAX_QUANTITY_LENGTH = 64
+
+
+def _amount(name: str, value: object) -> int:
+    """An amount of resource ``name`` as the scheduler counts it (``controller.api.resources``):
+    a quantity, rounded up to millicores for cpu, to whole units otherwise, and for an
+    extended resource or huge pages a whole number of units or pages. ``ValueError`` in the
+    user's terms otherwise."""
+    if isinstance(value, Decimal) and value == value.to_integral_value():
+        value = int(value)  # a body built in Python; what pydantic's int would have taken
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        # As the API server's int-or-string: 0.5 is neither (write "500m").
+        raise ValueError(
+            f"must be a Kubernetes quantity such as 500m or 256Mi, not {type(value).__name__}"
+        )
+    if isinstance(value, str) and len(value) > MAX_QUANTITY_LENGTH:
+        raise ValueError(f"{_shown_value(value)} is longer than {MAX_QUANTITY_LENGTH} characters")
+    amount = quantity_to_int(value, names.scale_of(name), names.unit_of(name))
+    if not names.is_extended(name) and not names.is_hugepages(name):
+        return amount
+    problem = names.whole_number_problem(name, parse_quantity(value))
+    if problem is not None:
+        raise ValueError(problem)
+    return amount
+
+
+def _shown_value(value: object) -> str:
+    return (
+        repr(value) if not isinstance(value, str) or len(value) <= 40 else repr(value[:37] + "...")
     )
-    memory: MemoryQuantity | None = Field(
-        default=None, description="Memory per replica, a Kubernetes quantity such as 256Mi."
-    )
+
+
+_RESOURCE_NAME_CEL = (
+    "(k in ['cpu', 'memory', 'ephemeral-storage'] || "
+    f"k.matches('{names.HUGEPAGES_PATTERN}') || "
+    f"(size(k) <= {names.MAX_RESOURCE_NAME_LENGTH} && !k.contains('kubernetes.io/') && !k.startsWith('requests.') && "
+    "k.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/"
+    "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')))"
+)
+_RESOURCES_SCHEMA: JsonDict = {
+    "type": "object",
+    "maxProperties": names.MAX_RESOURCES,
+    "additionalProperties": {**_QUANTITY_SCHEMA, "maxLength": MAX_QUANTITY_LENGTH},
+    "x-kubernetes-validations": [
+        {
+            "rule": f"self.all(k, {_RESOURCE_NAME_CEL})",
+            "messageExpression": "\"resource '\" + self.filter(k, !"
+            + _RESOURCE_NAME_CEL
+            + ")[0] + \"' "
+            + RESOURCE_NAME_MESSAGE
+            + '"',
+        },
+        {
+            # ``quantity()`` is the API server's CEL quantity library (Kubernetes 1.29+).
+            "rule": "self.all(k, !k.contains('/') || type(self[k]) == int || "
+            "quantity(string(self[k])).isInteger())",
+            "messageExpression": "\"resource '\" + self.filter(k, k.contains('/') && "
+            "type(self[k]) != int && !quantity(string(self[k])).isInteger())[0] + "
+            "\"' must be a whole number: an extended resource is counted in units\"",
+        },
+    ],
+}
+
+
+class Resources(RootModel[dict[str, Any]]):
+    """What each replica takes from its node's allocatable, by Kubernetes resource name, each
+    amount a quantity kept as written (``controller.api.resources`` says which names and
+    amounts are accepted, after the API server's rules for a container's requests)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    root: Annotated[dict[str, Any], WithJsonSchema(_RESOURCES_SCHEMA)] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if len(self.root) > names.MAX_RESOURCES:
+            raise ValueError(
+                f"asks for {len(self.root)} resources; at most {names.MAX_RESOURCES} are allowed"
+            )
+        for name, value in self.root.items():
+            problem = names.name_problem(name) if isinstance(name, str) else "is not a string"
+            if problem is not None:
+                raise ValueError(f"resource {_shown_value(name)} {problem}")
+            try:
+                _amount(name, value)
+            except ValueError as exc:
+                raise ValueError(f"[{name}]: {exc}") from None
+        return self
+
+    @functools.cached_property
+    def amounts(self) -> tuple[int, int, Scalars]:
+        """(cpu millicores, memory bytes, every other resource's amount by name): what one
+        replica holds; zero amounts are left out of the scalars."""
+        cpu = memory = 0
+        scalars: list[tuple[str, int]] = []
+        for name, value in self.root.items():
+            amount = _amount(name, value)
+            if name == names.CPU:
+                cpu = amount
+            elif name == names.MEMORY:
+                memory = amount
+            elif amount:
+                scalars.append((name, amount))
+        return cpu, memory, tuple(sorted(scalars))
 
     @property
     def cpu_millis(self) -> int:
-        return 0 if self.cpu is None else quantity_to_int(self.cpu, 1000)
+        return self.amounts[0]
 
     @property
     def memory_bytes(self) -> int:
-        return 0 if self.memory is None else quantity_to_int(self.memory)
+        return self.amounts[1]
+
+    @property
+    def scalars(self) -> Scalars:
+        """The amounts of every resource but cpu and memory, by name (``Scalars``)."""
+        return self.amounts[2]
+
+    def given(self, name: str) -> bool:
+        """Whether ``name`` is one of the resources listed (an amount of 0 included)."""
+        return name in self.root
 
 
 # Whitespace, spelled out: RE2's [[:space:]] (the API server's) is not Python's re (orca's
@@ -628,6 +724,125 @@ class DaemonSchedule(_Model):
     )
 
 
+#: KEP-4671's default: how long a placed gang may stay below its minCount before it lets go.
+DEFAULT_GANG_TIMEOUT = 300
+MAX_GANG_TIMEOUT = 7 * 24 * 3600
+
+
+class Gang(_Model):
+    """All or nothing: a Service whose replicas are useful only together (a distributed
+    training job's workers). KEP-4671's gang scheduling (``minCount`` of a PodGroup),
+    Volcano's and coscheduling's ``minAvailable``, Kueue's all-or-nothing admission."""
+
+    min_count: int = Field(
+        ge=1,
+        le=MAX_COUNT,
+        description="The fewest replicas worth placing, 1 to count: orca places none or at "
+        "least this many, never in between; count gives the seed's all-or-nothing Service.",
+    )
+    timeout_seconds: int = Field(
+        default=DEFAULT_GANG_TIMEOUT,
+        ge=0,
+        le=MAX_GANG_TIMEOUT,
+        description="How long a placed gang that lost replicas (a node gone, a taint) and "
+        "cannot place them again may hold fewer than minCount before every placement is "
+        "released, so the capacity it holds serves others; it is placed whole again when room "
+        "returns. Default 300 (KEP-4671's).",
+    )
+
+
+#: An int-or-string that is a count or a percentage, as a PodDisruptionBudget's fields.
+PERCENT_PATTERN = r"^(100|[1-9]?[0-9])%$"
+_PERCENT = re.compile(PERCENT_PATTERN)
+MAX_BUDGET = 2**31 - 1  # int32, as the PodDisruptionBudget's fields
+
+
+COUNT_OR_PERCENT = "must be a non-negative integer or a percentage from 0% to 100%"
+
+
+def _check_count_or_percent(value: object) -> object:
+    """kube's ``ValidatePositiveIntOrPercent`` and ``IsNotMoreThan100Percent``: a
+    non-negative integer, or a percentage from 0% to 100%."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value <= MAX_BUDGET:
+            raise ValueError(COUNT_OR_PERCENT)
+        return value
+    if isinstance(value, str) and _PERCENT.fullmatch(value):
+        return value
+    raise ValueError(COUNT_OR_PERCENT)
+
+
+CountOrPercent = Annotated[
+    int | str,
+    BeforeValidator(_check_count_or_percent),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-int-or-string": True,
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"type(self) == int ? self >= 0 && self <= {MAX_BUDGET} : "
+                    f"self.matches('{PERCENT_PATTERN}')",
+                    "message": COUNT_OR_PERCENT,
+                }
+            ],
+        }
+    ),
+]
+"""A number of replicas or a percentage of them (PodDisruptionBudget's ``IntOrString``)."""
+
+
+_DISRUPTION_RULES = (
+    Rule(
+        "has(self.minAvailable) != has(self.maxUnavailable)",
+        "exactly one of minAvailable and maxUnavailable must be set",
+    ),
+)
+
+
+class Disruption(_Ruled, json_schema_extra=validations(*_DISRUPTION_RULES)):
+    """How many replicas must stay placed through orca's own voluntary moves (preemption,
+    rebalancing) and a drain: a PodDisruptionBudget for this Workload, with its meaning and
+    rounding (pkg/controller/disruption/disruption.go, ``getExpectedPodCount``)."""
+
+    RULES = _DISRUPTION_RULES
+
+    min_available: CountOrPercent | None = Field(
+        default=None,
+        description="Replicas that must stay placed: a number, or a percentage of the desired "
+        "replicas rounded up. Exactly one of minAvailable and maxUnavailable.",
+    )
+    max_unavailable: CountOrPercent | None = Field(
+        default=None,
+        description="Replicas that may be missing: a number, or a percentage of the desired "
+        "replicas rounded up. Exactly one of minAvailable and maxUnavailable.",
+    )
+
+    def desired_healthy(self, expected: int) -> int:
+        """How many replicas must stay placed when ``expected`` are desired: kube's
+        ``desiredHealthy`` (``GetScaledValueFromIntOrPercent`` rounding up)."""
+        if self.max_unavailable is not None:
+            return max(expected - _scaled(self.max_unavailable, expected), 0)
+        if self.min_available is not None:
+            return _scaled(self.min_available, expected)
+        return 0
+
+    def describe(self) -> str:
+        """``minAvailable 3`` or ``maxUnavailable 20%``: the budget, as messages name it."""
+        if self.min_available is not None:
+            return f"minAvailable {self.min_available}"
+        return f"maxUnavailable {self.max_unavailable}"
+
+
+def _scaled(value: int | str, total: int) -> int:
+    """apimachinery's ``GetScaledValueFromIntOrPercent(value, total, roundUp=true)``: an int as
+    it is, a percentage of ``total`` rounded up (exactly, where kube rounds a float64)."""
+    if isinstance(value, int):
+        return value
+    percent = int(value.removesuffix("%"))
+    return -(-percent * total // 100)
+
+
 _SPEC_RULES = (
     Rule(
         "self.kind == 'Service' || !has(self.count)",
@@ -643,6 +858,16 @@ _SPEC_RULES = (
         "self.kind == 'Service' || !has(self.topologySpread) || size(self.topologySpread) == 0",
         "topologySpread is only allowed when kind is Service",
         ".topologySpread",
+    ),
+    Rule(
+        "self.kind == 'Service' || !has(self.gang)",
+        "gang is only allowed when kind is Service",
+        ".gang",
+    ),
+    Rule(
+        "!has(self.gang) || self.gang.minCount <= (has(self.count) ? self.count : 1)",
+        "gang.minCount must not be more than count",
+        ".gang.minCount",
     ),
 )
 _UNIQUE_SPREAD = Rule(
@@ -674,8 +899,11 @@ class WorkloadSpec(_Ruled, json_schema_extra=validations(*_SPEC_RULES)):
     )
     resources: Resources | None = Field(
         default=None,
-        description="What each replica takes from its node's allocatable cpu and memory; a "
-        "node without that much free is not used. Absent: nothing.",
+        description="What each replica takes from its node's allocatable, by resource name: "
+        "cpu, memory, ephemeral-storage, hugepages-<size>, and extended resources such as "
+        "nvidia.com/gpu (whole numbers), each a Kubernetes quantity. A node without that much "
+        "free of each is not used; every replica also counts as one Pod against the node's "
+        "allocatable pods. Absent: nothing but the Pod.",
     )
     constraints: list[Expression] = Field(
         default_factory=list,
@@ -723,6 +951,17 @@ class WorkloadSpec(_Ruled, json_schema_extra=validations(*_SPEC_RULES)):
         default=RebalancePolicy.NEVER,
         description="Allowed: the rebalancer may move this Workload's replicas.",
     )
+    gang: Gang | None = Field(
+        default=None,
+        description="Service only: place none or at least minCount replicas, never in "
+        "between (all or nothing with minCount: count).",
+    )
+    disruption: Disruption | None = Field(
+        default=None,
+        description="A disruption budget: orca's preemption and rebalancing never take the "
+        "Workload below it, and orca plan --drain reports a drain that would. A node lost by "
+        "failure is not a voluntary disruption: its replicas are placed again regardless.",
+    )
 
     @property
     def replicas(self) -> int:
@@ -746,6 +985,11 @@ class WorkloadSpec(_Ruled, json_schema_extra=validations(*_SPEC_RULES)):
     @property
     def memory_bytes(self) -> int:
         return self.resources.memory_bytes if self.resources else 0
+
+    @property
+    def scalars(self) -> Scalars:
+        """Per replica, every resource asked for but cpu and memory (``Resources.scalars``)."""
+        return self.resources.scalars if self.resources else ()
 
 
 class Placement(_Model):
@@ -871,10 +1115,15 @@ class WorkloadStatus(_Model):
         description="The placements' nodes, for kubectl's wide output (a summary; "
         "placements is the record).",
     )
-    resources: Resources | None = Field(
+    # No rules in the schema: orca writes it, and every rule costs the API server CPU on
+    # every status write (the spec's rules check what users write).
+    resources: Annotated[
+        Resources | None,
+        WithJsonSchema({"type": "object", "additionalProperties": _QUANTITY_SCHEMA}),
+    ] = Field(
         default=None,
-        description="The resources each placement holds on its node (the spec's at the time "
-        "of the decision), so a resize is told apart from a capacity change.",
+        description="The resources each placement holds on its node, by name (the spec's at "
+        "the time of the decision), so a resize is told apart from a capacity change.",
     )
     priority: int | None = Field(
         default=None,

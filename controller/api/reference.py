@@ -114,14 +114,14 @@ def _rules(schema: Schema) -> Iterator[str]:
     rules = schema.get("x-kubernetes-validations", [])
     for rule in rules:
         where = f" (at `{rule['fieldPath']}`)" if rule.get("fieldPath") else ""
-        yield f"- Rule{where}: `{rule['rule']}`, else: *{_text(rule.get('message', ''))}*"
+        yield f"- Rule{where}: `{rule['rule']}`, else: *{_message(rule)}*"
     if rules:
         yield ""
 
 
 def _type(prop: Schema) -> str:
     if prop.get("x-kubernetes-int-or-string"):
-        return "quantity (integer or string)"
+        return "quantity (integer or string)" if "pattern" in prop else "integer or string"
     kind = prop.get("type", "")
     if kind == "array":
         return f"list of {_type(prop.get('items', {}))}"
@@ -130,8 +130,8 @@ def _type(prop: Schema) -> str:
     return str(kind)
 
 
-def _checks(prop: Schema) -> str:
-    """What the schema enforces on one property, in a few words."""
+def _checks(prop: Schema, *, cell: bool = True) -> str:
+    """What the schema enforces on one property, in a few words (escaped for a table ``cell``)."""
     parts: list[str] = []
     if "enum" in prop:
         parts.append("one of " + ", ".join(f"`{v}`" for v in prop["enum"]))
@@ -141,6 +141,7 @@ def _checks(prop: Schema) -> str:
         ("minimum", "maximum", ""),
         ("minLength", "maxLength", " characters"),
         ("minItems", "maxItems", " items"),
+        ("minProperties", "maxProperties", " entries"),
     ):
         bounds = _bounds(prop.get(low), prop.get(high))
         if bounds:
@@ -150,14 +151,23 @@ def _checks(prop: Schema) -> str:
     if prop.get("x-kubernetes-list-type") == "map":
         keys = ", ".join(prop.get("x-kubernetes-list-map-keys", []))
         parts.append(f"one item per {keys}")
-    item = prop.get("items")
-    if isinstance(item, Mapping) and not item.get("properties"):
-        inner = _checks(item)
-        if inner:
-            parts.append(f"each item: {inner}")
+    for key, what in (("items", "each item"), ("additionalProperties", "each value")):
+        inner_schema = prop.get(key)
+        if isinstance(inner_schema, Mapping) and not inner_schema.get("properties"):
+            inner = _checks(inner_schema, cell=False)
+            if inner:
+                parts.append(f"{what}: {inner}")
     for rule in prop.get("x-kubernetes-validations", []):
-        parts.append(f"rule `{rule['rule']}` ({_text(rule.get('message', ''))})")
-    return "; ".join(parts).replace("|", "\\|")
+        parts.append(f"rule `{rule['rule']}` ({_message(rule)})")
+    text = "; ".join(parts)
+    return text.replace("|", "\\|") if cell else text
+
+
+def _message(rule: Schema) -> str:
+    """A rule's message; one built by a ``messageExpression`` names what broke the rule."""
+    if "message" not in rule and "messageExpression" in rule:
+        return "the message names the entry that breaks it"
+    return _text(rule.get("message", ""))
 
 
 def _bounds(low: object, high: object) -> str:

@@ -37,9 +37,11 @@ def node_object(
     cordoned: bool = False,
     taints: list[dict[str, str]] | None = None,
     since: str | None = None,
+    allocatable: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A Node object as ``kubectl get node -o json`` would show it. ``ready``: the Ready
-    condition's status (True/False or "Unknown"), ``since`` its ``lastTransitionTime``."""
+    condition's status (True/False or "Unknown"), ``since`` its ``lastTransitionTime``;
+    ``allocatable``: resources beside cpu and memory (``pods``, ``nvidia.com/gpu``...)."""
     state = ready if isinstance(ready, str) else ("True" if ready else "False")
     condition = {"type": "Ready", "status": state}
     if since is not None:
@@ -58,7 +60,7 @@ def node_object(
             **({"taints": taints} if taints else {}),
         },
         "status": {
-            "allocatable": {"cpu": cpu, "memory": memory},
+            "allocatable": {"cpu": cpu, "memory": memory, **(allocatable or {})},
             "conditions": [condition],
         },
     }

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from controller.api import models
-from controller.api.models import Resources, Workload
+from controller.api.models import Toleration, Workload
 from controller.scheduler.nodes import node_info_from_node
 
 
@@ -48,28 +48,28 @@ def test_nodes_share_the_record_too() -> None:
 
 
 def test_a_copy_with_updates_does_not_change_what_the_others_were_given() -> None:
-    a, b = Resources(cpu="1"), Resources(cpu="2")
+    a, b = Toleration(key="a"), Toleration(key="b")
     shared = a.model_fields_set
-    assert shared is b.model_fields_set and shared == {"cpu"}
-    more = a.model_copy(update={"memory": "1Gi"})
-    assert more.model_fields_set == {"cpu", "memory"}
-    assert a.model_fields_set == b.model_fields_set == {"cpu"}
-    assert Resources(cpu="3").model_fields_set == {"cpu"}
+    assert shared is b.model_fields_set and shared == {"key"}
+    more = a.model_copy(update={"value": "v"})
+    assert more.model_fields_set == {"key", "value"}
+    assert a.model_fields_set == b.model_fields_set == {"key"}
+    assert Toleration(key="c").model_fields_set == {"key"}
 
 
 def test_a_frozen_model_still_refuses_assignment_and_its_record_is_untouched() -> None:
-    a = Resources(cpu="1")
+    a = Toleration(key="a")
     with pytest.raises(ValidationError, match="frozen"):
-        a.memory = "1Gi"
-    assert Resources(cpu="2").model_fields_set == {"cpu"}
+        a.value = "v"
+    assert Toleration(key="b").model_fields_set == {"key"}
 
 
 def test_past_the_bound_a_model_keeps_its_own_record(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(models, "_FIELD_SETS", {})
     monkeypatch.setattr(models, "MAX_SHARED_FIELD_SETS", 1)
-    first, again = Resources(cpu="1"), Resources(cpu="2")
+    first, again = Toleration(key="a"), Toleration(key="b")
     assert first.model_fields_set is again.model_fields_set
-    other, twin = Resources(memory="1Gi"), Resources(memory="2Gi")  # a second combination
-    assert other.model_fields_set == twin.model_fields_set == {"memory"}
+    other, twin = Toleration(key="a", value="v"), Toleration(key="b", value="w")  # another
+    assert other.model_fields_set == twin.model_fields_set == {"key", "value"}
     assert other.model_fields_set is not twin.model_fields_set
     assert len(models._FIELD_SETS) == 1

@@ -41,7 +41,13 @@ def test_giving_back_counts_replicas_not_just_nodes() -> None:
     assert gives_back(two, two[:1])  # scale down on one node frees a replica's worth
     assert not gives_back(two[:1], two)
     assert gives_back((Booking("a", "ns/w-0", 1000, 0),), (Booking("b", "ns/w-0", 1000, 0),))
-    assert not gives_back((Booking("a", "ns/w-0", 0, 0),), ())  # zero-sized: nothing to give back
+    # A zero-sized replica still gives its Pod back (a node's allocatable pods).
+    assert gives_back((Booking("a", "ns/w-0", 0, 0),), ())
+    assert not gives_back((Booking("a", "ns/w-0", 0, 0),), (Booking("a", "ns/w-1", 0, 0),))
+    gpu = (("nvidia.com/gpu", 1),)
+    assert gives_back(
+        (Booking("a", "ns/w-0", 0, 0, scalars=gpu),), (Booking("a", "ns/w-0", 0, 0),)
+    )  # the same replica, holding a GPU less
 
 
 def test_queue_deduplicates_and_requeues_a_key_added_while_processing() -> None:
@@ -809,7 +815,7 @@ def test_a_shared_spec_does_not_hide_an_invalid_one() -> None:
         stored_workload("bad", "2", {"kind": "Job", "resources": {"cpu": "lots"}}, {})
     )
     assert bad is not None and bad.workload is None
-    assert bad.error is not None and "spec.resources.cpu" in bad.error
+    assert bad.error is not None and "spec.resources[cpu]" in bad.error
 
 
 def test_a_spec_that_is_not_json_is_parsed_on_its_own() -> None:

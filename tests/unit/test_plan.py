@@ -114,7 +114,7 @@ BAD_INPUTS = [
     ("weight-500", [wl("x", kind="Job", affinity=[{"target": "a", "weight": 500}])], "weight"),
     ("count-on-job", [wl("x", kind="Job", count=2)], "count is only allowed"),
     ("unknown-field", [wl("x", kind="Job", replicas=3)], "spec.replicas"),
-    ("bad-quantity", [wl("x", kind="Job", resources={"cpu": "lots"})], "spec.resources.cpu"),
+    ("bad-quantity", [wl("x", kind="Job", resources={"cpu": "lots"})], "spec.resources[cpu]"),
     ("long-expression", [wl("x", kind="Job", constraints=["true" + " " * 2000])], "constraints"),
     ("duplicate", [wl("x", kind="Job"), wl("x", kind="Job")], "appears twice"),
 ]

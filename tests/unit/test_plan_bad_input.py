@@ -209,22 +209,22 @@ BAD_WORKLOADS: list[tuple[str, str | bytes, str]] = [
     (
         "cpu-8Ei",
         workload_yaml(spec="{kind: Job, resources: {cpu: 8Ei}}"),
-        "spec.resources.cpu: '8Ei' is more than the maximum",
+        "spec.resources[cpu]: '8Ei' is more than the maximum",
     ),
     (
         "memory-8Ei",
         workload_yaml(spec="{kind: Job, resources: {memory: 8Ei}}"),
-        "spec.resources.memory",
+        "spec.resources[memory]",
     ),
     (
         "cpu-newline",
         workload_yaml(spec='{kind: Job, resources: {cpu: "1\\n"}}'),
-        "spec.resources.cpu",
+        "spec.resources[cpu]",
     ),
     (
         "cpu-1e999999999",
         workload_yaml(spec="{kind: Job, resources: {cpu: 1e999999999}}"),
-        "spec.resources.cpu",
+        "spec.resources[cpu]",
     ),
     *(
         (
