@@ -121,8 +121,9 @@ class SchedulingLoop:
         started = time.perf_counter()
         clock = self.clock()
         decision, victims = self.preemption.consider(record, self._decide(record, clock), clock)
-        if decision.pending:  # look again when the first one is due (one timer per key)
-            self.queue.add_after(key, decision.pending[0].at - clock + PENDING_SLACK)
+        again = decision.look_again_at  # a move due, a gang's timeout: one timer per key
+        if again is not None:
+            self.queue.add_after(key, again - clock + PENDING_SLACK)
         try:
             return await self._write(record, decision, victims, started)
         finally:

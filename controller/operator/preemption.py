@@ -31,7 +31,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Final
 
@@ -41,8 +41,11 @@ from controller.operator.state import ClusterState, WorkloadRecord
 from controller.operator.telemetry import metrics
 from controller.operator.transaction import EventSpec, Result, StatusWrite, StatusWrites
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.budgets import Budget, budget_of
 from controller.scheduler.decision import Decision
 from controller.scheduler.preemption import (
+    budget_blockers,
+    budget_message,
     may_preempt,
     preempt,
     preempted_status,
@@ -92,6 +95,7 @@ class Preemption:
         metrics.PREEMPTION_ATTEMPTS.inc()
         preemptible: dict[str, int] = {}
         started: dict[str, datetime] = {}  # the start-time stand-in (scheduler.preemption)
+        budgets: dict[str, Budget] = {}  # disruption budgets and gangs (scheduler.budgets)
         ledger, records = self.state.ledger, self.state.records
         for key in ledger.workload_keys():  # those holding replicas
             other = records.get(key)
@@ -108,10 +112,34 @@ class Preemption:
                 preemptible[key] = value
                 if (created := other.workload.metadata.creation_timestamp) is not None:
                     started[key] = created
+                budget = budget_of(other.workload, len(ledger.bookings(key)))
+                if budget is not None:
+                    budgets[key] = budget
         found = preempt(
-            self.scheduler, workload, ledger, decision, classes, preemptible, started, now=clock
+            self.scheduler,
+            workload,
+            ledger,
+            decision,
+            classes,
+            preemptible,
+            started,
+            now=clock,
+            budgets=budgets,
         )
         if found is None:
+            blockers = budget_blockers(
+                self.scheduler,
+                workload,
+                ledger,
+                decision,
+                classes,
+                preemptible,
+                started,
+                budgets,
+                now=clock,
+            )
+            if blockers:  # the status says which budget keeps it waiting
+                decision = replace(decision, message=decision.message + budget_message(blockers))
             return decision, []
         plan, after = found
         now = self.now()

@@ -69,10 +69,21 @@ class Decision:
     resources: Resources | None = None  # what each placement holds; None: as before
     priority: int | None = None  # the resolved priority (None: not resolved, e.g. Invalid)
     pending: tuple[PendingMove, ...] = ()  # replicas that move later unless their node recovers
+    #: A gang below its minCount: since when (seconds since the epoch; ``BelowMinCount``),
+    #: and when its placements are released unless it is whole again.
+    below_since: float | None = None
+    deadline: float | None = None
 
     @property
     def placed(self) -> int:
         return len(self.placements)
+
+    @property
+    def look_again_at(self) -> float | None:
+        """When the decision may change by the clock alone (a pending move due, a gang's
+        timeout), the earliest; None when only a change can change it."""
+        times = [t for t in (self.pending[0].at if self.pending else None, self.deadline) if t]
+        return min(times) if times else None
 
 
 def placement_of(booking: Booking) -> Placement:

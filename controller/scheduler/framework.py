@@ -35,7 +35,8 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.api.models import RejectionReason, ScheduleMode, WorkloadKind, WorkloadSpec
-from controller.scheduler.ledger import Booking, Ledger, alloc_index
+from controller.api.resources import Scalars
+from controller.scheduler.ledger import Booking, Ledger, alloc_index, has_room
 from controller.scheduler.nodes import BoolArray, FloatArray, IntArray, NodeTable
 
 IndexArray = npt.NDArray[np.intp]
@@ -68,6 +69,10 @@ class Rejection:
     reason: str
     passed: BoolArray
     code: Code | None = None
+    #: Where no freed capacity can cure the rejection (kube's ``Unresolvable`` of an
+    #: ``InsufficientResource``: the request exceeds the node's allocatable itself): those
+    #: nodes count as ``UNRESOLVABLE`` whatever ``code`` says. None: nowhere.
+    beyond: BoolArray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,11 +123,12 @@ class FilterResult:
 class CycleState:
     """One scheduling cycle of one Workload: the spec, the cluster, and scratch copies.
 
-    The ledger is read, never written; ``free_cpu``/``free_memory``/``own`` are this cycle's
-    own copies (``own``: this Workload's replicas the cycle holds, per node), changed only by
-    ``take`` and ``give`` (and the booking forms ``book`` and ``lift``) as the cycle places
-    replicas, and by ``Framework.what_if`` on a clone for a planner's dry run. ``data`` holds
-    what plugins prepared for later extension points, under their own name (kube-scheduler's
+    The ledger is read, never written; the free capacity (``free_cpu``, ``free_memory``,
+    ``free_pods``, ``free_scalars``) and ``own`` are this cycle's own copies (``own``: this
+    Workload's replicas the cycle holds, per node), changed only by ``take`` and ``give``
+    (and the booking forms ``book`` and ``lift``) as the cycle places replicas, and by
+    ``Framework.what_if`` on a clone for a planner's dry run. ``data`` holds what plugins
+    prepared for later extension points, under their own name (kube-scheduler's
     CycleState.Write). ``passes`` is set by ``Framework.filter``: the nodes that pass every
     static filter, and ``results`` each static filter's verdict, which per-replica filters
     may read (topology spread counts its domains over the nodes that pass some of them).
@@ -138,6 +144,11 @@ class CycleState:
     own: IntArray
     cpu: int  # the spec's request, millicores (parsed once per cycle)
     memory: int  # bytes
+    free_pods: IntArray  # Pods each node still takes (every replica is one)
+    #: The spec's other resources (``WorkloadSpec.scalars``), and each one's free amount per
+    #: node: only those asked for, so a cycle that asks cpu and memory alone copies no more.
+    scalars: Scalars = ()
+    free_scalars: dict[str, IntArray] = field(default_factory=dict)
     now: float = 0.0  # the cycle's time, seconds since the epoch (``Verdict.leaves``)
     data: dict[str, Any] = field(default_factory=dict)
     passes: BoolArray | None = None
@@ -158,20 +169,39 @@ class CycleState:
 
     # -- the only writers of the scratch arrays ----------------------------------------------
 
-    def take(self, i: int, cpu: int, memory: int, *, own: bool = True) -> None:
-        """Node ``i`` holds one more replica of (``cpu``, ``memory``): of this Workload when
-        ``own`` (counted in ``own``), else of another one."""
+    def take(
+        self, i: int, cpu: int, memory: int, scalars: Scalars = (), *, own: bool = True
+    ) -> None:
+        """Node ``i`` holds one more replica (one Pod) of (``cpu``, ``memory``, ``scalars``):
+        of this Workload when ``own`` (counted in ``own``), else of another one. Scalar
+        resources this cycle does not ask for are not followed."""
         self.free_cpu[i] -= cpu
         self.free_memory[i] -= memory
+        self.free_pods[i] -= 1
+        for name, amount in scalars:
+            free = self.free_scalars.get(name)
+            if free is not None:
+                free[i] -= amount
         if own:
             self.own[i] += 1
 
-    def give(self, i: int, cpu: int, memory: int, *, own: bool = True) -> None:
+    def give(
+        self, i: int, cpu: int, memory: int, scalars: Scalars = (), *, own: bool = True
+    ) -> None:
         """The reverse of ``take``: node ``i`` holds one replica fewer."""
         self.free_cpu[i] += cpu
         self.free_memory[i] += memory
+        self.free_pods[i] += 1
+        for name, amount in scalars:
+            free = self.free_scalars.get(name)
+            if free is not None:
+                free[i] += amount
         if own:
             self.own[i] -= 1
+
+    def take_one(self, i: int) -> None:
+        """``take`` one replica of this Workload, at the spec's size."""
+        self.take(i, self.cpu, self.memory, self.scalars)
 
     def book(self, bookings: Iterable[Booking]) -> None:
         """``take`` for each booking on a node of the table (this Workload's own, by AllocID,
@@ -179,7 +209,8 @@ class CycleState:
         for b in bookings:
             i = self.table.index.get(b.node)
             if i is not None:
-                self.take(i, b.cpu, b.memory, own=alloc_index(self.key, b.alloc_id) is not None)
+                own = alloc_index(self.key, b.alloc_id) is not None
+                self.take(i, b.cpu, b.memory, b.scalars, own=own)
 
     def lift(self, bookings: Iterable[Booking]) -> None:
         """``give`` for each booking on a node of the table: the replicas are gone (this
@@ -187,7 +218,20 @@ class CycleState:
         for b in bookings:
             i = self.table.index.get(b.node)
             if i is not None:
-                self.give(i, b.cpu, b.memory, own=alloc_index(self.key, b.alloc_id) is not None)
+                own = alloc_index(self.key, b.alloc_id) is not None
+                self.give(i, b.cpu, b.memory, b.scalars, own=own)
+
+    def fits_one(self, i: int, *, pod: bool = True) -> bool:
+        """Whether node ``i`` holds one more replica of the spec's size now: ``has_room`` for
+        a Pod and every resource asked for (``ResourcesFit``'s rule, for one node). Without
+        ``pod``, the resources only: a replica that stays where it is and grows is a Pod there
+        already (capacity never evicts, and a resize asks only for what it adds)."""
+        return (
+            (not pod or self.free_pods[i] >= 1)
+            and has_room(int(self.free_cpu[i]), self.cpu)
+            and has_room(int(self.free_memory[i]), self.memory)
+            and all(has_room(int(self.free_scalars[n][i]), a) for n, a in self.scalars)
+        )
 
     @contextmanager
     def vacated(self, i: int) -> Iterator[None]:
@@ -195,11 +239,11 @@ class CycleState:
         back after it: dry runs one replica after another on a cycle that is itself a
         planner's copy (``Framework.what_if``), without a copy each time (the rebalancer asks
         this of every replica it might move)."""
-        self.give(i, self.cpu, self.memory)
+        self.give(i, self.cpu, self.memory, self.scalars)
         try:
             yield
         finally:
-            self.take(i, self.cpu, self.memory)
+            self.take_one(i)
 
     def clone(self) -> CycleState:
         """A copy whose scratch arrays and plugin data are its own (kube's
@@ -207,6 +251,8 @@ class CycleState:
         other = copy.copy(self)  # every field shared, then the scratch made its own
         other.free_cpu = self.free_cpu.copy()
         other.free_memory = self.free_memory.copy()
+        other.free_pods = self.free_pods.copy()
+        other.free_scalars = {name: free.copy() for name, free in self.free_scalars.items()}
         other.own = self.own.copy()
         other.data = dict(self.data)
         return other
@@ -440,13 +486,15 @@ class Framework:
     ) -> tuple[tuple[RejectionReason, ...], Code]:
         """The first failing filter per node, counted per reason, with a few node names and the
         plugin that rejected them (passed on to the status, the metrics and explanations); and
-        ``UNSCHEDULABLE`` when some node failed only for a reason capacity can cure.
+        ``UNSCHEDULABLE`` when some node failed only for a reason capacity can cure (not beyond
+        cure: ``Rejection.beyond``).
         Nodes in ``ignore`` (a DaemonSet's nodes that already hold it) are not reported."""
         table = cycle.table
         remaining = np.ones(len(table), dtype=np.bool_) if ignore is None else ~ignore
         reasons: list[RejectionReason] = []
         code = Code.UNRESOLVABLE
         for result in (*filtered.results, *self.filter_replica(cycle)):
+            beyond = _beyond(result.rejections)
             for rejection in result.rejections:
                 failed = remaining & ~rejection.passed
                 count = int(failed.sum())
@@ -462,7 +510,7 @@ class Framework:
                 )
                 remaining &= rejection.passed
                 cure = result.code if rejection.code is None else rejection.code
-                if cure is Code.UNSCHEDULABLE:
+                if cure is Code.UNSCHEDULABLE and (beyond is None or (failed & ~beyond).any()):
                     code = Code.UNSCHEDULABLE
         return tuple(reasons), code
 
@@ -510,6 +558,17 @@ def _run_filter(plugin: FilterPlugin, cycle: CycleState) -> FilterResult:
         since=verdict.since,
         until=verdict.until,
     )
+
+
+def _beyond(rejections: tuple[Rejection, ...]) -> BoolArray | None:
+    """The nodes one of ``rejections`` rejects beyond cure (``Rejection.beyond``): a node
+    short of one resource it can never hold is not cured by room freed for another."""
+    out: BoolArray | None = None
+    for rejection in rejections:
+        if rejection.beyond is not None:
+            found = rejection.beyond & ~rejection.passed
+            out = found if out is None else out | found
+    return out
 
 
 def _conjunction(masks: Any, size: int) -> BoolArray:

@@ -30,6 +30,7 @@ from typing import Any, overload
 import numpy as np
 from pydantic import ValidationError
 
+from controller.api import resources as names
 from controller.api.models import (
     Placement,
     Resources,
@@ -38,6 +39,7 @@ from controller.api.models import (
     key_of,
     workload_key,
 )
+from controller.api.resources import Scalars
 from controller.scheduler.nodes import BoolArray, IntArray, NodeInfo, NodeTable
 
 MAX_INDEX_DIGITS = 9
@@ -93,6 +95,14 @@ def fits(free_cpu: int, free_memory: int, cpu: int, memory: int) -> bool:
     return has_room(free_cpu, cpu) and has_room(free_memory, memory)
 
 
+def scalar_amount(scalars: Scalars, name: str) -> int:
+    """The amount of ``name`` in ``scalars`` (0 when absent)."""
+    for n, amount in scalars:
+        if n == name:
+            return amount
+    return 0
+
+
 @dataclass(frozen=True, slots=True)
 class Booking:
     """One placed replica and the resources it holds on its node.
@@ -108,6 +118,8 @@ class Booking:
     memory: int
     score: int = 0
     sized: bool = True
+    #: Every other resource it holds (``Resources.scalars``), shared by a Workload's bookings.
+    scalars: Scalars = ()
 
 
 @dataclass(eq=False)
@@ -129,8 +141,12 @@ class Ledger:
         self.table = table if table is not None else NodeTable(())
         self.used_cpu: IntArray = np.zeros(len(self.table), dtype=np.int64)
         self.used_memory: IntArray = np.zeros(len(self.table), dtype=np.int64)
-        #: Replicas booked per node (of every Workload): the per-node gauge, kept in step.
+        #: Replicas booked per node (of every Workload): the Pods counted against allocatable
+        #: ``pods``, and the per-node gauge, kept in step.
         self.replicas: IntArray = np.zeros(len(self.table), dtype=np.int64)
+        #: Booked per scalar resource (ephemeral-storage, huge pages, extended), per node: a
+        #: column for each name some booking holds.
+        self.used_scalars: dict[str, IntArray] = {}
         #: Node name -> {Workload key: its replicas there}: who a node change concerns,
         #: without walking every booking (``keys_on``).
         self._on_node: dict[str, dict[str, int]] = {}
@@ -159,6 +175,21 @@ class Ledger:
         """Free cpu and memory per node of the bound table (allocatable minus bookings)."""
         return self.table.cpu - self.used_cpu, self.table.memory - self.used_memory
 
+    def free_pods(self) -> IntArray:
+        """Pods each node still takes (allocatable ``pods`` minus the replicas booked)."""
+        return self.table.pods - self.replicas
+
+    def free_scalar(self, name: str) -> IntArray:
+        """Free ``name`` per node: allocatable minus bookings (negative where a node offers
+        less than is booked there: it shrank, or stopped offering it)."""
+        used = self.used_scalars.get(name)
+        allocatable = self.table.scalar(name)
+        return allocatable - used if used is not None else allocatable.copy()
+
+    def resource_names(self) -> list[str]:
+        """Every scalar resource a node offers or a booking holds, sorted."""
+        return sorted({*self.table.scalars, *self.used_scalars})
+
     def replicas_per_node(self, key: str) -> IntArray:
         """How many replicas of Workload ``key`` each node holds (for name affinity)."""
         counts = np.zeros(len(self.table), dtype=np.int64)
@@ -176,6 +207,7 @@ class Ledger:
         other.used_cpu = self.used_cpu.copy()
         other.used_memory = self.used_memory.copy()
         other.replicas = self.replicas.copy()
+        other.used_scalars = {name: used.copy() for name, used in self.used_scalars.items()}
         other._on_node = {node: dict(keys) for node, keys in self._on_node.items()}
         return other
 
@@ -195,25 +227,25 @@ class Ledger:
           on a live cluster whose node was deleted: the scheduler finds those replicas'
           node gone and places them again, a DaemonSet's simply end;
         - ``add``: nodes added, empty (capacity bought). A name that would be there twice is
-          a ``ValueError``, and so is the name of a node removed in the same change: what that
-          node held stays recorded under its name, so a node added under it would not be
-          empty.
+          a ``ValueError``. A node removed and added in the same change is replaced: the one
+          added is empty, and what the removed one held is displaced as from any removed
+          node (its bookings are recorded as on a node that is gone, ``REMOVED``).
         """
         other = self.copy()
         added = tuple(add)
         if remove or added:
             gone = set(remove)
             staying = [n for n in self.table.nodes if n.hostname not in gone]
-            names = {n.hostname for n in staying}
+            hostnames = {n.hostname for n in staying}
             for node in added:
-                if node.hostname in gone:
-                    raise ValueError(
-                        f"node {node.hostname} is removed: a node added under its name would "
-                        "hold what the removed one held"
-                    )
-                if node.hostname in names:
+                if node.hostname in hostnames:
                     raise ValueError(f"node {node.hostname} is already in the cluster")
-                names.add(node.hostname)
+                hostnames.add(node.hostname)
+            replaced = gone & hostnames
+            for key in {k for node in replaced for k in other.keys_on(node)}:
+                other.load(
+                    key, (_gone(b) if b.node in replaced else b for b in other.bookings(key))
+                )
             other.rebind(NodeTable([*staying, *added]))
         for key, lifted in (lift or {}).items():
             gone_ids = {(b.node, b.alloc_id) for b in lifted}
@@ -239,6 +271,7 @@ class Ledger:
         self.used_cpu = np.zeros(len(table), dtype=np.int64)
         self.used_memory = np.zeros(len(table), dtype=np.int64)
         self.replicas = np.zeros(len(table), dtype=np.int64)
+        self.used_scalars = {}
         for bookings in self._bookings.values():
             self._apply(bookings, +1)
 
@@ -320,6 +353,20 @@ class Ledger:
                 self.used_cpu[i] += sign * b.cpu
                 self.used_memory[i] += sign * b.memory
                 self.replicas[i] += sign
+                for name, amount in b.scalars:
+                    used = self.used_scalars.get(name)
+                    if used is None:
+                        used = self.used_scalars[name] = np.zeros(len(self.table), np.int64)
+                    used[i] += sign * amount
+
+
+#: Where ``Ledger.what_if`` records what a node replaced in the same change held: no node's
+#: name (a Node's name is never empty), so it counts nowhere and the scheduler places it again.
+REMOVED = ""
+
+
+def _gone(b: Booking) -> Booking:
+    return Booking(REMOVED, b.alloc_id, b.cpu, b.memory, b.score, b.sized, b.scalars)
 
 
 def held_until_written(
@@ -337,36 +384,80 @@ def held_until_written(
         now = held.get((b.node, b.alloc_id))
         if now is None:
             held[(b.node, b.alloc_id)] = b
-        elif b.cpu > now.cpu or b.memory > now.memory:
+        elif b.cpu > now.cpu or b.memory > now.memory or b.scalars != now.scalars:
             held[(b.node, b.alloc_id)] = Booking(
-                b.node, b.alloc_id, max(b.cpu, now.cpu), max(b.memory, now.memory), now.score
+                b.node,
+                b.alloc_id,
+                max(b.cpu, now.cpu),
+                max(b.memory, now.memory),
+                now.score,
+                scalars=larger(b.scalars, now.scalars),
             )
     return tuple(held.values())
 
 
+def larger(a: Scalars, b: Scalars) -> Scalars:
+    """Per resource, the larger of the two amounts (a resource in one only: its amount)."""
+    if a == b:
+        return a
+    merged = dict(a)
+    for name, amount in b:
+        merged[name] = max(merged.get(name, 0), amount)
+    return tuple(sorted(merged.items()))
+
+
 def gives_back(previous: tuple[Booking, ...], current: tuple[Booking, ...]) -> bool:
     """Whether ``current`` gives capacity back on some node, next to ``previous`` (a replica
-    moved away, fewer replicas, or smaller ones)."""
-    usage: dict[str, list[int]] = {}
+    moved away, fewer replicas, or smaller ones), of any resource (a Pod counted as one)."""
+    usage: dict[str, dict[str, int]] = {}
     for sign, bookings in ((1, previous), (-1, current)):
         for b in bookings:
-            node = usage.setdefault(b.node, [0, 0])
-            node[0] += sign * b.cpu
-            node[1] += sign * b.memory
-    return any(cpu > 0 or memory > 0 for cpu, memory in usage.values())
+            node = usage.setdefault(b.node, {})
+            for name, amount in (
+                (names.PODS, 1),
+                (names.CPU, b.cpu),
+                (names.MEMORY, b.memory),
+                *b.scalars,
+            ):
+                node[name] = node.get(name, 0) + sign * amount
+    return any(amount > 0 for node in usage.values() for amount in node.values())
 
 
 def bookings_from_status(workload: Workload) -> list[Booking]:
     """A Workload's recorded placements (its ``status``), booked at the size the status
-    records (``status.resources``), or else at the spec's, marked as a guess."""
+    records (``status.resources``), each resource the spec asks for and the status does not
+    record at the spec's amount, marked as a guess (``Booking.sized``)."""
     status = workload.status
     if status is None:
         return []
-    held = status.resources
-    sized = held is not None
-    cpu = held.cpu_millis if held is not None else workload.spec.cpu_millis
-    memory = held.memory_bytes if held is not None else workload.spec.memory_bytes
-    return [Booking(p.node, p.alloc_id, cpu, memory, p.score, sized) for p in status.placements]
+    cpu, memory, scalars, sized = booked_size(status.resources, workload.spec.resources)
+    return [
+        Booking(p.node, p.alloc_id, cpu, memory, p.score, sized, scalars) for p in status.placements
+    ]
+
+
+def booked_size(held: Resources | None, wanted: Resources | None) -> tuple[int, int, Scalars, bool]:
+    """(cpu, memory, scalars, sized): what a placement holds, per resource as the status
+    records it (``held``), else as the spec asks (``wanted``); sized when the status records
+    every resource the spec asks for (a status without ``resources``, written by hand or by
+    an older orca, is a guess throughout)."""
+    if held is None:
+        held = _NOTHING
+        sized = False
+    else:
+        sized = wanted is None or all(held.given(name) for name in wanted.root)
+    if wanted is None or sized:
+        return held.cpu_millis, held.memory_bytes, held.scalars, sized
+    cpu = held.cpu_millis if held.given(names.CPU) else wanted.cpu_millis
+    memory = held.memory_bytes if held.given(names.MEMORY) else wanted.memory_bytes
+    scalars = dict(held.scalars)
+    for name, amount in wanted.scalars:
+        if not held.given(name):
+            scalars[name] = amount
+    return cpu, memory, tuple(sorted(scalars.items())), sized
+
+
+_NOTHING = Resources()
 
 
 def ledger_from_statuses(nodes: Iterable[NodeInfo], workloads: Iterable[Workload]) -> Ledger:
@@ -384,8 +475,8 @@ def bookings_from_object(obj: Mapping[str, Any]) -> list[Booking]:
     Best effort on what the models refuse: each placement is read on its own (one that does
     not parse is not booked; it names no node orca can account to). The size is the one the
     status records (``status.resources``), else the spec's (``spec.resources``, marked as a
-    guess like ``bookings_from_status`` does), each of cpu and memory read on its own; one that
-    does not parse either way books zero (the replica keeps its node and allocId, not that
+    guess like ``bookings_from_status`` does), each resource read on its own; one that does
+    not parse either way books zero (the replica keeps its node and allocId, not that
     capacity).
     """
     try:
@@ -393,12 +484,13 @@ def bookings_from_object(obj: Mapping[str, Any]) -> list[Booking]:
     except ValidationError:
         pass
     status, spec = obj.get("status"), obj.get("spec")
-    held = _size_of(status.get("resources") if isinstance(status, Mapping) else None)
-    wanted = _size_of(spec.get("resources") if isinstance(spec, Mapping) else None)
-    sized = held[0] is not None and held[1] is not None
-    cpu = held[0] if held[0] is not None else wanted[0] or 0
-    memory = held[1] if held[1] is not None else wanted[1] or 0
-    return [Booking(p.node, p.alloc_id, cpu, memory, p.score, sized) for p in placements_of(obj)]
+    held = _resources_of(status.get("resources") if isinstance(status, Mapping) else None)
+    wanted = _resources_of(spec.get("resources") if isinstance(spec, Mapping) else None)
+    cpu, memory, scalars, sized = booked_size(held, wanted)
+    return [
+        Booking(p.node, p.alloc_id, cpu, memory, p.score, sized, scalars)
+        for p in placements_of(obj)
+    ]
 
 
 def placements_of(obj: Mapping[str, Any]) -> list[Placement]:
@@ -420,18 +512,19 @@ def placements_of(obj: Mapping[str, Any]) -> list[Placement]:
     return placements
 
 
-def _size_of(raw: object) -> tuple[int | None, int | None]:
-    """(millicores, bytes) of a raw ``resources`` object, each None when absent or refused."""
+def _resources_of(raw: object) -> Resources | None:
+    """The resources of a raw ``resources`` object that parse, each on its own (the first
+    ``MAX_RESOURCES`` of them); None when it is not an object."""
     if not isinstance(raw, Mapping):
-        return None, None
-    cpu = memory = None
-    if raw.get("cpu") is not None:
+        return None
+    valid: dict[str, Any] = {}
+    for name, value in raw.items():
+        if len(valid) >= names.MAX_RESOURCES:
+            break
         with contextlib.suppress(ValidationError):
-            cpu = Resources.model_validate({"cpu": raw["cpu"]}).cpu_millis
-    if raw.get("memory") is not None:
-        with contextlib.suppress(ValidationError):
-            memory = Resources.model_validate({"memory": raw["memory"]}).memory_bytes
-    return cpu, memory
+            Resources.model_validate({name: value})
+            valid[name] = value
+    return Resources.model_validate(valid)
 
 
 def ledger_from_objects(nodes: Iterable[NodeInfo], objects: Iterable[Mapping[str, Any]]) -> Ledger:

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from controller.api import resources as names
 from controller.api.models import (
     DNS1123_SUBDOMAIN_PATTERN,
     MAX_NAME_LENGTH,
@@ -28,6 +29,7 @@ from controller.api.models import (
     TaintEffect,
     quantity_to_int,
 )
+from controller.api.resources import Scalars
 
 #: Where the Node objects this module reads are listed (core/v1).
 NODES_PATH = "/api/v1/nodes"
@@ -108,6 +110,13 @@ class NodeInfo(Compact):
     kind: str = "linux"
     cpu: int = Field(default=0, ge=0, le=MAX_SCALED_QUANTITY, description="millicores")
     memory: int = Field(default=0, ge=0, le=MAX_SCALED_QUANTITY, description="bytes")
+    #: Allocatable ``pods``: how many replicas the node takes (of every Workload). None when
+    #: the Node does not say: no limit (kube would take none, ``GetAllowedPodNumber`` 0; a
+    #: kubelet always says, a Node written by hand often does not).
+    pods: int | None = Field(default=None, ge=0, le=MAX_SCALED_QUANTITY)
+    #: Allocatable ephemeral-storage, huge pages and extended resources, by name (sorted):
+    #: what a Workload may ask for beside cpu and memory (``controller.api.resources``).
+    scalars: Scalars = ()
     ready: bool = True  # the Ready condition is True (else: takes nothing new)
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
@@ -154,6 +163,8 @@ def node_info_from_node(node: Mapping[str, Any], *, imply_lifecycle: bool = True
         kind=labels.get(KIND_LABEL, DEFAULT_KIND).lower() or DEFAULT_KIND,
         cpu=_allocatable(status, "cpu", 1000),
         memory=_allocatable(status, "memory", 1),
+        pods=_pods(status),
+        scalars=_scalars(status),
         ready=ready == "True",
         unschedulable=_unschedulable(spec),
         taints=_with_lifecycle_taint(taints, ready, since) if imply_lifecycle else taints,
@@ -167,7 +178,7 @@ NodeParts = tuple[Any, ...]
 
 def read_parts(node: Mapping[str, Any]) -> NodeParts | None:
     """The parts of a Node object ``node_info_from_node`` reads, other than its name and
-    labels, as they are in the object: allocatable cpu and memory, ``spec.unschedulable``,
+    labels, as they are in the object: allocatable (every resource), ``spec.unschedulable``,
     ``spec.taints`` and the Ready condition's status and ``lastTransitionTime``. Two objects of
     the same Node with equal parts and equal labels give the same ``NodeInfo``, so the
     operator compares these before reading an update again: a heartbeat (only conditions'
@@ -190,8 +201,7 @@ def read_parts(node: Mapping[str, Any]) -> NodeParts | None:
         if condition.get("type") == "Ready":
             ready.append((condition.get("status"), condition.get("lastTransitionTime")))
     return (
-        allocatable.get("cpu"),
-        allocatable.get("memory"),
+        tuple(allocatable.items()),  # every resource (the API server lists them sorted)
         spec.get("unschedulable"),
         spec.get("taints"),
         tuple(ready),
@@ -338,6 +348,33 @@ def _allocatable(status: Mapping[str, Any], resource: str, scale: int) -> int:
         raise NodeError(f"status.allocatable.{resource}: {exc}") from None
 
 
+def _pods(status: Mapping[str, Any]) -> int | None:
+    allocatable = _object(status, "allocatable", "status.allocatable")
+    if allocatable.get(names.PODS) is None:
+        return None
+    return _allocatable(status, names.PODS, 1)
+
+
+def _scalars(status: Mapping[str, Any]) -> Scalars:
+    """Allocatable resources a Workload may ask for beside cpu and memory: ephemeral-storage,
+    huge pages and extended resources, as kube's ``Resource.Add`` counts them (``Value()``,
+    rounded up). Others (``pods``, ``attachable-volumes-*``, names in the ``kubernetes.io``
+    domain) are Kubernetes' own and not asked for by name."""
+    allocatable = _object(status, "allocatable", "status.allocatable")
+    if len(allocatable) > names.MAX_NODE_RESOURCES:
+        raise NodeError(
+            f"status.allocatable: {len(allocatable)} resources, more than orca reads "
+            f"({names.MAX_NODE_RESOURCES})"
+        )
+    out = []
+    for name in allocatable:
+        if name in (names.CPU, names.MEMORY) or not isinstance(name, str):
+            continue
+        if names.name_problem(name) is None:
+            out.append((name, _allocatable(status, name, 1)))
+    return tuple(sorted(out))
+
+
 def rfc3339_to_epoch(value: str) -> float:
     """An RFC 3339 timestamp (``2026-12-01T10:00:00Z``) as seconds since the epoch."""
     try:
@@ -393,6 +430,27 @@ def _with_lifecycle_taint(
     key = TAINT_UNREACHABLE if ready == "Unknown" else TAINT_NOT_READY
     implied = Taint(key=key, effect=TaintEffect.NO_EXECUTE, time_added=since)
     return tuple(sorted((*taints, implied), key=_taint_order))
+
+
+#: Allocatable pods of a node that does not say: more than any booking count reaches.
+NO_POD_LIMIT: Final = MAX_SCALED_QUANTITY
+
+
+def _pod_limit(info: NodeInfo) -> int:
+    return NO_POD_LIMIT if info.pods is None else info.pods
+
+
+def _scalar_columns(nodes: tuple[NodeInfo, ...]) -> dict[str, IntArray]:
+    """Allocatable per scalar resource, a column per name some node offers (more than 0 of:
+    ``NodeTable.scalar`` answers zeros for any other name)."""
+    columns: dict[str, IntArray] = {}
+    for i, info in enumerate(nodes):
+        for name, amount in info.scalars:
+            column = columns.get(name)
+            if column is None:
+                column = columns[name] = np.zeros(len(nodes), dtype=np.int64)
+            column[i] = amount
+    return {name: column for name, column in columns.items() if column.any()}
 
 
 def _taint_order(t: Taint) -> tuple[str, str, str]:
@@ -463,7 +521,17 @@ class NodeTable:
     #: How many earlier tables ``changed_since`` remembers.
     LINEAGE: Final = 16
     #: The NodeInfo fields a change of which gives the table a new ``shape``.
-    SHAPE_FIELDS: Final = ("hostname", "runtimes", "tags", "labels", "kind", "cpu", "memory")
+    SHAPE_FIELDS: Final = (
+        "hostname",
+        "runtimes",
+        "tags",
+        "labels",
+        "kind",
+        "cpu",
+        "memory",
+        "pods",
+        "scalars",
+    )
 
     def __init__(self, nodes: Iterable[NodeInfo]) -> None:
         by_name: dict[str, NodeInfo] = {}
@@ -474,6 +542,9 @@ class NodeTable:
         self.hostnames: tuple[str, ...] = tuple(n.hostname for n in self.nodes)
         self.cpu: IntArray = np.array([n.cpu for n in self.nodes], dtype=np.int64)
         self.memory: IntArray = np.array([n.memory for n in self.nodes], dtype=np.int64)
+        self.pods: IntArray = np.array([_pod_limit(n) for n in self.nodes], dtype=np.int64)
+        #: Allocatable per scalar resource a node of the table offers (0 on the others).
+        self.scalars: dict[str, IntArray] = _scalar_columns(self.nodes)
         self.ready: BoolArray = np.array([n.ready for n in self.nodes], dtype=np.bool_)
         self.cordoned: BoolArray = np.array([n.unschedulable for n in self.nodes], dtype=np.bool_)
         self.readable: BoolArray = np.array([n.readable for n in self.nodes], dtype=np.bool_)
@@ -497,9 +568,13 @@ class NodeTable:
         # Divisors for the capacity scores: allocatable as float, inf where there is none.
         self.cpu_divisor: FloatArray = np.where(self.cpu > 0, self.cpu, np.inf)
         self.memory_divisor: FloatArray = np.where(self.memory > 0, self.memory, np.inf)
+        self._zeros: IntArray = np.zeros(len(self.nodes), dtype=np.int64)
         for arr in (
             self.cpu,
             self.memory,
+            self.pods,
+            *self.scalars.values(),
+            self._zeros,
             self.ready,
             self.cordoned,
             self.readable,
@@ -521,7 +596,12 @@ class NodeTable:
         rows = {self.index[info.hostname]: info for info in infos}
         table = object.__new__(NodeTable)
         nodes = list(self.nodes)
-        cpu, memory = self.cpu.copy(), self.memory.copy()
+        cpu, memory, pods = self.cpu.copy(), self.memory.copy(), self.pods.copy()
+        scalars = {name: column.copy() for name, column in self.scalars.items()}
+        for info in rows.values():
+            for name, _ in info.scalars:
+                if name not in scalars:
+                    scalars[name] = np.zeros(len(nodes), dtype=np.int64)
         ready, cordoned, readable = self.ready.copy(), self.cordoned.copy(), self.readable.copy()
         tainted = set(self.tainted)
         reshaped = False
@@ -531,7 +611,10 @@ class NodeTable:
                 getattr(old, f) != getattr(info, f) for f in NodeTable.SHAPE_FIELDS
             )
             nodes[i] = info
-            cpu[i], memory[i] = info.cpu, info.memory
+            cpu[i], memory[i], pods[i] = info.cpu, info.memory, _pod_limit(info)
+            offered = dict(info.scalars)
+            for name, column in scalars.items():
+                column[i] = offered.get(name, 0)
             ready[i], cordoned[i], readable[i] = info.ready, info.unschedulable, info.readable
             if info.taints:
                 tainted.add(i)
@@ -539,7 +622,8 @@ class NodeTable:
                 tainted.discard(i)
         table.nodes = tuple(nodes)
         table.index, table.hostnames = self.index, self.hostnames
-        table.cpu, table.memory = cpu, memory
+        table.cpu, table.memory, table.pods = cpu, memory, pods
+        table.scalars = {name: column for name, column in scalars.items() if column.any()}
         table.ready, table.cordoned, table.readable = ready, cordoned, readable
         table.tainted = tuple(sorted(tainted))
         table._derive()
@@ -553,6 +637,10 @@ class NodeTable:
 
     def __len__(self) -> int:
         return len(self.nodes)
+
+    def scalar(self, name: str) -> IntArray:
+        """Allocatable ``name`` per node (read-only; zeros where no node offers it)."""
+        return self.scalars.get(name, self._zeros)
 
     def names(self, mask: BoolArray, limit: int) -> list[str]:
         """The first ``limit`` hostnames where ``mask`` is true (for rejection reasons)."""

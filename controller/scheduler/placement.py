@@ -18,9 +18,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from controller.api.models import Phase, ScheduleMode
+from controller.api.resources import Scalars
 from controller.scheduler.decision import Decision, decide, phase_of, short_message
 from controller.scheduler.framework import NODES_PER_REASON, Code, CycleState, Filtered, Framework
-from controller.scheduler.ledger import Booking, alloc_id, alloc_index, fits
+from controller.scheduler.ledger import Booking, alloc_id, alloc_index
 from controller.scheduler.nodes import BoolArray
 
 
@@ -31,7 +32,7 @@ def release(cycle: CycleState, existing: Sequence[Booking]) -> None:
     for booking in existing:
         i = index.get(booking.node)
         if i is not None:
-            cycle.give(i, booking.cpu, booking.memory, own=False)
+            cycle.give(i, booking.cpu, booking.memory, booking.scalars, own=False)
 
 
 def keep(cycle: CycleState, existing: Sequence[Booking], keeps: BoolArray) -> dict[int, Booking]:
@@ -49,7 +50,7 @@ def keep(cycle: CycleState, existing: Sequence[Booking], keeps: BoolArray) -> di
     did not grow are settled first, so the growing ones see what is really left.
     """
     table = cycle.table
-    cpu, memory = cycle.cpu, cycle.memory
+    cpu, memory, scalars = cycle.cpu, cycle.memory, cycle.scalars
     replicas = cycle.spec.replicas
     staying: list[tuple[bool, int, int, Booking]] = []
     for booking in existing:
@@ -59,19 +60,32 @@ def keep(cycle: CycleState, existing: Sequence[Booking], keeps: BoolArray) -> di
             continue
         if not cycle.daemon and index >= replicas:
             continue
-        grows = not booking.sized or cpu > booking.cpu or memory > booking.memory
+        grows = (
+            not booking.sized
+            or cpu > booking.cpu
+            or memory > booking.memory
+            or (scalars != booking.scalars and grown(booking.scalars, scalars))
+        )
         staying.append((grows, index, i, booking))
     kept: dict[int, Booking] = {}
     taken_nodes: set[int] = set()
     for grows, index, i, booking in sorted(staying, key=lambda s: s[0]):  # stable sort
         if index in kept or (cycle.daemon and i in taken_nodes):
             continue
-        if grows and not fits(int(cycle.free_cpu[i]), int(cycle.free_memory[i]), cpu, memory):
+        if grows and not cycle.fits_one(i, pod=False):
             continue
-        cycle.take(i, cpu, memory)
+        cycle.take_one(i)
         taken_nodes.add(i)
-        kept[index] = Booking(booking.node, booking.alloc_id, cpu, memory, booking.score)
+        kept[index] = Booking(
+            booking.node, booking.alloc_id, cpu, memory, booking.score, scalars=scalars
+        )
     return kept
+
+
+def grown(held: Scalars, wanted: Scalars) -> bool:
+    """Whether ``wanted`` asks more of some scalar resource than ``held`` holds."""
+    had = dict(held)
+    return any(amount > had.get(name, 0) for name, amount in wanted)
 
 
 def place_replicas(
@@ -80,7 +94,7 @@ def place_replicas(
     """Job and Service: fill the missing replica indexes one by one."""
     table = cycle.table
     desired = cycle.spec.replicas
-    cpu, memory = cycle.cpu, cycle.memory
+    cpu, memory, scalars = cycle.cpu, cycle.memory, cycle.scalars
     new: dict[int, Booking] = {}
     for index in range(desired):
         if index in kept:
@@ -95,8 +109,10 @@ def place_replicas(
         best = int(np.argmax(scores))  # the first maximum: lowest hostname wins ties
         i = int(candidates[best])
         booking_id = alloc_id(cycle.namespace, cycle.name, index)
-        new[index] = Booking(table.hostnames[i], booking_id, cpu, memory, int(scores[best]))
-        cycle.take(i, cpu, memory)
+        new[index] = Booking(
+            table.hostnames[i], booking_id, cpu, memory, int(scores[best]), scalars=scalars
+        )
+        cycle.take_one(i)
     bookings = [b for _, b in sorted({**kept, **new}.items())]
     placed = len(bookings)
     if placed >= desired:
@@ -116,7 +132,7 @@ def place_daemonset(
     plugins that ``select``) that cannot take it (runtime, capacity) as missing.
     """
     table = cycle.table
-    cpu, memory = cycle.cpu, cycle.memory
+    cpu, memory, scalars = cycle.cpu, cycle.memory, cycle.scalars
     holding = cycle.own > 0
     diagnosis, code = framework.diagnose(cycle, filtered, ignore=holding)
     candidates = np.flatnonzero(framework.fits(cycle, filtered) & ~holding)
@@ -124,7 +140,14 @@ def place_daemonset(
     used = set(kept)
     free_indexes = (i for i in range(len(table) + len(kept) + 1) if i not in used)
     new = [
-        Booking(table.hostnames[i], alloc_id(cycle.namespace, cycle.name, index), cpu, memory, s)
+        Booking(
+            table.hostnames[i],
+            alloc_id(cycle.namespace, cycle.name, index),
+            cpu,
+            memory,
+            s,
+            scalars=scalars,
+        )
         for i, s, index in zip(candidates.tolist(), scores.tolist(), free_indexes, strict=False)
     ]
     bookings = sorted([*kept.values(), *new], key=lambda b: alloc_index(cycle.key, b.alloc_id) or 0)

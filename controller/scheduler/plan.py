@@ -10,14 +10,21 @@ statuses) is the only thing written.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from controller.api.models import Phase, Workload, WorkloadStatus, workload_selector
+from controller.scheduler.budgets import budgets_of
 from controller.scheduler.ledger import Ledger, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, rfc3339_to_epoch
 from controller.scheduler.plugins.topology_spread import ConstraintVerdict, explain_spread
-from controller.scheduler.preemption import Victim, may_preempt, preempt
+from controller.scheduler.preemption import (
+    Victim,
+    budget_blockers,
+    budget_message,
+    may_preempt,
+    preempt,
+)
 from controller.scheduler.priority import NO_CLASSES, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import rfc3339_now, status_from_decision
@@ -75,7 +82,7 @@ def plan(
     (``orca explain --drain`` narrates one Workload at its turn)."""
     if ledger is None:
         ledger = ledger_from_statuses(nodes, workloads)
-    scheduler = scheduler or Scheduler()
+    scheduler = scheduler or Scheduler(gang_grace=False)
     timestamp = now or rfc3339_now()
     clock = rfc3339_to_epoch(timestamp)
     resolved = {w.key: classes.resolve(w.spec.priority_class_name) for w in workloads}
@@ -89,6 +96,7 @@ def plan(
     floor = min([classes.lowest, *priorities.values()])  # nothing to preempt at or below it
     preempted: dict[str, list[Preempted]] = {}
     results: list[PlanResult] = []
+    budgeted = [w for w in workloads if w.spec.disruption is not None or w.spec.gang is not None]
     for workload in order:
         key = workload.key
         if before_each is not None:
@@ -98,9 +106,37 @@ def plan(
         priority = resolved[key]
         if may_preempt(workload, decision, priority) and priority.value > floor:
             preemptible = {k: v for k, v in priorities.items() if k != key and ledger.bookings(k)}
-            found = preempt(
-                scheduler, workload, ledger, decision, classes, preemptible, started, now=clock
+            budgets = budgets_of(
+                (w for w in budgeted if w.key in preemptible),
+                {w.key: len(ledger.bookings(w.key)) for w in budgeted},
             )
+            found = preempt(
+                scheduler,
+                workload,
+                ledger,
+                decision,
+                classes,
+                preemptible,
+                started,
+                now=clock,
+                budgets=budgets,
+            )
+            if found is None and budgets:
+                blockers = budget_blockers(
+                    scheduler,
+                    workload,
+                    ledger,
+                    decision,
+                    classes,
+                    preemptible,
+                    started,
+                    budgets,
+                    now=clock,
+                )
+                if blockers:
+                    decision = replace(
+                        decision, message=decision.message + budget_message(blockers)
+                    )
             if found is not None:  # as the operator does (controller.operator.preemption)
                 chosen, decision = found
                 for victim_key, kept in chosen.remaining(ledger).items():

@@ -54,10 +54,13 @@ from typing import Final
 
 import numpy as np
 
+from controller.api import resources as names
 from controller.api.models import Condition, Phase, Workload, WorkloadKind, WorkloadStatus
+from controller.api.resources import Scalars
+from controller.scheduler.budgets import Budget
 from controller.scheduler.decision import Decision, phase_of
-from controller.scheduler.framework import Code
-from controller.scheduler.ledger import Booking, Ledger, fits
+from controller.scheduler.framework import Code, CycleState
+from controller.scheduler.ledger import Booking, Ledger, has_room, scalar_amount
 from controller.scheduler.nodes import BoolArray, IntArray, NodeTable
 from controller.scheduler.priority import Priority, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
@@ -78,6 +81,61 @@ class Victim:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "start_key", start_key(self.started))
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What one replica of the preemptor asks of a node, over every dimension ``ResourcesFit``
+    checks: a Pod, cpu, memory and each scalar resource it asks for. Free room and victims'
+    sizes are vectors over the same dimensions (``free_at``, ``size``), so the per-node rule
+    is one loop over them, whatever resources are asked for."""
+
+    cpu: int
+    memory: int
+    scalars: Scalars = ()
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        return (names.PODS, names.CPU, names.MEMORY, *(name for name, _ in self.scalars))
+
+    @property
+    def vector(self) -> tuple[int, ...]:
+        return (1, self.cpu, self.memory, *(amount for _, amount in self.scalars))
+
+    def size(self, booking: Booking) -> tuple[int, ...]:
+        """What removing ``booking`` frees, per dimension."""
+        return (
+            1,
+            booking.cpu,
+            booking.memory,
+            *(scalar_amount(booking.scalars, name) for name, _ in self.scalars),
+        )
+
+    def free_at(self, cycle: CycleState, i: int) -> list[int]:
+        """The cycle's free room on node ``i``, per dimension."""
+        return [
+            int(cycle.free_pods[i]),
+            int(cycle.free_cpu[i]),
+            int(cycle.free_memory[i]),
+            *(int(cycle.free_scalars[name][i]) for name, _ in self.scalars),
+        ]
+
+    def columns(self, cycle: CycleState) -> list[IntArray]:
+        """The cycle's free room of every node, per dimension (live: the cycle's own arrays)."""
+        return [
+            cycle.free_pods,
+            cycle.free_cpu,
+            cycle.free_memory,
+            *(cycle.free_scalars[name] for name, _ in self.scalars),
+        ]
+
+    def fits(self, free: list[int]) -> bool:
+        """``has_room`` on every dimension: the one capacity rule, for one node."""
+        return all(has_room(f, r) for f, r in zip(free, self.vector, strict=True))
+
+    @classmethod
+    def of(cls, cycle: CycleState) -> Demand:
+        return cls(cycle.cpu, cycle.memory, cycle.scalars)
 
 
 @dataclass(frozen=True)
@@ -194,14 +252,17 @@ def select_victims(
     started: Mapping[str, datetime] | None = None,
     *,
     now: float,
+    budgets: Mapping[str, Budget] | None = None,
 ) -> PreemptionPlan | None:
     """The victims ``workload`` (at ``priority``, short as ``decision`` says) would need.
 
     ``preemptible`` maps the Workloads whose replicas may be removed now to their priority
     (the caller leaves out those it cannot touch, e.g. with a status write in flight); only
     those strictly below ``priority`` are considered. ``started`` maps Workloads to their
-    start stand-in (``metadata.creationTimestamp``); one absent counts as started now. None
-    when no missing replica can be placed by preempting.
+    start stand-in (``metadata.creationTimestamp``); one absent counts as started now.
+    ``budgets`` (``controller.scheduler.budgets``) caps, per Workload, how many of its
+    replicas the plan may take in all: a budget is never broken, whatever the preemptor's
+    priority. None when no missing replica can be placed by preempting.
 
     Exact, and cheap on big clusters: each node's rank (``node_rank``) is bounded below by
     (its lowest victim priority, that times the fewest victims that could cover its
@@ -219,31 +280,38 @@ def select_victims(
     cycle = scheduler.framework.what_if(
         prepared.cycle, book=[b for b in decision.bookings if b.alloc_id not in kept]
     )
-    free_cpu, free_memory = cycle.free_cpu, cycle.free_memory
+    demand = Demand.of(cycle)
     pools = _Pools.of(
-        ledger, preemptible, started or {}, priority, workload.key, prepared.filtered.passes
+        ledger,
+        preemptible,
+        started or {},
+        priority,
+        workload.key,
+        prepared.filtered.passes,
+        demand,
+        {key: b.allowed for key, b in (budgets or {}).items()},
     )
     if pools is None:
         return None
-    cpu, memory = cycle.cpu, cycle.memory
     if cycle.daemon:
         holding = {index[b.node] for b in decision.bookings if b.node in index}
-        daemon = _daemon_nominations(pools, holding, free_cpu, free_memory, cpu, memory, table)
+        daemon = _daemon_nominations(pools, holding, cycle, demand, table)
         return PreemptionPlan(workload.key, priority, daemon) if daemon else None
     touched: set[int] = set()  # nodes this plan freed room on (leftovers may fit more)
     nominations: list[Nomination] = []
     for _ in range(decision.desired - decision.placed):
-        chosen = _leftover(touched, free_cpu, free_memory, cpu, memory)
+        chosen = _leftover(touched, cycle, demand)
         if chosen is None:
-            chosen = pools.best(free_cpu, free_memory, cpu, memory, table.hostnames)
+            chosen = pools.best(demand.columns(cycle), demand, table.hostnames)
         if chosen is None:
             break
         i, victims = chosen
         for v in victims:
-            cycle.give(i, v.booking.cpu, v.booking.memory, own=False)
-        cycle.take(i, cpu, memory)
+            b = v.booking
+            cycle.give(i, b.cpu, b.memory, b.scalars, own=False)
+        cycle.take_one(i)
         if victims:
-            pools.remove(i, victims)
+            pools.spend(i, victims)
         touched.add(i)
         nominations.append(Nomination(table.hostnames[i], victims))
     if not any(n.victims for n in nominations):
@@ -261,18 +329,29 @@ def preempt(
     started: Mapping[str, datetime] | None = None,
     *,
     now: float,
+    budgets: Mapping[str, Budget] | None = None,
 ) -> tuple[PreemptionPlan, Decision] | None:
     """The preemption ``orca plan`` and the operator both make: the victims
-    (``select_victims``), then ``workload`` decided again on a scratch copy of ``ledger``
-    without their replicas, which re-checks every filter (per-replica ones such as topology
-    spread are not modelled by the plan); the plan stands only if that places more replicas
-    than ``decision`` did, and only with the nominations on the nodes where it placed them
-    (``only_on``: no replica is removed for nothing), trying again without the others. The
-    plan and the decision made without its victims, or None when preempting does not help.
-    Pure: ``ledger`` is read, never written; the caller removes the victims' replicas."""
+    (``select_victims``, within ``budgets``), then ``workload`` decided again on a scratch
+    copy of ``ledger`` without their replicas, which re-checks every filter (per-replica ones
+    such as topology spread are not modelled by the plan); the plan stands only if that
+    places more replicas than ``decision`` did, and only with the nominations on the nodes
+    where it placed them (``only_on``: no replica is removed for nothing), trying again
+    without the others. A gang's decision places all or nothing, so a plan that does not make
+    room for the whole gang places nothing more and does not stand. The plan and the
+    decision made without its victims, or None when preempting does not help. Pure:
+    ``ledger`` is read, never written; the caller removes the victims' replicas."""
     priority = classes.resolve(workload.spec.priority_class_name).value
     plan = select_victims(
-        scheduler, workload, ledger, decision, priority, preemptible, started, now=now
+        scheduler,
+        workload,
+        ledger,
+        decision,
+        priority,
+        preemptible,
+        started,
+        now=now,
+        budgets=budgets,
     )
     while plan is not None:
         after = scheduler.schedule(workload, ledger.what_if(lift=plan.lifted()), classes, now=now)
@@ -283,42 +362,78 @@ def preempt(
     return None
 
 
+def budget_blockers(
+    scheduler: Scheduler,
+    workload: Workload,
+    ledger: Ledger,
+    decision: Decision,
+    classes: PriorityClasses,
+    preemptible: Mapping[str, int],
+    started: Mapping[str, datetime] | None,
+    budgets: Mapping[str, Budget],
+    *,
+    now: float,
+) -> list[Budget]:
+    """When ``preempt`` within ``budgets`` found nothing: the budgets that stood in the way,
+    i.e. those the preemption made without budgets would break (sorted by key); empty when
+    preempting would not help even so. What the preemptor's status names."""
+    if not budgets:
+        return []
+    found = preempt(scheduler, workload, ledger, decision, classes, preemptible, started, now=now)
+    if found is None:
+        return []
+    taken = Counter(v.key for v in found[0].victims)
+    return sorted(
+        (
+            budgets[key]
+            for key, count in taken.items()
+            if key in budgets and count > budgets[key].allowed
+        ),
+        key=lambda b: b.key,
+    )
+
+
+def budget_message(blockers: Sequence[Budget]) -> str:
+    """`` Preempting would break the disruption budget of shop/web (minAvailable 3).``"""
+    shown = ", ".join(b.describe() for b in blockers)
+    noun = "budget" if len(blockers) == 1 else "budgets"
+    return f" Preempting would break the disruption {noun} of {shown}."
+
+
 def _daemon_nominations(
-    pools: _Pools,
-    holding: set[int],
-    free_cpu: IntArray,
-    free_memory: IntArray,
-    cpu: int,
-    memory: int,
-    table: NodeTable,
+    pools: _Pools, holding: set[int], cycle: CycleState, demand: Demand, table: NodeTable
 ) -> tuple[Nomination, ...]:
     """Per wanted node without the DaemonSet and without room for it, in hostname order: the
     victims that make room there, if any can."""
     nominations = []
     for i in np.flatnonzero(pools.has).tolist():
-        if i in holding or fits(int(free_cpu[i]), int(free_memory[i]), cpu, memory):
+        free = demand.free_at(cycle, i)
+        if i in holding or demand.fits(free):
             continue
-        victims = victims_on_node(int(free_cpu[i]), int(free_memory[i]), cpu, memory, pools.pool(i))
+        victims = pools.victims_on(i, free, demand)
         if victims:
+            pools.spend(i, victims)
             nominations.append(Nomination(table.hostnames[i], victims))
     return tuple(nominations)
 
 
 def _leftover(
-    touched: set[int], free_cpu: IntArray, free_memory: IntArray, cpu: int, memory: int
+    touched: set[int], cycle: CycleState, demand: Demand
 ) -> tuple[int, tuple[Victim, ...]] | None:
     """A node this plan already freed that holds one more replica without new victims:
     rank (no victim, 0, hostname) beats every other, so the lowest such index wins."""
     for i in sorted(touched):
-        if fits(int(free_cpu[i]), int(free_memory[i]), cpu, memory):
+        if demand.fits(demand.free_at(cycle, i)):
             return i, ()
     return None
 
 
 class _Pools:
-    """The preemptible replicas per node, and per node their total size, lowest priority and
-    largest size as numpy columns (lower bounds on the node's rank, for pruning). A node's
-    ``Victim`` list is built only when the search looks at that node."""
+    """The preemptible replicas per node, and per node and dimension of the ``Demand`` their
+    total and largest size, and their lowest priority, as numpy columns (lower bounds on the
+    node's rank, for pruning). A node's ``Victim`` list is built only when the search looks at
+    that node. ``allowed`` holds each budgeted Workload's disruptions left: a Workload whose
+    budget is spent leaves every pool."""
 
     def __init__(
         self,
@@ -327,24 +442,34 @@ class _Pools:
         nodes: IntArray,
         priorities: IntArray,
         starts: IntArray,
-        cpus: IntArray,
-        memories: IntArray,
+        sizes: IntArray,
+        allowed: dict[str, int],
+        demand: Demand,
     ) -> None:
         self._entries = entries
+        self._demand = demand
+        self._sizes_by_id: dict[str, IntArray] = {
+            e[1].alloc_id: row for e, row in zip(entries, sizes, strict=True)
+        }
         self._order = np.argsort(nodes, kind="stable")
         self._starts = np.searchsorted(nodes[self._order], np.arange(size + 1))
         self._pools: dict[int, list[Victim]] = {}
-        self.total_cpu = np.bincount(nodes, weights=cpus, minlength=size).astype(np.int64)
-        self.total_memory = np.bincount(nodes, weights=memories, minlength=size).astype(np.int64)
-        self.largest_cpu = np.zeros(size, dtype=np.int64)
-        self.largest_memory = np.zeros(size, dtype=np.int64)
-        np.maximum.at(self.largest_cpu, nodes, cpus)
-        np.maximum.at(self.largest_memory, nodes, memories)
+        dimensions = sizes.shape[1]
+        self.total = np.zeros((size, dimensions), dtype=np.int64)
+        self.largest = np.zeros((size, dimensions), dtype=np.int64)
+        for d in range(dimensions):
+            np.add.at(self.total[:, d], nodes, sizes[:, d])
+            np.maximum.at(self.largest[:, d], nodes, sizes[:, d])
         self.lowest = np.full(size, _NO_PRIORITY, dtype=np.int64)
         np.minimum.at(self.lowest, nodes, priorities)
         self.latest = np.full(size, -LATEST, dtype=np.int64)  # the latest start on the node
         np.maximum.at(self.latest, nodes, starts)
         self.has = np.bincount(nodes, minlength=size) > 0
+        self.allowed = allowed
+        self._nodes_of: dict[str, set[int]] = {}
+        for (key, _, _, _), i in zip(entries, nodes.tolist(), strict=True):
+            if key in allowed:
+                self._nodes_of.setdefault(key, set()).add(i)
 
     @classmethod
     def of(
@@ -355,14 +480,17 @@ class _Pools:
         priority: int,
         preemptor: str,
         passes: BoolArray,
+        demand: Demand,
+        allowed: Mapping[str, int],
     ) -> _Pools | None:
-        """Replicas of Workloads strictly below ``priority`` on nodes that pass the filters."""
+        """Replicas of Workloads strictly below ``priority`` on nodes that pass the filters,
+        of Workloads whose budget allows a disruption."""
         index = ledger.table.index
         entries: list[tuple[str, Booking, int, datetime | None]] = []
         nodes: list[int] = []
         starts: list[int] = []
         for key, value in preemptible.items():
-            if value >= priority or key == preemptor:
+            if value >= priority or key == preemptor or allowed.get(key, 1) <= 0:
                 continue
             start = started.get(key)
             start_int = start_key(start)  # once per Workload, not per replica
@@ -384,8 +512,11 @@ class _Pools:
             node_array[picked],
             np.array([e[2] for e in entries], dtype=np.int64),
             np.array(starts, dtype=np.int64)[picked],
-            np.array([e[1].cpu for e in entries], dtype=np.int64),
-            np.array([e[1].memory for e in entries], dtype=np.int64),
+            np.array([demand.size(e[1]) for e in entries], dtype=np.int64).reshape(
+                len(entries), len(demand.vector)
+            ),
+            {key: count for key, count in allowed.items() if key in preemptible},
+            demand,
         )
 
     def pool(self, i: int) -> list[Victim]:
@@ -396,39 +527,58 @@ class _Pools:
             self._pools[i] = found
         return found
 
-    def remove(self, i: int, victims: tuple[Victim, ...]) -> None:
-        gone = set(victims)
+    def victims_on(self, i: int, free: list[int], demand: Demand) -> tuple[Victim, ...] | None:
+        """``victims_on_node`` for node ``i``, within the budgets left."""
+        return victims_on_node(free, demand, self.pool(i), self.allowed)
+
+    def spend(self, i: int, victims: tuple[Victim, ...]) -> None:
+        """The plan removes ``victims`` from node ``i``: out of its pool, out of their
+        budgets; a Workload whose budget is now spent leaves every pool."""
+        self._without(i, set(victims))
+        spent: set[str] = set()
+        for v in victims:
+            if v.key in self.allowed:
+                self.allowed[v.key] -= 1
+                if self.allowed[v.key] <= 0:
+                    spent.add(v.key)
+        for key in sorted(spent):
+            for j in sorted(self._nodes_of.get(key, ())):
+                gone = {v for v in self.pool(j) if v.key == key}
+                if gone:
+                    self._without(j, gone)
+
+    def _without(self, i: int, gone: set[Victim]) -> None:
         pool = [v for v in self.pool(i) if v not in gone]
         self._pools[i] = pool
         self.has[i] = bool(pool)
-        self.total_cpu[i] = sum(v.booking.cpu for v in pool)
-        self.total_memory[i] = sum(v.booking.memory for v in pool)
-        self.largest_cpu[i] = max((v.booking.cpu for v in pool), default=0)
-        self.largest_memory[i] = max((v.booking.memory for v in pool), default=0)
+        self.total[i] = 0
+        self.largest[i] = 0
+        for v in pool:
+            size = self._size(v)
+            self.total[i] += size
+            np.maximum(self.largest[i], size, out=self.largest[i])
         self.lowest[i] = min((v.priority for v in pool), default=_NO_PRIORITY)
         self.latest[i] = max((v.start_key for v in pool), default=-LATEST)
 
+    def _size(self, v: Victim) -> IntArray:
+        return self._sizes_by_id.setdefault(
+            v.booking.alloc_id, np.array(self._demand.size(v.booking), dtype=np.int64)
+        )
+
     def best(
-        self,
-        free_cpu: IntArray,
-        free_memory: IntArray,
-        cpu: int,
-        memory: int,
-        hostnames: tuple[str, ...],
+        self, free: list[IntArray], demand: Demand, hostnames: tuple[str, ...]
     ) -> tuple[int, tuple[Victim, ...]] | None:
         """The node of lowest ``node_rank`` and its victims, among nodes whose removable
         replicas could make room."""
         could = self.has.copy()
         fewest = np.ones(len(could), dtype=np.int64)
-        for free, total, largest, request in (
-            (free_cpu, self.total_cpu, self.largest_cpu, cpu),
-            (free_memory, self.total_memory, self.largest_memory, memory),
-        ):
+        for d, request in enumerate(demand.vector):
             if not request:
                 continue
-            could &= free + total >= request
-            short = np.maximum(request - free, 0)
-            need = -(-short // np.maximum(largest, 1))  # ceil: each victim frees <= largest
+            column = free[d]
+            could &= column + self.total[:, d] >= request
+            short = np.maximum(request - column, 0)
+            need = -(-short // np.maximum(self.largest[:, d], 1))  # each victim frees <= largest
             fewest = np.maximum(fewest, need)
         nodes = np.flatnonzero(could)
         if nodes.size == 0:
@@ -443,9 +593,7 @@ class _Pools:
             bound = (lowest, least * (lowest + PRIORITY_SHIFT), least, -int(self.latest[i]))
             if best is not None and (*bound, hostnames[i]) >= best[0]:
                 break  # every node from here on ranks at least as high as the best
-            victims = victims_on_node(
-                int(free_cpu[i]), int(free_memory[i]), cpu, memory, self.pool(i)
-            )
+            victims = self.victims_on(i, [int(column[i]) for column in free], demand)
             if not victims:  # cannot make room (None), or room without victims: not a candidate
                 continue
             rank = node_rank(victims, hostnames[i])
@@ -455,38 +603,47 @@ class _Pools:
 
 
 def victims_on_node(
-    free_cpu: int, free_memory: int, cpu: int, memory: int, pool: list[Victim]
+    free: list[int],
+    demand: Demand,
+    pool: list[Victim],
+    allowed: Mapping[str, int] | None = None,
 ) -> tuple[Victim, ...] | None:
-    """The victims on one node (``pool``: its preemptible replicas) that make room for one
-    replica of (``cpu``, ``memory``): remove the least important first until it fits, then
-    give back, most important first, each one not needed (``importance``). None if removing
-    them all is not enough. Room is the one capacity rule (``ledger.fits``), as ``ResourcesFit``
-    asks it.
+    """The victims on one node (``pool``: its preemptible replicas; ``free``: its free room
+    per dimension of ``demand``) that make room for one replica of ``demand``: remove the
+    least important first until it fits, then give back, most important first, each one not
+    needed (``importance``). None if removing them all is not enough. Room is the one capacity
+    rule (``Demand.fits``: a Pod and every resource asked for), as ``ResourcesFit`` asks it.
+    ``allowed``: per budgeted Workload, how many of its replicas may go (``_Pools.allowed``);
+    one whose budget the removals so far have spent is skipped.
 
     The same victims as kube's ``SelectVictimsOnNode`` (defaultpreemption/
     default_preemption.go), which removes every lower-priority Pod and then reprieves them
     most important first: the ones this never removes are the most important ones, which
     fit together, so kube reprieves them too; the rest is the same reprieve in the same
-    order."""
-
-    def room(c: int, m: int) -> bool:
-        return fits(c, m, cpu, memory)
-
+    order. (kube only prefers not to break a budget; orca never does.)"""
+    free = list(free)
     order = sorted(pool, key=importance, reverse=True)  # least important first
+    left = dict(allowed or {})
     removed: list[Victim] = []
+    sizes: list[tuple[int, ...]] = []
     for victim in order:
-        if room(free_cpu, free_memory):
+        if demand.fits(free):
             break
-        free_cpu += victim.booking.cpu
-        free_memory += victim.booking.memory
+        if left.get(victim.key, 1) <= 0:
+            continue
+        if victim.key in left:
+            left[victim.key] -= 1
+        size = demand.size(victim.booking)
+        free = [f + s for f, s in zip(free, size, strict=True)]
         removed.append(victim)
-    if not room(free_cpu, free_memory):
+        sizes.append(size)
+    if not demand.fits(free):
         return None
     victims: list[Victim] = []
-    for victim in reversed(removed):  # most important first
-        c, m = free_cpu - victim.booking.cpu, free_memory - victim.booking.memory
-        if room(c, m):
-            free_cpu, free_memory = c, m  # reprieved
+    for victim, size in zip(reversed(removed), reversed(sizes), strict=True):  # most important
+        less = [f - s for f, s in zip(free, size, strict=True)]
+        if demand.fits(less):
+            free = less  # reprieved
         else:
             victims.append(victim)
     victims.reverse()

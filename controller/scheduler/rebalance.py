@@ -27,7 +27,9 @@ Rules beside the objective: only ``rebalance: Allowed`` Job and Service Workload
 DaemonSet has one replica per node by definition); only *settled* Workloads move: all replicas
 placed, every placement one the scheduler would keep as it is (otherwise the scheduling loop
 has a decision to make first); a move never puts more replicas of a Workload on the target
-than were on the source (the scheduler's implicit anti-affinity, docs/design.md 4).
+than were on the source (the scheduler's implicit anti-affinity, docs/design.md 4); a
+Workload with a disruption budget (``spec.disruption``) moves only while its budget allows a
+replica in motion (``controller.scheduler.budgets``: placed - 1 >= what must stay placed).
 
 Budgets. A plan holds at most ``max_moves`` moves, found in rounds: each round visits the
 Workloads in key order and makes the best move of each (so the budget is shared fairly).
@@ -47,7 +49,7 @@ Running the planner on its own output proposes nothing, unless the budget cut it
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
@@ -59,6 +61,7 @@ from controller.api.models import (
     Workload,
     WorkloadKind,
 )
+from controller.scheduler.budgets import budget_of
 from controller.scheduler.framework import CycleState, Filtered
 from controller.scheduler.ledger import Booking, Ledger, fits
 from controller.scheduler.nodes import BoolArray, FloatArray, IntArray, NodeTable
@@ -234,6 +237,9 @@ class Rebalancer:
         prepared = self.scheduler.prepare(workload, ledger, now=now)
         if prepared.filtered is None or not _settled(prepared):
             return None
+        budget = budget_of(workload, len(prepared.kept), gang=False)
+        if budget is not None and budget.allowed < 1:
+            return None  # its disruption budget allows no replica in motion
         cycle, filtered = prepared.cycle, prepared.filtered
         spreads = _spreads(prepared)
         strategy = workload.spec.strategy
@@ -330,8 +336,10 @@ def _settled(prepared: PreparedCycle) -> bool:
     kept = prepared.kept.values()
     if len(prepared.kept) != len(prepared.existing) or len(kept) < prepared.cycle.spec.replicas:
         return False
-    shape = sorted((b.node, b.alloc_id, b.cpu, b.memory) for b in kept)
-    return shape == sorted((b.node, b.alloc_id, b.cpu, b.memory) for b in prepared.existing)
+    shape = sorted((b.node, b.alloc_id, b.cpu, b.memory, b.scalars) for b in kept)
+    return shape == sorted(
+        (b.node, b.alloc_id, b.cpu, b.memory, b.scalars) for b in prepared.existing
+    )
 
 
 def _compare(
@@ -357,7 +365,7 @@ def _compare(
 def moved(bookings: Iterable[Booking], move: Move) -> tuple[Booking, ...]:
     """A Workload's bookings after ``move`` (the replica on its target, at the target's score)."""
     return tuple(
-        Booking(move.target, b.alloc_id, b.cpu, b.memory, move.score)
+        replace(b, node=move.target, score=move.score)
         if b.alloc_id == move.alloc_id and b.node == move.source
         else b
         for b in bookings

@@ -9,7 +9,9 @@ The scheduling cycle reads as a pipeline (kube-scheduler's ``schedule_one``, in 
     keep         existing placements stay where the filters' ``keeps`` hold (capacity
                  changes never evict; a resize re-checks fit); those that stay only until
                  a time (a NoExecute taint tolerated for a while) are reported as pending
-    place        per kind (``controller.scheduler.placement``): fit, score, select, book
+    place        per kind (``controller.scheduler.placement``): fit, score, select, book;
+                 a gang then places at least its minCount or nothing
+                 (``controller.scheduler.gang``)
     diagnose     when short: the first failing filter per rejected node, counted, which
                  becomes the status message, with a Code saying who can cure it
 
@@ -28,6 +30,7 @@ from controller.api.models import Resources, TaintEffect, Workload
 from controller.scheduler.celexpr import CelEvaluator
 from controller.scheduler.decision import Decision, PendingMove, invalid
 from controller.scheduler.framework import CycleState, Filtered, Framework, Profile
+from controller.scheduler.gang import gang_rule
 from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.placement import keep, place_daemonset, place_replicas, release
 from controller.scheduler.plugins import default_profile
@@ -62,7 +65,13 @@ class Scheduler:
         cel: CelEvaluator | None = None,
         profile: Profile | None = None,
         tolerations: DefaultTolerations | None = None,
+        *,
+        gang_grace: bool = True,
     ) -> None:
+        #: Whether a placed gang that lost replicas keeps them for its ``timeoutSeconds``
+        #: (the operator, where time passes) or is released at once (``orca plan`` and the
+        #: what-ifs, which answer where the cluster settles): ``controller.scheduler.gang``.
+        self.gang_grace = gang_grace
         self.cel = cel if cel is not None else CelEvaluator()
         self.framework = Framework(
             profile if profile is not None else default_profile(self.cel, tolerations)
@@ -92,8 +101,18 @@ class Scheduler:
         errors = refusals(prepared.errors, priority)
         if prepared.filtered is None or errors:
             return invalid(errors, workload.spec.replicas, prepared.existing)
-        place = place_daemonset if prepared.cycle.daemon else place_replicas
-        decision = place(self.framework, prepared.cycle, prepared.filtered, prepared.kept)
+        cycle = prepared.cycle
+        place = place_daemonset if cycle.daemon else place_replicas
+        decision = place(self.framework, cycle, prepared.filtered, prepared.kept)
+        if workload.spec.gang is not None:
+            decision = gang_rule(
+                decision,
+                workload,
+                kept=len(prepared.kept),
+                nodes=len(cycle.table),
+                now=cycle.now,
+                grace=self.gang_grace,
+            )
         # The size the placements hold, recorded in status so a rebuilt ledger is exact.
         return replace(
             decision,
@@ -137,6 +156,7 @@ class Scheduler:
     def snapshot(workload: Workload, ledger: Ledger, now: float) -> CycleState:
         """The cycle's scratch state: copies of the ledger's free capacity."""
         free_cpu, free_memory = ledger.free()
+        scalars = workload.spec.scalars
         return CycleState(
             key=workload.key,
             namespace=workload.metadata.namespace,
@@ -148,6 +168,9 @@ class Scheduler:
             own=np.zeros(len(ledger.table), dtype=np.int64),
             cpu=workload.spec.cpu_millis,
             memory=workload.spec.memory_bytes,
+            free_pods=ledger.free_pods(),
+            scalars=scalars,
+            free_scalars={name: ledger.free_scalar(name) for name, _ in scalars},
             now=now,
         )
 

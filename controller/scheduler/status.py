@@ -27,6 +27,7 @@ from controller.scheduler.decision import Decision, PendingMove, format_time, pe
 from controller.scheduler.framework import Code
 from controller.scheduler.nodes import TAINT_NOT_READY, TAINT_UNREACHABLE
 from controller.scheduler.vocabulary import (
+    CONDITION_BELOW_MIN_COUNT,
     CONDITION_MOVE_PENDING,
     CONDITION_PREEMPTED,
     CONDITION_READY,
@@ -38,6 +39,7 @@ from controller.scheduler.vocabulary import (
     REASON_NODE_NOT_READY,
     REASON_NODE_UNREACHABLE,
     REASON_PLACED_AGAIN,
+    REASON_REPLICAS_LOST,
     REASON_UNRESOLVABLE,
     REASON_WAITING_FOR_CAPACITY,
 )
@@ -51,6 +53,7 @@ OWN_CONDITIONS = (
     CONDITION_STALLED,
     CONDITION_SCHEDULED,
     CONDITION_MOVE_PENDING,
+    CONDITION_BELOW_MIN_COUNT,
 )
 MAX_PENDING_SHOWN = 5
 
@@ -171,9 +174,11 @@ def own_conditions(
     previous: Sequence[Condition],
     now: str,
     pending: Sequence[PendingMove] = (),
+    released_at: float | None = None,
 ) -> list[Condition]:
     """Ready and Scheduled for situation ``s``; Reconciling or Stalled when it holds (neither
-    when every replica is placed); MovePending while a replica is ``pending``."""
+    when every replica is placed); MovePending while a replica is ``pending``; BelowMinCount
+    while a gang holds fewer than its minCount, until ``released_at``."""
 
     def condition(kind: str, true: bool, reason: str, message: str | None) -> Condition:
         state = "True" if true else "False"
@@ -191,6 +196,12 @@ def own_conditions(
         conditions.append(
             condition(CONDITION_MOVE_PENDING, True, reason, move_pending_message(pending))
         )
+    if released_at is not None:
+        message = (
+            f"fewer replicas placed than the gang's minCount; every placement is released at "
+            f"{format_time(released_at)} unless it is whole again"
+        )
+        conditions.append(condition(CONDITION_BELOW_MIN_COUNT, True, REASON_REPLICAS_LOST, message))
     return conditions
 
 
@@ -234,7 +245,7 @@ def status_from_decision(
         placed=decision.placed,
         placements=list(decision.placements),
         conditions=[
-            *own_conditions(s, generation, old, now, decision.pending),
+            *own_conditions(s, generation, old, now, decision.pending, decision.deadline),
             *_others(old, s.ready, generation, now),
         ],
         message=decision.message,

@@ -24,6 +24,10 @@ The conditions follow the Kubernetes API conventions and kstatus (``sigs.k8s.io/
                  tolerates for ``tolerationSeconds``; the message says which replica, where,
                  and when it moves unless the node recovers. Absent otherwise. Ready is not
                  touched: those replicas are still placed.
+    BelowMinCount  present (True) while a placed gang holds fewer than its ``minCount`` (a
+                 node lost, a taint) and waits for room to place the rest: since when (its
+                 ``lastTransitionTime``), and when every placement is released unless it is
+                 whole again (``timeoutSeconds`` later). Absent otherwise.
 
 kstatus reads Reconciling True as InProgress, Stalled True as Failed, and otherwise Ready True
 as Current; ``kubectl wait --for=condition=Ready`` waits for "fully placed".
@@ -42,6 +46,7 @@ CONDITION_STALLED: Final = "Stalled"
 CONDITION_SCHEDULED: Final = "Scheduled"
 CONDITION_PREEMPTED: Final = "Preempted"
 CONDITION_MOVE_PENDING: Final = "MovePending"
+CONDITION_BELOW_MIN_COUNT: Final = "BelowMinCount"
 
 # -- reasons: what the Workload's situation is (the same reason on each condition it touches,
 #    whether that condition is True or False, so any one of them reads on its own) -------------
@@ -57,6 +62,7 @@ REASON_PLACED_AGAIN: Final = "PlacedAgain"  # Preempted, False: every replica is
 REASON_NODE_UNREACHABLE: Final = "NodeUnreachable"  # node.kubernetes.io/unreachable
 REASON_NODE_NOT_READY: Final = "NodeNotReady"  # node.kubernetes.io/not-ready
 REASON_NO_EXECUTE_TAINT: Final = "NoExecuteTaint"  # any other NoExecute taint
+REASON_REPLICAS_LOST: Final = "ReplicasLost"  # BelowMinCount: a gang lost replicas
 
 CONDITION_REASON_BY_PHASE: Final = {
     Phase.SCHEDULED: REASON_ALL_PLACED,

@@ -20,6 +20,7 @@ from controller.scheduler.framework import (
     Rejection,
     Verdict,
 )
+from controller.scheduler.ledger import Booking
 from controller.scheduler.nodes import NodeInfo
 from controller.scheduler.plugins import default_profile
 from controller.scheduler.scheduler import Scheduler
@@ -146,10 +147,28 @@ def test_cel_outcomes_survive_a_readiness_flap_and_follow_a_relabel() -> None:
     assert sorted(p.node for p in third.placements) == ["n0", "n1", "n5"]
 
 
+def full(name: str, cpu: str) -> tuple[NodeInfo, int]:
+    """A node of ``cpu`` cores whose cpu another Workload holds entirely."""
+    info = node(name, cpu=cpu)
+    return info, info.cpu
+
+
 @pytest.mark.parametrize(
     ("nodes", "spec", "code"),
     [
-        ([node("a", cpu="1")], {"kind": "Job", "resources": {"cpu": "2"}}, Code.UNSCHEDULABLE),
+        ([full("a", cpu="2")], {"kind": "Job", "resources": {"cpu": "2"}}, Code.UNSCHEDULABLE),
+        # kube's fitsRequest: a request above the node's allocatable itself is Unresolvable
+        ([node("a", cpu="1")], {"kind": "Job", "resources": {"cpu": "2"}}, Code.UNRESOLVABLE),
+        (
+            [node("a", allocatable={"nvidia.com/gpu": "1"})],
+            {"kind": "Job", "resources": {"nvidia.com/gpu": "2"}},
+            Code.UNRESOLVABLE,
+        ),
+        (
+            [full("a", cpu="2"), node("b", cpu="1")],
+            {"kind": "Job", "resources": {"cpu": "2"}},
+            Code.UNSCHEDULABLE,  # room freed on a cures it, though b never can
+        ),
         (
             [node("a", runtimes=("docker",))],
             {"kind": "Job", "runtime": {"oneOf": ["wasm"]}},
@@ -160,17 +179,41 @@ def test_cel_outcomes_survive_a_readiness_flap_and_follow_a_relabel() -> None:
         ([node("a")], {"kind": "Job", "constraints": ["node.("]}, Code.INVALID),
         ([node("a")], {"kind": "Job"}, Code.SUCCESS),
         (
-            [node("a", cpu="1"), node("b", cpu="4")],
+            [full("a", cpu="2"), node("b", cpu="4")],
             {"kind": "DaemonSet", "resources": {"cpu": "2"}},
             Code.UNSCHEDULABLE,  # Scheduled, but freed room on a would add a replica there
         ),
+        (
+            [node("a", cpu="1"), node("b", cpu="4")],
+            {"kind": "DaemonSet", "resources": {"cpu": "2"}},
+            Code.SUCCESS,  # a is too small for it whatever is freed: nothing to wait for
+        ),
     ],
-    ids=["capacity", "runtime", "cordoned", "no-nodes", "invalid", "placed", "daemonset-short"],
+    ids=[
+        "capacity",
+        "over-allocatable",
+        "over-allocatable-gpu",
+        "one-node-curable",
+        "runtime",
+        "cordoned",
+        "no-nodes",
+        "invalid",
+        "placed",
+        "daemonset-short",
+        "daemonset-too-small",
+    ],
 )
 def test_the_code_says_who_can_cure_a_failure(
-    nodes: list[NodeInfo], spec: dict[str, Any], code: Code
+    nodes: list[NodeInfo | tuple[NodeInfo, int]], spec: dict[str, Any], code: Code
 ) -> None:
-    assert Scheduler().schedule(workload(**spec), ledger_for(*nodes), now=NOW).code is code
+    """``full`` nodes hold a replica of another Workload that takes all their cpu."""
+    ledger = ledger_for(*(n[0] if isinstance(n, tuple) else n for n in nodes))
+    for n in nodes:
+        if isinstance(n, tuple):
+            info, cpu = n
+            ledger.load(f"other/{info.hostname}", [Booking(info.hostname, "other/x-0", cpu, 0)])
+    assert Scheduler().schedule(workload(**spec), ledger, now=NOW).code is code
+
 
 
 class Nothing:
@@ -294,7 +337,7 @@ def test_what_if_on_a_cycle_is_a_clone_with_the_bookings_lifted_and_placed() -> 
 
 
 def test_what_if_on_the_cluster_lifts_removes_and_adds_without_changing_it() -> None:
-    from controller.scheduler.ledger import Booking
+    from controller.scheduler.ledger import REMOVED, Booking
 
     ledger = ledger_for(node("a", cpu="4"), node("b", cpu="4"))
     ledger.load("shop/x", [Booking("a", "shop/x-0", 3000, 0), Booking("b", "shop/x-1", 1000, 0)])
@@ -312,13 +355,21 @@ def test_what_if_on_the_cluster_lifts_removes_and_adds_without_changing_it() -> 
         ledger.what_if(add=[node("b")])
     with pytest.raises(ValueError, match="node c is already in the cluster"):
         ledger.what_if(add=[node("c"), node("c")])  # twice among the added
-    # A node removed and added back in one change would not be empty: what the removed one
-    # held stays recorded under its name, and bookings are by name.
-    with pytest.raises(ValueError) as removed:
-        ledger.what_if(remove={"a"}, add=[node("a", cpu="8")])
-    assert str(removed.value) == (
-        "node a is removed: a node added under its name would hold what the removed one held"
-    )
+    # A node removed and added back in one change is replaced: the new one is empty (all of
+    # its 8 cores free) and what the old one held is displaced, counted nowhere.
+    replaced = ledger.what_if(remove={"a"}, add=[node("a", cpu="8")])
+    assert replaced.table.hostnames == ("a", "b")
+    assert replaced.free()[0].tolist() == [8000, 3000]
+    assert replaced.replicas.tolist() == [0, 1]
+    assert [b.node for b in replaced.bookings("shop/x")] == [REMOVED, "b"]
+    # The scheduler places the displaced replica again, on the new node.
+    x = workload("x", kind="Service", count=2, resources={"cpu": "3"})
+    decision = Scheduler().schedule(x, replaced, now=NOW)
+    assert sorted((b.node, b.alloc_id) for b in decision.bookings) == [
+        ("a", "shop/x-0"),
+        ("b", "shop/x-1"),
+    ]
+    assert ledger.bookings("shop/x")[0].node == "a"  # the ledger asked is as it was
 
 
 class Cores:

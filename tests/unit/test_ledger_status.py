@@ -199,9 +199,10 @@ def test_gives_back_is_any_node_holding_less_of_either_resource(
 
 def test_a_status_books_the_size_it_records_not_the_spec() -> None:
     """A valid Workload whose spec changed since its placements were decided: they hold the
-    size the status records (``status.resources``), each of cpu and memory, and a resource
-    the recorded size leaves out is none held (orca records the spec's resources as decided);
-    the raw object reads the same."""
+    size the status records (``status.resources``), resource by resource; a resource the spec
+    asks for and the recorded size leaves out is booked at the spec's amount, as a guess
+    (``sized`` False: the scheduler checks the node holds it), never as 0 (which would hand
+    out room the replica may hold). The parsed and the raw object read the same."""
     obj = _raw({"kind": "Job", "resources": {"cpu": "1", "memory": "1Ki"}}, PLACED)
     obj["status"]["resources"] = {"cpu": "2", "memory": "2Ki"}
     assert [(b.cpu, b.memory, b.sized) for b in bookings_from_object(obj)] == [
@@ -209,7 +210,28 @@ def test_a_status_books_the_size_it_records_not_the_spec() -> None:
     ] * 2
     obj["status"]["resources"] = {"cpu": "2"}
     bookings = bookings_from_status(Workload.model_validate(obj))
-    assert [(b.cpu, b.memory, b.sized) for b in bookings] == [(2000, 0, True)] * 2
+    assert [(b.cpu, b.memory, b.sized) for b in bookings] == [(2000, 1024, False)] * 2
+    assert bookings_from_object(obj) == bookings
+    obj["spec"]["resources"]["cpu"] = "lots"  # the spec no longer parses: the raw reading
+    assert [(b.cpu, b.memory, b.sized) for b in bookings_from_object(obj)] == [
+        (2000, 1024, False)
+    ] * 2
+
+
+def test_a_status_books_every_resource_it_records() -> None:
+    """Extended resources are booked as cpu and memory are: the recorded amount, else the
+    spec's as a guess; a resource only the status records (the spec dropped it) stays held
+    until the scheduler decides the replica again."""
+    spec = {"kind": "Job", "resources": {"cpu": "1", "nvidia.com/gpu": 2}}
+    obj = _raw(spec, PLACED)
+    obj["status"]["resources"] = {"cpu": "1", "nvidia.com/gpu": 1, "example.com/foo": 3}
+    bookings = bookings_from_status(Workload.model_validate(obj))
+    assert [(b.scalars, b.sized) for b in bookings] == [
+        ((("example.com/foo", 3), ("nvidia.com/gpu", 1)), True)
+    ] * 2
+    obj["status"]["resources"] = {"cpu": "1"}
+    bookings = bookings_from_status(Workload.model_validate(obj))
+    assert [(b.scalars, b.sized) for b in bookings] == [((("nvidia.com/gpu", 2),), False)] * 2
     assert bookings_from_object(obj) == bookings
 
 

@@ -32,6 +32,7 @@ from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import NodeInfo, NodeTable
 from controller.scheduler.plan import plan as plan_offline
 from controller.scheduler.preemption import (
+    Demand,
     PreemptionPlan,
     Victim,
     gained_nodes,
@@ -93,9 +94,9 @@ def test_reprieves_the_replicas_not_needed() -> None:
         Victim("ns/p1", _booking("a", "ns/p1", 0, 1), 1),
         Victim("ns/p2", _booking("a", "ns/p2", 0, 3), 2),
     ]
-    assert victims_on_node(0, 0, 3 * CPU, 0, pool) == (pool[1],)
-    assert victims_on_node(0, 0, 5 * CPU, 0, pool) is None  # all of them is not enough
-    assert victims_on_node(0, 0, 1 * CPU, 0, pool) == (pool[0],)
+    assert victims_on_node([1, 0, 0], Demand(3 * CPU, 0), pool) == (pool[1],)
+    assert victims_on_node([1, 0, 0], Demand(5 * CPU, 0), pool) is None  # all of them is not enough
+    assert victims_on_node([1, 0, 0], Demand(1 * CPU, 0), pool) == (pool[0],)
 
 
 def test_reprieves_the_most_important_first_with_three_victims() -> None:
@@ -109,7 +110,7 @@ def test_reprieves_the_most_important_first_with_three_victims() -> None:
         Victim("ns/p3", _booking("a", "ns/p3", 0, 2), 3),
         Victim("ns/p1", _booking("a", "ns/p1", 0, 1), 1),
     ]
-    victims = victims_on_node(0, 0, 3 * CPU, 0, pool)
+    victims = victims_on_node([1, 0, 0], Demand(3 * CPU, 0), pool)
     assert victims is not None
     assert sorted(v.key for v in victims) == ["ns/p1", "ns/p3"]
 

@@ -32,7 +32,7 @@ from controller.scheduler.framework import Code
 from controller.scheduler.ledger import Booking, Ledger
 from controller.scheduler.nodes import NodeTable
 from controller.scheduler.plan import plan as plan_offline
-from controller.scheduler.preemption import Victim, select_victims, victims_on_node
+from controller.scheduler.preemption import Demand, Victim, select_victims, victims_on_node
 from controller.scheduler.priority import PriorityClass, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
 from tests.support.factories import NOW, node, workload
@@ -195,10 +195,10 @@ def test_the_later_started_of_equal_priorities_goes_first_on_a_node() -> None:
     stays, whatever their AllocIDs."""
     old = Victim("ns/b-old", Booking("a", "ns/b-old-0", 1000, 0), 0, t(2019))
     new = Victim("ns/a-new", Booking("a", "ns/a-new-0", 1000, 0), 0, t(2024))
-    assert victims_on_node(0, 0, 1000, 0, [old, new]) == (new,)
-    assert victims_on_node(0, 0, 1000, 0, [new, old]) == (new,)
+    assert victims_on_node([1, 0, 0], Demand(1000, 0), [old, new]) == (new,)
+    assert victims_on_node([1, 0, 0], Demand(1000, 0), [new, old]) == (new,)
     unknown = Victim("ns/c", Booking("a", "ns/c-0", 1000, 0), 0)  # "now": the latest
-    assert victims_on_node(0, 0, 1000, 0, [unknown, new, old]) == (unknown,)
+    assert victims_on_node([1, 0, 0], Demand(1000, 0), [unknown, new, old]) == (unknown,)
 
 
 def test_latest_start_decides_among_nodes_whose_victims_are_needed_for_both_resources() -> None:

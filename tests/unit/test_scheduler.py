@@ -601,7 +601,7 @@ def test_orca_plan_resize_example_from_a_hand_written_status() -> None:
 def test_status_records_the_size_so_a_rebuilt_ledger_is_exact() -> None:
     decision = schedule(workload(kind="Job", resources={"cpu": "1500m"}), ledger_for(node("a")))
     status = status_from_decision(decision, 1, None, "2026-01-01T00:00:00Z")
-    assert status.resources is not None and status.resources.cpu == "1500m"
+    assert status.resources is not None and status.resources.root == {"cpu": "1500m"}
     recorded = status.model_dump(by_alias=True, mode="json", exclude_none=True)
     same = workload(kind="Job", resources={"cpu": "1500m"}, status=recorded)
     grown = workload(kind="Job", resources={"cpu": "3"}, status=recorded)

@@ -35,7 +35,13 @@ T3 = "2026-01-01T00:03:00Z"
 
 
 def decide(nodes: list[dict[str, Any]], generation: int = 1, **spec: Any) -> Any:
+    """The real scheduler's decision; every node of ``BUSY`` holds 1 cpu of another Workload
+    (short of room that freed capacity can give back: a request above a node's allocatable is
+    beyond cure, kube's ``Unresolvable``)."""
     ledger = ledger_for(*(node(**n) for n in nodes))
+    if nodes is BUSY:
+        for n in nodes:
+            ledger.load(f"other/{n['name']}", [Booking(n["name"], "other/hog-0", 1000, 0)])
     return Scheduler().schedule(workload(generation=generation, **spec), ledger, now=NOW)
 
 
@@ -48,6 +54,7 @@ def states(status: WorkloadStatus) -> dict[str, tuple[str, str]]:
 
 
 SMALL = [{"name": "a", "cpu": "1"}, {"name": "b", "cpu": "1"}]
+BUSY = [{"name": "a", "cpu": "2"}, {"name": "b", "cpu": "2"}]
 
 
 def test_fully_placed_is_ready() -> None:
@@ -63,7 +70,7 @@ def test_fully_placed_is_ready() -> None:
 
 
 def test_waiting_for_capacity_is_reconciling_with_the_diagnosis() -> None:
-    decision = decide(SMALL, kind="Service", count=2, resources={"cpu": "2"})
+    decision = decide(BUSY, kind="Service", count=2, resources={"cpu": "2"})
     status = status_from_decision(decision, 1, None, T0)
     assert states(status) == {
         "Ready": ("False", "Unschedulable"),
@@ -82,8 +89,21 @@ def test_some_nodes_short_of_capacity_is_enough_to_wait() -> None:
         {"name": "a", "runtimes": ("process",)},
         {"name": "b", "cpu": "1"},
     ]
-    decision = decide(nodes, kind="Job", runtime={"oneOf": ["docker"]}, resources={"cpu": "2"})
+    ledger = ledger_for(*(node(**n) for n in nodes))
+    ledger.load("other/b", [Booking("b", "other/hog-0", 1000, 0)])  # b's cpu is held
+    job = workload(kind="Job", runtime={"oneOf": ["docker"]}, resources={"cpu": "1"})
+    decision = Scheduler().schedule(job, ledger, now=NOW)
     assert states(status_from_decision(decision, 1, None, T0))["Reconciling"][0] == "True"
+
+
+def test_a_request_no_node_can_ever_hold_stalls() -> None:
+    """kube's ``fitsRequest``: a request above every node's allocatable is ``Unresolvable``;
+    freed capacity cannot place it, so it stalls rather than waits."""
+    decision = decide(SMALL, kind="Service", count=2, resources={"cpu": "2"})
+    assert states(status_from_decision(decision, 1, None, T0))["Stalled"] == (
+        "True",
+        "Unresolvable",
+    )
 
 
 def test_only_unresolvable_reasons_stall() -> None:
@@ -135,7 +155,7 @@ def test_an_invalid_spec_stalls() -> None:
 def test_the_long_message_is_written_once_among_the_conditions(spec: dict[str, Any]) -> None:
     """Each status write costs the API server by its size: the diagnosis is in
     ``status.message`` and in the one condition that is True and abnormal, nowhere else."""
-    status = status_from_decision(decide(SMALL, **spec), 1, None, T0)
+    status = status_from_decision(decide(BUSY, **spec), 1, None, T0)
     assert status.message
     holders = [c.type for c in status.conditions if c.message == status.message]
     assert len(holders) == 1 and holders[0] in ("Reconciling", "Stalled")
@@ -162,7 +182,7 @@ def test_an_empty_message_read_back_is_the_one_written() -> None:
 
 
 def test_last_transition_time_moves_per_condition_only_when_its_status_changes() -> None:
-    short = decide(SMALL, kind="Service", count=2, resources={"cpu": "2"})
+    short = decide(BUSY, kind="Service", count=2, resources={"cpu": "2"})
     stuck = decide(SMALL, kind="Service", count=2, runtime={"oneOf": ["wasm"]})
     placed = decide(SMALL, kind="Service", count=2)
     first = status_from_decision(short, 1, None, T0)

@@ -33,6 +33,7 @@ from typing import Final
 
 import numpy as np
 
+from controller.api import resources as names
 from controller.api.models import Strategy
 from controller.scheduler.framework import CycleState, IndexArray
 from controller.scheduler.nodes import IntArray
@@ -117,16 +118,63 @@ class _Scores:
     scores: IntArray
 
 
+#: kube's default ``NodeResourcesFitArgs.ScoringStrategy.Resources``: cpu and memory, weight 1.
+DEFAULT_RESOURCES: Final = ((names.CPU, 1), (names.MEMORY, 1))
+MAX_RESOURCE_WEIGHT: Final = 100  # kube's ValidateNodeResourcesFitArgs: weight 1..100
+
+
 class CapacityScore:
-    """Score by ``spec.strategy`` on the cycle's free capacity after placing one replica."""
+    """Score by ``spec.strategy`` on the cycle's free capacity after placing one replica.
+
+    ``resources`` are the resources scored, with their weights (kube's ``ScoringStrategy.
+    Resources``): cpu and memory with weight 1 by default, the fast path below. Others are
+    scored as ``resourceAllocationScorer`` does: a resource the node has no allocatable of is
+    left out, and a scalar one (huge pages, extended) the replica does not ask for too
+    (``calculateNodeAllocatableRequest``); the weighted sum divided by the weights' sum."""
 
     name = "CapacityScore"
 
-    def __init__(self) -> None:
+    def __init__(self, resources: tuple[tuple[str, int], ...] = DEFAULT_RESOURCES) -> None:
+        seen = [name for name, _ in resources]
+        if not resources or len(set(seen)) != len(seen):
+            raise ValueError(f"CapacityScore needs distinct resources, not {seen}")
+        for name, weight in resources:
+            if names.name_problem(name) is not None or not 1 <= weight <= MAX_RESOURCE_WEIGHT:
+                raise ValueError(
+                    f"CapacityScore: {name} (weight {weight}) is not a resource to score "
+                    f"with a weight of 1 to {MAX_RESOURCE_WEIGHT}"
+                )
+        self.resources = tuple(resources)
         self._kept: OrderedDict[tuple[int, Strategy, int, int], _Scores] = OrderedDict()
 
     def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray:
+        if self.resources != DEFAULT_RESOURCES:
+            return self._weighted(cycle)[candidates]
         return self._all_nodes(cycle)[candidates]
+
+    def _weighted(self, cycle: CycleState) -> IntArray:
+        """Every node's score over ``resources`` with their weights (not kept: the default
+        profile never takes this path)."""
+        table = cycle.table
+        asked = dict(cycle.scalars)
+        total = np.zeros(len(table), dtype=np.int64)
+        weights = np.zeros(len(table), dtype=np.int64)
+        for name, weight in self.resources:
+            if name == names.CPU:
+                capacity, free, request = table.cpu, cycle.free_cpu, cycle.cpu
+            elif name == names.MEMORY:
+                capacity, free, request = table.memory, cycle.free_memory, cycle.memory
+            else:
+                request = asked.get(name, 0)
+                if not request and name != names.EPHEMERAL_STORAGE:
+                    continue  # a scalar resource it does not ask for: not scored
+                capacity = table.scalar(name)
+                followed = cycle.free_scalars.get(name)
+                free = followed if followed is not None else cycle.ledger.free_scalar(name)
+            total += _part(cycle.spec.strategy, capacity, free - request) * weight
+            weights += (capacity > 0) * weight
+        total //= np.maximum(weights, 1)
+        return total
 
     def _all_nodes(self, cycle: CycleState) -> IntArray:
         """The score of every node of the table on the cycle's free capacity now."""

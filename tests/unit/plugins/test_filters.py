@@ -114,6 +114,7 @@ def test_resources_fit_zero_requests_fit_even_overcommitted_nodes() -> None:
     ledger = ledger_for(node("a", cpu="1"), node("b", cpu="4"))
     cycle = cycle_for(workload(kind="Job", resources={"cpu": "2"}), ledger)
     assert rejected(ResourcesFit().filter(cycle)) == {
+        "Too many pods": [],
         "Insufficient cpu": [0],
         "Insufficient memory": [],
     }
