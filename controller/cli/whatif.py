@@ -5,8 +5,9 @@ the what-if questions' flags, and how the answers are shown.
 (``topology.kubernetes.io/zone=a``); a value that names no Node and matches none is bad input.
 ``--add-nodes FILE:COUNT`` adds COUNT copies of the one Node in FILE, ``FILE:auto`` finds the
 smallest count that places every replica without a place (``controller.scheduler.whatif``).
-Exit codes, as ``orca plan``'s: 0 when every replica the question is about has a place (and,
-with ``auto``, a count was found), 1 otherwise, 2 for bad input.
+Exit codes, as ``orca plan``'s: 0 when every replica the question is about has a place and no
+disruption budget (or gang minCount) is broken (and, with ``auto``, a count was found), 1
+otherwise, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ def answer(whatif: WhatIf, flags: Asked, question: Question) -> Outcome:
 
 def to_json(outcome: Outcome) -> dict[str, Any]:
     """The sections a script reads: ``drained``, ``displaced``, ``moved``, ``unplaced``,
-    ``ended`` and, with ``--add-nodes``, ``nodesToAdd``."""
+    ``ended``, ``budgets`` and, with ``--add-nodes``, ``nodesToAdd``."""
     a = outcome.answer
     out: dict[str, Any] = {
         "drained": sorted(a.question.drain),
@@ -178,6 +179,10 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             for u in a.unplaced
         ],
         "ended": [{"workload": e.workload, "allocId": e.alloc_id, "node": e.node} for e in a.ended],
+        "budgets": [
+            {"workload": b.workload, "budget": b.budget, "keeps": b.keeps, "needs": b.needs}
+            for b in a.budgets
+        ],
     }
     c = outcome.capacity
     if c is not None:
@@ -226,6 +231,12 @@ def render(outcome: Outcome, out: TextIO) -> None:
             out, [("REPLICA", "NODE"), *[(e.alloc_id, e.node) for e in a.ended[:MAX_LISTED]]]
         )
         _more(out, len(a.ended))
+    if a.budgets:
+        out.write(f"\nBUDGETS: Workloads left below their budget ({len(a.budgets)})\n")
+        rows = [("WORKLOAD", "BUDGET", "KEEPS", "NEEDS")]
+        rows += [(b.workload, b.budget, str(b.keeps), str(b.needs)) for b in a.budgets]
+        write_table(out, rows[: MAX_LISTED + 1])
+        _more(out, len(a.budgets))
     c = outcome.capacity
     if c is not None:
         out.write("\nNODES TO ADD\n")
@@ -258,6 +269,8 @@ def summary(outcome: Outcome) -> str:
         parts.append(f"{len(a.unplaced)} find no place")
     else:
         parts.append("every replica has a place")
+    if a.budgets:
+        parts.append(f"{len(a.budgets)} Workload(s) below their budget")
     return "; ".join(parts)
 
 

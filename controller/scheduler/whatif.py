@@ -14,6 +14,12 @@ is (the placements in the Workloads' statuses):
                 again), and, when nodes are added, every pending one too
     ended       DaemonSet replicas on drained nodes: a DaemonSet is one replica per node, so
                 they end with their node (and one starts on each added node that takes it)
+    budgets     each Workload the question leaves below its disruption budget or its gang's
+                minCount (``controller.scheduler.budgets``): how many replicas it keeps, how
+                many it needs. A drain is a voluntary disruption, as ``kubectl drain`` is:
+                breaking a budget is a failed answer, like a replica without a place. (A gang
+                that cannot be whole again is released at once here: the plan answers where the
+                cluster settles.)
 
 ``smallest_count`` answers ``--add-nodes FILE:auto``: the smallest number of copies of the
 template after which nothing is unplaced, or one line saying why no number does. It does not
@@ -43,6 +49,7 @@ from datetime import datetime
 from typing import Final
 
 from controller.api.models import MAX_NAME_LENGTH, Phase, Workload, WorkloadKind
+from controller.scheduler.budgets import budget_of
 from controller.scheduler.ledger import Ledger, alloc_id
 from controller.scheduler.nodes import (
     TAINT_NOT_READY,
@@ -85,6 +92,16 @@ class Ended:
     node: str
 
 
+@dataclass(frozen=True, slots=True)
+class BrokenBudget:
+    """A Workload the question leaves below its budget: it ``keeps`` fewer than ``needs``."""
+
+    workload: str
+    budget: str  # the rule: ``minAvailable 3``, ``gang minCount 4``
+    keeps: int
+    needs: int
+
+
 @dataclass(frozen=True)
 class Question:
     """What the operator asks: these nodes gone, ``count`` copies of ``template`` added."""
@@ -111,10 +128,12 @@ class Answer:
     ended: tuple[Ended, ...]
     added: tuple[str, ...]  # the added nodes' names
     displaced: int  # Job and Service replicas that were on drained nodes
+    budgets: tuple[BrokenBudget, ...] = ()
 
     @property
     def settled(self) -> bool:
-        return not self.unplaced
+        """Every replica the question is about has a place, and no budget is broken."""
+        return not self.unplaced and not self.budgets
 
 
 @dataclass(frozen=True)
@@ -179,6 +198,7 @@ class WhatIf:
         moved: list[Moved] = []
         unplaced: list[Unplaced] = []
         ended: list[Ended] = []
+        budgets: list[BrokenBudget] = []
         displaced = 0
         for result in results:
             workload = result.workload
@@ -186,6 +206,9 @@ class WhatIf:
             before = {b.alloc_id: b.node for b in self.ledger.bookings(key)}
             if result.status.phase is Phase.INVALID:
                 continue  # waits for a spec change, not for room: not the question's
+            broken = _broken_budget(result, len(before), len(after.bookings(key)))
+            if broken is not None:
+                budgets.append(broken)
             if workload.spec.kind is WorkloadKind.DAEMONSET:
                 ended.extend(
                     Ended(key, a, node) for a, node in before.items() if node in question.drain
@@ -213,6 +236,7 @@ class WhatIf:
             tuple(sorted(ended, key=order)),
             added,
             displaced,
+            tuple(sorted(budgets, key=lambda b: b.workload)),
         )
 
     # -- how many nodes ----------------------------------------------------------------------
@@ -342,6 +366,22 @@ class WhatIf:
         if first.workload in refused:
             why += f"; a {template.hostname} node cannot take it: {refused[first.workload]}"
         return Capacity(template.hostname, None, True, why=why, tried=cap, plans=self.plans - start)
+
+
+def _broken_budget(result: PlanResult, before: int, after: int) -> BrokenBudget | None:
+    """The budget ``result``'s Workload breaks with ``after`` replicas placed (it held
+    ``before``): its disruption budget (of the desired count after the plan: a DaemonSet's
+    shrinks with its nodes) or its gang's minCount; None when it keeps it, or when the
+    question took nothing from it."""
+    workload = result.workload
+    if after >= before or (workload.spec.disruption is None and workload.spec.gang is None):
+        return None
+    if workload.spec.kind is WorkloadKind.DAEMONSET:
+        workload = workload.model_copy(update={"status": result.status})
+    budget = budget_of(workload, after)
+    if budget is None or after >= budget.needs:
+        return None
+    return BrokenBudget(workload.key, budget.text, after, budget.needs)
 
 
 def _alone(template: NodeInfo) -> Ledger:
