@@ -29,6 +29,7 @@ from controller.inputs.manifests import ManifestError
 from controller.scheduler.explain import Explanation, explain
 from controller.scheduler.ledger import Ledger
 from controller.scheduler.plugins.topology_spread import spread_lines
+from controller.scheduler.preemption import preemption_outlook
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.vocabulary import CONDITION_PREEMPTED
 from controller.scheduler.whatif import WhatIf
@@ -62,7 +63,9 @@ def preemptions(key: str, workloads: Mapping[str, Workload]) -> Preemptions:
     return Preemptions(suffered, tuple(caused))
 
 
-def to_json(e: Explanation, p: Preemptions | None = None) -> dict[str, Any]:
+def to_json(
+    e: Explanation, p: Preemptions | None = None, outlook: str | None = None
+) -> dict[str, Any]:
     d = e.decision
     p = p or Preemptions(None, ())
     return {
@@ -77,6 +80,7 @@ def to_json(e: Explanation, p: Preemptions | None = None) -> dict[str, Any]:
         "priority": d.priority,
         "preemptedBy": p.suffered,
         "preempted": [{"workload": k, "message": m} for k, m in p.caused],
+        **({"preemption": outlook} if outlook else {}),
         "replicas": [
             {"allocId": r.alloc_id, "node": r.node, "score": r.score, "kept": r.kept, "why": r.why}
             for r in e.replicas
@@ -95,7 +99,9 @@ def to_json(e: Explanation, p: Preemptions | None = None) -> dict[str, Any]:
     }
 
 
-def render(e: Explanation, out: TextIO, p: Preemptions | None = None) -> None:
+def render(
+    e: Explanation, out: TextIO, p: Preemptions | None = None, outlook: str | None = None
+) -> None:
     d = e.decision
     p = p or Preemptions(None, ())
     priority = "" if d.priority is None else f" priority {d.priority},"
@@ -106,6 +112,8 @@ def render(e: Explanation, out: TextIO, p: Preemptions | None = None) -> None:
         out.write(f"  last preempted: {p.suffered}\n")
     for victim, message in p.caused:
         out.write(f"  preempted {victim}: {message}\n")
+    if outlook:
+        out.write(f"  preemption: {outlook}\n")
     if e.replicas:
         out.write("\nREPLICAS\n")
         replicas = [(r.alloc_id, r.node, str(r.score), r.why) for r in e.replicas]
@@ -163,10 +171,20 @@ def run(args: argparse.Namespace) -> int:
         except ManifestError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_CLUSTER
-    explanation = explain(scheduler, workload, ledger, cluster.classes, now=time.time())
+    clock = time.time()
+    explanation = explain(scheduler, workload, ledger, cluster.classes, now=clock)
     who = preemptions(key, cluster.parsed)
+    outlook = preemption_outlook(
+        scheduler,
+        workload,
+        ledger,
+        explanation.decision,
+        cluster.classes,
+        cluster.parsed,
+        now=clock,
+    )
     if args.output == "json":
-        document = to_json(explanation, who)
+        document = to_json(explanation, who, outlook)
         if header is not None:
             document["whatIf"] = header
         json.dump(document, sys.stdout, indent=2)
@@ -174,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if header is not None:
             sys.stdout.write(f"What if: {header}; {key} at its turn in that plan:\n")
-        render(explanation, sys.stdout, who)
+        render(explanation, sys.stdout, who, outlook)
     return EXIT_OK
 
 

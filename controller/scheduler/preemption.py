@@ -57,7 +57,7 @@ import numpy as np
 from controller.api import resources as names
 from controller.api.models import Condition, Phase, Workload, WorkloadKind, WorkloadStatus
 from controller.api.resources import Scalars
-from controller.scheduler.budgets import Budget
+from controller.scheduler.budgets import Budget, budget_of
 from controller.scheduler.decision import Decision, phase_of
 from controller.scheduler.framework import Code, CycleState
 from controller.scheduler.ledger import Booking, Ledger, has_room, scalar_amount
@@ -391,6 +391,52 @@ def budget_blockers(
         ),
         key=lambda b: b.key,
     )
+
+
+def preemption_outlook(
+    scheduler: Scheduler,
+    workload: Workload,
+    ledger: Ledger,
+    decision: Decision,
+    classes: PriorityClasses,
+    workloads: Mapping[str, Workload],
+    *,
+    now: float,
+) -> str | None:
+    """What preempting would do for ``workload`` short as ``decision`` says, in a line
+    (``orca explain``): the replicas it would remove, or the budgets that forbid it, or that
+    nothing below it makes room; None when it may not preempt at all. Every Workload of
+    ``workloads`` with lower priority and replicas in ``ledger`` is preemptible, as the
+    operator sees them when no write is in flight."""
+    priority = classes.resolve(workload.spec.priority_class_name)
+    if not may_preempt(workload, decision, priority):
+        return None
+    preemptible: dict[str, int] = {}
+    started: dict[str, datetime] = {}
+    budgets: dict[str, Budget] = {}
+    for key, other in workloads.items():
+        booked = len(ledger.bookings(key))
+        value = classes.resolve(other.spec.priority_class_name).value
+        if key == workload.key or not booked or value >= priority.value:
+            continue
+        preemptible[key] = value
+        if other.metadata.creation_timestamp is not None:
+            started[key] = other.metadata.creation_timestamp
+        budget = budget_of(other, booked)
+        if budget is not None:
+            budgets[key] = budget
+    args = (scheduler, workload, ledger, decision, classes, preemptible, started)
+    found = preempt(*args, now=now, budgets=budgets)
+    if found is not None:
+        plan, after = found
+        return (
+            f"would remove {len(plan.victims)} replica(s) of "
+            f"{', '.join(plan.victim_keys())}, and place {after.placed}/{after.desired}"
+        )
+    blockers = budget_blockers(*args, budgets, now=now)
+    if blockers:
+        return "refused:" + budget_message(blockers).removeprefix(" Preempting")
+    return "nothing of lower priority makes room"
 
 
 def budget_message(blockers: Sequence[Budget]) -> str:
