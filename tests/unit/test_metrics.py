@@ -200,6 +200,61 @@ def test_lists_are_counted_per_resource_and_outcome() -> None:
     assert (failed.value, listed.value, nodes.value) == (1, 1, 0)
 
 
+def test_free_room_by_resource_follows_the_ledger_and_drops_what_no_node_offers() -> None:
+    """Per resource, over the eligible nodes: cpu in cores, memory in bytes, pods and GPUs as
+    counts (kube-state-metrics' units); per node, the resources beside cpu and memory, only
+    where the node offers them."""
+    operator, _ = operator_for(
+        [
+            service("train", 3, resources={"cpu": "1", "nvidia.com/gpu": 2}),
+            service("web", 2, cpu="500m"),
+        ]
+    )
+    state = operator.state
+    gpus = {"pods": "10", "nvidia.com/gpu": "8"}
+    state.upsert_node(node_object("g", cpu="8", memory="4Gi", allocatable=gpus))
+    state.upsert_node(node_object("cordoned", cpu="8", cordoned=True, allocatable=gpus))
+    for key in sorted(state.records):
+        asyncio.run(decide(operator, key))
+    export_gauges(operator)
+    # train: three replicas of 2 GPUs, only g has GPUs (a holds none): 3 x 2 = 6 of 8 taken.
+    assert (
+        sample(
+            "orca_node_allocatable_resource", node="g", resource="nvidia.com/gpu", unit="integer"
+        )
+        == 8.0
+    )
+    assert (
+        sample("orca_node_free_resource", node="g", resource="nvidia.com/gpu", unit="integer")
+        == 2.0
+    )
+    assert (
+        REGISTRY.get_sample_value(
+            "orca_node_free_resource",
+            {"node": "a", "resource": "nvidia.com/gpu", "unit": "integer"},
+        )
+        is None
+    )  # a offers none: no series
+    # Over the eligible nodes (a and g; the cordoned one is left out).
+    assert sample("orca_resource_allocatable", resource="nvidia.com/gpu", unit="integer") == 8.0
+    assert sample("orca_resource_free", resource="nvidia.com/gpu", unit="integer") == 2.0
+    assert sample("orca_resource_allocatable", resource="cpu", unit="core") == 12.0
+    assert sample("orca_resource_free", resource="cpu", unit="core") == 12.0 - 3 - 1.0
+    # Only g states pods: 10, holding the 3 train replicas and maybe a web one.
+    held_on_g = sample("orca_node_placements", node="g")
+    assert sample("orca_resource_allocatable", resource="pods", unit="integer") == 10.0
+    assert sample("orca_resource_free", resource="pods", unit="integer") == 10.0 - held_on_g
+    state.delete_node("g")
+    state.delete_node("cordoned")
+    export_gauges(operator)
+    assert (
+        REGISTRY.get_sample_value(
+            "orca_resource_free", {"resource": "nvidia.com/gpu", "unit": "integer"}
+        )
+        is None
+    )
+
+
 @pytest.mark.parametrize(
     ("error", "outcome", "code"),
     [

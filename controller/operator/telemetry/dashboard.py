@@ -309,6 +309,20 @@ def _nodes(ids: _Ids) -> list[Panel]:
             unit="bytes",
             width=12,
         ),
+        _timeseries(
+            ids,
+            "Free share by resource",
+            "Free over allocatable on the eligible Nodes, per resource: cpu, memory, pods, and "
+            "every resource a Node offers (ephemeral-storage, huge pages, GPUs...).",
+            [
+                _query(
+                    f"max by (resource) (orca_resource_free{{{JOB}}}) / "
+                    f"(max by (resource) (orca_resource_allocatable{{{JOB}}}) > 0)",
+                    "{{resource}}",
+                )
+            ],
+            unit="percentunit",
+        ),
     ]
 
 

@@ -5,8 +5,10 @@ Counters move where things happen (the loop, the status writes, the kube client,
 these gauges are a snapshot of ``ClusterState`` instead: Workloads by namespace and phase
 and by the plugin that rejects them, the pending queues, and per Node the placements and the
 allocatable and free capacity, computed from the ledger (the same numbers the scheduler
-decides on), published as one snapshot (``metrics.PER_NODE``). One pass over the records and
-the node table; a Node that left, or a namespace whose last Workload went, has no series any
+decides on), published as one snapshot (``metrics.PER_NODE``), and per resource (cpu, memory,
+pods and every resource a node offers: ``nvidia.com/gpu``...) the allocatable and free room
+over the eligible nodes. One pass over the records and the node table; a Node that left, a
+resource no node offers any more, or a namespace whose last Workload went, has no series any
 more, so it does not linger on a dashboard with its last values.
 """
 
@@ -15,11 +17,15 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
+import numpy as np
+
+from controller.api import resources as names
 from controller.api.models import Phase
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.celexpr import CelEvaluator
+from controller.scheduler.nodes import NO_POD_LIMIT, BoolArray, IntArray
 
 MILLI = 1000.0
 #: Seconds between refreshes: well under a scrape interval, and rare enough that the pass (30-45 ms
@@ -34,6 +40,7 @@ class GaugeExporter:
     def __init__(self) -> None:
         self._plugins: set[str] = set()
         self._namespaces: set[str] = set()
+        self._resources: set[tuple[str, str]] = set()
 
     async def refresh(self, state: ClusterState, queue: WorkQueue, every: float = INTERVAL) -> None:
         """``export`` every ``every`` seconds, for ever: one pass over the state, cheap next to
@@ -83,6 +90,21 @@ class GaugeExporter:
         table = state.table()
         ledger = state.ledger
         free_cpu, free_memory = ledger.free()
+        rows: list[tuple[str, str, str, float, float]] = []
+        totals: dict[tuple[str, str], tuple[float, float]] = {
+            (names.CPU, unit_of(names.CPU)): _over(table.eligible, table.cpu, free_cpu, MILLI),
+            (names.MEMORY, unit_of(names.MEMORY)): _over(table.eligible, table.memory, free_memory),
+        }
+        limited = table.pods != NO_POD_LIMIT  # a Node that states no pods has no limit to sum
+        totals[names.PODS, unit_of(names.PODS)] = _over(
+            table.eligible & limited, table.pods, ledger.free_pods()
+        )
+        for name, allocatable in sorted(table.scalars.items()):
+            free = ledger.free_scalar(name)
+            unit = unit_of(name)
+            totals[name, unit] = _over(table.eligible, allocatable, free)
+            for i in np.flatnonzero(allocatable).tolist():
+                rows.append((table.hostnames[i], name, unit, float(allocatable[i]), float(free[i])))
         metrics.PER_NODE.publish(
             metrics.NodeSnapshot(
                 names=table.hostnames,
@@ -91,8 +113,37 @@ class GaugeExporter:
                 allocatable_memory_bytes=tuple(table.memory.tolist()),
                 free_cpu_cores=tuple((free_cpu / MILLI).tolist()),
                 free_memory_bytes=tuple(free_memory.tolist()),
+                scalars=tuple(rows),
             )
         )
+        for resource, unit in self._resources - set(totals):
+            metrics.RESOURCE_ALLOCATABLE.remove(resource, unit)
+            metrics.RESOURCE_FREE.remove(resource, unit)
+        for (resource, unit), (allocatable_total, free_total) in totals.items():
+            metrics.RESOURCE_ALLOCATABLE.labels(resource=resource, unit=unit).set(allocatable_total)
+            metrics.RESOURCE_FREE.labels(resource=resource, unit=unit).set(free_total)
+        self._resources = set(totals)
+
+
+def unit_of(resource: str) -> str:
+    """kube-state-metrics' unit label: ``core`` for cpu, ``byte`` for memory, storage and huge
+    pages, ``integer`` for pods and extended resources."""
+    if resource == names.CPU:
+        return "core"
+    if resource == names.PODS or names.is_extended(resource):
+        return "integer"
+    return "byte"
+
+
+def _over(
+    where: BoolArray, allocatable: IntArray, free: IntArray, scale: float = 1.0
+) -> tuple[float, float]:
+    """(allocatable, free) summed over the nodes ``where`` holds, free counted from 0 (a node
+    over-committed adds no room and takes none from the others), divided by ``scale``."""
+    return (
+        float(allocatable[where].sum()) / scale,
+        float(np.clip(free[where], 0, None).sum()) / scale,
+    )
 
 
 class CelCounters:

@@ -132,6 +132,8 @@ class NodeSnapshot:
     allocatable_memory_bytes: tuple[int, ...] = ()
     free_cpu_cores: tuple[float, ...] = ()
     free_memory_bytes: tuple[int, ...] = ()
+    #: Per (node, scalar resource the node offers): (node, resource, unit, allocatable, free).
+    scalars: tuple[tuple[str, str, str, float, float], ...] = ()
 
 
 class NodeCollector(Collector):
@@ -171,9 +173,29 @@ class NodeCollector(Collector):
     def publish(self, snapshot: NodeSnapshot) -> None:
         self.snapshot = snapshot
 
+    #: Every other resource a node offers (ephemeral-storage, huge pages, extended resources
+    #: such as nvidia.com/gpu), as kube-state-metrics labels ``kube_node_status_allocatable``:
+    #: by ``resource`` and ``unit``; series only where a node offers the resource.
+    SCALAR_FAMILIES: Final = (
+        (
+            "orca_node_allocatable_resource",
+            "The node's allocatable of a resource other than cpu and memory.",
+            3,
+        ),
+        (
+            "orca_node_free_resource",
+            "Allocatable minus every placement on the node, of a resource other than cpu and "
+            "memory.",
+            4,
+        ),
+    )
+    SCALAR_LABELS: Final = ("node", "resource", "unit")
+
     def describe(self) -> Iterator[Metric]:
         for name, doc, _ in self.FAMILIES:
             yield GaugeMetricFamily(name, doc, labels=["node"])
+        for name, doc, _column in self.SCALAR_FAMILIES:
+            yield GaugeMetricFamily(name, doc, labels=list(self.SCALAR_LABELS))
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self.snapshot
@@ -182,10 +204,28 @@ class NodeCollector(Collector):
             for node, value in zip(snapshot.names, getattr(snapshot, field), strict=True):
                 family.add_metric([node], value)
             yield family
+        for name, doc, column in self.SCALAR_FAMILIES:
+            family = GaugeMetricFamily(name, doc, labels=list(self.SCALAR_LABELS))
+            for node, resource, unit, allocatable, free in snapshot.scalars:
+                family.add_metric([node, resource, unit], allocatable if column == 3 else free)
+            yield family
 
 
 PER_NODE = NodeCollector()
 REGISTRY.register(PER_NODE)
+
+RESOURCE_ALLOCATABLE = Gauge(
+    "orca_resource_allocatable",
+    "Allocatable over the eligible nodes (Ready, not cordoned), by resource (cpu in cores, "
+    "bytes, counts: unit), every resource a node offers, and pods.",
+    ["resource", "unit"],
+)
+RESOURCE_FREE = Gauge(
+    "orca_resource_free",
+    "Allocatable minus every placement, over the eligible nodes, by resource and unit: the "
+    "room new replicas have.",
+    ["resource", "unit"],
+)
 
 # -- CEL ---------------------------------------------------------------------------------------
 
