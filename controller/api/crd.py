@@ -46,6 +46,8 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Nodes", "type": "string", "jsonPath": ".status.nodes", "priority": 1},
+    # What each replica asks, every resource (kubectl prints the map as map[cpu:1 ...]).
+    {"name": "Resources", "type": "string", "jsonPath": ".spec.resources", "priority": 1},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
 ]
 

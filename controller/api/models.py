@@ -415,7 +415,8 @@ def _shown_value(value: object) -> str:
 _RESOURCE_NAME_CEL = (
     "(k in ['cpu', 'memory', 'ephemeral-storage'] || "
     f"k.matches('{names.HUGEPAGES_PATTERN}') || "
-    f"(size(k) <= {names.MAX_RESOURCE_NAME_LENGTH} && !k.contains('kubernetes.io/') && !k.startsWith('requests.') && "
+    f"(size(k) <= {names.MAX_RESOURCE_NAME_LENGTH} && !k.contains('kubernetes.io/') && "
+    "!k.startsWith('requests.') && "
     "k.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/"
     "[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')))"
 )
@@ -426,7 +427,7 @@ _RESOURCES_SCHEMA: JsonDict = {
     "x-kubernetes-validations": [
         {
             "rule": f"self.all(k, {_RESOURCE_NAME_CEL})",
-            "messageExpression": "\"resource '\" + self.filter(k, !"
+            "messageExpression": '"resource \'" + self.filter(k, !'
             + _RESOURCE_NAME_CEL
             + ")[0] + \"' "
             + RESOURCE_NAME_MESSAGE
@@ -438,7 +439,7 @@ _RESOURCES_SCHEMA: JsonDict = {
             "quantity(string(self[k])).isInteger())",
             "messageExpression": "\"resource '\" + self.filter(k, k.contains('/') && "
             "type(self[k]) != int && !quantity(string(self[k])).isInteger())[0] + "
-            "\"' must be a whole number: an extended resource is counted in units\"",
+            '"\' must be a whole number: an extended resource is counted in units"',
         },
     ],
 }

@@ -73,6 +73,7 @@ def test_api_surface() -> None:
         "Phase": 0,
         "Age": 0,
         "Nodes": 1,
+        "Resources": 1,
         "Message": 1,
     }
     workload_spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
