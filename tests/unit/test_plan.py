@@ -50,6 +50,53 @@ def test_shipped_examples_plan_with_one_unplaceable_workload(
     assert err == ""
 
 
+def test_the_gpu_example_places_one_gang_whole_and_the_other_not_at_all(orca: Orca) -> None:
+    """examples/gpu-nodes.yaml has 8 GPUs (gpu-a, gpu-b: 4 each); each training gang wants
+    all 8. The first is placed whole; the second (minCount 4) finds no GPU left, so none of
+    its replicas is placed; inference asks for none and is placed; cpu-1 (pods: 4) takes it."""
+    code, out, _ = orca(
+        "plan",
+        "--nodes",
+        EXAMPLES / "gpu-nodes.yaml",
+        "--workloads",
+        EXAMPLES / "gpu-training.yaml",
+        "-o",
+        "json",
+    )
+    assert code == 1
+    results = {r["workload"]: r for r in json.loads(out)["results"]}
+    pretrain = results["ml/llm-pretrain"]
+    assert (pretrain["placed"], pretrain["phase"]) == (8, "Scheduled")
+    assert sorted({p["node"] for p in pretrain["placements"]}) == ["gpu-a", "gpu-b"]
+    finetune = results["ml/vision-finetune"]
+    assert (finetune["placed"], finetune["phase"]) == (0, "Unschedulable")
+    assert finetune["message"].startswith("gang minCount 4: 0 of 8 replicas would fit")
+    assert results["ml/inference"]["placed"] == 3
+
+
+def test_the_budget_example_keeps_the_job_waiting_and_names_the_budget(orca: Orca) -> None:
+    """examples/budget.yaml: checkout holds 3 cpu on node-a, node-b and node-c (minAvailable
+    3); the Job needs 6 cpu, which only node-c (8) has once checkout's replica is gone: the
+    budget forbids it. A drain of node-c would leave checkout 2 of 3: named, exit 1."""
+    args = ("plan", "--nodes", EXAMPLES / "nodes.yaml", "--workloads", EXAMPLES / "budget.yaml")
+    code, out, _ = orca(*args, "-o", "json")
+    assert code == 1
+    results = {r["workload"]: r for r in json.loads(out)["results"]}
+    assert results["shop/nightly-report"]["placed"] == 0
+    assert results["shop/nightly-report"]["message"].endswith(
+        "Preempting would break the disruption budget of shop/checkout (minAvailable 3)."
+    )
+    assert results["shop/checkout"]["placed"] == 3
+    code, out, _ = orca(*args, "--drain", "node-c", "-o", "json")
+    assert code == 1
+    assert json.loads(out)["budgets"] == [
+        {"workload": "shop/checkout", "budget": "minAvailable 3", "keeps": 2, "needs": 3}
+    ]
+    code, out, _ = orca(*args, "--drain", "node-c")
+    assert "BUDGETS: Workloads left below their budget (1)" in out
+    assert "1 Workload(s) below their budget" in out.splitlines()[-1]
+
+
 def test_json_output_has_the_status_fields(tmp_path: Path, orca: Orca) -> None:
     nodes = write(tmp_path, "nodes.yaml", [node_object("a"), node_object("b")])
     workloads = write(tmp_path, "w.yaml", [wl("web", kind="Service", count=2)])
