@@ -17,6 +17,11 @@ multi-document file of Workloads in the benchmarks' mix
 the 300 s that Jobs and Services tolerate a not-ready node by default still run down: every
 run passes that ``--now``, so runs with and without NotReady Nodes plan at the same clock.
 
+``--mix needs`` plans what issue 46 added beside the usual mix: every fourth Node offers 8
+``nvidia.com/gpu``; a tenth of the Workloads are training gangs of 8 workers of one GPU each
+(``gang.minCount: 8``), a fifth carry a disruption budget (``minAvailable: 50%``), the rest as
+before. ``--mix plain`` (the default) is the usual mix, on Nodes without GPUs.
+
 ``--runs N`` gives the best of N by wall time (the machine is shared: the fastest run is the one
 least disturbed). ``--save DIR`` keeps each run's JSON output and ``--compare DIR`` checks the
 placements against a saved run (e.g. made on another commit): same inputs, same plan.
@@ -77,15 +82,39 @@ def make_not_ready(node: dict[str, Any]) -> None:
             )
 
 
-def write_workloads(path: Path, count: int, seed: int) -> None:
-    """``count`` Workload manifests in the benchmarks' mix, one YAML document each."""
+GPU = "nvidia.com/gpu"
+GPUS_PER_NODE = "8"
+GPU_NODE_EVERY = 4
+
+
+def needs_spec(rng: random.Random) -> dict[str, Any]:
+    """The ``needs`` mix: a tenth training gangs of 8 one-GPU workers, a fifth with a
+    disruption budget, the rest the usual mix (``random_spec``)."""
+    draw = rng.random()
+    if draw < 0.1:
+        return {
+            "kind": "Service",
+            "count": 8,
+            "resources": {"cpu": "1", "memory": "4Gi", GPU: 1},
+            "gang": {"minCount": 8},
+        }
+    spec = random_spec(rng)
+    if draw < 0.3:
+        spec["disruption"] = {"minAvailable": "50%"}
+    return spec
+
+
+def write_workloads(path: Path, count: int, seed: int, mix: str = "plain") -> None:
+    """``count`` Workload manifests in the benchmarks' mix (or ``needs``), one YAML document
+    each."""
     rng = random.Random(seed)
+    spec_of = needs_spec if mix == "needs" else random_spec
     docs = [
         {
             "apiVersion": "orca.cloudinit.dev/v1alpha1",
             "kind": "Workload",
             "metadata": {"name": f"w{i}", "namespace": "bench"},
-            "spec": random_spec(rng),
+            "spec": spec_of(rng),
         }
         for i in range(count)
     ]
@@ -93,15 +122,21 @@ def write_workloads(path: Path, count: int, seed: int) -> None:
     path.write_text(yaml.dump_all(docs, Dumper=dumper, sort_keys=False))
 
 
-def write_node_file(path: Path, count: int, lean: bool, not_ready: float) -> int:
+def write_node_file(
+    path: Path, count: int, lean: bool, not_ready: float, gpus: bool = False
+) -> int:
     """The Nodes file: kubelet-shaped (``bench_manifests``) or lean, ``not_ready`` % of them
-    NotReady; returns its size in bytes."""
-    if not lean and not not_ready:
+    NotReady, every ``GPU_NODE_EVERY``-th offering ``GPUS_PER_NODE`` GPUs with ``gpus``;
+    returns its size in bytes."""
+    if not lean and not not_ready and not gpus:
         return write_nodes(path, count)  # the file the earlier figures were measured on
     rng = random.Random(7)
     items = [(lean_node if lean else _same)(node_object(i, rng)) for i in range(count)]
     for i in not_ready_indexes(count, not_ready):
         make_not_ready(items[i])
+    if gpus:
+        for item in items[::GPU_NODE_EVERY]:
+            item["status"]["allocatable"][GPU] = GPUS_PER_NODE
     dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     text = yaml.dump({"apiVersion": "v1", "kind": "List", "items": items}, Dumper=dumper)
     path.write_text(text)
@@ -211,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
         "--no-timings", action="store_true", help="for an orca without --timings (older commits)"
     )
     parser.add_argument(
+        "--mix",
+        choices=("plain", "needs"),
+        default="plain",
+        help="the Workloads: the usual mix, or with GPU gangs and budgets (see above)",
+    )
+    parser.add_argument(
         "--not-ready",
         type=float,
         nargs="+",
@@ -227,7 +268,15 @@ def main(argv: list[str] | None = None) -> int:
         # parent it was forked from, so this process stays small.
         writer = multiprocessing.get_context("spawn").Process(
             target=write_inputs,
-            args=(Path(tmp), args.nodes, args.lean_nodes, tuple(args.not_ready), counts, args.seed),
+            args=(
+                Path(tmp),
+                args.nodes,
+                args.lean_nodes,
+                tuple(args.not_ready),
+                counts,
+                args.seed,
+                args.mix,
+            ),
         )
         writer.start()
         writer.join()
@@ -245,12 +294,14 @@ def main(argv: list[str] | None = None) -> int:
             for percent, made in runs.items():
                 nodes, out = _nodes_file(Path(tmp), percent), _out(Path(tmp), count, percent)
                 print(
-                    f"{args.nodes} {shape} Nodes ({percent:g} % NotReady), "
+                    f"{args.nodes} {shape} Nodes ({percent:g} % NotReady, {args.mix} mix), "
                     f"{nodes.stat().st_size / 1e6:.1f} MB of YAML; --now {PLAN_NOW}"
                 )
                 best = min(made, key=_wall)
                 report(best, count, workloads)
                 key = f"{args.nodes} {shape} nodes ({percent:g} % NotReady), {count} workloads"
+                if args.mix != "plain":
+                    key += f", {args.mix} mix"
                 figures[key] = figures_of(best, count)
                 if args.save:
                     args.save.mkdir(parents=True, exist_ok=True)
@@ -307,13 +358,14 @@ def write_inputs(
     not_ready: tuple[float, ...],
     workloads: tuple[int, ...],
     seed: int,
+    mix: str = "plain",
 ) -> None:
     """A Nodes file per share of NotReady Nodes and ``workloads-<count>.yaml`` for each count,
     in ``directory``."""
     for percent in not_ready:
-        write_node_file(_nodes_file(directory, percent), nodes, lean, percent)
+        write_node_file(_nodes_file(directory, percent), nodes, lean, percent, mix == "needs")
     for count in workloads:
-        write_workloads(directory / f"workloads-{count}.yaml", count, seed)
+        write_workloads(directory / f"workloads-{count}.yaml", count, seed, mix)
 
 
 def _wall(run: Run) -> float:

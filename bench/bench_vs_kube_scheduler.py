@@ -44,6 +44,12 @@ the admin kubeconfig. ``--orca-as kubeconfig`` gives orca that kubeconfig too.
     python bench/bench_vs_kube_scheduler.py --mode backlog --nodes 1000 --objects 5000
     python bench/bench_vs_kube_scheduler.py --mode burst --nodes 1000 --objects 2000
     python bench/bench_vs_kube_scheduler.py --side orca --mode backlog --nodes 500 --objects 1000
+    python bench/bench_vs_kube_scheduler.py --mode backlog --nodes 5000 --objects 10000 \
+        --extended example.com/gpu
+
+``--extended NAME`` adds one extended resource: every other Node offers 8 of it, every other
+object asks one (a Pod as its request and limit, a Workload in ``spec.resources``), and the
+validity check counts it too.
 """
 
 from __future__ import annotations
@@ -86,8 +92,13 @@ EVENTS = "/api/v1/namespaces/{ns}/events"
 # -- the objects ------------------------------------------------------------------------------
 
 
-def node_objects(count: int, seed: int) -> list[dict[str, Any]]:
-    """The same Nodes for both sides: a zone each, ``ssd`` on about half, 8 or 16 cpus."""
+#: ``--extended NAME``: every other Node offers this many of it, every other object asks one.
+EXTENDED_PER_NODE = "16"
+
+
+def node_objects(count: int, seed: int, extended: str | None = None) -> list[dict[str, Any]]:
+    """The same Nodes for both sides: a zone each, ``ssd`` on about half, 8 or 16 cpus; with
+    ``extended``, the even-numbered Nodes offer ``EXTENDED_PER_NODE`` of that resource."""
     rng = random.Random(seed)
     nodes = []
     for i in range(count):
@@ -100,6 +111,8 @@ def node_objects(count: int, seed: int) -> list[dict[str, Any]]:
         if rng.random() < 0.5:
             labels[SSD_LABEL] = ""
         size = {"cpu": "16" if big else "8", "memory": "64Gi" if big else "32Gi", "pods": "110"}
+        if extended is not None and i % 2 == 0:
+            size[extended] = EXTENDED_PER_NODE
         nodes.append(
             {
                 "apiVersion": "v1",
@@ -115,7 +128,7 @@ def node_objects(count: int, seed: int) -> list[dict[str, Any]]:
     return nodes
 
 
-def pod_object(name: str, namespace: str) -> dict[str, Any]:
+def pod_object(name: str, namespace: str, extended: str | None = None) -> dict[str, Any]:
     term = {
         "matchExpressions": [
             {"key": SSD_LABEL, "operator": "Exists"},
@@ -134,7 +147,7 @@ def pod_object(name: str, namespace: str) -> dict[str, Any]:
                 {
                     "name": "app",
                     "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": CPU, "memory": MEMORY}},
+                    "resources": {"requests": requests(extended), "limits": limits(extended)},
                 }
             ],
             "affinity": {
@@ -146,7 +159,18 @@ def pod_object(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
-def workload_object(name: str, namespace: str) -> dict[str, Any]:
+def requests(extended: str | None) -> dict[str, str]:
+    """What each object asks: cpu and memory, and one of ``extended`` when given."""
+    return {"cpu": CPU, "memory": MEMORY, **({extended: "1"} if extended else {})}
+
+
+def limits(extended: str | None) -> dict[str, str]:
+    """A Pod's limits: an extended resource cannot be overcommitted (kube's validation asks
+    its limit equal to its request); nothing else is limited."""
+    return {extended: "1"} if extended else {}
+
+
+def workload_object(name: str, namespace: str, extended: str | None = None) -> dict[str, Any]:
     zones = ", ".join(f'"{z}"' for z in ALLOWED_ZONES)
     return {
         "apiVersion": "orca.cloudinit.dev/v1alpha1",
@@ -154,7 +178,7 @@ def workload_object(name: str, namespace: str) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "kind": "Job",
-            "resources": {"cpu": CPU, "memory": MEMORY},
+            "resources": requests(extended),
             "constraints": ['"ssd" in node.tags', f'node.labels["{ZONE_LABEL}"] in [{zones}]'],
         },
     }
@@ -165,7 +189,7 @@ class Side:
     """What differs between the two schedulers: the object kind and how to read a decision."""
 
     name: str
-    make: Callable[[str, str], dict[str, Any]]
+    make: Callable[[str, str, str | None], dict[str, Any]]
     collection: Callable[[str], str]
 
     def decided(self, obj: dict[str, Any]) -> bool:
@@ -431,7 +455,7 @@ async def _run_side(
     api = KubeApi(load_configuration(str(plane.kubeconfig_path)), max_connections=64)
     try:
         started = time.perf_counter()
-        nodes = [("/api/v1/nodes", n) for n in node_objects(args.nodes, args.seed)]
+        nodes = [("/api/v1/nodes", n) for n in node_objects(args.nodes, args.seed, args.extended)]
         await create_all(api, nodes, args.concurrency)
         untainted = await wait_not_ready_lifted(api, args.timeout)
         for namespace in (NAMESPACE, PROBE_NAMESPACE):
@@ -443,7 +467,10 @@ async def _run_side(
             flush=True,
         )
         path = side.collection(NAMESPACE)
-        objects = [(path, side.make(f"o{i:05d}", NAMESPACE)) for i in range(args.objects)]
+        objects = [
+            (path, side.make(f"o{i:05d}", NAMESPACE, asks(i, args.extended)))
+            for i in range(args.objects)
+        ]
         # The API server and etcd: what the placements cost the cluster's store (the
         # controller manager's and kwok's own CPU is the same on both sides).
         servers = {n: pid for n, pid in plane.pids.items() if n in ("etcd", "kube-apiserver")}
@@ -471,7 +498,7 @@ async def _run_side(
             scheduler_cpu = cpu_seconds(scheduler.process.pid)
         else:
             scheduler = start(side, plane, workdir, args.py_spy, pod)
-            probe = [(side.collection(PROBE_NAMESPACE), side.make("probe", PROBE_NAMESPACE))]
+            probe = [(side.collection(PROBE_NAMESPACE), side.make("probe", PROBE_NAMESPACE, None))]
             await create_all(api, probe, 1)
             await wait_decided(api, side, PROBE_NAMESPACE, 1, args.timeout)
             watcher = asyncio.create_task(
@@ -497,7 +524,7 @@ async def _run_side(
         events.cancel()
         rss = peak_rss_mb(scheduler.process.pid)
         scheduler.stop()
-        problems = await validate(api, side, args.objects)
+        problems = await validate(api, side, args.objects, args.extended)
     finally:
         await api.close()
     return Result(
@@ -530,15 +557,21 @@ def start(
     return Orca(plane, workdir, py_spy, pod)
 
 
-async def validate(api: KubeApi, side: Side, count: int) -> list[str]:
+def asks(index: int, extended: str | None) -> str | None:
+    """The extended resource object ``index`` asks one of: every other object's."""
+    return extended if extended is not None and index % 2 == 1 else None
+
+
+async def validate(api: KubeApi, side: Side, count: int, extended: str | None = None) -> list[str]:
     """Every object placed exactly once, on a node that passes both constraints, and no node
-    over its allocatable cpu, memory or pods. Returns what is wrong (empty: all valid)."""
+    over its allocatable cpu, memory, pods or ``extended``. Returns what is wrong (empty: all
+    valid)."""
     nodes = {n["metadata"]["name"]: n for n in (await api.request("GET", "/api/v1/nodes"))["items"]}
     listed = (await api.request("GET", side.collection(NAMESPACE)))["items"]
     problems: list[str] = []
     if len(listed) != count:
         problems.append(f"{len(listed)} objects listed, {count} created")
-    used: dict[str, list[int]] = {name: [0, 0, 0] for name in nodes}
+    used: dict[str, list[int]] = {name: [0, 0, 0, 0] for name in nodes}
     cpu, memory = quantity_to_int(CPU, scale=1000), quantity_to_int(MEMORY)
     for obj in listed:
         name = obj["metadata"]["name"]
@@ -557,15 +590,20 @@ async def validate(api: KubeApi, side: Side, count: int) -> list[str]:
         usage[0] += cpu
         usage[1] += memory
         usage[2] += 1
-    for name, (cpu_used, memory_used, pods) in used.items():
+        usage[3] += int(asks(int(name.removeprefix("o")), extended) is not None)
+    for name, (cpu_used, memory_used, pods, extra) in used.items():
         allocatable = nodes[name]["status"]["allocatable"]
         limits = (
             quantity_to_int(allocatable["cpu"], scale=1000),
             quantity_to_int(allocatable["memory"]),
             int(allocatable["pods"]),
+            int(allocatable.get(extended, 0)) if extended else 0,
         )
-        if cpu_used > limits[0] or memory_used > limits[1] or pods > limits[2]:
-            problems.append(f"{name}: over-committed ({cpu_used}m, {memory_used} B, {pods} pods)")
+        if cpu_used > limits[0] or memory_used > limits[1] or pods > limits[2] or extra > limits[3]:
+            problems.append(
+                f"{name}: over-committed ({cpu_used}m, {memory_used} B, {pods} pods, "
+                f"{extra} {extended or 'extended'})"
+            )
     return problems
 
 
@@ -652,6 +690,13 @@ def main(argv: list[str] | None = None) -> int:
         "or the admin kubeconfig kube-scheduler gets (default: %(default)s)",
     )
     parser.add_argument(
+        "--extended",
+        metavar="NAME",
+        help="an extended resource (e.g. example.com/gpu) every other Node offers "
+        f"{EXTENDED_PER_NODE} of and every other object asks one of (Pods as requests and "
+        "limits, Workloads in spec.resources)",
+    )
+    parser.add_argument(
         "--events-timeout",
         type=float,
         default=300,
@@ -662,7 +707,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--nodes, --objects and --concurrency must be at least 1")
     print(
         f"mode={args.mode} nodes={args.nodes} objects={args.objects} "
-        f"concurrency={args.concurrency} orca-as={args.orca_as} on {os.cpu_count()} cores "
+        f"concurrency={args.concurrency} orca-as={args.orca_as} "
+        f"extended={args.extended or '-'} on {os.cpu_count()} cores "
         f"(load average {os.getloadavg()[0]:.2f})",
         flush=True,
     )
@@ -673,6 +719,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(results) == 2:
         ratios(results[KUBE], results[ORCA])
     setting = f"{args.mode}, {args.nodes} nodes, {args.objects} objects"
+    if args.extended:
+        setting += f", {args.extended} on half the nodes and objects"
     recorded = {f"{setting}: {name}": figures(r) for name, r in results.items()}
     record("bench_vs_kube_scheduler", recorded, command_line(argv))
     return 1 if any(r.problems for r in results.values()) else 0
