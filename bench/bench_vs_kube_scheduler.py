@@ -47,7 +47,7 @@ the admin kubeconfig. ``--orca-as kubeconfig`` gives orca that kubeconfig too.
     python bench/bench_vs_kube_scheduler.py --mode backlog --nodes 5000 --objects 10000 \
         --extended example.com/gpu
 
-``--extended NAME`` adds one extended resource: every other Node offers 8 of it, every other
+``--extended NAME`` adds one extended resource: every other Node offers 16 of it, every other
 object asks one (a Pod as its request and limit, a Workload in ``spec.resources``), and the
 validity check counts it too.
 """
