@@ -445,6 +445,24 @@ _RESOURCES_SCHEMA: JsonDict = {
 }
 
 
+def _check_resources(asked: dict[str, Any]) -> dict[str, Any]:
+    """Every name a resource a replica may ask for, every amount one of it, at most
+    ``MAX_RESOURCES`` of them (``controller.api.resources``)."""
+    if len(asked) > names.MAX_RESOURCES:
+        raise ValueError(
+            f"asks for {len(asked)} resources; at most {names.MAX_RESOURCES} are allowed"
+        )
+    for name, value in asked.items():
+        problem = names.name_problem(name) if isinstance(name, str) else "is not a string"
+        if problem is not None:
+            raise ValueError(f"resource {_shown_value(name)} {problem}")
+        try:
+            _amount(name, value)
+        except ValueError as exc:
+            raise ValueError(f"[{name}]: {exc}") from None
+    return asked
+
+
 class Resources(RootModel[dict[str, Any]]):
     """What each replica takes from its node's allocatable, by Kubernetes resource name, each
     amount a quantity kept as written (``controller.api.resources`` says which names and
@@ -452,23 +470,12 @@ class Resources(RootModel[dict[str, Any]]):
 
     model_config = ConfigDict(frozen=True)
 
-    root: Annotated[dict[str, Any], WithJsonSchema(_RESOURCES_SCHEMA)] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _check(self) -> Self:
-        if len(self.root) > names.MAX_RESOURCES:
-            raise ValueError(
-                f"asks for {len(self.root)} resources; at most {names.MAX_RESOURCES} are allowed"
-            )
-        for name, value in self.root.items():
-            problem = names.name_problem(name) if isinstance(name, str) else "is not a string"
-            if problem is not None:
-                raise ValueError(f"resource {_shown_value(name)} {problem}")
-            try:
-                _amount(name, value)
-            except ValueError as exc:
-                raise ValueError(f"[{name}]: {exc}") from None
-        return self
+    # A field validator, not a model validator: pydantic runs a model's "after" validators
+    # again on an instance handed to another model (every status built from a decision), a
+    # field's only when the value is parsed.
+    root: Annotated[
+        dict[str, Any], AfterValidator(_check_resources), WithJsonSchema(_RESOURCES_SCHEMA)
+    ] = Field(default_factory=dict)
 
     @functools.cached_property
     def amounts(self) -> tuple[int, int, Scalars]:

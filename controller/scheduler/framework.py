@@ -153,6 +153,8 @@ class CycleState:
     data: dict[str, Any] = field(default_factory=dict)
     passes: BoolArray | None = None
     results: tuple[FilterResult, ...] = ()
+    #: ``room()``, once asked: kept up to date node by node by ``take`` and ``give``.
+    _room: BoolArray | None = field(default=None, repr=False)
 
     @property
     def table(self) -> NodeTable:
@@ -184,6 +186,8 @@ class CycleState:
                 free[i] -= amount
         if own:
             self.own[i] += 1
+        if self._room is not None:
+            self._room[i] = self.fits_one(i)
 
     def give(
         self, i: int, cpu: int, memory: int, scalars: Scalars = (), *, own: bool = True
@@ -198,6 +202,8 @@ class CycleState:
                 free[i] += amount
         if own:
             self.own[i] -= 1
+        if self._room is not None:
+            self._room[i] = self.fits_one(i)
 
     def take_one(self, i: int) -> None:
         """``take`` one replica of this Workload, at the spec's size."""
@@ -220,6 +226,20 @@ class CycleState:
             if i is not None:
                 own = alloc_index(self.key, b.alloc_id) is not None
                 self.give(i, b.cpu, b.memory, b.scalars, own=own)
+
+    def room(self) -> BoolArray:
+        """The nodes with room for one more replica of the spec's size now: a Pod and every
+        resource asked for (``fits_one`` of every node, ``ResourcesFit``'s rule). Computed
+        once per cycle, then kept up to date by ``take`` and ``give`` for the one node each
+        changes, so a replica placed costs one node's check, not the table's (the scheduling
+        loop asks this before every replica)."""
+        if self._room is None:
+            room = (self.free_pods >= 1) & has_room(self.free_cpu, self.cpu)
+            room &= has_room(self.free_memory, self.memory)
+            for name, amount in self.scalars:
+                room &= has_room(self.free_scalars[name], amount)
+            self._room = room
+        return self._room
 
     def fits_one(self, i: int, *, pod: bool = True) -> bool:
         """Whether node ``i`` holds one more replica of the spec's size now: ``has_room`` for
@@ -254,6 +274,7 @@ class CycleState:
         other.free_pods = self.free_pods.copy()
         other.free_scalars = {name: free.copy() for name, free in self.free_scalars.items()}
         other.own = self.own.copy()
+        other._room = None if self._room is None else self._room.copy()
         other.data = dict(self.data)
         return other
 
@@ -281,6 +302,10 @@ class FilterPlugin(Protocol):
     - ``per_replica``: re-run before each replica (it reads what the cycle's placements
       change: free capacity, ``own``); it runs after the static filters and may read
       ``cycle.passes``.
+
+    Optionally ``fit(cycle)``: the nodes it passes now, the conjunction of its rejections'
+    ``passed`` without building them (``Framework.fits``, once per replica, asks it instead
+    of ``filter``; ``filter`` still says why, for the diagnosis).
 
     Optionally ``shape_only = True``: its verdict reads nothing of a node but
     ``NodeTable.SHAPE_FIELDS`` (labels, runtimes, allocatable...), so the engine keeps it
@@ -458,11 +483,16 @@ class Framework:
 
     def fits(self, cycle: CycleState, filtered: Filtered) -> BoolArray:
         """Nodes that pass every filter right now (the hot path: once per replica, so it
-        folds the per-replica rejections directly, without building FilterResults)."""
+        folds the per-replica rejections directly, without building FilterResults, or takes a
+        plugin's own ``fit`` where it has one)."""
         fit = filtered.passes
         for plugin in self._per_replica:
+            quick = getattr(plugin, "fit", None)
+            if quick is not None:
+                fit = fit & quick(cycle)  # a new array: the memoised mask stays intact
+                continue
             for rejection in plugin.filter(cycle).rejections:
-                fit = fit & rejection.passed  # a new array: the memoised mask stays intact
+                fit = fit & rejection.passed
         return fit
 
     # -- Score ---------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import Final
 from controller.api import resources as names
 from controller.scheduler.framework import Code, CycleState, Rejection, Verdict
 from controller.scheduler.ledger import has_room
-from controller.scheduler.nodes import IntArray
+from controller.scheduler.nodes import BoolArray, IntArray
 
 REASON_TOO_MANY_PODS: Final = "Too many pods"
 REASON_INSUFFICIENT_CPU: Final = "Insufficient cpu"
@@ -57,6 +57,10 @@ class ResourcesFit:
 
     def signature(self, cycle: CycleState) -> Hashable | None:
         return None
+
+    def fit(self, cycle: CycleState) -> BoolArray:
+        """The nodes with room now: the cycle's own ``room``, kept node by node."""
+        return cycle.room()
 
     def filter(self, cycle: CycleState) -> Verdict:
         table = cycle.table
