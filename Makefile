@@ -82,7 +82,7 @@ node: node-tools
 # image's interpreter in a chroot): dist/orca-controller-VERSION.oci.tar, its SPDX SBOM, and
 # the digest on the last line. Built from the commit checked out (git archive HEAD).
 image: $(STAMP) node-tools
-	$(BIN)/python -m controller.devcluster.image build --out dist
+	$(BIN)/python -m controller.imagebuild build --out dist
 
 # Helm v3.22.0 from the Go module proxy into ~/.cache/orca-helm (the chart's tests, release).
 helm:
@@ -93,13 +93,13 @@ helm:
 # IMAGE_REPOSITORY=registry.example/orca-controller make release
 IMAGE_REPOSITORY ?= orca-controller
 release: $(STAMP) node-tools controlplane helm
-	$(BIN)/python -m controller.devcluster.image release --out dist \
+	$(BIN)/python -m controller.imagebuild release --out dist \
 		--repository $(IMAGE_REPOSITORY) \
 		--kubectl "$$(bash hack/testcp/build.sh)/kubectl" --helm "$$(bash hack/helm/build.sh)"
 
 # Rewrite hack/image/debian.lock from the versions Debian serves now (after a point release).
 image-lock: $(STAMP) node-tools
-	$(BIN)/python -m controller.devcluster.image lock
+	$(BIN)/python -m controller.imagebuild lock
 
 # The pages of docs/ generated from the code (unit tests fail when a checked-in one drifts): the
 # API reference from the CRD, the command-line reference from the parser, and bench-docs' pages.

@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane, NodeTiming
-from controller.devcluster.image.build import Built
+from controller.imagebuild.build import Built
 from controller.devcluster.node import FAKE_NODE_TAINT, NODE_IP, NODE_NAME, RealNode
 from tests.chaos.invariants import Observer, Violation, check, dump
 from tests.packaging.dockerfile import REPO_ROOT

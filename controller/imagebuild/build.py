@@ -1,7 +1,7 @@
 """``make image``: the operator's image, built without a container engine or a registry.
 
-    python -m controller.devcluster.image build [--out dist] [--ref orca-controller:VERSION]
-    python -m controller.devcluster.image lock        # rewrite hack/image/debian.lock
+    python -m controller.imagebuild build [--out dist] [--ref orca-controller:VERSION]
+    python -m controller.imagebuild lock        # rewrite hack/image/debian.lock
 
 From the commit checked out (``git archive HEAD``: uncommitted changes are not in the image),
 the Debian packages of ``hack/image/debian.lock`` and the Python lock, it lays out a root
@@ -34,11 +34,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.devcluster.image import debian, oci, python, sbom
+from controller.imagebuild import debian, oci, python, sbom
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 DEBIAN_LOCK = REPO / "hack" / "image" / "debian.lock"
 IMAGE_NAME = "orca-controller"
+#: orca's licence, an SPDX expression (pyproject.toml's ``license``, the LICENSE file's).
+LICENSE = "Apache-2.0"
 UID = 10001
 CACHE_ENV = "ORCA_IMAGE_CACHE"
 ENTRYPOINT = ["/opt/orca/bin/orca"]
@@ -93,7 +95,7 @@ def labels(version: str, revision: str, epoch: int) -> dict[str, str]:
         "org.opencontainers.image.description": (
             "Runtime-aware workload placement controller for Kubernetes"
         ),
-        "org.opencontainers.image.licenses": "Apache-2.0",
+        "org.opencontainers.image.licenses": LICENSE,
         "org.opencontainers.image.version": version,
         "org.opencontainers.image.revision": revision,
         "org.opencontainers.image.source": source,
@@ -138,6 +140,7 @@ def build(out: Path, reference: str | None = None, commit: str = "HEAD") -> Buil
         )
         installed = python.install_wheels(root, wheels)
         _system_files(root)
+        _licenses(source, root)
         _inside(root, epoch)
         layer = oci.layer_from_directory(root, epoch)
         config = {
@@ -152,11 +155,23 @@ def build(out: Path, reference: str | None = None, commit: str = "HEAD") -> Buil
         }
         name = f"{IMAGE_NAME}-{version}"
         written = oci.write_archive(out / f"{name}.oci.tar", [layer], config, reference, epoch)
-        document = sbom.spdx(IMAGE_NAME, version, written.digest, epoch, packages, installed)
+        document = sbom.spdx(
+            IMAGE_NAME, version, written.digest, epoch, packages, installed, LICENSE
+        )
         sbom_path = out / f"{name}.spdx.json"
         sbom_path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
         _make_deletable(root)
     return Built(written, sbom_path, reference, time.monotonic() - started)
+
+
+def _licenses(source: Path, root: Path) -> None:
+    """orca's licence at ``/licenses/LICENSE``, where the Dockerfile's image has it too (and
+    where Red Hat's container certification looks); every installed distribution also keeps
+    its own in its ``.dist-info``, and the SBOM declares each one it can read."""
+    licenses = root / "licenses"
+    licenses.mkdir()
+    shutil.copyfile(source / "LICENSE", licenses / "LICENSE")
+    (licenses / "LICENSE").chmod(0o644)
 
 
 def _system_files(root: Path) -> None:
@@ -286,7 +301,7 @@ def lock(path: Path = DEBIAN_LOCK) -> list[debian.Package]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controller.devcluster.image")
+    parser = argparse.ArgumentParser(prog="python -m controller.imagebuild")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the image archive and its SBOM")
     b.add_argument("--out", type=Path, default=REPO / "dist")
