@@ -214,7 +214,7 @@ def test_a_taken_port_is_retried_with_another(
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         taken = squatter.getsockname()[1]
-        real_free_port = controlplane._free_port
+        real_free_port = controlplane.free_port
         handed_out: list[int] = []
 
         def racy_free_port() -> int:
@@ -224,7 +224,7 @@ def test_a_taken_port_is_retried_with_another(
             handed_out.append(port)
             return port
 
-        monkeypatch.setattr(controlplane, "_free_port", racy_free_port)
+        monkeypatch.setattr(controlplane, "free_port", racy_free_port)
         with ControlPlane(tmp_path / "cp") as plane:
             assert plane.ready()
             assert _port(plane.etcd_url) != taken
