@@ -7,7 +7,9 @@ and by the plugin that rejects them, the pending queues, and per Node the placem
 allocatable and free capacity, computed from the ledger (the same numbers the scheduler
 decides on), published as one snapshot (``metrics.PER_NODE``). One pass over the records and
 the node table; a Node that left, or a namespace whose last Workload went, has no series any
-more, so it does not linger on a dashboard with its last values.
+more, so it does not linger on a dashboard with its last values. Without per-Node series
+(``orca run --no-node-metrics``: five series per Node is 5,000 at 1,000 Nodes, and kube-scheduler
+exports none per Node) the snapshot is neither computed nor served; ``orca_nodes`` stays.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class GaugeExporter:
     """Sets the snapshot gauges; remembers the plugins it exported (to zero the gone ones) and
     the namespaces (to remove the series of a namespace whose last Workload went)."""
 
-    def __init__(self) -> None:
+    def __init__(self, per_node: bool = True) -> None:
+        self.per_node = per_node
         self._plugins: set[str] = set()
         self._namespaces: set[str] = set()
 
@@ -80,6 +83,9 @@ class GaugeExporter:
         eligible = sum(1 for n in state.nodes.values() if n.eligible)
         metrics.NODES.labels(eligible="true").set(eligible)
         metrics.NODES.labels(eligible="false").set(len(state.nodes) - eligible)
+        if not self.per_node:
+            metrics.PER_NODE.publish(None)
+            return
         table = state.table()
         ledger = state.ledger
         free_cpu, free_memory = ledger.free()
