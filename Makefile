@@ -124,13 +124,15 @@ crd: $(STAMP)
 	@$(MAKE) --no-print-directory chart
 
 # Helm reads nothing outside the chart's directory: the chart carries copies of the generated
-# CRD, the dashboard and the alert rules, made here, never by hand (tests/packaging/test_chart.py
-# fails when one differs). `make crd` and `make dashboard` run this.
+# CRD (rendered by templates/crd.yaml, so `helm upgrade` updates it), the dashboard and the
+# alert rules, made here, never by hand; and its values.schema.json and README.md, written from
+# values.yaml's comments (hack/chart_values.py). tests/packaging/test_chart.py fails when one
+# differs. `make crd` and `make dashboard` run this.
 CHART := charts/orca-controller
-chart:
-	cp crds/workloads.orca.cloudinit.dev.yaml $(CHART)/crds/
-	cp manifests/monitoring/grafana-dashboard.json manifests/monitoring/prometheusrule.yaml \
-		$(CHART)/files/
+chart: $(STAMP)
+	cp crds/workloads.orca.cloudinit.dev.yaml manifests/monitoring/grafana-dashboard.json \
+		manifests/monitoring/prometheusrule.yaml $(CHART)/files/
+	$(BIN)/python hack/chart_values.py
 
 demo: $(STAMP) controlplane
 	bash hack/demo.sh start
