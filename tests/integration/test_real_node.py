@@ -37,8 +37,8 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane, NodeTiming
-from controller.imagebuild.build import Built
 from controller.devcluster.node import FAKE_NODE_TAINT, NODE_IP, NODE_NAME, RealNode
+from controller.imagebuild.build import Built
 from tests.chaos.invariants import Observer, Violation, check, dump
 from tests.packaging.dockerfile import REPO_ROOT
 from tests.support.factories import node_object
