@@ -112,6 +112,7 @@ def template(*values: str) -> dict[tuple[str, str, str], dict[str, Any]]:
         pytest.param("default", (), id="default"),
         pytest.param("with-monitoring", MONITORING, id="with-monitoring"),
         pytest.param("cert-manager", ("certManager.enabled=true",), id="cert-manager"),
+        pytest.param("dev-node", ("image.pullPolicy=IfNotPresent",), id="dev-node"),
         pytest.param("kube-prometheus-stack", KUBE_PROMETHEUS_STACK, id="kube-prometheus-stack"),
     ],
 )
@@ -376,7 +377,7 @@ def test_the_schema_and_readme_are_what_values_yaml_says() -> None:
 
     def leaves(node: dict[str, Any], path: str = "") -> list[str]:
         """Every value that is not a block (a block's keys are all described)."""
-        out = []
+        out: list[str] = []
         for key, child in node.get("properties", {}).items():
             here = f"{path}.{key}" if path else key
             inner = child.get("properties", {}).values()
@@ -579,3 +580,29 @@ def test_the_service_monitor_verifies_the_certificate_and_brings_its_token() -> 
         {"action": "drop", "regex": "orca_node_.*", "sourceLabels": ["__name__"]}
     ]
     assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+
+
+def test_load_image_says_how_to_run_what_it_loaded() -> None:
+    """``orca dev-cluster load-image`` prints two ways to run the image it loaded without a
+    registry: both, as printed, run exactly that image with ``IfNotPresent``."""
+    import shlex
+
+    from controller.cli.dev_cluster import how_to_run
+    from controller.version import version
+
+    image = f"orca-controller:{version()}"
+    text = how_to_run([f"docker.io/library/{image}"], REPO_ROOT / "kubeconfig")
+    lines = [line.strip() for line in text.splitlines()]
+    assert f"loaded {image} onto the Node" in text
+    (apply,) = [line for line in lines if line.startswith("kubectl apply -k")]
+    directory = apply.split()[-1].removeprefix("manifests/")
+    container = _container(kustomize(directory))
+    assert (container["image"], container["imagePullPolicy"]) == (image, "IfNotPresent")
+    (install,) = [line for line in lines if line.startswith("helm install")]
+    words = shlex.split(install)
+    sets = [words[i + 1] for i, word in enumerate(words) if word == "--set"]
+    container = _container(template(*sets))
+    assert (container["image"], container["imagePullPolicy"]) == (image, "IfNotPresent")
+    other = how_to_run(["registry.example/orca:9"], REPO_ROOT / "kubeconfig")
+    assert "kustomize edit set image orca-controller=registry.example/orca:9" in other
+    assert "--set image.repository=registry.example/orca --set image.tag=9" in other
