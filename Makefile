@@ -26,7 +26,7 @@ BUILD_REQUIRES = $(PYTHON) -c 'import tomllib; \
 
 .PHONY: demo demo-stop test lint lock-check unit integration controlplane gitops prometheus \
 	dashboard crd chart docs bench-docs bench chaos clean image image-lock node node-tools release helm \
-	mutation
+	krew mutation
 
 # The dev environment starts from the locked runtime versions, so tests run what the image runs.
 $(STAMP): pyproject.toml
@@ -89,13 +89,20 @@ helm:
 	bash hack/helm/build.sh >/dev/null
 
 # What a release publishes, in dist/: the image archive and its SBOM, install.yaml (the
-# kustomize install in one file, the image by digest) and the chart package.
+# kustomize install in one file, the image by digest), the chart package, `kubectl orca` as a
+# krew plugin (kubectl-orca_vVERSION_linux_amd64.tar.gz and its manifest krew-orca.yaml, whose
+# URL is RELEASES/vVERSION/<archive>), and SHA256SUMS of them all (`sha256sum -c SHA256SUMS`).
 # IMAGE_REPOSITORY=registry.example/orca-controller make release
 IMAGE_REPOSITORY ?= orca-controller
+RELEASES ?= https://github.com/cloudinit/orca-controller/releases/download
 release: $(STAMP) node-tools controlplane helm
 	$(BIN)/python -m controller.imagebuild release --out dist \
-		--repository $(IMAGE_REPOSITORY) \
+		--repository $(IMAGE_REPOSITORY) --releases $(RELEASES) \
 		--kubectl "$$(bash hack/testcp/build.sh)/kubectl" --helm "$$(bash hack/helm/build.sh)"
+
+# krew from the Go module proxy into ~/.cache/orca-krew (the plugin manifest's test).
+krew:
+	bash hack/krew/build.sh >/dev/null
 
 # Rewrite hack/image/debian.lock from the versions Debian serves now (after a point release).
 image-lock: $(STAMP) node-tools
@@ -157,7 +164,7 @@ unit: $(STAMP) prometheus
 integration: $(STAMP) controlplane gitops prometheus node
 	$(BIN)/pytest tests/integration
 
-test: lint controlplane gitops prometheus node helm
+test: lint controlplane gitops prometheus node helm krew
 	$(BIN)/pytest
 
 bench: $(STAMP) controlplane

@@ -2,6 +2,7 @@
 
     python -m controller.imagebuild build [--out dist] [--ref orca-controller:VERSION]
     python -m controller.imagebuild lock        # rewrite hack/image/debian.lock
+    python -m controller.imagebuild release --repository R --kubectl K --helm H   # make release
 
 From the commit checked out (``git archive HEAD``: uncommitted changes are not in the image),
 the Debian packages of ``hack/image/debian.lock`` and the Python lock, it lays out a root
@@ -34,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.imagebuild import debian, oci, python, sbom
+from controller.imagebuild import debian, oci, plugin, python, sbom
 
 REPO = Path(__file__).resolve().parents[2]
 DEBIAN_LOCK = REPO / "hack" / "image" / "debian.lock"
@@ -253,10 +254,13 @@ def _make_deletable(root: Path) -> None:
         os.chmod(directory, 0o755)
 
 
-def release(out: Path, repository: str, kubectl: Path, helm: Path) -> list[Path]:
+def release(
+    out: Path, repository: str, kubectl: Path, helm: Path, releases: str = plugin.RELEASES
+) -> list[Path]:
     """``make release``: the image archive and its SBOM, ``install.yaml`` (``kubectl
     kustomize manifests/default`` with the image set to ``repository@<digest>``, one file to
-    ``kubectl apply -f``), and the chart packaged (``helm package``)."""
+    ``kubectl apply -f``), the chart packaged (``helm package``), ``kubectl orca`` as a krew
+    plugin (its archive and manifest, ``plugin``), and ``SHA256SUMS`` of all of them."""
     built = build(out, f"{repository}:{_version(REPO)}")
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp)
@@ -290,7 +294,12 @@ def release(out: Path, repository: str, kubectl: Path, helm: Path) -> list[Path]
         check=True,
     ).stdout.strip()
     chart = Path(packaged.rsplit(": ", 1)[-1])
-    return [built.archive.path, built.sbom, install, chart]
+    epoch = int(_git("log", "-1", "--format=%ct", "HEAD"))
+    archive, manifest = plugin.build_plugin(
+        REPO, out, _version(REPO), epoch, cache_dir() / "plugin", releases
+    )
+    artifacts = [built.archive.path, built.sbom, install, chart, archive, manifest]
+    return [*artifacts, plugin.write_checksums(out, artifacts)]
 
 
 def lock(path: Path = DEBIAN_LOCK) -> list[debian.Package]:
@@ -313,6 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--repository", default=IMAGE_NAME, help="where the image will be pushed")
     r.add_argument("--kubectl", type=Path, required=True)
     r.add_argument("--helm", type=Path, required=True)
+    r.add_argument(
+        "--releases",
+        default=plugin.RELEASES,
+        help="where the release's files are downloaded from (the krew manifest's URL): "
+        "BASE/vVERSION/FILE (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "lock":
@@ -323,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             print("error: make image needs root (chroot into the image)", file=sys.stderr)
             return 2
         if args.command == "release":
-            for path in release(args.out, args.repository, args.kubectl, args.helm):
+            for path in release(args.out, args.repository, args.kubectl, args.helm, args.releases):
                 print(path)
             return 0
         built = build(args.out, args.ref, args.commit)
