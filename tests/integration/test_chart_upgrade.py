@@ -26,6 +26,8 @@ pytestmark = [pytest.mark.controlplane, pytest.mark.timeout(900)]
 CRD_NAME = "workloads.orca.cloudinit.dev"
 CRD_FILE = "files/workloads.orca.cloudinit.dev.yaml"
 NAMESPACE = "orca-system"
+#: main before the CRD moved into the chart's templates (its crds/ directory).
+OLD_CHART_COMMIT = "24746f774df766e81cc263acd5b4063aebecec1b"
 #: The new optional field the next release's CRD has.
 NOTE = {"type": "string", "maxLength": 64, "description": "A note (a field added in 0.1.1)."}
 
@@ -124,3 +126,42 @@ def test_helm_upgrade_brings_the_new_crd_and_uninstall_keeps_it(
     ]
     # the operator's objects went with the release
     assert "orca-controller" not in kubectl("get", "deployments", "-n", NAMESPACE, "-o", "name")
+
+
+def test_a_release_installed_with_crds_dir_upgrades_after_the_documented_adoption(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
+    """docs/upgrading.md: the chart of main before this change (its CRD in ``crds/``, which
+    Helm installs without recording it) upgrades to this one once the CRD is marked as the
+    release's; without that, Helm refuses the CRD it does not own."""
+    plane.kubectl("delete", "crd", CRD_NAME, "--ignore-not-found", "--wait=true", check=True)
+    old = tmp_path / "old"
+    old.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", OLD_CHART_COMMIT, "charts/orca-controller"],
+        cwd=CHART.parents[1], capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    old_chart = old / "charts" / "orca-controller"
+    assert (old_chart / "crds" / "workloads.orca.cloudinit.dev.yaml").is_file()
+
+    def helm_(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [helm(), *args, "--kubeconfig", str(plane.kubeconfig_path), "-n", "legacy"],
+            capture_output=True, text=True, check=False, timeout=300,
+        )  # fmt: skip
+        assert (done.returncode == 0) == ok, done.stdout + done.stderr
+        return done
+
+    helm_("install", "legacy", str(old_chart), "--create-namespace")
+    refused = helm_("upgrade", "legacy", str(CHART), ok=False)
+    assert "invalid ownership metadata" in refused.stderr, refused.stderr
+    kubectl = plane.kubectl
+    kubectl("annotate", "crd", CRD_NAME, "meta.helm.sh/release-name=legacy",
+            "meta.helm.sh/release-namespace=legacy", check=True)  # fmt: skip
+    kubectl("label", "crd", CRD_NAME, "app.kubernetes.io/managed-by=Helm", check=True)
+    helm_("upgrade", "legacy", str(CHART))
+    crd = json.loads(kubectl("get", "crd", CRD_NAME, "-o", "json", check=True).stdout)
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    helm_("uninstall", "legacy")
+    kubectl("get", "crd", CRD_NAME, check=True)  # kept
