@@ -13,8 +13,11 @@ tests/integration/test_real_node.py.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
+import sys
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -26,6 +29,7 @@ from controller.devcluster.binaries import find_bin_dir
 from tests.packaging.dockerfile import REPO_ROOT
 
 CHART = REPO_ROOT / "charts" / "orca-controller"
+CHART_VALUES = REPO_ROOT / "hack" / "chart_values.py"
 HELM_LABELS = (
     "helm.sh/chart",
     "app.kubernetes.io/managed-by",
@@ -319,6 +323,16 @@ def test_helm_lint_is_clean(values: tuple[str, ...]) -> None:
     assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout, done.stdout
 
 
+def generator() -> ModuleType:
+    """hack/chart_values.py, which ``make chart`` runs (a script, not a package's module)."""
+    spec = importlib.util.spec_from_file_location("chart_values", CHART_VALUES)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 def refusal(*values: str) -> str:
     """What ``helm template`` says when it refuses ``values`` (it must refuse them)."""
     sets = [arg for value in values for arg in ("--set", value)]
@@ -365,8 +379,7 @@ def test_the_schema_and_readme_are_what_values_yaml_says() -> None:
     """values.schema.json and README.md are written from values.yaml's comments by ``make
     chart`` (hack/chart_values.py): a value added, renamed or described anew without it
     fails here, as docs/reference does."""
-    from hack import chart_values
-
+    chart_values = generator()
     text = (CHART / "values.yaml").read_text()
     assert json.loads((CHART / "values.schema.json").read_text()) == chart_values.schema(text), (
         "run `make chart`"
@@ -394,8 +407,7 @@ def test_the_schema_and_readme_are_what_values_yaml_says() -> None:
 
 
 def test_an_undescribed_value_is_refused_by_the_generator() -> None:
-    from hack import chart_values
-
+    chart_values = generator()
     text = (CHART / "values.yaml").read_text()
     with pytest.raises(chart_values.ValuesError, match=r"^newThing: not described"):
         chart_values.schema(text + "\nnewThing: 1\n")
