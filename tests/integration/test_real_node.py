@@ -465,7 +465,8 @@ def test_helm_install_runs_the_operator_on_the_real_node(cluster: Cluster) -> No
     """Last: the kustomize install is removed, then the chart installed as docs/install.md says."""
     from tests.packaging.test_chart import CHART, helm
 
-    cluster.kubectl("delete", "-k", str(cluster.work / "overlay"), "--wait=true", "--timeout=300s")
+    dev_node = REPO_ROOT / "manifests" / "dev-node"
+    cluster.kubectl("delete", "-k", str(dev_node), "--wait=true", "--timeout=300s")
     cluster.wait("the kustomize install gone", lambda: not cluster.operator_pods(), timeout=180)
     cluster.kubectl("create", "namespace", NS)
     cluster.kubectl("label", "namespace", NS, "pod-security.kubernetes.io/enforce=restricted")
