@@ -24,7 +24,7 @@ RUN python -m venv /opt/build \
     && python -m venv --without-pip /opt/orca \
     && /opt/build/bin/pip --python /opt/orca/bin/python install --require-hashes --no-deps \
         --only-binary=:all: -r requirements.lock
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY controller ./controller
 # CEL's parser, analysed once here (0.3 s) rather than at every start of the pod, which has no
 # writable home to cache it in: /opt/orca/share/orca, root's, read-only to the runtime user.
@@ -49,6 +49,9 @@ RUN groupadd --gid 10001 orca \
     && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin orca
 COPY --from=build /opt/orca /opt/orca
+# orca's licence where images keep theirs (make image puts it there too; the wheel's
+# .dist-info/licenses has it as well).
+COPY --from=build /src/LICENSE /licenses/LICENSE
 ENV PATH=/opt/orca/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

@@ -26,7 +26,7 @@ BUILD_REQUIRES = $(PYTHON) -c 'import tomllib; \
 
 .PHONY: demo demo-stop test lint lock-check unit integration controlplane gitops prometheus \
 	dashboard crd chart docs bench-docs bench chaos clean image image-lock node node-tools release helm \
-	mutation
+	krew mutation
 
 # The dev environment starts from the locked runtime versions, so tests run what the image runs.
 $(STAMP): pyproject.toml
@@ -82,24 +82,31 @@ node: node-tools
 # image's interpreter in a chroot): dist/orca-controller-VERSION.oci.tar, its SPDX SBOM, and
 # the digest on the last line. Built from the commit checked out (git archive HEAD).
 image: $(STAMP) node-tools
-	$(BIN)/python -m controller.devcluster.image build --out dist
+	$(BIN)/python -m controller.imagebuild build --out dist
 
 # Helm v3.22.0 from the Go module proxy into ~/.cache/orca-helm (the chart's tests, release).
 helm:
 	bash hack/helm/build.sh >/dev/null
 
 # What a release publishes, in dist/: the image archive and its SBOM, install.yaml (the
-# kustomize install in one file, the image by digest) and the chart package.
+# kustomize install in one file, the image by digest), the chart package, `kubectl orca` as a
+# krew plugin (kubectl-orca_vVERSION_linux_amd64.tar.gz and its manifest krew-orca.yaml, whose
+# URL is RELEASES/vVERSION/<archive>), and SHA256SUMS of them all (`sha256sum -c SHA256SUMS`).
 # IMAGE_REPOSITORY=registry.example/orca-controller make release
 IMAGE_REPOSITORY ?= orca-controller
+RELEASES ?= https://github.com/cloudinit/orca-controller/releases/download
 release: $(STAMP) node-tools controlplane helm
-	$(BIN)/python -m controller.devcluster.image release --out dist \
-		--repository $(IMAGE_REPOSITORY) \
+	$(BIN)/python -m controller.imagebuild release --out dist \
+		--repository $(IMAGE_REPOSITORY) --releases $(RELEASES) \
 		--kubectl "$$(bash hack/testcp/build.sh)/kubectl" --helm "$$(bash hack/helm/build.sh)"
+
+# krew from the Go module proxy into ~/.cache/orca-krew (the plugin manifest's test).
+krew:
+	bash hack/krew/build.sh >/dev/null
 
 # Rewrite hack/image/debian.lock from the versions Debian serves now (after a point release).
 image-lock: $(STAMP) node-tools
-	$(BIN)/python -m controller.devcluster.image lock
+	$(BIN)/python -m controller.imagebuild lock
 
 # The pages of docs/ generated from the code (unit tests fail when a checked-in one drifts): the
 # API reference from the CRD, the command-line reference from the parser, and bench-docs' pages.
@@ -124,13 +131,15 @@ crd: $(STAMP)
 	@$(MAKE) --no-print-directory chart
 
 # Helm reads nothing outside the chart's directory: the chart carries copies of the generated
-# CRD, the dashboard and the alert rules, made here, never by hand (tests/packaging/test_chart.py
-# fails when one differs). `make crd` and `make dashboard` run this.
+# CRD (rendered by templates/crd.yaml, so `helm upgrade` updates it), the dashboard and the
+# alert rules, made here, never by hand; and its values.schema.json and README.md, written from
+# values.yaml's comments (hack/chart_values.py). tests/packaging/test_chart.py fails when one
+# differs. `make crd` and `make dashboard` run this.
 CHART := charts/orca-controller
-chart:
-	cp crds/workloads.orca.cloudinit.dev.yaml $(CHART)/crds/
-	cp manifests/monitoring/grafana-dashboard.json manifests/monitoring/prometheusrule.yaml \
-		$(CHART)/files/
+chart: $(STAMP)
+	cp crds/workloads.orca.cloudinit.dev.yaml manifests/monitoring/grafana-dashboard.json \
+		manifests/monitoring/prometheusrule.yaml $(CHART)/files/
+	$(BIN)/python hack/chart_values.py
 
 demo: $(STAMP) controlplane
 	bash hack/demo.sh start
@@ -155,7 +164,7 @@ unit: $(STAMP) prometheus
 integration: $(STAMP) controlplane gitops prometheus node
 	$(BIN)/pytest tests/integration
 
-test: lint controlplane gitops prometheus node helm
+test: lint controlplane gitops prometheus node helm krew
 	$(BIN)/pytest
 
 bench: $(STAMP) controlplane

@@ -273,7 +273,7 @@ async def backlog(
 ) -> Run:
     """Store the objects, start the scheduler, time it until every object is decided."""
     path = side.collection(NAMESPACE)
-    objects = [(path, side.make(f"o{i:05d}", NAMESPACE)) for i in range(args.objects)]
+    objects = [(path, side.make(f"o{i:05d}", NAMESPACE, None)) for i in range(args.objects)]
     await create_all(api, objects, args.concurrency)
     servers = [pid for name, pid in plane.pids.items() if name in ("etcd", "kube-apiserver")]
     server_before = sum(cpu_seconds(p) for p in servers)
@@ -320,7 +320,7 @@ async def probe(api: KubeApi, side: Side, timeout: float) -> None:
     """One object placed: the scheduler has synced its caches and decides."""
     path = side.collection(PROBE_NAMESPACE)
     try:
-        await api.request("POST", path, side.make("probe", PROBE_NAMESPACE))
+        await api.request("POST", path, side.make("probe", PROBE_NAMESPACE, None))
     except ApiError as exc:
         if exc.status != 409:  # already there from an earlier phase: decided already
             raise

@@ -36,8 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import command_line, record
-from controller.devcluster.image.build import build
-from controller.devcluster.image.oci import read_archive
+from controller.imagebuild.build import build
+from controller.imagebuild.oci import read_archive
 
 SLIM_EXCLUDES = (
     "/usr/share/doc/*",

@@ -1,7 +1,7 @@
 """The ``orca`` command line (``orca``, ``kubectl orca``): one entry point, one module per
 sub-command (``run``, ``plan``, ``explain``, ``rebalance``, ``crd``, ``dashboard``, ``version``,
-``dev_cluster``), each registering itself through an ``add_parser`` function, so this module
-only wires. Heavy imports happen inside the commands so ``orca --help`` stays fast.
+``dev_cluster``, ``completion``), each registering itself through an ``add_parser`` function,
+so this module only wires. Heavy imports happen inside the commands so ``orca --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -11,7 +11,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from controller.cli import crd, dashboard, dev_cluster, explain, plan, rebalance, run
+from controller.cli import (
+    completion,
+    crd,
+    dashboard,
+    dev_cluster,
+    explain,
+    plan,
+    rebalance,
+    run,
+)
 from controller.cli import version as version_command
 from controller.version import version_line
 
@@ -33,6 +42,7 @@ def build_parser(prog: str = "orca") -> argparse.ArgumentParser:
         dashboard,
         run,
         dev_cluster,
+        completion,
         version_command,
     ):
         command.add_parser(sub)
@@ -44,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Installed as kubectl-orca too: `kubectl orca ...` then says so in its usage lines.
     called = Path(sys.argv[0]).name
     parser = build_parser("kubectl orca" if called == "kubectl-orca" else "orca")
+    completion.complete(parser)  # a shell's TAB (``orca completion``): answered, then exit
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)

@@ -14,8 +14,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from controller.version import version
 
 if TYPE_CHECKING:
     from controller.devcluster.controlplane import ControlPlane
@@ -166,14 +169,60 @@ def _heartbeats(args: argparse.Namespace, *, silent: bool) -> int:
 def _load_image(args: argparse.Namespace) -> int:
     from controller.devcluster.controlplane import ControlPlane, ControlPlaneError
     from controller.devcluster.node import RealNode
+    from controller.imagebuild.oci import references
 
     try:
-        node = RealNode.attach(ControlPlane.attach(args.dir))
+        plane = ControlPlane.attach(args.dir)
+        node = RealNode.attach(plane)
         print(node.load_image(args.archive))
-    except ControlPlaneError as e:
+        names = [name for name, _ in references(args.archive) if name]
+    except (ControlPlaneError, OSError) as e:
         _print_err(f"orca dev-cluster: {e}")
         return 1
+    sys.stdout.write(how_to_run(names, plane.kubeconfig_path))
     return 0
+
+
+#: The image the kustomize base (and so manifests/dev-node) runs.
+BASE_IMAGE = "orca-controller"
+
+
+def short_name(name: str) -> str:
+    """``docker.io/library/orca-controller:0.1.0`` as it is written: ``orca-controller:0.1.0``."""
+    return name.removeprefix("docker.io/library/").removeprefix("docker.io/")
+
+
+def how_to_run(names: Sequence[str], kubeconfig: Path) -> str:
+    """What ``load-image`` prints after the import: the image's name, and the two ways to run
+    it from the node's containerd, with no registry to ask (``IfNotPresent``; the base's
+    ``Always`` would pull, and fail: ImagePullBackOff). A kustomize overlay
+    (``manifests/dev-node``) runs ``orca-controller:<this version>``, the name ``make image``
+    gives; another name is set in the overlay first."""
+    if not names:
+        return "the archive names no image: tag it when you build it (make image does)\n"
+    image = short_name(names[0])
+    repository, _, tag = (
+        image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
+    )
+    expected = f"{BASE_IMAGE}:{version()}"
+    kustomize = "  kubectl apply -k manifests/dev-node\n"
+    if image != expected:
+        kustomize = (
+            f"  (cd manifests/dev-node && kustomize edit set image {BASE_IMAGE}={image})\n"
+            + kustomize
+        )
+    helm_tag = f" --set image.tag={tag}" if tag else ""
+    return (
+        f"\nloaded {image} onto the Node; it runs from there, never pulled (no registry):\n"
+        f"  export KUBECONFIG={kubeconfig}\n"
+        "kustomize (the base with imagePullPolicy IfNotPresent):\n"
+        f"{kustomize}"
+        "or Helm:\n"
+        "  kubectl create namespace orca-system\n"
+        "  kubectl label namespace orca-system pod-security.kubernetes.io/enforce=restricted\n"
+        f"  helm install orca charts/orca-controller -n orca-system "
+        f"--set image.repository={repository}{helm_tag} --set image.pullPolicy=IfNotPresent\n"
+    )
 
 
 def _kubeconfig(args: argparse.Namespace) -> int:

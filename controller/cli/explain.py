@@ -13,7 +13,6 @@ Exit 0; 1 when the Workload does not exist; 2 when the cluster cannot be read.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Mapping
@@ -23,6 +22,7 @@ from typing import Any, TextIO
 from controller.api.models import Workload, workload_key
 from controller.cli import whatif as whatif_cli
 from controller.cli.flags import add_credential_flags
+from controller.cli.output import STRUCTURED, add_output_flag, write_document
 from controller.cli.table import write_table
 from controller.inputs.fromcluster import ClusterView
 from controller.inputs.manifests import ManifestError
@@ -183,12 +183,11 @@ def run(args: argparse.Namespace) -> int:
         cluster.parsed,
         now=clock,
     )
-    if args.output == "json":
+    if args.output in STRUCTURED:
         document = to_json(explanation, who, outlook)
         if header is not None:
             document["whatIf"] = header
-        json.dump(document, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_document(document, args.output, sys.stdout)
     else:
         if header is not None:
             sys.stdout.write(f"What if: {header}; {key} at its turn in that plan:\n")
@@ -240,8 +239,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "else default)",
     )
     add_credential_flags(p)
-    p.add_argument(
-        "-o", "--output", choices=("table", "json"), default="table", help="default: %(default)s"
-    )
+    add_output_flag(p)
     whatif_cli.add_arguments(p)
     p.set_defaults(func=run)

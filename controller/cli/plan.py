@@ -23,11 +23,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-import orjson
-
 from controller.api.models import Workload
 from controller.cli import whatif as whatif_cli
 from controller.cli.flags import add_credential_flags
+from controller.cli.output import STRUCTURED, add_output_flag, write_document
 from controller.cli.table import write_table
 from controller.cli.timings import PhaseTimer
 from controller.cli.whatif import Asked, Outcome
@@ -181,13 +180,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     timer.phase("planning")
-    if args.output == "json":
-        # orjson: the standard encoder is pure Python when indenting (0.5 s for 5,000 results)
+    if args.output in STRUCTURED:
         document = to_json(results)
         if outcome is not None:
             document.update(whatif_cli.to_json(outcome))
-        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode())
-        sys.stdout.write("\n")
+        write_document(document, args.output, sys.stdout)
     elif outcome is None:
         render_table(results, sys.stdout)
     else:
@@ -344,9 +341,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(every Workload's status); writes nothing",
     )
     add_credential_flags(p, "with --from-cluster: ")
-    p.add_argument(
-        "-o", "--output", choices=("table", "json"), default="table", help="default: %(default)s"
-    )
+    add_output_flag(p)
     p.add_argument(
         "--now",
         metavar="RFC3339",

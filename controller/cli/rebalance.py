@@ -11,13 +11,13 @@ moves are proposed; 2 for bad input (one line, no traceback), as ``orca plan``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
 from controller.cli.flags import add_credential_flags, whole_number
+from controller.cli.output import STRUCTURED, add_output_flag, write_document
 from controller.cli.plan import EXIT_BAD_INPUT, one_line
 from controller.cli.table import write_table
 from controller.inputs.manifests import ManifestError, load_nodes, load_workloads
@@ -139,9 +139,8 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, ManifestError, ClusterError) as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.output == "json":
-        json.dump(to_json(plan), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+    if args.output in STRUCTURED:
+        write_document(to_json(plan), args.output, sys.stdout)
     else:
         render_table(plan, sys.stdout)
     return EXIT_OK
@@ -189,7 +188,5 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="N",
         help=f"at most N moves (0..{MAX_MOVES}, default: %(default)s)",
     )
-    p.add_argument(
-        "-o", "--output", choices=("table", "json"), default="table", help="default: %(default)s"
-    )
+    add_output_flag(p)
     p.set_defaults(func=run)

@@ -56,6 +56,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="serve /metrics over plain HTTP to anyone (local use only; logs a warning)",
     )
     p.add_argument(
+        "--node-metrics",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the five orca_node_*{node} gauges per Node (placements, allocatable and free cpu "
+        "and memory); --no-node-metrics drops them, the cluster-wide series stay (default: "
+        "on; docs/metrics.md)",
+    )
+    p.add_argument(
         "--tls-cert-dir",
         metavar="DIR",
         help="serving certificate for the metrics and webhook ports: DIR/tls.crt, DIR/tls.key "

@@ -30,22 +30,19 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import dataclasses
 import http.client
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -54,6 +51,7 @@ from typing import IO, Any, Protocol
 
 from controller.devcluster import pki
 from controller.devcluster.binaries import find_bin_dir
+from controller.devcluster.processes import ProcessError, Server, free_port, pdeathsig_preexec
 
 #: Start-up budget. On 2 cores a cold kube-apiserver needs 10-40 s; leave ample margin for
 #: loaded CI machines rather than produce flaky "not ready" failures.
@@ -120,6 +118,10 @@ KWOK_STAGES = "kwok-stages.yaml"
 SILENT_LABEL = "kwok.orca.cloudinit.dev/silent"
 #: The real Node's label (``controller.devcluster.node``): its kubelet reports for it, kwok not.
 KUBELET_LABEL = "node.orca.cloudinit.dev/kubelet"
+#: With a real Node (``controller.devcluster.node``, which owns the rest of its address plan):
+#: the node's address, which the API server advertises as its own, and the Service range.
+NODE_IP = "198.18.0.1"
+NODE_SERVICE_CIDR = "198.18.2.0/24"
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,7 @@ _STATE_FILE = "state.json"
 _LOG_TAIL_LINES = 40
 
 
-class ControlPlaneError(RuntimeError):
+class ControlPlaneError(ProcessError):
     """Starting, stopping or talking to the control plane failed; the message says why."""
 
 
@@ -214,146 +216,6 @@ class KubectlRunner(Protocol):
         check: bool = ...,
         timeout: float = ...,
     ) -> subprocess.CompletedProcess[str]: ...
-
-
-# --------------------------------------------------------------------------------------------
-# Processes
-# --------------------------------------------------------------------------------------------
-
-
-def _proc_exe(pid: int) -> str | None:
-    """The executable of ``pid``; None when gone, a zombie, or unreadable."""
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return None
-
-
-def _threads_running(pid: int) -> bool:
-    """Any thread of ``pid`` not yet dead (Linux).
-
-    A killed multi-threaded (Go) process can show its leader as a zombie while other
-    threads are still tearing down and holding its sockets; it is only gone, ports and all,
-    when every thread is.
-    """
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return False
-    for task in tasks:
-        try:
-            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in ("Z", "X", "x"):
-            return True
-    return False
-
-
-def _pid_alive(pid: int, exe: str | None) -> bool:
-    """True when ``pid`` runs and (if known) is still ``exe``, not a recycled pid."""
-    if pid <= 0:
-        return False
-    if sys.platform.startswith("linux"):
-        if not _threads_running(pid):
-            return False
-        actual = _proc_exe(pid)  # unreadable while the leader is a zombie: still ours
-        return exe is None or actual is None or actual == exe
-    try:  # pragma: no cover - non-Linux fallback
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@dataclass
-class _Server:
-    """One server process: either our child (``popen`` set) or found via its pid file."""
-
-    name: str
-    pid: int
-    exe: str
-    url: str
-    popen: subprocess.Popen[bytes] | None = None
-
-    def alive(self) -> bool:
-        if self.popen is not None:
-            return self.popen.poll() is None
-        return _pid_alive(self.pid, self.exe)
-
-    def _signal(self, sig: int) -> None:
-        # The server leads its own session and process group (start_new_session), so signal
-        # the group: nothing it might have spawned is left behind.
-        try:
-            if os.getpgid(self.pid) == self.pid:
-                os.killpg(self.pid, sig)
-            else:
-                os.kill(self.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def _wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        if self.popen is not None:
-            try:
-                self.popen.wait(timeout=max(0.0, timeout))
-                return True
-            except subprocess.TimeoutExpired:
-                return False
-        while time.monotonic() < deadline:
-            if not self.alive():
-                return True
-            time.sleep(0.05)
-        return not self.alive()
-
-    def terminate(self, timeout: float) -> None:
-        """SIGTERM, wait up to ``timeout``, then SIGKILL and wait again (reaping children)."""
-        if not self.alive():
-            if self.popen is not None:
-                self.popen.wait()
-            return
-        self._signal(signal.SIGTERM)
-        if self._wait(timeout):
-            return
-        self._signal(signal.SIGKILL)
-        if not self._wait(10.0):
-            raise ControlPlaneError(f"{self.name} (pid {self.pid}) survived SIGKILL")
-
-
-def _free_port() -> int:
-    """A port that was free a moment ago. Racy by nature; callers retry on bind failure."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _pdeathsig_preexec() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking the kernel to SIGKILL the child when its parent dies.
-
-    This is what guarantees no orphaned etcd/kube-apiserver even if pytest is SIGKILLed.
-    Caveat (Linux semantics): the signal fires when the *thread* that forked exits, so
-    library-mode control planes should be started from a long-lived thread (pytest fixtures
-    run on the main thread).
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)  # resolved before fork, not in the child
-        prctl = libc.prctl
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
-        return None
-    parent = os.getpid()
-    pr_set_pdeathsig = 1
-
-    def preexec() -> None:
-        prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != parent:  # parent died between fork and prctl
-            os._exit(1)
-
-    return preexec
 
 
 # Library-mode control planes still running in this process, stopped at exit or on signals.
@@ -449,7 +311,7 @@ class ControlPlane:
         self._etcd_peer_url: str | None = None
         self.pki = pki.PkiPaths(self.directory / "pki")
         #: The running servers by name, in start order.
-        self._servers: dict[str, _Server] = {}
+        self._servers: dict[str, Server] = {}
         #: Seconds from ``start()`` until every server answered its health check (None before).
         self.startup_seconds: float | None = None
 
@@ -529,7 +391,7 @@ class ControlPlane:
             for name in SERVERS:
                 entry = state.get(_STATE_KEYS[name])
                 if entry:
-                    plane._servers[name] = _Server(
+                    plane._servers[name] = Server(
                         entry["name"], int(entry["pid"]), entry["exe"], entry["url"]
                     )
         except (KeyError, TypeError, ValueError) as e:
@@ -647,7 +509,7 @@ class ControlPlane:
                 self._release_controller_lease()
             try:
                 server.terminate(self.stop_timeout)
-            except (ControlPlaneError, OSError) as e:
+            except (ProcessError, OSError) as e:
                 errors.append(str(e))
         if errors:
             raise ControlPlaneError("; ".join(errors))
@@ -673,8 +535,8 @@ class ControlPlane:
         Killing ``kwok`` silences every Node at once (a partition of all kubelets); a restarted
         kwok is a new holder and takes the Nodes' Leases over only once they expire."""
         server = self._running_server(name)
-        server._signal(signal.SIGKILL)
-        if not server._wait(10.0):
+        server.signal(signal.SIGKILL)
+        if not server.wait(10.0):
             raise ControlPlaneError(f"{name} (pid {server.pid}) survived SIGKILL")
 
     def restart_server(self, name: str) -> None:
@@ -707,7 +569,7 @@ class ControlPlane:
         _post_json(f"{base}/v3/kv/compaction", {"revision": str(revision), "physical": True})
         return revision
 
-    def _running_server(self, name: str) -> _Server:
+    def _running_server(self, name: str) -> Server:
         if name not in SERVERS:
             raise ControlPlaneError(f"no server named {name!r} (one of {', '.join(SERVERS)})")
         server = self._servers.get(name)
@@ -838,7 +700,7 @@ class ControlPlane:
             )
         other.stop()  # only removes the stale pid/state files
 
-    def _start_with_retries(self, name: str, bin_dir: Path, deadline: float) -> _Server:
+    def _start_with_retries(self, name: str, bin_dir: Path, deadline: float) -> Server:
         last = ""
         for _ in range(PORT_ATTEMPTS):
             server, port_clash, log_excerpt = self._start_once(name, bin_dir, deadline)
@@ -851,19 +713,19 @@ class ControlPlane:
 
     def _start_once(
         self, name: str, bin_dir: Path, deadline: float, port: int | None = None
-    ) -> tuple[_Server | None, bool, str]:
+    ) -> tuple[Server | None, bool, str]:
         """Spawn one server and wait for health; return (server|None, port clash?, excerpt).
         ``port``: the one to listen on (a restart); default a free one."""
         log_path = self.log_path(name)
         fresh = port is None
-        port = port or _free_port()
+        port = port or free_port()
         url, args = self._command(name, bin_dir, port)
         with open(log_path, "ab") as log:
             offset = log.tell()
             log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(args)}\n".encode())
             log.flush()
             popen = self._spawn(args, log)
-        server = _Server(name, popen.pid, os.path.realpath(args[0]), url, popen)
+        server = Server(name, popen.pid, os.path.realpath(args[0]), url, popen)
         # Record the pid immediately: if we are killed while waiting, `stop` still finds it.
         (self.directory / f"{name}.pid").write_text(f"{popen.pid}\n")
         self._servers[name] = server
@@ -893,7 +755,7 @@ class ControlPlane:
         return f"http://127.0.0.1:{port}", self._kwok_args(bin_dir, port)
 
     def _spawn(self, args: list[str], log: IO[bytes]) -> subprocess.Popen[bytes]:
-        preexec = None if self.detach else _pdeathsig_preexec()
+        preexec = None if self.detach else pdeathsig_preexec()
         return subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
@@ -905,7 +767,7 @@ class ControlPlane:
             close_fds=True,
         )
 
-    def _wait_healthy(self, server: _Server, deadline: float) -> bool:
+    def _wait_healthy(self, server: Server, deadline: float) -> bool:
         while time.monotonic() < deadline:
             if not server.alive():
                 return False
@@ -914,7 +776,7 @@ class ControlPlane:
             time.sleep(0.25)
         return False
 
-    def _probe(self, server: _Server) -> bool:
+    def _probe(self, server: Server) -> bool:
         """One health check of ``server``: etcd's ``/health``, the API server's ``/readyz``,
         the controller manager's ``/healthz`` (its controllers' checks included) and kwok's
         ``/healthz`` (served once its controllers have started)."""
@@ -942,7 +804,7 @@ class ControlPlane:
 
     def _etcd_args(self, bin_dir: Path, client_url: str) -> list[str]:
         if self._etcd_peer_url is None:  # kept for restarts: the member record names it
-            self._etcd_peer_url = f"http://127.0.0.1:{_free_port()}"
+            self._etcd_peer_url = f"http://127.0.0.1:{free_port()}"
         peer_url = self._etcd_peer_url
         return [
             str(bin_dir / "etcd"),
@@ -1009,14 +871,12 @@ class ControlPlane:
         whose endpoint is the advertised address (the node's, on this machine); the kubelet is
         authorized as its Node (Node authorizer, NodeRestriction); the API server calls the
         kubelet (logs, exec) with the admin's client certificate."""
-        from controller.devcluster import node
-
         return [
             "--bind-address=0.0.0.0",
-            f"--advertise-address={node.NODE_IP}",
+            f"--advertise-address={NODE_IP}",
             "--authorization-mode=Node,RBAC",
             "--enable-admission-plugins=NodeRestriction",
-            f"--service-cluster-ip-range={node.SERVICE_CIDR}",
+            f"--service-cluster-ip-range={NODE_SERVICE_CIDR}",
             # The node's address, never its name (no DNS here: a lookup would leave the machine).
             "--kubelet-preferred-address-types=InternalIP",
             f"--kubelet-client-certificate={self.pki.admin_cert}",

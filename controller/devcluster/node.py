@@ -54,20 +54,22 @@ from typing import Any
 
 from controller.devcluster.controlplane import (
     KUBELET_LABEL,
+    NODE_SERVICE_CIDR,
     ControlPlane,
     ControlPlaneError,
-    _free_port,
-    _pdeathsig_preexec,
-    _Server,
 )
-from controller.devcluster.image import oci
+from controller.devcluster.controlplane import (
+    NODE_IP as NODE_IP,
+)
+from controller.devcluster.processes import ProcessError, Server, free_port, pdeathsig_preexec
+from controller.imagebuild import oci
 
-#: The node's address (host end of the veth) and its peer's, in a /30 of their own.
-NODE_IP = "198.18.0.1"
+#: The node's address (host end of the veth: ``NODE_IP``, which the control plane advertises)
+#: and its peer's, in a /30 of their own.
 PEER_IP = "198.18.0.2"
 POD_CIDR = "198.18.1.0/24"
 POD_GATEWAY = "198.18.1.1"
-SERVICE_CIDR = "198.18.2.0/24"
+SERVICE_CIDR = NODE_SERVICE_CIDR
 #: The ``kubernetes`` Service's ClusterIP: the first address of ``SERVICE_CIDR``.
 KUBERNETES_SERVICE_IP = "198.18.2.1"
 NETNS = "orca-node"
@@ -134,7 +136,7 @@ class RealNode:
         self.plane = plane
         self.dir = plane.directory / "node"
         self._bin_dir = bin_dir
-        self._servers: dict[str, _Server] = {}
+        self._servers: dict[str, Server] = {}
         #: Short: unix socket paths are limited to 108 bytes.
         digest = hashlib.sha256(str(self.dir).encode()).hexdigest()[:10]
         self.run_dir = Path("/run") / f"orca-node-{digest}"
@@ -216,7 +218,7 @@ class RealNode:
     def _terminate(self, name: str) -> None:
         server = self._servers.pop(name, None)
         if server is not None:
-            with contextlib.suppress(ControlPlaneError, OSError):
+            with contextlib.suppress(ProcessError, OSError):
                 server.terminate(15.0)
 
     def load_image(self, archive: Path) -> str:
@@ -325,7 +327,7 @@ class RealNode:
             '  capabilities = ["pull", "resolve"]\n'
         )
         (d / "resolv.conf").write_text("# no cluster DNS in the dev cluster\n")
-        kubelet_port, healthz = _free_port(), _free_port()
+        kubelet_port, healthz = free_port(), free_port()
         (d / "kubelet.yaml").write_text(json.dumps({
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
@@ -369,8 +371,8 @@ class RealNode:
             "iptables": {"masqueradeAll": True, "localhostNodePorts": False},
             "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
                           "tcpCloseWaitTimeout": "0s"},
-            "healthzBindAddress": f"127.0.0.1:{_free_port()}",
-            "metricsBindAddress": f"127.0.0.1:{_free_port()}",
+            "healthzBindAddress": f"127.0.0.1:{free_port()}",
+            "metricsBindAddress": f"127.0.0.1:{free_port()}",
             "nodePortAddresses": [f"{NODE_IP}/32"],
         }, indent=2))  # fmt: skip
 
@@ -382,7 +384,7 @@ class RealNode:
             f"--authorization-kubeconfig={self.dir / 'kube-scheduler.kubeconfig'}",
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
-            f"--secure-port={_free_port()}",
+            f"--secure-port={free_port()}",
         ]
 
     def _import_pause(self) -> None:
@@ -403,13 +405,13 @@ class RealNode:
 
     def _spawn(self, name: str, args: Sequence[str]) -> None:
         log = (self.dir / f"{name}.log").open("ab")
-        preexec = None if self.plane.detach else _pdeathsig_preexec()
+        preexec = None if self.plane.detach else pdeathsig_preexec()
         popen = subprocess.Popen(
             list(args), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             cwd=self.dir, start_new_session=True, preexec_fn=preexec, close_fds=True,
         )  # fmt: skip
         log.close()
-        self._servers[name] = _Server(name, popen.pid, os.path.realpath(args[0]), "", popen)
+        self._servers[name] = Server(name, popen.pid, os.path.realpath(args[0]), "", popen)
         self._write_state()
 
     def _wait(self, ready: Any, deadline: float, what: str) -> None:
@@ -505,7 +507,7 @@ class RealNode:
         self.run_dir = Path(state["run_dir"])
         for name in PROCESSES:
             if name in state:
-                self._servers[name] = _Server(name, state[name]["pid"], state[name]["exe"], "")
+                self._servers[name] = Server(name, state[name]["pid"], state[name]["exe"], "")
 
 
 def _reap_cgroups(containers: Sequence[str]) -> None:

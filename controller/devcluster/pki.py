@@ -5,9 +5,8 @@ groups), exactly like envtest. That gives tests any identity they need for RBAC 
 ``system:serviceaccount:orca-system:orca-controller`` to run the operator with the RBAC of the
 shipped manifests, without a token controller or a controller-manager.
 
-ECDSA P-256 keys are used throughout: they are generated in milliseconds (RSA 2048 takes
-noticeably longer on a 2-core machine) and every component (Go TLS, Python ``ssl``, the
-service-account token signer) accepts them.
+The CA and its P-256 keys are ``controller.certificates``' (the operator's serving certificate
+has the same), which says why P-256.
 """
 
 from __future__ import annotations
@@ -25,6 +24,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from controller import certificates
 
 #: Admin identity written to ``DIR/kubeconfig``; ``system:masters`` bypasses RBAC.
 ADMIN_USER = "admin"
@@ -109,10 +110,6 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _new_key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM,
@@ -194,7 +191,7 @@ def client_certificate(paths: PkiPaths, user: str, groups: Sequence[str]) -> tup
     if not user:
         raise ValueError("user must not be empty")
     ca_cert, ca_key = _load_ca(paths)
-    key = _new_key()
+    key = certificates.new_key()
     attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
     attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, user))
     cert = _sign(
@@ -211,38 +208,14 @@ def generate(paths: PkiPaths) -> None:
     """
     paths.root.mkdir(parents=True, exist_ok=True)
     now = _now()
-    ca_key = _new_key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "orca-devcluster-ca")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + _VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
+    ca_key = certificates.new_key()
+    ca_cert = certificates.certificate_authority(
+        "orca-devcluster-ca", ca_key, now - _BACKDATE, now + _VALIDITY
     )
     _write_private(paths.ca_key, _key_pem(ca_key))
     paths.ca_cert.write_bytes(_cert_pem(ca_cert))
 
-    serving_key = _new_key()
+    serving_key = certificates.new_key()
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in _SERVING_DNS]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in _SERVING_IPS]
     serving = _sign(
@@ -260,7 +233,7 @@ def generate(paths: PkiPaths) -> None:
     _write_private(paths.admin_key, admin_key)
     paths.admin_cert.write_bytes(admin_cert)
 
-    sa_key = _new_key()
+    sa_key = certificates.new_key()
     _write_private(paths.sa_key, _key_pem(sa_key))
     paths.sa_pub.write_bytes(
         sa_key.public_key().public_bytes(

@@ -132,6 +132,7 @@ class Operator:
         identity: str = COMPONENT,
         tolerations: DefaultTolerations | None = None,
         lifecycle: NodeLifecycle = NodeLifecycle.READY,
+        per_node_metrics: bool = True,
     ) -> Operator:
         state = state if state is not None else ClusterState()
         queue = queue if queue is not None else WorkQueue()
@@ -177,7 +178,7 @@ class Operator:
             writes,
             preemption,
             loop,
-            GaugeExporter(),
+            GaugeExporter(per_node=per_node_metrics),
             elector,
             rebalancer,
         )
@@ -462,6 +463,7 @@ async def operate(args: argparse.Namespace) -> None:
             unreachable=args.default_unreachable_toleration_seconds,
         ),
         lifecycle=NodeLifecycle(args.node_lifecycle),
+        per_node_metrics=args.node_metrics,
     )
     stop = asyncio.Event()  # set when one of the parts dies: kopf then stops too
     secure = not args.metrics_insecure and bool(args.metrics_port)

@@ -36,9 +36,9 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from controller import certificates
 from controller.operator.kube import ApiError, KubeApi, TransportError
 
 logger = logging.getLogger("orca.tls")
@@ -89,10 +89,6 @@ class CertBundle:
         return set(hosts) <= self.names() and self.not_after() - RENEW_BEFORE > now
 
 
-def _name(common: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
-
-
 def _san(host: str) -> x509.GeneralName:
     try:
         return x509.IPAddress(ipaddress.ip_address(host))
@@ -105,38 +101,15 @@ def generate(hosts: Sequence[str], now: datetime.datetime | None = None) -> Cert
     keys, the CA for ten years, the certificate for ``CERT_DAYS``."""
     now = now or datetime.datetime.now(datetime.UTC)
     start = now - datetime.timedelta(minutes=5)  # clocks a little behind ours
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("orca-controller-ca")
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(now + datetime.timedelta(days=CA_DAYS))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
+    ca_key = certificates.new_key()
+    ca = certificates.certificate_authority(
+        "orca-controller-ca", ca_key, start, now + datetime.timedelta(days=CA_DAYS)
     )
-    key = ec.generate_private_key(ec.SECP256R1())
+    key = certificates.new_key()
     cert = (
         x509.CertificateBuilder()
-        .subject_name(_name(hosts[0] if hosts else "orca-controller"))
-        .issuer_name(ca_name)
+        .subject_name(certificates.common_name(hosts[0] if hosts else "orca-controller"))
+        .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)

@@ -208,13 +208,13 @@ def test_a_taken_port_is_retried_with_another(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The free-port pick is racy; a server that loses the race is restarted elsewhere."""
-    from controller.devcluster import controlplane
+    from controller.devcluster import controlplane, processes
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         taken = squatter.getsockname()[1]
-        real_free_port = controlplane._free_port
+        real_free_port = processes.free_port
         handed_out: list[int] = []
 
         def racy_free_port() -> int:
@@ -224,7 +224,7 @@ def test_a_taken_port_is_retried_with_another(
             handed_out.append(port)
             return port
 
-        monkeypatch.setattr(controlplane, "_free_port", racy_free_port)
+        monkeypatch.setattr(controlplane, "free_port", racy_free_port)
         with ControlPlane(tmp_path / "cp") as plane:
             assert plane.ready()
             assert _port(plane.etcd_url) != taken

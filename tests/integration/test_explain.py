@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
 from tests.support.factories import node_object, workload_obj
@@ -49,6 +50,9 @@ def test_explain_names_each_nodes_filter_and_the_winning_scores(
 
     out = orca_explain(control_plane, "web", "-n", namespace, "-o", "json")
     result = json.loads(out.stdout)
+    as_yaml = orca_explain(control_plane, "web", "-n", namespace, "-o", "yaml")
+    assert as_yaml.returncode == 0, as_yaml.stderr
+    assert yaml.safe_load(as_yaml.stdout) == result  # the same document, as kubectl's -o yaml
     replicas = [(r["allocId"], r["node"], r["score"], r["kept"]) for r in result["replicas"]]
     status = [(p["allocId"], p["node"], p["score"], True) for p in web["status"]["placements"]]
     assert replicas == status

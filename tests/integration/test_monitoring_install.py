@@ -192,6 +192,21 @@ def target_labels(objects: list[dict[str, Any]]) -> dict[str, str]:
     return labels
 
 
+#: docs/monitoring.md's replacement for an overlay that moves the install to another namespace:
+#: the ServiceMonitor's serverName follows (the operator's certificate names
+#: orca-controller.<its namespace>.svc).
+SERVER_NAME_FOLLOWS_THE_NAMESPACE = {
+    "source": {"kind": "Service", "name": "orca-controller", "fieldPath": "metadata.namespace"},
+    "targets": [
+        {
+            "select": {"kind": "ServiceMonitor"},
+            "fieldPaths": ["spec.endpoints.0.tlsConfig.serverName"],
+            "options": {"delimiter": ".", "index": 1},
+        }
+    ],
+}
+
+
 def renamed(kubectl: KubectlRunner, tmp_path: Path) -> list[dict[str, Any]]:
     """The kube-prometheus-stack install with a namePrefix and its own namespace."""
     return render(
@@ -204,6 +219,7 @@ def renamed(kubectl: KubectlRunner, tmp_path: Path) -> list[dict[str, Any]]:
                 "namePrefix": "acme-",
                 "namespace": "acme-system",
                 "resources": [relative(tmp_path, KPS)],
+                "replacements": [SERVER_NAME_FOLLOWS_THE_NAMESPACE],
             },
         ),
     )
@@ -225,6 +241,27 @@ def test_a_name_prefix_keeps_the_servicemonitor_on_the_service_and_every_selecto
     assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
     labels = target_labels(objects)
     assert labels["job"] == "acme-orca-controller"
+    # What it scrapes with follows the rename: its token Secret (renamed, for the renamed
+    # ServiceAccount), and the name it verifies the certificate for.
+    endpoint = monitor["spec"]["endpoints"][0]
+    secret = endpoint["authorization"]["credentials"]["name"]
+    token = next(o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == secret)
+    account = token["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+    assert account == "acme-orca-controller-metrics-scraper"
+    assert any(o["kind"] == "ServiceAccount" and o["metadata"]["name"] == account for o in objects)
+    binding = next(
+        o for o in objects
+        if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == account
+    )  # fmt: skip
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account, "namespace": "acme-system"}
+    ]
+    assert binding["roleRef"]["name"] == "acme-orca-controller-metrics-reader"
+    deployment = one(objects, "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    server_name = endpoint["tlsConfig"]["serverName"]
+    assert server_name == "orca-controller.acme-system.svc"
+    assert f"--tls-san={server_name.replace('acme-system', '$(POD_NAMESPACE)')}" in args
     checked = 0
     for group in rule["spec"]["groups"]:
         for r in group["rules"]:

@@ -3,7 +3,9 @@
 ``orca run`` runs on the real control plane; a real ``prometheus`` (Debian's package: .ci/run
 installs it) is started here on a loopback port, scraping the operator every second the way the
 shipped ServiceMonitor asks (its relabelings and honorLabels, under a job name the rules do not
-know, as a kustomize namePrefix would make it) and loading the shipped alert rules. Workloads
+know, as a kustomize namePrefix would make it; over TLS verified with the CA the operator
+publishes in its Secret, for the Service's DNS name; with the token of the shipped scraper
+ServiceAccount, from its token Secret) and loading the shipped alert rules. Workloads
 are applied (some cannot be placed) and every figure is read back through Prometheus' HTTP
 API, as a dashboard would. Then every PromQL expression in the dashboard and the rules runs
 against that Prometheus and must not fail.
@@ -11,6 +13,7 @@ against that Prometheus and must not fail.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -62,13 +65,13 @@ ORCA = ", ".join(f'{k}="{v}"' for k, v in fixed_target_labels().items())
 class Prometheus:
     """``prometheus`` on 127.0.0.1, scraping ``targets`` every second, with the shipped rules."""
 
-    def __init__(self, workdir: Path, targets: list[str], token_file: Path) -> None:
+    def __init__(self, workdir: Path, scrape_configs: list[dict[str, Any]]) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "rules.yaml").write_text(yaml.safe_dump(rule_groups()))
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": ["rules.yaml"],
-            "scrape_configs": [scrape_config(JOB, targets, token_file)],
+            "scrape_configs": scrape_configs,
         }
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.url = f"http://127.0.0.1:{free_port()}"
@@ -137,19 +140,55 @@ class Prometheus:
         self._log.close()
 
 
-def reader_token(cluster: Cluster, namespace: str) -> str:
-    """A token of a ServiceAccount bound to the shipped metrics-reader ClusterRole (as
-    Prometheus' own account is in a cluster)."""
-    cluster.run("apply", "-f", str(REPO_ROOT / "manifests" / "rbac" / "metrics-reader.yaml"))
-    cluster.run("create", "serviceaccount", "prometheus", "-n", namespace)
-    cluster.run(
-        "create",
-        "clusterrolebinding",
-        f"prometheus-{namespace}",
-        "--clusterrole=orca-controller-metrics-reader",
-        f"--serviceaccount={namespace}:prometheus",
-    )
-    return cluster.run("create", "token", "prometheus", "-n", namespace).strip()
+#: The operator's certificate, kept in this Secret as the Deployment's flags keep it.
+TLS_SECRET = "orca-controller-tls"
+#: A job scraping with the right token and CA but another name to verify: it must fail.
+WRONG_NAME_JOB = "orca-wrong-server-name"
+
+
+def scraper_identity(cluster: Cluster, namespace: str) -> None:
+    """The shipped scraper (manifests/monitoring/metrics-scraper.yaml, as kustomize renders
+    the with-monitoring install): its ServiceAccount and token Secret in ``namespace``, bound
+    to the metrics-reader ClusterRole; the token controller fills the Secret in."""
+    rendered = cluster.run("kustomize", str(REPO_ROOT / "manifests" / "with-monitoring"))
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    reader = next(d for d in docs if d["metadata"]["name"] == "orca-controller-metrics-reader")
+    scraper = [d for d in docs if "metrics-scraper" in d["metadata"]["name"]]
+    assert sorted(d["kind"] for d in scraper) == ["ClusterRoleBinding", "Secret", "ServiceAccount"]
+    for doc in scraper:
+        if doc["kind"] == "ClusterRoleBinding":
+            doc["metadata"]["name"] += f"-{namespace}"
+            for subject in doc["subjects"]:
+                subject["namespace"] = namespace
+        else:
+            doc["metadata"]["namespace"] = namespace
+    cluster.apply(reader, *scraper)
+
+
+def secret_reader(cluster: Cluster, namespace: str, workdir: Path) -> Callable[[str, str], Path]:
+    """``secret_file(name, key)`` for ``scrape_config``: the key of a Secret in ``namespace``,
+    in a file (as the Prometheus Operator hands Prometheus a Secret's key), waiting until the
+    key is there (the token controller, the operator's first replica write them)."""
+
+    def secret_file(name: str, key: str) -> Path:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                secret = json.loads(
+                    cluster.run("get", "secret", name, "-n", namespace, "-o", "json")
+                )
+                value = (secret.get("data") or {}).get(key)
+            except Exception:
+                value = None
+            if value:
+                break
+            assert time.monotonic() < deadline, f"Secret {namespace}/{name} has no {key}"
+            time.sleep(0.5)
+        path = workdir / f"{name}.{key}"
+        path.write_bytes(base64.b64decode(value))
+        return path
+
+    return secret_file
 
 
 def _in_phase(want: str) -> Callable[[dict[str, Any]], bool]:
@@ -189,18 +228,32 @@ def scraped(
     one after the other, so the placements do not depend on the order of decisions."""
     workdir = tmp_path_factory.mktemp("prometheus")
     cluster.apply(*(node_object(n, cpu="4", memory="8Gi") for n in ("a", "b")))
-    token_file = workdir / "token"
-    token_file.write_text(reader_token(cluster, namespace))
+    scraper_identity(cluster, namespace)
     operator = OperatorProcess(
         control_plane.kubeconfig_path,
         workdir / "operator.log",
         namespaces=[namespace],
         lease_namespace=namespace,
         metrics_insecure=False,
+        # the Deployment's: the certificate in the Secret, naming the metrics Service
+        extra=[
+            f"--tls-secret={namespace}/{TLS_SECRET}",
+            f"--tls-san=orca-controller.{namespace}.svc",
+        ],
     )
-    prometheus = Prometheus(workdir, [f"127.0.0.1:{operator.metrics_port}"], token_file)
+    prometheus = None
     try:
         operator.wait_live()
+        targets = [f"127.0.0.1:{operator.metrics_port}"]
+        secret_file = secret_reader(cluster, namespace, workdir)
+        shipped = scrape_config(JOB, targets, secret_file, namespace)
+        wrong = {
+            **shipped,
+            "job_name": WRONG_NAME_JOB,
+            "relabel_configs": [],  # not an orca target for the rules
+            "tls_config": {**shipped["tls_config"], "server_name": "elsewhere.example"},
+        }
+        prometheus = Prometheus(workdir, [shipped, wrong])
         prometheus.wait_ready()
         workloads: list[tuple[str, dict[str, Any], str]] = [  # applied in this order
             ("web", {"kind": "Service", "count": 2, "resources": {"cpu": "1"}}, "Scheduled"),
@@ -217,8 +270,40 @@ def scraped(
             cluster.wait_for(namespace, name, _in_phase(expected), what=expected)
         yield prometheus
     finally:
-        prometheus.stop()
+        if prometheus is not None:
+            prometheus.stop()
         operator.stop()
+
+
+def test_prometheus_scrapes_over_verified_tls_with_the_scrapers_token(
+    scraped: Prometheus, namespace: str
+) -> None:
+    """The shipped ServiceMonitor's way in: HTTPS, the certificate verified against the CA in
+    the operator's Secret for orca-controller.<namespace>.svc (no insecureSkipVerify), the
+    scraper ServiceAccount's token. The same with another server name fails on the
+    certificate, so the verification is real."""
+    prom = scraped
+    prom.wait_for(
+        "both targets scraped",
+        lambda: (
+            len(prom.api("targets")["data"]["activeTargets"]) == 2
+            and all(t["health"] != "unknown" for t in prom.api("targets")["data"]["activeTargets"])
+        ),
+    )
+    targets = {t["scrapePool"]: t for t in prom.api("targets")["data"]["activeTargets"]}
+    ours = targets[JOB]
+    assert ours["health"] == "up", ours["lastError"]
+    assert ours["scrapeUrl"].startswith("https://")
+    config = yaml.safe_load(prom.api("status/config")["data"]["yaml"])
+    (shipped,) = [c for c in config["scrape_configs"] if c["job_name"] == JOB]
+    assert shipped["tls_config"]["insecure_skip_verify"] is False
+    assert shipped["tls_config"]["server_name"] == f"orca-controller.{namespace}.svc"
+    assert shipped["tls_config"]["ca_file"].endswith(f"{TLS_SECRET}.ca.crt")
+    assert shipped["authorization"]["credentials_file"].endswith("metrics-scraper-token.token")
+    wrong = targets[WRONG_NAME_JOB]
+    assert wrong["health"] == "down"
+    assert "x509: certificate is valid for" in wrong["lastError"], wrong["lastError"]
+    assert "elsewhere.example" in wrong["lastError"]
 
 
 def test_prometheus_sees_what_the_operator_did(scraped: Prometheus, namespace: str) -> None:
@@ -344,9 +429,9 @@ def test_every_orca_metric_name_is_exported_and_scraped(scraped: Prometheus) -> 
 def test_the_monitoring_component_renders_with_kustomize(
     kubectl: KubectlRunner, tmp_path: Path
 ) -> None:
-    """``kubectl kustomize`` on an overlay that uses the component: its three objects come out
-    (the metrics Service is the base's), the dashboard ConfigMap carries the JSON and Grafana's
-    sidecar label."""
+    """``kubectl kustomize`` on an overlay that uses the component: its objects come out (the
+    metrics Service is the base's; the scraper's ServiceAccount, token Secret and binding are
+    its own), the dashboard ConfigMap carries the JSON and Grafana's sidecar label."""
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     relative = os.path.relpath(MONITORING, overlay)
@@ -361,7 +446,14 @@ def test_the_monitoring_component_renders_with_kustomize(
     )
     out = kubectl("kustomize", str(overlay), check=True).stdout
     objects = {o["kind"]: o for o in yaml.safe_load_all(out)}
-    assert set(objects) == {"ServiceMonitor", "PrometheusRule", "ConfigMap"}
+    assert set(objects) == {
+        "ServiceMonitor",
+        "PrometheusRule",
+        "ConfigMap",
+        "ServiceAccount",
+        "Secret",
+        "ClusterRoleBinding",
+    }
     config_map = objects["ConfigMap"]
     assert config_map["metadata"]["labels"] == {"grafana_dashboard": "1"}
     dashboard = (MONITORING / "grafana-dashboard.json").read_text()

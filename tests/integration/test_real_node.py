@@ -1,12 +1,13 @@
 """orca as its users run it: the image ``make image`` builds, installed with ``kubectl apply -k
-manifests/default``, running as two Pods on a real kubelet (issue 30).
+manifests/dev-node`` (the base, pulling IfNotPresent), running as two Pods on a real kubelet
+(issue 30).
 
 A dev cluster of its own, started ``--with-kubelet`` (``controller.devcluster.node``): kubelet
 v1.36.3, containerd v2, runc, kube-scheduler and kube-proxy beside kwok's Nodes, which carry
 kwok's ``fake`` NoSchedule taint so that Pods land only on the real Node (the Workloads here
 tolerate it: orca reads taints as kube-scheduler does). The image is loaded onto the node as
-``orca dev-cluster load-image`` does, and set in an overlay as a user sets it (``images:``, by
-digest; ``imagePullPolicy: IfNotPresent``, since there is no registry to ask).
+``orca dev-cluster load-image`` does and run by the one command it prints, ``kubectl apply -k
+manifests/dev-node`` (``imagePullPolicy: IfNotPresent``: there is no registry to ask).
 
 What is proven for real, not impersonated: the Pods pass Pod Security ``restricted``, run as
 UID 10001 on a read-only root filesystem, talk to the API server with their own ServiceAccount
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import threading
 import time
@@ -37,8 +37,9 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane, NodeTiming
-from controller.devcluster.image.build import Built
 from controller.devcluster.node import FAKE_NODE_TAINT, NODE_IP, NODE_NAME, RealNode
+from controller.imagebuild.build import Built
+from controller.version import version
 from tests.chaos.invariants import Observer, Violation, check, dump
 from tests.packaging.dockerfile import REPO_ROOT
 from tests.support.factories import node_object
@@ -112,41 +113,6 @@ def _workload(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def _overlay(work: Path, image: Built) -> Path:
-    """What a user writes to install a given image: an overlay over manifests/default."""
-    overlay = work / "overlay"
-    overlay.mkdir(exist_ok=True)
-    base = (REPO_ROOT / "manifests" / "default").resolve()
-    name, _, _tag = image.reference.rpartition(":")
-    (overlay / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [os.path.relpath(base, overlay)],  # kustomize: relative only
-                "images": [
-                    {"name": "orca-controller", "newName": name, "digest": image.archive.digest}
-                ],
-                "patches": [
-                    {
-                        "target": {"kind": "Deployment", "name": "orca-controller"},
-                        "patch": yaml.safe_dump(
-                            [
-                                {
-                                    "op": "replace",
-                                    "path": "/spec/template/spec/containers/0/imagePullPolicy",
-                                    "value": "IfNotPresent",
-                                }
-                            ]
-                        ),
-                    }
-                ],
-            }
-        )
-    )
-    return overlay
-
-
 @pytest.fixture(scope="module")
 def cluster(built_image: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     work = tmp_path_factory.mktemp("real-node")
@@ -157,7 +123,10 @@ def cluster(built_image: Built, tmp_path_factory: pytest.TempPathFactory) -> Ite
         node.start()
         node.load_image(built_image.archive.path)
         c = Cluster(plane, node, built_image, work)
-        c.kubectl("apply", "-k", str(_overlay(work, built_image)))
+        # As a new user runs it (load-image prints it): the base with IfNotPresent, the image
+        # by the name make image gives it, from the node's containerd, no registry.
+        assert built_image.reference == f"orca-controller:{version()}"
+        c.kubectl("apply", "-k", str(REPO_ROOT / "manifests" / "dev-node"))
         c.wait("two operator Pods Ready", lambda: len(c.ready_pods()) == 2, timeout=300)
         c.wait("a leader", lambda: c.leader() is not None, timeout=60)
         yield c
@@ -496,7 +465,8 @@ def test_helm_install_runs_the_operator_on_the_real_node(cluster: Cluster) -> No
     """Last: the kustomize install is removed, then the chart installed as docs/install.md says."""
     from tests.packaging.test_chart import CHART, helm
 
-    cluster.kubectl("delete", "-k", str(cluster.work / "overlay"), "--wait=true", "--timeout=300s")
+    dev_node = REPO_ROOT / "manifests" / "dev-node"
+    cluster.kubectl("delete", "-k", str(dev_node), "--wait=true", "--timeout=300s")
     cluster.wait("the kustomize install gone", lambda: not cluster.operator_pods(), timeout=180)
     cluster.kubectl("create", "namespace", NS)
     cluster.kubectl("label", "namespace", NS, "pod-security.kubernetes.io/enforce=restricted")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-import controller.operator.telemetry.metrics  # noqa: F401  (declares the metrics in the registry)
+from controller.operator.telemetry import metrics  # declares the metrics in the registry
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MONITORING = REPO_ROOT / "manifests" / "monitoring"
@@ -70,11 +71,19 @@ def fixed_target_labels() -> dict[str, str]:
     return labels
 
 
-def scrape_config(job: str, targets: list[str], token_file: Path | None = None) -> dict[str, Any]:
+def scrape_config(
+    job: str,
+    targets: list[str],
+    secret_file: Callable[[str, str], Path] | None = None,
+    namespace: str = "orca-system",
+) -> dict[str, Any]:
     """A plain Prometheus scrape config doing what the ServiceMonitor's endpoint asks of the
-    Prometheus Operator (path, honor_labels, relabel_configs: the same fields in snake_case;
-    scheme, TLS and the bearer token file, which ``token_file`` stands in for outside a Pod),
-    for a Prometheus without the operator, as the integration test runs one."""
+    Prometheus Operator: path, honor_labels, relabel_configs (the same fields in snake_case),
+    the scheme, and, as the operator writes them into Prometheus' configuration, the bearer
+    token of ``authorization.credentials`` and the CA of ``tlsConfig.ca`` (Secret keys, which
+    ``secret_file(name, key)`` reads into a file, as the operator mounts them) with the
+    ``serverName`` to verify, moved into ``namespace`` as docs/monitoring.md's replacement
+    moves it. For a Prometheus without the operator, as the integration test runs one."""
     endpoint = service_monitor_endpoint()
     keys = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
     relabel = [
@@ -89,12 +98,27 @@ def scrape_config(job: str, targets: list[str], token_file: Path | None = None) 
         "relabel_configs": relabel,
         "static_configs": [{"targets": targets}],
     }
+    assert "bearerTokenFile" not in endpoint, "deprecated by the Prometheus Operator"
+
+    def read(selector: dict[str, Any]) -> str:
+        assert secret_file is not None, "the endpoint reads Secrets: give secret_file"
+        return str(secret_file(selector["name"], selector["key"]))
+
     tls = endpoint.get("tlsConfig") or {}
     if tls:
-        config["tls_config"] = {"insecure_skip_verify": bool(tls.get("insecureSkipVerify"))}
-    if endpoint.get("bearerTokenFile"):
-        file = str(token_file) if token_file is not None else endpoint["bearerTokenFile"]
-        config["authorization"] = {"type": "Bearer", "credentials_file": file}
+        tls_config: dict[str, Any] = {"insecure_skip_verify": bool(tls.get("insecureSkipVerify"))}
+        if "ca" in tls:
+            tls_config["ca_file"] = read(tls["ca"]["secret"])
+        if "serverName" in tls:
+            name, _, rest = tls["serverName"].split(".", 2)
+            tls_config["server_name"] = f"{name}.{namespace}.{rest}"
+        config["tls_config"] = tls_config
+    authorization = endpoint.get("authorization")
+    if authorization:
+        config["authorization"] = {
+            "type": authorization.get("type", "Bearer"),
+            "credentials_file": read(authorization["credentials"]),
+        }
     return config
 
 
@@ -126,7 +150,9 @@ def exported_names() -> set[str]:
         "info": ("_info",),
     }
     names: set[str] = set()
-    for family in REGISTRY.collect():
+    # The per-Node families are served only once a refresh published Nodes (and never with
+    # --no-node-metrics): their collector describes them all the same.
+    for family in [*REGISTRY.collect(), *metrics.PER_NODE.describe()]:
         if family.name.startswith("orca_"):
             names |= {family.name + suffix for suffix in suffixes[family.type]}
     return names

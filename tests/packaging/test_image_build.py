@@ -1,5 +1,5 @@
 """``make image``: the operator's image built here without a container engine or a registry
-(``controller.devcluster.image``), checked as the tools that consume it see it.
+(``controller.imagebuild``), checked as the tools that consume it see it.
 
 - Reproducible: a second build of the same commit has the same digest, byte for byte.
 - Accepted by the tools a user loads it with: ``skopeo`` reads it both as an OCI archive and as
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.devcluster.image import build as image_build
-from controller.devcluster.image.build import Built, build
-from controller.devcluster.image.debian import read_lock
-from controller.devcluster.image.oci import read_archive
+from controller.imagebuild import build as image_build
+from controller.imagebuild.build import Built, build
+from controller.imagebuild.debian import read_lock
+from controller.imagebuild.oci import read_archive
 from tests.packaging.dockerfile import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(1200)
@@ -180,3 +180,23 @@ def test_sbom_covers_every_debian_package_and_python_distribution(
         installed.add(f"pkg:pypi/{name.lower().replace('_', '-')}@{version}")
     assert installed == {p for p in purls if p.startswith("pkg:pypi/")}
     assert os.path.getsize(built_image.sbom) > 1000
+
+
+def test_the_licence_is_in_the_image_the_wheel_and_the_sbom(
+    built_image: Built, rootfs: Path
+) -> None:
+    """Apache-2.0's text at /licenses/LICENSE (as the Dockerfile's image has it) and in orca's
+    wheel (pyproject's ``license-files``, PEP 639), and declared in the SBOM for the image and
+    for orca's distribution."""
+    text = (REPO_ROOT / "LICENSE").read_bytes()
+    assert b"Apache License" in text and b"Version 2.0, January 2004" in text
+    assert (rootfs / "licenses" / "LICENSE").read_bytes() == text
+    site = rootfs / "opt/orca/lib/python3.11/site-packages"
+    (dist,) = site.glob("orca_controller-*.dist-info")
+    assert (dist / "licenses" / "LICENSE").read_bytes() == text
+    metadata = (dist / "METADATA").read_text()
+    assert "License-Expression: Apache-2.0" in metadata
+    assert "License-File: LICENSE" in metadata
+    document = json.loads(built_image.sbom.read_text())
+    ours = [p for p in document["packages"] if p["name"] == "orca-controller"]
+    assert [p["licenseDeclared"] for p in ours] == ["Apache-2.0", "Apache-2.0"]  # image, wheel

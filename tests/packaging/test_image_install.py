@@ -367,7 +367,7 @@ def test_make_image_and_the_dockerfile_give_the_same_user_entrypoint_paths_and_p
     import io
     import tarfile
 
-    from controller.devcluster.image.oci import read_archive
+    from controller.imagebuild.oci import read_archive
     from tests.packaging.dockerfile import exec_form
 
     built = read_archive(built_image.archive.path)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.devcluster.image.build import Built, build
+from controller.imagebuild.build import Built, build
 
 
 @pytest.fixture(scope="session")

@@ -145,12 +145,22 @@ def test_the_component_lists_every_manifest() -> None:
     assert kustomization["apiVersion"] == "kustomize.config.k8s.io/v1alpha1"
     listed = set(kustomization["resources"])
     listed |= {f for g in kustomization["configMapGenerator"] for f in g["files"]}
+    listed |= set(kustomization["configurations"])
     on_disk = {p.name for p in MONITORING.iterdir()} - {"kustomization.yaml"}
     assert listed == on_disk
     kinds = {
-        yaml.safe_load((MONITORING / r).read_text())["kind"] for r in kustomization["resources"]
+        doc["kind"]
+        for r in kustomization["resources"]
+        for doc in yaml.safe_load_all((MONITORING / r).read_text())
     }
-    assert kinds == {"ServiceMonitor", "PrometheusRule"}  # the metrics Service is the base's
+    # the metrics Service is the base's; the scraper's ServiceAccount, token and binding
+    assert kinds == {
+        "ServiceMonitor",
+        "PrometheusRule",
+        "ServiceAccount",
+        "Secret",
+        "ClusterRoleBinding",
+    }
 
 
 def test_metric_names_are_found_in_promql() -> None:

@@ -215,7 +215,6 @@ def test_the_code_says_who_can_cure_a_failure(
     assert Scheduler().schedule(workload(**spec), ledger, now=NOW).code is code
 
 
-
 class Nothing:
     """A plugin of no extension point."""
 

@@ -1,5 +1,5 @@
 """The OCI archive writer, the Debian lock and the SBOM of ``make image``
-(``controller.devcluster.image``): the parts whose bytes the image's digest depends on."""
+(``controller.imagebuild``): the parts whose bytes the image's digest depends on."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.devcluster.image import oci
-from controller.devcluster.image.debian import DebianError, Package, read_lock, write_lock
-from controller.devcluster.image.python import Wheel
-from controller.devcluster.image.sbom import spdx
+from controller.imagebuild import oci
+from controller.imagebuild.debian import DebianError, Package, read_lock, write_lock
+from controller.imagebuild.python import Wheel
+from controller.imagebuild.sbom import spdx
 
 EPOCH = 1_700_000_000
 
@@ -123,3 +123,28 @@ def test_the_sbom_names_each_package_by_purl_with_its_file_hash() -> None:
     assert document["creationInfo"]["created"] == "2023-11-14T22:13:20Z"
     contains = [r for r in document["relationships"] if r["relationshipType"] == "CONTAINS"]
     assert len(contains) == 2
+
+
+def test_the_sbom_declares_the_licences_it_can_read() -> None:
+    """The image's own licence; a wheel's ``License-Expression`` (SPDX already); nothing
+    asserted where nothing was read (a Debian package, a wheel without the field)."""
+    document = spdx(
+        "orca-controller",
+        "0.1.0",
+        "sha256:" + "c" * 64,
+        EPOCH,
+        [Package("libcrypt1", "1:4.4.33-2", "a" * 64)],
+        [
+            Wheel("orca-controller", "0.1.0", "b" * 64, Path("o.whl"), "Apache-2.0"),
+            Wheel("PyYAML", "6.0.2", "d" * 64, Path("y.whl")),
+        ],
+        "Apache-2.0",
+    )
+    declared = {p["name"]: p["licenseDeclared"] for p in document["packages"]}
+    assert declared == {
+        "orca-controller": "Apache-2.0",  # the image (its SPDXID says so) and the wheel
+        "libcrypt1": "NOASSERTION",
+        "PyYAML": "NOASSERTION",
+    }
+    image = next(p for p in document["packages"] if p.get("primaryPackagePurpose") == "CONTAINER")
+    assert image["licenseDeclared"] == "Apache-2.0"

@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from kubernetes import client as k8s_client
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, generate_latest
 
 from controller.operator.app import Operator
 from controller.operator.events import PendingEvent
@@ -548,3 +548,41 @@ def test_events_that_do_not_fit_their_queue_are_counted_as_dropped() -> None:
     with Delta("orca_events_dropped_total") as dropped:
         asyncio.run(decide(operator, "ns/w"))  # Pending -> Scheduled: an Event is due
     assert dropped.value == 1
+
+
+def _series(prefix: str) -> list[str]:
+    """The sample lines a scrape of the process's registry returns whose names start so."""
+    text = generate_latest(REGISTRY).decode()
+    return [line for line in text.splitlines() if line.startswith(prefix)]
+
+
+def test_without_node_metrics_no_per_node_series_and_the_cluster_wide_stay() -> None:
+    """``orca run --no-node-metrics`` (``Operator.wire(per_node_metrics=False)``): a scrape
+    has no ``orca_node_*{node}`` line at all, not even their HELP; ``orca_nodes`` and the
+    rest are as before. The same state with the default serves five series per Node."""
+    workloads = [service("web", 2, cpu="1500m")]
+    on, _ = operator_for(workloads)
+    on.state.upsert_node(node_object("b", cpu="2", memory="4Gi"))
+    export_gauges(on)
+    per_node = [line for line in _series("orca_node_") if "{node=" in line]
+    assert len(per_node) == 5 * 2  # two Nodes
+
+    api = FakeApi([node_object("a", cpu="4", memory="8Gi"), node_object("b")], workloads)
+    off = Operator.wire(api, per_node_metrics=False)  # type: ignore[arg-type]
+    for node in api.nodes:
+        off.state.upsert_node(node)
+    for obj in workloads:
+        off.state.upsert_workload(obj)
+    export_gauges(off)
+    assert [line for line in _series("orca_node_") if "{node=" in line] == []
+    help_lines = [line for line in _series("# HELP orca_node_") if "read_errors" not in line]
+    assert help_lines == []
+    assert sample("orca_nodes", eligible="true") == 2.0
+    assert sample("orca_workloads", namespace="ns", phase="Pending") == 1.0
+
+
+def test_orca_run_takes_no_node_metrics_as_its_switch() -> None:
+    from controller.cli import build_parser
+
+    assert build_parser().parse_args(["run"]).node_metrics is True
+    assert build_parser().parse_args(["run", "--no-node-metrics"]).node_metrics is False

@@ -1,10 +1,19 @@
-{{/* The name every object shares with the kustomize base: fixed, so both installs agree. */}}
-{{- define "orca.name" -}}orca-controller{{- end -}}
+{{/* The name in app.kubernetes.io/name, the Pods' selector: `orca-controller`, the kustomize
+     base's, unless nameOverride says otherwise. */}}
+{{- define "orca.name" -}}
+{{- .Values.nameOverride | default "orca-controller" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Every object's name: fullnameOverride, else the name (fixed by default, so both installs
+     agree and the operator's flags' defaults hold). */}}
+{{- define "orca.fullname" -}}
+{{- .Values.fullnameOverride | default (include "orca.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 
 {{/* Labels of the kustomize base, and Helm's own (ignored by the chart-vs-kustomize test). */}}
 {{- define "orca.labels" -}}
 app.kubernetes.io/name: {{ include "orca.name" . }}
-app.kubernetes.io/part-of: {{ include "orca.name" . }}
+app.kubernetes.io/part-of: orca-controller
 {{ include "orca.helmLabels" . }}
 {{- end -}}
 
@@ -29,10 +38,41 @@ app.kubernetes.io/name: {{ include "orca.name" . }}
 {{- end -}}
 {{- end -}}
 
+{{/* The operator's ServiceAccount: serviceAccount.name, else the full name when the chart
+     creates it, else the namespace's `default`. */}}
+{{- define "orca.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{ .Values.serviceAccount.name | default (include "orca.fullname" .) }}
+{{- else -}}
+{{ .Values.serviceAccount.name | default "default" }}
+{{- end -}}
+{{- end -}}
+
 {{/* Names the operator's flags and the objects share. */}}
-{{- define "orca.webhookService" -}}orca-webhook{{- end -}}
-{{- define "orca.tlsSecret" -}}{{ include "orca.name" . }}-tls{{- end -}}
-{{- define "orca.certManagerSecret" -}}{{ include "orca.name" . }}-cert-manager-tls{{- end -}}
+{{- define "orca.webhookService" -}}
+{{- $full := include "orca.fullname" . -}}
+{{- if eq $full "orca-controller" }}orca-webhook{{ else }}{{ $full }}-webhook{{ end -}}
+{{- end -}}
+{{- define "orca.tlsSecret" -}}{{ include "orca.fullname" . }}-tls{{- end -}}
+{{- define "orca.certManagerSecret" -}}{{ include "orca.fullname" . }}-cert-manager-tls{{- end -}}
+{{/* The Secret holding the CA clients verify the serving certificate with (ca.crt). */}}
+{{- define "orca.caSecret" -}}
+{{- if .Values.certManager.enabled }}{{ include "orca.certManagerSecret" . }}{{ else }}{{ include "orca.tlsSecret" . }}{{ end -}}
+{{- end -}}
+{{/* The ServiceMonitor's own ServiceAccount, and its token Secret. */}}
+{{- define "orca.scraper" -}}{{ include "orca.fullname" . }}-metrics-scraper{{- end -}}
+
+{{/* The replicas prefer different Nodes (affinity's default, when the value is empty). */}}
+{{- define "orca.defaultAffinity" -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "orca.selector" . | nindent 12 }}
+{{- end -}}
 
 {{/* `orca run`'s flags, in the kustomize base's order (manifests/manager/deployment.yaml;
      manifests/cert-manager swaps --tls-secret for --tls-cert-dir in place). */}}
@@ -44,13 +84,16 @@ app.kubernetes.io/name: {{ include "orca.name" . }}
 {{- if .Values.webhook.enabled }}
 - --webhook-port=9443
 - --webhook-service=$(POD_NAMESPACE)/{{ include "orca.webhookService" . }}
+{{- if ne (include "orca.fullname" .) "orca-controller" }}
+- --webhook-configuration={{ include "orca.fullname" . }}
+{{- end }}
 {{- end }}
 {{- if .Values.certManager.enabled }}
 - --tls-cert-dir=/etc/orca/tls
 {{- else }}
 - --tls-secret=$(POD_NAMESPACE)/{{ include "orca.tlsSecret" . }}
 {{- end }}
-- --tls-san={{ include "orca.name" . }}.$(POD_NAMESPACE).svc
+- --tls-san={{ include "orca.fullname" . }}.$(POD_NAMESPACE).svc
 {{- range .Values.watchNamespaces }}
 - --namespace={{ . }}
 {{- end }}
@@ -64,6 +107,9 @@ app.kubernetes.io/name: {{ include "orca.name" . }}
 {{- end }}
 {{- if ne .Values.nodeLifecycle "auto" }}
 - --node-lifecycle={{ .Values.nodeLifecycle }}
+{{- end }}
+{{- if not .Values.metrics.perNode }}
+- --no-node-metrics
 {{- end }}
 {{- range .Values.extraArgs }}
 - {{ . }}

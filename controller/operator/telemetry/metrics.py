@@ -141,7 +141,9 @@ class NodeCollector(Collector):
     published. One reference swap per refresh instead of five labelled-gauge lookups per Node
     (191 ms per refresh at 5,000 Nodes, on the scheduling loop's thread; see
     bench/bench_metrics.py); a scrape (the HTTP server's thread) reads the snapshot it finds.
-    A Node missing from the snapshot has no series any more."""
+    A Node missing from the snapshot has no series any more; with no snapshot (before the
+    first refresh, or ever with ``orca run --no-node-metrics``) the families are not served at
+    all."""
 
     FAMILIES: Final = (
         ("orca_node_placements", "Replicas placed on the node (the ledger).", "placements"),
@@ -168,9 +170,9 @@ class NodeCollector(Collector):
     )
 
     def __init__(self) -> None:
-        self.snapshot = NodeSnapshot()
+        self.snapshot: NodeSnapshot | None = None
 
-    def publish(self, snapshot: NodeSnapshot) -> None:
+    def publish(self, snapshot: NodeSnapshot | None) -> None:
         self.snapshot = snapshot
 
     #: Every other resource a node offers (ephemeral-storage, huge pages, extended resources
@@ -199,6 +201,8 @@ class NodeCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self.snapshot
+        if snapshot is None:
+            return
         for name, doc, field in self.FAMILIES:
             family = GaugeMetricFamily(name, doc, labels=["node"])
             for node, value in zip(snapshot.names, getattr(snapshot, field), strict=True):

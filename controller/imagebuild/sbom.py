@@ -16,8 +16,8 @@ import urllib.parse
 from collections.abc import Iterable
 from typing import Any
 
-from controller.devcluster.image.debian import Package
-from controller.devcluster.image.python import Wheel
+from controller.imagebuild.debian import Package
+from controller.imagebuild.python import Wheel
 
 NAMESPACE = "https://orca.cloudinit.dev/spdx"
 
@@ -33,9 +33,14 @@ def spdx(
     epoch: int,
     debian: Iterable[Package],
     python: Iterable[Wheel],
+    license: str = "NOASSERTION",
     suite_version: str = "12",
 ) -> dict[str, Any]:
-    """The SPDX document for ``image:version`` with manifest ``digest``."""
+    """The SPDX document for ``image:version`` with manifest ``digest``; ``license`` is the
+    image's own (orca's). A Python distribution's licence is declared as its wheel's
+    ``License-Expression`` says (SPDX already); without one, and for Debian's packages (whose
+    ``copyright`` files are free text), ``NOASSERTION``, as SPDX asks when nothing was
+    determined."""
     root = _id("image", image)
     created = datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     packages: list[dict[str, Any]] = [
@@ -46,6 +51,7 @@ def spdx(
             "downloadLocation": "NOASSERTION",
             "filesAnalyzed": False,
             "primaryPackagePurpose": "CONTAINER",
+            "licenseDeclared": license,
             "checksums": [{"algorithm": "SHA256", "checksumValue": digest.split(":", 1)[1]}],
             "externalRefs": [_purl(f"pkg:oci/{image}@{urllib.parse.quote(digest)}")],
         }
@@ -57,7 +63,16 @@ def spdx(
     for wheel in sorted(python):
         name = re.sub(r"[-_.]+", "-", wheel.name).lower()
         purl = f"pkg:pypi/{name}@{wheel.version}"
-        packages.append(_package(_id("pypi", name), wheel.name, wheel.version, wheel.sha256, purl))
+        packages.append(
+            _package(
+                _id("pypi", name),
+                wheel.name,
+                wheel.version,
+                wheel.sha256,
+                purl,
+                wheel.license or "NOASSERTION",
+            )
+        )
     return {
         "spdxVersion": "SPDX-2.3",
         "dataLicense": "CC0-1.0",
@@ -80,7 +95,9 @@ def spdx(
     }
 
 
-def _package(spdx_id: str, name: str, version: str, sha256: str, purl: str) -> dict[str, Any]:
+def _package(
+    spdx_id: str, name: str, version: str, sha256: str, purl: str, declared: str = "NOASSERTION"
+) -> dict[str, Any]:
     return {
         "SPDXID": spdx_id,
         "name": name,
@@ -88,7 +105,7 @@ def _package(spdx_id: str, name: str, version: str, sha256: str, purl: str) -> d
         "downloadLocation": "NOASSERTION",
         "filesAnalyzed": False,
         "licenseConcluded": "NOASSERTION",
-        "licenseDeclared": "NOASSERTION",
+        "licenseDeclared": declared,
         "copyrightText": "NOASSERTION",
         "checksums": [{"algorithm": "SHA256", "checksumValue": sha256}],
         "externalRefs": [_purl(purl)],

@@ -81,7 +81,7 @@ def read_lock(path: Path) -> list[Package]:
 def write_lock(path: Path, packages: Iterable[Package]) -> None:
     lines = [
         f"# The image's Debian packages ({SUITE}, amd64): name, version, SHA-256 of the .deb.",
-        "# Written by `make image-lock` (controller/devcluster/image/debian.py); the build",
+        "# Written by `make image-lock` (controller/imagebuild/debian.py); the build",
         "# downloads exactly these and checks each hash.",
         *(f"{p.name} {p.version} {p.sha256}" for p in sorted(packages)),
     ]

@@ -1,7 +1,8 @@
 """``make image``: the operator's image, built without a container engine or a registry.
 
-    python -m controller.devcluster.image build [--out dist] [--ref orca-controller:VERSION]
-    python -m controller.devcluster.image lock        # rewrite hack/image/debian.lock
+    python -m controller.imagebuild build [--out dist] [--ref orca-controller:VERSION]
+    python -m controller.imagebuild lock        # rewrite hack/image/debian.lock
+    python -m controller.imagebuild release --repository R --kubectl K --helm H   # make release
 
 From the commit checked out (``git archive HEAD``: uncommitted changes are not in the image),
 the Debian packages of ``hack/image/debian.lock`` and the Python lock, it lays out a root
@@ -34,11 +35,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.devcluster.image import debian, oci, python, sbom
+from controller.imagebuild import debian, oci, plugin, python, sbom
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 DEBIAN_LOCK = REPO / "hack" / "image" / "debian.lock"
 IMAGE_NAME = "orca-controller"
+#: orca's licence, an SPDX expression (pyproject.toml's ``license``, the LICENSE file's).
+LICENSE = "Apache-2.0"
 UID = 10001
 CACHE_ENV = "ORCA_IMAGE_CACHE"
 ENTRYPOINT = ["/opt/orca/bin/orca"]
@@ -93,7 +96,7 @@ def labels(version: str, revision: str, epoch: int) -> dict[str, str]:
         "org.opencontainers.image.description": (
             "Runtime-aware workload placement controller for Kubernetes"
         ),
-        "org.opencontainers.image.licenses": "Apache-2.0",
+        "org.opencontainers.image.licenses": LICENSE,
         "org.opencontainers.image.version": version,
         "org.opencontainers.image.revision": revision,
         "org.opencontainers.image.source": source,
@@ -138,6 +141,7 @@ def build(out: Path, reference: str | None = None, commit: str = "HEAD") -> Buil
         )
         installed = python.install_wheels(root, wheels)
         _system_files(root)
+        _licenses(source, root)
         _inside(root, epoch)
         layer = oci.layer_from_directory(root, epoch)
         config = {
@@ -152,11 +156,23 @@ def build(out: Path, reference: str | None = None, commit: str = "HEAD") -> Buil
         }
         name = f"{IMAGE_NAME}-{version}"
         written = oci.write_archive(out / f"{name}.oci.tar", [layer], config, reference, epoch)
-        document = sbom.spdx(IMAGE_NAME, version, written.digest, epoch, packages, installed)
+        document = sbom.spdx(
+            IMAGE_NAME, version, written.digest, epoch, packages, installed, LICENSE
+        )
         sbom_path = out / f"{name}.spdx.json"
         sbom_path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
         _make_deletable(root)
     return Built(written, sbom_path, reference, time.monotonic() - started)
+
+
+def _licenses(source: Path, root: Path) -> None:
+    """orca's licence at ``/licenses/LICENSE``, where the Dockerfile's image has it too (and
+    where Red Hat's container certification looks); every installed distribution also keeps
+    its own in its ``.dist-info``, and the SBOM declares each one it can read."""
+    licenses = root / "licenses"
+    licenses.mkdir()
+    shutil.copyfile(source / "LICENSE", licenses / "LICENSE")
+    (licenses / "LICENSE").chmod(0o644)
 
 
 def _system_files(root: Path) -> None:
@@ -238,10 +254,13 @@ def _make_deletable(root: Path) -> None:
         os.chmod(directory, 0o755)
 
 
-def release(out: Path, repository: str, kubectl: Path, helm: Path) -> list[Path]:
+def release(
+    out: Path, repository: str, kubectl: Path, helm: Path, releases: str = plugin.RELEASES
+) -> list[Path]:
     """``make release``: the image archive and its SBOM, ``install.yaml`` (``kubectl
     kustomize manifests/default`` with the image set to ``repository@<digest>``, one file to
-    ``kubectl apply -f``), and the chart packaged (``helm package``)."""
+    ``kubectl apply -f``), the chart packaged (``helm package``), ``kubectl orca`` as a krew
+    plugin (its archive and manifest, ``plugin``), and ``SHA256SUMS`` of all of them."""
     built = build(out, f"{repository}:{_version(REPO)}")
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp)
@@ -275,7 +294,12 @@ def release(out: Path, repository: str, kubectl: Path, helm: Path) -> list[Path]
         check=True,
     ).stdout.strip()
     chart = Path(packaged.rsplit(": ", 1)[-1])
-    return [built.archive.path, built.sbom, install, chart]
+    epoch = int(_git("log", "-1", "--format=%ct", "HEAD"))
+    archive, manifest = plugin.build_plugin(
+        REPO, out, _version(REPO), epoch, cache_dir() / "plugin", releases
+    )
+    artifacts = [built.archive.path, built.sbom, install, chart, archive, manifest]
+    return [*artifacts, plugin.write_checksums(out, artifacts)]
 
 
 def lock(path: Path = DEBIAN_LOCK) -> list[debian.Package]:
@@ -286,7 +310,7 @@ def lock(path: Path = DEBIAN_LOCK) -> list[debian.Package]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controller.devcluster.image")
+    parser = argparse.ArgumentParser(prog="python -m controller.imagebuild")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the image archive and its SBOM")
     b.add_argument("--out", type=Path, default=REPO / "dist")
@@ -298,6 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--repository", default=IMAGE_NAME, help="where the image will be pushed")
     r.add_argument("--kubectl", type=Path, required=True)
     r.add_argument("--helm", type=Path, required=True)
+    r.add_argument(
+        "--releases",
+        default=plugin.RELEASES,
+        help="where the release's files are downloaded from (the krew manifest's URL): "
+        "BASE/vVERSION/FILE (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "lock":
@@ -308,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             print("error: make image needs root (chroot into the image)", file=sys.stderr)
             return 2
         if args.command == "release":
-            for path in release(args.out, args.repository, args.kubectl, args.helm):
+            for path in release(args.out, args.repository, args.kubectl, args.helm, args.releases):
                 print(path)
             return 0
         built = build(args.out, args.ref, args.commit)

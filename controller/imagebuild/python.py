@@ -38,6 +38,8 @@ class Wheel:
     version: str
     sha256: str
     path: Path
+    #: ``License-Expression`` (core metadata 2.4: an SPDX expression), when the wheel has one.
+    license: str | None = None
 
 
 def download_locked(lock: Path, cache: Path) -> list[Path]:
@@ -117,7 +119,15 @@ def install_wheels(root: Path, wheels: list[Path]) -> list[Wheel]:
             install(source, destination, {"INSTALLER": b"orca-image\n"})
             metadata = HeaderParser().parsestr(source.read_dist_info("METADATA"))
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        installed.append(Wheel(metadata["Name"], metadata["Version"], digest, path))
+        installed.append(
+            Wheel(
+                metadata["Name"],
+                metadata["Version"],
+                digest,
+                path,
+                metadata.get("License-Expression"),
+            )
+        )
     return sorted(installed)
 
 

@@ -1,5 +1,0 @@
-import sys
-
-from controller.devcluster.image.build import main
-
-sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from controller.imagebuild.build import main
+
+sys.exit(main())
