@@ -579,6 +579,8 @@ def test_without_node_metrics_no_per_node_series_and_the_cluster_wide_stay() -> 
     assert help_lines == []
     assert sample("orca_nodes", eligible="true") == 2.0
     assert sample("orca_workloads", namespace="ns", phase="Pending") == 1.0
+    # The room per resource is cluster-wide: it stays (a 4-core and a default 4-core Node).
+    assert sample("orca_resource_allocatable", resource="cpu", unit="core") == 8.0
 
 
 def test_orca_run_takes_no_node_metrics_as_its_switch() -> None:
