@@ -31,7 +31,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
@@ -44,12 +44,11 @@ from controller.operator.workqueue import WorkQueue
 from controller.scheduler.budgets import Budget, budget_of
 from controller.scheduler.decision import Decision
 from controller.scheduler.preemption import (
-    budget_blockers,
-    budget_message,
     may_preempt,
-    preempt,
+    preempt_within_budgets,
     preempted_status,
     preemption_message,
+    with_budget_note,
 )
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.vocabulary import EVENT_PREEMPTED
@@ -115,7 +114,7 @@ class Preemption:
                 budget = budget_of(other.workload, len(ledger.bookings(key)))
                 if budget is not None:
                     budgets[key] = budget
-        found = preempt(
+        found, blockers = preempt_within_budgets(
             self.scheduler,
             workload,
             ledger,
@@ -123,24 +122,11 @@ class Preemption:
             classes,
             preemptible,
             started,
+            budgets,
             now=clock,
-            budgets=budgets,
         )
-        if found is None:
-            blockers = budget_blockers(
-                self.scheduler,
-                workload,
-                ledger,
-                decision,
-                classes,
-                preemptible,
-                started,
-                budgets,
-                now=clock,
-            )
-            if blockers:  # the status says which budget keeps it waiting
-                decision = replace(decision, message=decision.message + budget_message(blockers))
-            return decision, []
+        if found is None:  # the status says which budget, if any, keeps it waiting
+            return with_budget_note(decision, blockers), []
         plan, after = found
         now = self.now()
         victims = []

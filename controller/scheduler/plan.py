@@ -10,7 +10,7 @@ statuses) is the only thing written.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from controller.api.models import Phase, Workload, WorkloadStatus, workload_selector
@@ -20,10 +20,9 @@ from controller.scheduler.nodes import NodeInfo, rfc3339_to_epoch
 from controller.scheduler.plugins.topology_spread import ConstraintVerdict, explain_spread
 from controller.scheduler.preemption import (
     Victim,
-    budget_blockers,
-    budget_message,
     may_preempt,
-    preempt,
+    preempt_within_budgets,
+    with_budget_note,
 )
 from controller.scheduler.priority import NO_CLASSES, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
@@ -110,7 +109,7 @@ def plan(
                 (w for w in budgeted if w.key in preemptible),
                 {w.key: len(ledger.bookings(w.key)) for w in budgeted},
             )
-            found = preempt(
+            found, blockers = preempt_within_budgets(
                 scheduler,
                 workload,
                 ledger,
@@ -118,25 +117,10 @@ def plan(
                 classes,
                 preemptible,
                 started,
+                budgets,
                 now=clock,
-                budgets=budgets,
             )
-            if found is None and budgets:
-                blockers = budget_blockers(
-                    scheduler,
-                    workload,
-                    ledger,
-                    decision,
-                    classes,
-                    preemptible,
-                    started,
-                    budgets,
-                    now=clock,
-                )
-                if blockers:
-                    decision = replace(
-                        decision, message=decision.message + budget_message(blockers)
-                    )
+            decision = with_budget_note(decision, blockers)
             if found is not None:  # as the operator does (controller.operator.preemption)
                 chosen, decision = found
                 for victim_key, kept in chosen.remaining(ledger).items():

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Final
 
@@ -362,7 +362,7 @@ def preempt(
     return None
 
 
-def budget_blockers(
+def preempt_within_budgets(
     scheduler: Scheduler,
     workload: Workload,
     ledger: Ledger,
@@ -373,24 +373,33 @@ def budget_blockers(
     budgets: Mapping[str, Budget],
     *,
     now: float,
-) -> list[Budget]:
-    """When ``preempt`` within ``budgets`` found nothing: the budgets that stood in the way,
-    i.e. those the preemption made without budgets would break (sorted by key); empty when
-    preempting would not help even so. What the preemptor's status names."""
-    if not budgets:
-        return []
-    found = preempt(scheduler, workload, ledger, decision, classes, preemptible, started, now=now)
-    if found is None:
-        return []
-    taken = Counter(v.key for v in found[0].victims)
-    return sorted(
-        (
-            budgets[key]
-            for key, count in taken.items()
-            if key in budgets and count > budgets[key].allowed
-        ),
-        key=lambda b: b.key,
-    )
+) -> tuple[tuple[PreemptionPlan, Decision] | None, list[Budget]]:
+    """``preempt`` within ``budgets``, and when that finds nothing, the budgets that stood in
+    the way: those a preemption made without budgets would break (sorted by key; empty when
+    preempting would not help even so). What ``orca plan``, the operator and ``explain`` ask;
+    the second search runs only when the first found nothing and some budget exists."""
+    args = (scheduler, workload, ledger, decision, classes, preemptible, started)
+    found = preempt(*args, now=now, budgets=budgets)
+    if found is not None or not budgets:
+        return found, []
+    unbounded = preempt(*args, now=now)
+    if unbounded is None:
+        return None, []
+    taken = Counter(v.key for v in unbounded[0].victims)
+    blockers = [
+        budgets[key]
+        for key, count in taken.items()
+        if key in budgets and count > budgets[key].allowed
+    ]
+    return None, sorted(blockers, key=lambda b: b.key)
+
+
+def with_budget_note(decision: Decision, blockers: Sequence[Budget]) -> Decision:
+    """``decision`` whose message ends with the budgets that keep it from preempting:
+    `` Preempting would break the disruption budget of shop/web (minAvailable 3).``"""
+    if not blockers:
+        return decision
+    return replace(decision, message=decision.message + budget_message(blockers))
 
 
 def preemption_outlook(
@@ -425,15 +434,15 @@ def preemption_outlook(
         budget = budget_of(other, booked)
         if budget is not None:
             budgets[key] = budget
-    args = (scheduler, workload, ledger, decision, classes, preemptible, started)
-    found = preempt(*args, now=now, budgets=budgets)
+    found, blockers = preempt_within_budgets(
+        scheduler, workload, ledger, decision, classes, preemptible, started, budgets, now=now
+    )
     if found is not None:
         plan, after = found
         return (
             f"would remove {len(plan.victims)} replica(s) of "
             f"{', '.join(plan.victim_keys())}, and place {after.placed}/{after.desired}"
         )
-    blockers = budget_blockers(*args, budgets, now=now)
     if blockers:
         return "refused:" + budget_message(blockers).removeprefix(" Preempting")
     return "nothing of lower priority makes room"
