@@ -76,7 +76,7 @@ def test_unreadable_nodes_and_unparseable_workloads_keep_their_capacity_taken(
         for line in warnings
     ), result.stderr
     assert any(
-        line.startswith(f"warning: Workload {namespace}/odd: spec.resources.memory")
+        line.startswith(f"warning: Workload {namespace}/odd: spec.resources[memory]")
         and "placements stay booked" in line
         for line in warnings
     ), result.stderr

@@ -158,7 +158,6 @@ def test_unknown_fields_are_refused_by_strict_kubectl_and_pruned_otherwise(
 ) -> None:
     obj = _workload("pruned", namespace)
     obj["spec"]["bogus"] = "x"
-    obj["spec"]["resources"]["gpu"] = "1"
 
     # kubectl defaults to --validate=strict: the server refuses and names the fields.
     strict = _apply(kubectl, obj)
@@ -171,8 +170,28 @@ def test_unknown_fields_are_refused_by_strict_kubectl_and_pruned_otherwise(
     assert "spec.bogus" in lenient.stderr  # the warning still tells the user
     stored = _get(kubectl, namespace, "pruned")
     assert "bogus" not in stored["spec"]
-    assert "gpu" not in stored["spec"]["resources"]
     assert stored["spec"]["resources"] == {"cpu": "500m", "memory": "256Mi"}
+
+
+def test_resources_are_a_map_of_names_the_api_server_checks(
+    kubectl: KubectlRunner, namespace: str
+) -> None:
+    """spec.resources takes any resource by name (not pruned: a map), and refuses, even with
+    --validate=warn, a name that is no resource a replica can ask for and a fraction of an
+    extended resource, naming the resource."""
+    obj = _workload("gpus", namespace)
+    obj["spec"]["resources"] = {"cpu": "1", "nvidia.com/gpu": 2, "ephemeral-storage": "10Gi"}
+    assert _apply(kubectl, obj).returncode == 0
+    assert _get(kubectl, namespace, "gpus")["spec"]["resources"] == obj["spec"]["resources"]
+    for name, value, said in (
+        ("gpu", "1", "resource 'gpu' is not a resource a replica can ask for"),
+        ("nvidia.com/gpu", "500m", "resource 'nvidia.com/gpu' must be a whole number"),
+    ):
+        bad = _workload(f"bad-{uuid.uuid4().hex[:6]}", namespace)
+        bad["spec"]["resources"][name] = value
+        refused = _apply(kubectl, bad, "--validate=warn")
+        assert refused.returncode != 0
+        assert "spec.resources" in refused.stderr and said in refused.stderr, refused.stderr
 
 
 def test_status_is_written_only_through_the_status_subresource(
