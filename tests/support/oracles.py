@@ -314,3 +314,64 @@ def affinity(
         elif cel_holds(target, view) is True:
             total += weight
     return total
+
+
+# -- every resource, gangs and disruption budgets (issue 46) -------------------------------------
+
+#: Where a Node states no allocatable ``pods``: orca's documented reading, no limit
+#: (controller/scheduler/nodes.py; kube-scheduler's ``GetAllowedPodNumber`` would say 0).
+NO_POD_LIMIT = None
+
+
+def amounts(spec: Spec) -> dict[str, int]:
+    """What one replica holds, per resource name, in one unit each (cpu in millicores, as
+    ``MilliValue``; every other resource as ``Value``, rounded up), plus ``pods: 1``: every
+    replica is one Pod (kube's ``fitsRequest`` counts the node's Pods against allocatable
+    ``pods``)."""
+    out = {"pods": 1}
+    for name, value in (spec.get("resources") or {}).items():
+        out[name] = millicores(value) if name == "cpu" else byte_count(value)
+    return out
+
+
+def allocatable(obj: Mapping[str, Any]) -> dict[str, int | None]:
+    """A Node object's ``status.allocatable``, per resource in ``amounts``' units; ``pods``
+    is ``NO_POD_LIMIT`` when the Node does not state it."""
+    stated = (obj.get("status") or {}).get("allocatable") or {}
+    out: dict[str, int | None] = {
+        name: millicores(q) if name == "cpu" else byte_count(q) for name, q in stated.items()
+    }
+    out.setdefault("pods", NO_POD_LIMIT)
+    return out
+
+
+def booked(decided: Iterable[tuple[Spec, Sequence[str]]]) -> dict[str, Counter[str]]:
+    """Per node, per resource, what the Workloads hold there: each spec's ``amounts`` times
+    its placements on the node (``decided``: (spec, placements' node names))."""
+    out: dict[str, Counter[str]] = {}
+    for spec, nodes in decided:
+        per_replica = amounts(spec)
+        for name in nodes:
+            held = out.setdefault(name, Counter())
+            for resource, amount in per_replica.items():
+                held[resource] += amount
+    return out
+
+
+def scaled(value: int | str, total: int) -> int:
+    """apimachinery's ``GetScaledValueFromIntOrPercent(value, total, roundUp=true)``
+    (pkg/util/intstr/intstr.go): an int as it is, ``"P%"`` as ``ceil(P * total / 100)`` in
+    floating point, as kube computes it."""
+    if isinstance(value, int):
+        return value
+    return math.ceil(int(value.removesuffix("%")) * total / 100)
+
+
+def desired_healthy(disruption: Mapping[str, Any], expected: int) -> int:
+    """The replicas a PodDisruptionBudget keeps, kube's ``getExpectedPodCount``
+    (pkg/controller/disruption/disruption.go): ``maxUnavailable`` -> ``expected - scaled``
+    (never below 0); ``minAvailable`` -> its number, or its percentage of ``expected``
+    rounded up."""
+    if "maxUnavailable" in disruption:
+        return max(expected - scaled(disruption["maxUnavailable"], expected), 0)
+    return scaled(disruption["minAvailable"], expected)
