@@ -233,7 +233,7 @@ def _plan_from_files(
     finally:
         pending.cancel()
     classes = load_priority_classes(nodes_file, workloads_file)
-    scheduler = Scheduler()
+    scheduler = Scheduler(gang_grace=False)  # a plan answers where the cluster settles
     workloads = load_workloads(workloads_file, check=scheduler.spec_errors)
     del workloads_file
     timer.phase("workloads")
@@ -263,7 +263,7 @@ def _plan_from_cluster(
     from controller.cli.cluster import read_cluster
     from controller.inputs.fromcluster import ClusterError
 
-    scheduler = Scheduler()
+    scheduler = Scheduler(gang_grace=False)  # a plan answers where the cluster settles
     workloads: list[Workload] = []
     given = PriorityClasses.of([])
     if args.workloads is not None:

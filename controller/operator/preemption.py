@@ -111,7 +111,7 @@ class Preemption:
                 preemptible[key] = value
                 if (created := other.workload.metadata.creation_timestamp) is not None:
                     started[key] = created
-                budget = budget_of(other.workload, len(ledger.bookings(key)))
+                budget = budget_of(other.workload, ledger.placed(key))
                 if budget is not None:
                     budgets[key] = budget
         found, blockers = preempt_within_budgets(

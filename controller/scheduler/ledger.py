@@ -160,6 +160,12 @@ class Ledger:
         """Whether ``key`` has an assumption not yet settled: its status write is in flight."""
         return key in self._assumed
 
+    def placed(self, key: str) -> int:
+        """How many of Workload ``key``'s replicas are booked on a node of the table: what a
+        disruption budget counts as placed (a replica on a node gone or drained is not)."""
+        index = self.table.index
+        return sum(b.node in index for b in self._bookings.get(key, ()))
+
     def keys_on(self, node: str) -> set[str]:
         """Keys of the Workloads with a replica booked on ``node``."""
         return set(self._on_node.get(node, ()))

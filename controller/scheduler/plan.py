@@ -107,7 +107,7 @@ def plan(
             preemptible = {k: v for k, v in priorities.items() if k != key and ledger.bookings(k)}
             budgets = budgets_of(
                 (w for w in budgeted if w.key in preemptible),
-                {w.key: len(ledger.bookings(w.key)) for w in budgeted},
+                {w.key: ledger.placed(w.key) for w in budgeted},
             )
             found, blockers = preempt_within_budgets(
                 scheduler,

@@ -424,7 +424,7 @@ def preemption_outlook(
     started: dict[str, datetime] = {}
     budgets: dict[str, Budget] = {}
     for key, other in workloads.items():
-        booked = len(ledger.bookings(key))
+        booked = ledger.placed(key)
         value = classes.resolve(other.spec.priority_class_name).value
         if key == workload.key or not booked or value >= priority.value:
             continue

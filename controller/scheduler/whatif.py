@@ -162,7 +162,9 @@ class WhatIf:
 
     ledger: Ledger
     workloads: Sequence[Workload]
-    scheduler: Scheduler = field(default_factory=Scheduler)
+    #: Without a gang's grace: a what-if answers where the cluster settles
+    #: (``controller.scheduler.gang``).
+    scheduler: Scheduler = field(default_factory=lambda: Scheduler(gang_grace=False))
     classes: PriorityClasses = NO_CLASSES
     now: str = field(default_factory=rfc3339_now)
     known_priorities: Mapping[str, int] | None = None
@@ -206,7 +208,7 @@ class WhatIf:
             before = {b.alloc_id: b.node for b in self.ledger.bookings(key)}
             if result.status.phase is Phase.INVALID:
                 continue  # waits for a spec change, not for room: not the question's
-            broken = _broken_budget(result, len(before), len(after.bookings(key)))
+            broken = _broken_budget(result, len(before), after.placed(key))
             if broken is not None:
                 budgets.append(broken)
             if workload.spec.kind is WorkloadKind.DAEMONSET:

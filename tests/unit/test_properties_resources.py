@@ -23,22 +23,19 @@ that preempt, and after a drain what-if (``WhatIf.answer``) of those:
   ``minCount``: walking the results in planning order, each Workload's replicas are counted
   down by every preemption of them and must stay at or above what it needs.
 
-Two bugs these found, each with its minimal case at the end, marked xfail (strict) until
-fixed:
+Two bugs these found, each kept as its minimal case at the end:
 
-- the what-if here plans with a scheduler without gang grace, which is what
-  ``controller.scheduler.gang`` says every what-if does; ``WhatIf``'s own default and
-  ``orca plan`` do not (``test_a_drain_what_if_leaves_no_gang_half_placed``);
-- the budgets count a victim's replicas booked on drained nodes as placed
-  (``test_a_preemption_counts_no_replica_on_a_drained_node``): until that is fixed, the
-  drain's budget check leaves out the Workloads the drain displaced (``displaced`` below).
+- ``WhatIf``'s default scheduler and ``orca plan``'s gave a gang the operator's grace, so a
+  drain left it half placed (``test_a_drain_what_if_leaves_no_gang_half_placed``);
+- the budgets counted a victim's replicas booked on drained nodes as placed
+  (``test_a_preemption_counts_no_replica_on_a_drained_node``).
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -228,15 +225,13 @@ def budgets_hold(
     before: Mapping[str, Workload],
     live: Mapping[str, int],
     results: Sequence[PlanResult],
-    unchecked: Collection[str] = (),
 ) -> tuple[int, int]:
     """Walking ``results`` in planning order from ``live`` (each Workload's replicas placed
     on a node of the cluster before the plan), every preemption's victims keep at least what
     they need (``needs``). ``PlanResult.victims`` (what each took) and ``.preempted`` (what
     each lost) agree. Returns how many replicas were preempted, and how many preemptions left
     their victim with exactly what it needs, those of a percentage twice (to steer hypothesis
-    to the budgets' edge, where an off-by-one or a rounding shows). ``unchecked``: victims
-    left out of the check (a known bug, below)."""
+    to the budgets' edge, where an off-by-one or a rounding shows)."""
     count = dict(live)
     taken_total: Counter[str] = Counter()
     tight = 0
@@ -248,8 +243,6 @@ def budgets_hold(
             prior = before.get(key)
             desired = prior.status.desired if prior is not None and prior.status else None
             needed = needs(specs_by_key[key], desired)
-            if key in unchecked:
-                continue
             assert count[key] >= needed, (key, specs_by_key[key], count[key], result.workload.key)
             if count[key] == needed > 0:  # no slack left; a rounded percentage counts twice
                 budget = specs_by_key[key].get("disruption") or {}
@@ -356,17 +349,13 @@ def test_preemption_and_drains_keep_gangs_whole_budgets_and_capacity(
         for w in before
         if w.status
     }
-    # Known bug (test_a_preemption_counts_no_replica_on_a_drained_node, xfail): the budgets
-    # count a victim's replicas on the drained nodes as placed. Until it is fixed, Workloads
-    # the drain displaced are left out of the budget check; delete ``displaced`` with the fix.
-    displaced = {key for key, n in left.items() if n < live[key]}
-    more, edge = budgets_hold(by_key, prior, left, answer.results, displaced)
+    more, edge = budgets_hold(by_key, prior, left, answer.results)
     target(float(preempted + more), label="replicas preempted")
     target(float(tight + edge), label="preemptions that left a budget with no slack")
     target(fullest, label="the fullest resource")
 
 
-# -- known bugs, each a minimal failing example (strict: the fix makes them pass; drop the mark) --
+# -- the bugs the properties found, each its minimal example --
 
 GANG_OF_3: dict[str, Any] = {
     "kind": "Service",
@@ -376,11 +365,6 @@ GANG_OF_3: dict[str, Any] = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="WhatIf's default Scheduler() (and orca plan's) gives a gang the operator's grace: "
-    "a drain leaves it half placed",
-)
 def test_a_drain_what_if_leaves_no_gang_half_placed() -> None:
     """A gang of 3 (minCount 3, 1 cpu each) on a, b, c (1 cpu each); drain a. Nowhere for
     web-0: 2 of 3 would stay, fewer than minCount, so none is placed (the issue: "placed is
@@ -395,10 +379,6 @@ def test_a_drain_what_if_leaves_no_gang_half_placed() -> None:
     assert placed_on(result) == [], result.status.message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="orca plan --drain plans with Scheduler(), whose gang grace keeps a gang half placed",
-)
 def test_orca_plan_drain_releases_a_gang_that_falls_below_its_min_count(
     tmp_path: Path, orca: Orca
 ) -> None:
@@ -425,11 +405,6 @@ def test_orca_plan_drain_releases_a_gang_that_falls_below_its_min_count(
     assert unplaced == ["shop/web-0", "shop/web-1", "shop/web-2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="budgets count a victim's replicas on nodes that are gone (drained) as placed, so "
-    "preemption takes the last live ones",
-)
 @pytest.mark.parametrize(
     "rule",
     [{"disruption": {"minAvailable": 1}}, {"gang": {"minCount": 1}}],
