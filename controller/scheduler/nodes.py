@@ -551,6 +551,31 @@ class NodeTable:
             table.changed_since[version] = before | replaced
         return table
 
+    def without(self, names: Iterable[str]) -> NodeTable:
+        """This table without the nodes ``names`` (a drain, a failure domain lost; names not
+        in it are ignored): the table ``NodeTable`` would build from the other nodes, made
+        from this one's columns by slicing them rather than from every NodeInfo again. The
+        resilience what-if makes one per failure domain (``controller.scheduler.resilience``:
+        5,000 of them for N-1 at 5,000 nodes), where building each anew cost 4 ms. A new
+        ``version`` and ``shape``: nodes left."""
+        keep = np.ones(len(self.nodes), dtype=np.bool_)
+        keep[[self.index[n] for n in names if n in self.index]] = False
+        rows = np.flatnonzero(keep)
+        table = object.__new__(NodeTable)
+        picked = rows.tolist()
+        table.nodes = tuple(self.nodes[i] for i in picked)
+        table.hostnames = tuple(self.hostnames[i] for i in picked)
+        table.index = {h: i for i, h in enumerate(table.hostnames)}
+        table.cpu, table.memory = self.cpu[rows], self.memory[rows]
+        table.ready, table.cordoned = self.ready[rows], self.cordoned[rows]
+        table.readable = self.readable[rows]
+        row_of = np.cumsum(keep) - 1  # each kept row's place in the new table
+        table.tainted = tuple(int(row_of[i]) for i in self.tainted if keep[i])
+        table._derive()
+        table.version = table.shape = NodeTable._new_version()
+        table.changed_since = {}
+        return table
+
     def __len__(self) -> int:
         return len(self.nodes)
 
