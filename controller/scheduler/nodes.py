@@ -35,6 +35,10 @@ RUNTIME_LABEL_PREFIX = "runtime.orca.cloudinit.dev/"
 TAG_LABEL_PREFIX = "tag.orca.cloudinit.dev/"
 KIND_LABEL = "orca.cloudinit.dev/kind"
 DEFAULT_KIND = "linux"
+#: A Node annotated so (value ``"true"``) is never proposed for removal by ``orca plan
+#: --consolidate`` (as Karpenter's ``karpenter.sh/do-not-disrupt`` and cluster-autoscaler's
+#: ``cluster-autoscaler.kubernetes.io/scale-down-disabled`` keep a node).
+DO_NOT_CONSOLIDATE = "orca.cloudinit.dev/do-not-consolidate"
 
 # Label syntax as apimachinery validates it (IsQualifiedName, IsValidLabelValue).
 _DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_PATTERN.removesuffix("$") + r"\Z")
@@ -112,6 +116,7 @@ class NodeInfo(Compact):
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
     readable: bool = True  # False: orca could not read the Node (it takes nothing)
+    do_not_consolidate: bool = False  # annotated ``DO_NOT_CONSOLIDATE: "true"``
 
     @property
     def eligible(self) -> bool:
@@ -157,6 +162,7 @@ def node_info_from_node(node: Mapping[str, Any], *, imply_lifecycle: bool = True
         ready=ready == "True",
         unschedulable=_unschedulable(spec),
         taints=_with_lifecycle_taint(taints, ready, since) if imply_lifecycle else taints,
+        do_not_consolidate=_annotation(metadata, DO_NOT_CONSOLIDATE) == "true",
     )
 
 
@@ -168,7 +174,8 @@ NodeParts = tuple[Any, ...]
 def read_parts(node: Mapping[str, Any]) -> NodeParts | None:
     """The parts of a Node object ``node_info_from_node`` reads, other than its name and
     labels, as they are in the object: allocatable cpu and memory, ``spec.unschedulable``,
-    ``spec.taints`` and the Ready condition's status and ``lastTransitionTime``. Two objects of
+    ``spec.taints``, the Ready condition's status and ``lastTransitionTime``, and the
+    ``DO_NOT_CONSOLIDATE`` annotation. Two objects of
     the same Node with equal parts and equal labels give the same ``NodeInfo``, so the
     operator compares these before reading an update again: a heartbeat (only conditions'
     ``lastHeartbeatTime``, addresses, images...) costs a few comparisons, not a rebuild.
@@ -189,12 +196,15 @@ def read_parts(node: Mapping[str, Any]) -> NodeParts | None:
             return None
         if condition.get("type") == "Ready":
             ready.append((condition.get("status"), condition.get("lastTransitionTime")))
+    metadata = node.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
     return (
         allocatable.get("cpu"),
         allocatable.get("memory"),
         spec.get("unschedulable"),
         spec.get("taints"),
         tuple(ready),
+        annotations.get(DO_NOT_CONSOLIDATE) if isinstance(annotations, Mapping) else None,
     )
 
 
@@ -310,6 +320,15 @@ def label_key_problem(key: str) -> str | None:
             " '-', '_' or '.', optionally after a DNS-1123 prefix and '/')"
         )
     return None
+
+
+def _annotation(metadata: Mapping[str, Any], key: str) -> str | None:
+    """One annotation's value (None when absent); annotations are otherwise not read."""
+    annotations = _object(metadata, "annotations", "metadata.annotations")
+    value = annotations.get(key)
+    if value is not None and not isinstance(value, str):
+        raise NodeError(f"metadata.annotations[{key}]: expected a string, got {_type(value)}")
+    return value
 
 
 def _runtimes(labels: Mapping[str, str]) -> tuple[str, ...]:
