@@ -77,7 +77,7 @@ from controller.scheduler.plugins import default_profile
 from controller.scheduler.plugins.taints import DefaultTolerations
 from controller.scheduler.priority import NO_CLASSES, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
-from controller.scheduler.whatif import Answer, Ended, Question, WhatIf, _sort_key
+from controller.scheduler.whatif import Answer, Ended, Question, Unplaced, WhatIf, _sort_key
 
 Rows = npt.NDArray[np.intp]
 T = TypeVar("T")
@@ -197,21 +197,25 @@ class DomainLoss:
             yield
         self._always = [i for i, w in enumerate(self.batch.order) if w.key not in settled]
 
-    @property
-    def unsettled(self) -> int:
-        """How many Workloads every answer plans (the rest only where displaced)."""
+    def _settled_turns(self) -> list[int]:
+        """The turns every answer plans, settling first if that was not done."""
         if self._always is None:
             finish(self.settling())
         assert self._always is not None
-        return len(self._always)
+        return self._always
+
+    @property
+    def unsettled(self) -> int:
+        """How many Workloads every answer plans (the rest only where displaced)."""
+        return len(self._settled_turns())
 
     def answer(self, drain: frozenset[str]) -> Answer:
         """The drain what-if of ``drain``: ``WhatIf.answer(Question(drain=drain))``'s."""
         return finish(self.steps(drain))
 
-    def steps(self, drain: frozenset[str]) -> Generator[None, None, Answer]:
-        """``answer``, yielding after the trial ledger is made and after each decision, so a
-        caller on an event loop can give the loop back in between."""
+    def steps(self, drain: frozenset[str]) -> Generator[PlanResult | None, None, Answer]:
+        """``answer``, yielding after the trial ledger is made and after each decision (its
+        result), so a caller on an event loop can give the loop back in between."""
         if self._always is None:
             yield from self.settling()
         assert self._always is not None
@@ -243,12 +247,33 @@ class DomainLoss:
             touched |= self.whatif.ledger.keys_on(node)
         return touched
 
+    def first_stranded(self, drain: frozenset[str]) -> Unplaced | None:
+        """The first replica, in planning order, that the loss of ``drain`` leaves without a
+        place (None: every one has a place), planning no further than that: a Job's or
+        Service's replicas are final at its turn (only a lower priority, planned later,
+        could preempt them, and preemption takes only from lower priorities). What a search
+        that only needs yes or no asks (``controller.scheduler.consolidation``)."""
+        always = self._settled_turns()
+        trial = self.whatif.ledger.what_if(remove=drain)
+        self.slices.add(trial.table)
+        question = Question(drain=drain)
+        try:
+            for result in self._plan(drain, trial, always):
+                if result is None:
+                    continue
+                lost = self.whatif._compare(question, [result], trial, ()).unplaced
+                if lost:
+                    return lost[0]
+        finally:
+            self.slices.forget(trial.table)
+        return None
+
     def _plan(
         self, drain: frozenset[str], trial: Ledger, always: list[int]
-    ) -> Generator[None, None, list[PlanResult]]:
+    ) -> Generator[PlanResult | None, None, list[PlanResult]]:
         """Decide, at their turns on ``trial``, the Workloads not settled, the displaced, and
-        each preemption victim; yields after the trial is made and after each decision."""
-        yield
+        each preemption victim; yields None once the trial is made, then each result."""
+        yield None
         batch = self.batch
         position = batch.position
         queue = list(always)
@@ -271,7 +296,7 @@ class DomainLoss:
                 victim = position.get(p.victim.key)
                 if victim is not None and victim not in planned:
                     heapq.heappush(queue, victim)
-            yield
+            yield result
         return results
 
     def domains(self, key: str) -> Iterator[DomainAnswer]:
@@ -280,7 +305,7 @@ class DomainLoss:
             yield DomainAnswer(domain, self.answer(domain.nodes))
 
 
-def finish(steps: Generator[None, None, T]) -> T:
+def finish(steps: Generator[object, None, T]) -> T:
     """Run ``steps`` to the end; what it returns."""
     while True:
         try:
