@@ -218,20 +218,24 @@ class DomainLoss:
         result), so a caller on an event loop can give the loop back in between."""
         if self._always is None:
             yield from self.settling()
-        assert self._always is not None
         whatif = self.whatif
         base = whatif.ledger
-        trial = base.what_if(remove=drain)
-        self.slices.add(trial.table)
-        try:
-            results = yield from self._plan(drain, trial, self._always)
-        finally:
-            self.slices.forget(trial.table)
+        touched = self._touched(drain)
+        queue = self._queue(touched)
+        results: list[PlanResult] = []
+        trial = base  # nothing to plan (no replica there, nothing unsettled): nothing changes
+        if queue:
+            trial = base.what_if(remove=drain)
+            self.slices.add(trial.table)
+            try:
+                results = yield from self._plan(queue, trial)
+            finally:
+                self.slices.forget(trial.table)
         answer = whatif._compare(Question(drain=drain), results, trial, ())
         planned = {r.workload.key for r in results}
         ended = [
             Ended(key, b.alloc_id, b.node)
-            for key in sorted(self._touched(drain) - planned)
+            for key in sorted(touched - planned)
             if key in self._settled and key not in self._invalid and self._is_daemon(key)
             for b in base.bookings(key)
             if b.node in drain
@@ -240,25 +244,20 @@ class DomainLoss:
             answer = replace(answer, ended=tuple(sorted((*answer.ended, *ended), key=_sort_key)))
         return answer
 
-    def _touched(self, drain: frozenset[str]) -> set[str]:
-        """The Workloads with a replica on a node of ``drain``."""
-        touched: set[str] = set()
-        for node in drain:
-            touched |= self.whatif.ledger.keys_on(node)
-        return touched
-
     def first_stranded(self, drain: frozenset[str]) -> Unplaced | None:
         """The first replica, in planning order, that the loss of ``drain`` leaves without a
         place (None: every one has a place), planning no further than that: a Job's or
         Service's replicas are final at its turn (only a lower priority, planned later,
         could preempt them, and preemption takes only from lower priorities). What a search
         that only needs yes or no asks (``controller.scheduler.consolidation``)."""
-        always = self._settled_turns()
+        queue = self._queue(self._touched(drain))
+        if not queue:
+            return None
         trial = self.whatif.ledger.what_if(remove=drain)
         self.slices.add(trial.table)
         question = Question(drain=drain)
         try:
-            for result in self._plan(drain, trial, always):
+            for result in self._plan(queue, trial):
                 if result is None:
                     continue
                 lost = self.whatif._compare(question, [result], trial, ()).unplaced
@@ -268,19 +267,32 @@ class DomainLoss:
             self.slices.forget(trial.table)
         return None
 
+    def _touched(self, drain: frozenset[str]) -> set[str]:
+        """The Workloads with a replica on a node of ``drain``."""
+        touched: set[str] = set()
+        for node in drain:
+            touched |= self.whatif.ledger.keys_on(node)
+        return touched
+
+    def _queue(self, touched: set[str]) -> list[int]:
+        """The turns to plan first: every Workload not settled, and the settled ones with a
+        replica on a lost node (the displaced; a settled DaemonSet's replicas there end)."""
+        queue = list(self._settled_turns())
+        position = self.batch.position
+        for key in touched:
+            turn = position.get(key)
+            if turn is not None and key in self._settled and not self._daemon[turn]:
+                queue.append(turn)
+        return queue
+
     def _plan(
-        self, drain: frozenset[str], trial: Ledger, always: list[int]
+        self, queue: list[int], trial: Ledger
     ) -> Generator[PlanResult | None, None, list[PlanResult]]:
-        """Decide, at their turns on ``trial``, the Workloads not settled, the displaced, and
-        each preemption victim; yields None once the trial is made, then each result."""
+        """Decide the Workloads of ``queue``, and each preemption victim, at their turns on
+        ``trial``; yields None once, then each result."""
         yield None
         batch = self.batch
         position = batch.position
-        queue = list(always)
-        for key in self._touched(drain):
-            turn = position.get(key)
-            if turn is not None and key in self._settled and not self._daemon[turn]:
-                queue.append(turn)  # displaced: a settled DaemonSet's replicas there end
         heapq.heapify(queue)
         turns = Turns(batch, trial, self.whatif.scheduler, self.whatif.now)
         planned: set[int] = set()
