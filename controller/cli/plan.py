@@ -26,7 +26,9 @@ from typing import Any, TextIO
 import orjson
 
 from controller.api.models import Workload
+from controller.cli import domains as domains_cli
 from controller.cli import whatif as whatif_cli
+from controller.cli.domains import Report, Survey
 from controller.cli.flags import add_credential_flags
 from controller.cli.table import write_table
 from controller.cli.timings import PhaseTimer
@@ -154,13 +156,16 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         flags = whatif_cli.asked(args)
+        survey = domains_cli.asked(args)
     except ValueError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.workloads is None and not (args.from_cluster and flags is not None):
+    question: Asked | Survey | None = survey if survey is not None else flags
+    if args.workloads is None and not (args.from_cluster and question is not None):
         print(
-            "error: --workloads FILE is needed (with --from-cluster and --drain or --add-nodes "
-            "it may be left out: the cluster's Workloads are planned)",
+            "error: --workloads FILE is needed (with --from-cluster and --drain, --add-nodes, "
+            "--resilience or --consolidate it may be left out: the cluster's Workloads are "
+            "planned)",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
@@ -174,13 +179,15 @@ def _run(args: argparse.Namespace) -> int:
     timer.phase("start-up")  # the interpreter, the imports and the CEL parser
     try:
         if args.from_cluster:
-            results, outcome = _plan_from_cluster(args, timer, flags)
+            results, outcome = _plan_from_cluster(args, timer, question)
         else:
-            results, outcome = _plan_from_files(args, timer, flags)
+            results, outcome = _plan_from_files(args, timer, question)
     except ManifestError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     timer.phase("planning")
+    if isinstance(outcome, Report):
+        return _report(args, outcome, timer)
     if args.output == "json":
         # orjson: the standard encoder is pure Python when indenting (0.5 s for 5,000 results)
         document = to_json(results)
@@ -203,6 +210,20 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_PLACED if all(r.fully_placed for r in results) else EXIT_SHORT
 
 
+def _report(args: argparse.Namespace, report: Report, timer: PhaseTimer) -> int:
+    """``--resilience`` and ``--consolidate``: their own sections, no plan's results."""
+    if args.output == "json":
+        document = domains_cli.to_json(report)
+        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        domains_cli.render(report, sys.stdout)
+    sys.stdout.flush()
+    timer.phase("output")
+    if args.timings:
+        timer.report(sys.stderr)
+    return report.exit_code
+
+
 def _touched(outcome: Outcome) -> set[str]:
     """The Workloads a what-if changes: they get a row in the table."""
     a = outcome.answer
@@ -222,8 +243,8 @@ def _what_if(
 
 
 def _plan_from_files(
-    args: argparse.Namespace, timer: PhaseTimer, flags: Asked | None
-) -> tuple[list[PlanResult], Outcome | None]:
+    args: argparse.Namespace, timer: PhaseTimer, flags: Asked | Survey | None
+) -> tuple[list[PlanResult], Outcome | Report | None]:
     """Nodes, Workloads and PriorityClasses from the files, each file read once (a large
     Workloads file in a child process, while the Nodes are read)."""
     pending = PendingRead(Path(args.workloads))
@@ -240,6 +261,10 @@ def _plan_from_files(
     workloads = load_workloads(workloads_file, check=scheduler.spec_errors)
     del workloads_file
     timer.phase("workloads")
+    if isinstance(flags, Survey):
+        ledger = ledger_from_statuses(nodes, workloads)
+        now = args.now or rfc3339_now()
+        return [], domains_cli.answer(flags, nodes, ledger, workloads, classes, now)
     if flags is not None:
         ledger = ledger_from_statuses(nodes, workloads)
         now = args.now or rfc3339_now()
@@ -257,8 +282,8 @@ def _plan_from_files(
 
 
 def _plan_from_cluster(
-    args: argparse.Namespace, timer: PhaseTimer, flags: Asked | None
-) -> tuple[list[PlanResult], Outcome | None]:
+    args: argparse.Namespace, timer: PhaseTimer, flags: Asked | Survey | None
+) -> tuple[list[PlanResult], Outcome | Report | None]:
     """``--from-cluster``: the Workloads from the file, the rest from the cluster. Imported
     here: the client (aiohttp, the kubernetes client's credential loaders) costs start-up
     that planning from files never needs. A what-if plans every Workload of the cluster (the
@@ -282,6 +307,13 @@ def _plan_from_cluster(
     for warning in cluster.warnings:
         print(f"warning: {one_line(warning)}", file=sys.stderr)
     classes = PriorityClasses.of([*cluster.classes.by_name.values(), *given.by_name.values()])
+    if isinstance(flags, Survey):
+        planned = {**cluster.parsed, **{w.key: w for w in workloads}}
+        now = args.now or rfc3339_now()
+        report = domains_cli.answer(
+            flags, cluster.nodes, cluster.ledger(), list(planned.values()), classes, now
+        )
+        return [], report
     if flags is not None:
         planned = {**cluster.parsed, **{w.key: w for w in workloads}}
         whatif = WhatIf(
@@ -355,6 +387,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "move, and the conditions' times; the same files and --now plan the same",
     )
     whatif_cli.add_arguments(p)
+    domains_cli.add_arguments(p)
     p.add_argument(
         "--timings",
         action="store_true",
