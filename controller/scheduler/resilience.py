@@ -82,6 +82,8 @@ from controller.scheduler.whatif import Answer, Ended, Question, Unplaced, WhatI
 Rows = npt.NDArray[np.intp]
 T = TypeVar("T")
 
+#: The label of zones, the failure domains asked about by default (``orca run``).
+ZONE_KEY: Final = "topology.kubernetes.io/zone"
 #: The domain of the nodes that do not carry the label: no label value can be written so.
 UNLABELLED: Final = "<none>"
 #: The most domains one question may have (N-1 of the largest cluster orca is measured on,
