@@ -191,12 +191,16 @@ def scraped(
     cluster.apply(*(node_object(n, cpu="4", memory="8Gi") for n in ("a", "b")))
     token_file = workdir / "token"
     token_file.write_text(reader_token(cluster, namespace))
+    # Without the failure domains' what-if: both Nodes lack a zone label, so the loss of
+    # that one domain would strand every replica, and whether OrcaZoneLossWouldStrandReplicas
+    # is pending yet would depend on the interval (test_failure_domains.py tests it).
     operator = OperatorProcess(
         control_plane.kubeconfig_path,
         workdir / "operator.log",
         namespaces=[namespace],
         lease_namespace=namespace,
         metrics_insecure=False,
+        extra=["--resilience-interval=0"],
     )
     prometheus = Prometheus(workdir, [f"127.0.0.1:{operator.metrics_port}"], token_file)
     try:
