@@ -339,8 +339,7 @@ def _failure_domains(ids: _Ids) -> list[Panel]:
             "place.",
             [
                 _query(
-                    "max by (domain) "
-                    f"(orca_failure_domain_unplaceable_replicas{{{JOB}}})",
+                    f"max by (domain) (orca_failure_domain_unplaceable_replicas{{{JOB}}})",
                     "{{domain}} stranded",
                 ),
                 _query(
