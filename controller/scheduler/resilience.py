@@ -33,9 +33,10 @@ snapshot (the cluster's ledger, the scheduler's caches, the priorities). The arg
   node (the *displaced*) and every Workload not settled. Each sees the ledger the full plan
   would show it, by induction over the order, so each decides as in the full plan.
 
-A settled DaemonSet with replicas on a lost node is not planned either: those replicas end
-with their node (``Answer.ended``, from the cluster as it is), its other replicas stay, and
-the ledger's capacity, counted over the remaining nodes only, is the same. Its result is the
+A settled DaemonSet with replicas on a lost node is not planned either (unless it has a
+disruption budget or a gang, whose count others read): those replicas end with their node
+(``Answer.ended``, from the cluster as it is), its other replicas stay, and the ledger's
+capacity, counted over the remaining nodes only, is the same. Its result is the
 one thing the full plan has that ``Answer.results`` here lacks: ``results`` holds the
 Workloads planned, which are the ones the loss can move or leave without a place.
 
@@ -168,15 +169,20 @@ class DomainLoss:
         )
         self.batch = Batch.of(workloads, classes, known_priorities, known_started)
         order = self.batch.order
-        self._daemon = [w.spec.kind is WorkloadKind.DAEMONSET for w in order]
+        #: A settled DaemonSet's replicas on a lost node simply end, unless it has a disruption
+        #: budget or a gang: then how many it holds is read by preemption's budgets and by the
+        #: answer's, so it is planned like the displaced (issue 46's fields, when present).
+        self._ends_alone = [
+            w.spec.kind is WorkloadKind.DAEMONSET and not _budgeted(w) for w in order
+        ]
         self._settled: set[str] = set()
         self._invalid: set[str] = set()
         #: The turns every answer plans (the Workloads not settled); None: not settled yet.
         self._always: list[int] | None = None
 
-    def _is_daemon(self, key: str) -> bool:
+    def _ends_alone_key(self, key: str) -> bool:
         turn = self.batch.position.get(key)
-        return turn is not None and self._daemon[turn]
+        return turn is not None and self._ends_alone[turn]
 
     def settling(self) -> Generator[None, None, None]:
         """Find the settled Workloads (see the module), yielding after each decision: one
@@ -238,7 +244,7 @@ class DomainLoss:
         ended = [
             Ended(key, b.alloc_id, b.node)
             for key in sorted(touched - planned)
-            if key in self._settled and key not in self._invalid and self._is_daemon(key)
+            if key in self._settled and key not in self._invalid and self._ends_alone_key(key)
             for b in base.bookings(key)
             if b.node in drain
         ]
@@ -283,7 +289,7 @@ class DomainLoss:
         position = self.batch.position
         for key in touched:
             turn = position.get(key)
-            if turn is not None and key in self._settled and not self._daemon[turn]:
+            if turn is not None and key in self._settled and not self._ends_alone[turn]:
                 queue.append(turn)
         return queue
 
@@ -459,3 +465,10 @@ def _settles(workload: Workload, decision: Decision) -> bool:
     if daemon:
         return decision.code is not Code.UNSCHEDULABLE
     return decision.phase is Phase.SCHEDULED or decision.code is Code.UNRESOLVABLE
+
+
+def _budgeted(workload: Workload) -> bool:
+    """Whether the Workload has a disruption budget or a gang (``spec.disruption``,
+    ``spec.gang``: read only if the API has them)."""
+    spec = workload.spec
+    return getattr(spec, "disruption", None) is not None or getattr(spec, "gang", None) is not None
