@@ -8,7 +8,7 @@ domain of their own (``UNLABELLED``). The loss of a domain is the drain what-if 
 same replicas without a place and the same reasons, the same DaemonSet replicas ended.
 
 Exactly that, at a fraction of the cost. A drain plans every Workload; one what-if per domain
-on 5,000 nodes and 10,000 Workloads is an hour of plans. But in a full plan most Workloads
+on 5,000 nodes and 10,000 Workloads is 5,000 plans of 1.2 s. But in a full plan most Workloads
 decide what they hold already, whatever the ledger holds at their turn, so ``DomainLoss`` plans
 only the Workloads whose turn can differ, in the full plan's order (``Batch``), on one shared
 snapshot (the cluster's ledger, the scheduler's caches, the priorities). The argument:
