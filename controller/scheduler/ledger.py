@@ -234,7 +234,7 @@ class Ledger:
         same_rows = (
             table.hostnames is self.table.hostnames or table.hostnames == self.table.hostnames
         )
-        rows = None if same_rows else [self.table.index.get(h) for h in table.hostnames]
+        rows = None if same_rows else list(map(self.table.index.get, table.hostnames))
         self.table = table
         if same_rows:
             return

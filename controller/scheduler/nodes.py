@@ -582,9 +582,10 @@ class NodeTable:
         rows = np.flatnonzero(keep)
         table = object.__new__(NodeTable)
         picked = rows.tolist()
-        table.nodes = tuple(self.nodes[i] for i in picked)
-        table.hostnames = tuple(self.hostnames[i] for i in picked)
-        table.index = {h: i for i, h in enumerate(table.hostnames)}
+        nodes, hostnames = self.nodes, self.hostnames
+        table.nodes = tuple([nodes[i] for i in picked])
+        table.hostnames = tuple([hostnames[i] for i in picked])
+        table.index = dict(zip(table.hostnames, range(len(picked)), strict=True))
         table.cpu, table.memory = self.cpu[rows], self.memory[rows]
         table.ready, table.cordoned = self.ready[rows], self.cordoned[rows]
         table.readable = self.readable[rows]

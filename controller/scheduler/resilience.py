@@ -233,7 +233,7 @@ class DomainLoss:
         results: list[PlanResult] = []
         trial = base  # nothing to plan (no replica there, nothing unsettled): nothing changes
         if queue:
-            trial = base.what_if(remove=drain)
+            trial = self._without(drain)
             self.slices.add(trial.table)
             try:
                 results = yield from self._plan(queue, trial)
@@ -261,7 +261,7 @@ class DomainLoss:
         queue = self._queue(self._touched(drain))
         if not queue:
             return None
-        trial = self.whatif.ledger.what_if(remove=drain)
+        trial = self._without(drain)
         self.slices.add(trial.table)
         question = Question(drain=drain)
         try:
@@ -274,6 +274,13 @@ class DomainLoss:
         finally:
             self.slices.forget(trial.table)
         return None
+
+    def _without(self, drain: frozenset[str]) -> Ledger:
+        """The cluster without ``drain``'s nodes, as ``Ledger.what_if(remove=drain)`` makes it
+        (a copy bound to the table of the other nodes), without its checks of added nodes."""
+        trial = self.whatif.ledger.copy()
+        trial.rebind(trial.table.without(drain))
+        return trial
 
     def _touched(self, drain: frozenset[str]) -> set[str]:
         """The Workloads with a replica on a node of ``drain``."""
