@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from controller.api.models import Workload
+from controller.cli import domains as domains_cli
 from controller.cli import whatif as whatif_cli
+from controller.cli.domains import Report, Survey
 from controller.cli.flags import add_credential_flags
 from controller.cli.output import STRUCTURED, add_output_flag, write_document
 from controller.cli.table import write_table
@@ -153,13 +155,16 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         flags = whatif_cli.asked(args)
+        survey = domains_cli.asked(args)
     except ValueError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.workloads is None and not (args.from_cluster and flags is not None):
+    question: Asked | Survey | None = survey if survey is not None else flags
+    if args.workloads is None and not (args.from_cluster and question is not None):
         print(
-            "error: --workloads FILE is needed (with --from-cluster and --drain or --add-nodes "
-            "it may be left out: the cluster's Workloads are planned)",
+            "error: --workloads FILE is needed (with --from-cluster and --drain, --add-nodes, "
+            "--resilience or --consolidate it may be left out: the cluster's Workloads are "
+            "planned)",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
@@ -173,13 +178,15 @@ def _run(args: argparse.Namespace) -> int:
     timer.phase("start-up")  # the interpreter, the imports and the CEL parser
     try:
         if args.from_cluster:
-            results, outcome = _plan_from_cluster(args, timer, flags)
+            results, outcome = _plan_from_cluster(args, timer, question)
         else:
-            results, outcome = _plan_from_files(args, timer, flags)
+            results, outcome = _plan_from_files(args, timer, question)
     except ManifestError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     timer.phase("planning")
+    if isinstance(outcome, Report):
+        return _report(args, outcome, timer)
     if args.output in STRUCTURED:
         document = to_json(results)
         if outcome is not None:
@@ -198,6 +205,19 @@ def _run(args: argparse.Namespace) -> int:
     if outcome is not None:
         return outcome.exit_code
     return EXIT_PLACED if all(r.fully_placed for r in results) else EXIT_SHORT
+
+
+def _report(args: argparse.Namespace, report: Report, timer: PhaseTimer) -> int:
+    """``--resilience`` and ``--consolidate``: their own sections, no plan's results."""
+    if args.output in STRUCTURED:
+        write_document(domains_cli.to_json(report), args.output, sys.stdout)
+    else:
+        domains_cli.render(report, sys.stdout)
+    sys.stdout.flush()
+    timer.phase("output")
+    if args.timings:
+        timer.report(sys.stderr)
+    return report.exit_code
 
 
 def _touched(outcome: Outcome) -> set[str]:
@@ -219,8 +239,8 @@ def _what_if(
 
 
 def _plan_from_files(
-    args: argparse.Namespace, timer: PhaseTimer, flags: Asked | None
-) -> tuple[list[PlanResult], Outcome | None]:
+    args: argparse.Namespace, timer: PhaseTimer, flags: Asked | Survey | None
+) -> tuple[list[PlanResult], Outcome | Report | None]:
     """Nodes, Workloads and PriorityClasses from the files, each file read once (a large
     Workloads file in a child process, while the Nodes are read)."""
     pending = PendingRead(Path(args.workloads))
@@ -237,6 +257,10 @@ def _plan_from_files(
     workloads = load_workloads(workloads_file, check=scheduler.spec_errors)
     del workloads_file
     timer.phase("workloads")
+    if isinstance(flags, Survey):
+        ledger = ledger_from_statuses(nodes, workloads)
+        now = args.now or rfc3339_now()
+        return [], domains_cli.answer(flags, nodes, ledger, workloads, classes, now)
     if flags is not None:
         ledger = ledger_from_statuses(nodes, workloads)
         now = args.now or rfc3339_now()
@@ -254,8 +278,8 @@ def _plan_from_files(
 
 
 def _plan_from_cluster(
-    args: argparse.Namespace, timer: PhaseTimer, flags: Asked | None
-) -> tuple[list[PlanResult], Outcome | None]:
+    args: argparse.Namespace, timer: PhaseTimer, flags: Asked | Survey | None
+) -> tuple[list[PlanResult], Outcome | Report | None]:
     """``--from-cluster``: the Workloads from the file, the rest from the cluster. Imported
     here: the client (aiohttp, the kubernetes client's credential loaders) costs start-up
     that planning from files never needs. A what-if plans every Workload of the cluster (the
@@ -279,6 +303,13 @@ def _plan_from_cluster(
     for warning in cluster.warnings:
         print(f"warning: {one_line(warning)}", file=sys.stderr)
     classes = PriorityClasses.of([*cluster.classes.by_name.values(), *given.by_name.values()])
+    if isinstance(flags, Survey):
+        planned = {**cluster.parsed, **{w.key: w for w in workloads}}
+        now = args.now or rfc3339_now()
+        report = domains_cli.answer(
+            flags, cluster.nodes, cluster.ledger(), list(planned.values()), classes, now
+        )
+        return [], report
     if flags is not None:
         planned = {**cluster.parsed, **{w.key: w for w in workloads}}
         whatif = WhatIf(
@@ -350,6 +381,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "move, and the conditions' times; the same files and --now plan the same",
     )
     whatif_cli.add_arguments(p)
+    domains_cli.add_arguments(p)
     p.add_argument(
         "--timings",
         action="store_true",

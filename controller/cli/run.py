@@ -12,8 +12,10 @@ import sys
 from collections.abc import Callable
 
 from controller.cli.flags import add_credential_flags, whole_number
+from controller.scheduler.nodes import label_key_problem
 from controller.scheduler.plugins.taints import DEFAULT_TOLERATION_SECONDS
 from controller.scheduler.rebalance import DEFAULT_MAX_MOVES, MAX_MOVES
+from controller.scheduler.resilience import ZONE_KEY as DEFAULT_RESILIENCE_KEY
 
 logger = logging.getLogger("orca")
 
@@ -192,7 +194,45 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             f"node.kubernetes.io/{key} stay on such a node before they move (0..{MAX_SECONDS}; "
             "kube-apiserver's flag of the same name; default: %(default)s)",
         )
+    _add_resilience_flags(p)
     p.set_defaults(func=run)
+
+
+def _add_resilience_flags(p: argparse.ArgumentParser) -> None:
+    """The failure domains' what-if the operator keeps current (``--resilience-*``)."""
+    group = p.add_argument_group("failure domains")
+    group.add_argument(
+        "--resilience-key",
+        default=DEFAULT_RESILIENCE_KEY,
+        metavar="KEY",
+        help="the node label whose values are the failure domains: every interval, the "
+        "what-if of losing each one (orca plan --resilience KEY), exported as "
+        "orca_failure_domain_unplaceable_replicas and orca_failure_domain_displaced_replicas "
+        "(default: %(default)s)",
+    )
+    group.add_argument(
+        "--resilience-interval",
+        default="60s",
+        metavar="DURATION",
+        help="how often (e.g. 60s, 5m; "
+        f"{MIN_RESILIENCE_INTERVAL:g}s..{MAX_RESILIENCE_INTERVAL // 3600:g}h), and no more "
+        "often than the cluster changes, on the leader, within a tenth of a core; 0 or off: "
+        "never (default: %(default)s)",
+    )
+
+
+def resilience_flags(args: argparse.Namespace) -> None:
+    """``--resilience-key`` checked, ``--resilience-interval`` as ``args.resilience_every``
+    (seconds, None: off); ``ValueError`` of one line."""
+    problem = label_key_problem(args.resilience_key)
+    if problem is not None:
+        raise ValueError(f"--resilience-key {args.resilience_key[:80]!r} {problem}")
+    args.resilience_every = parse_duration(
+        args.resilience_interval,
+        "--resilience-interval",
+        MIN_RESILIENCE_INTERVAL,
+        MAX_RESILIENCE_INTERVAL,
+    )
 
 
 def _namespaced(flag: str) -> Callable[[str], tuple[str, str]]:
@@ -215,28 +255,33 @@ MAX_IN_FLIGHT = 200
 MIN_RESYNC, MAX_RESYNC = 10, 24 * 3600
 MIN_REBALANCE_INTERVAL = 1.0
 MAX_REBALANCE_INTERVAL = 24 * 3600.0
+MIN_RESILIENCE_INTERVAL = 10.0
+MAX_RESILIENCE_INTERVAL = 24 * 3600.0
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 
 
-def parse_duration(text: str) -> float | None:
-    """``--rebalance-interval``: seconds, or None for ``off``/``0``. Go's duration syntax
-    (``30s``, ``5m``, ``1h30m``, ``1.5h``), as kubectl and Kubernetes flags write it; a
-    ``ValueError`` with one line for anything else or outside the bounds."""
+def parse_duration(
+    text: str,
+    flag: str = "--rebalance-interval",
+    low: float = MIN_REBALANCE_INTERVAL,
+    high: float = MAX_REBALANCE_INTERVAL,
+) -> float | None:
+    """An interval flag (``--rebalance-interval``): seconds, or None for ``off``/``0``. Go's
+    duration syntax (``30s``, ``5m``, ``1h30m``, ``1.5h``), as kubectl and Kubernetes flags
+    write it; a ``ValueError`` with one line for anything else or outside ``low..high``."""
     value = text.strip()
     if value in ("off", "0"):
         return None
     parts = _DURATION.findall(value)
     if not parts or "".join(n + u for n, u in parts) != value:
         raise ValueError(
-            f"--rebalance-interval: {text[:40]!r} is not a duration "
-            "(examples: 30s, 5m, 1h30m; or off)"
+            f"{flag}: {text[:40]!r} is not a duration (examples: 30s, 5m, 1h30m; or off)"
         )
     seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if not MIN_REBALANCE_INTERVAL <= seconds <= MAX_REBALANCE_INTERVAL:
+    if not low <= seconds <= high:
         raise ValueError(
-            f"--rebalance-interval: {text[:40]!r} is out of range "
-            f"({MIN_REBALANCE_INTERVAL:g}s..{MAX_REBALANCE_INTERVAL // 3600:g}h, or off)"
+            f"{flag}: {text[:40]!r} is out of range ({low:g}s..{high // 3600:g}h, or off)"
         )
     return seconds
 
@@ -279,6 +324,7 @@ def run(args: argparse.Namespace) -> int:
             name = f"default_{key}_toleration_seconds"
             flag = "--" + name.replace("_", "-")
             setattr(args, name, whole_number(flag, getattr(args, name), 0, MAX_SECONDS))
+        resilience_flags(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

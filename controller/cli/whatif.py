@@ -23,7 +23,16 @@ from controller.cli.table import write_table
 from controller.inputs.manifests import ManifestError, load_nodes, read_manifests
 from controller.inputs.selector import SelectorError, parse_selector
 from controller.scheduler.nodes import NodeInfo
-from controller.scheduler.whatif import MAX_ADDED_NODES, Answer, Capacity, Question, WhatIf
+from controller.scheduler.whatif import (
+    MAX_ADDED_NODES,
+    Answer,
+    BrokenBudget,
+    Capacity,
+    Moved,
+    Question,
+    Unplaced,
+    WhatIf,
+)
 
 MAX_LISTED = 50  # rows per section in the table (-o json lists them all)
 
@@ -97,7 +106,12 @@ def parse_add_nodes(text: str) -> AddNodes:
 
 
 def drained(selectors: Sequence[str], nodes: Sequence[NodeInfo]) -> frozenset[str]:
-    """The nodes ``--drain`` names: each value a Node's name, else a label selector; one that
+    """The nodes ``--drain`` names (``selected``)."""
+    return selected("--drain", selectors, nodes)
+
+
+def selected(flag: str, selectors: Sequence[str], nodes: Sequence[NodeInfo]) -> frozenset[str]:
+    """The nodes a flag names: each value a Node's name, else a label selector; one that
     matches no Node is a ``ManifestError`` (bad input)."""
     names = {n.hostname for n in nodes}
     out: set[str] = set()
@@ -108,10 +122,10 @@ def drained(selectors: Sequence[str], nodes: Sequence[NodeInfo]) -> frozenset[st
         try:
             selector = parse_selector(value)
         except SelectorError as exc:
-            raise ManifestError(f"--drain {value[:80]!r}: {exc}") from None
+            raise ManifestError(f"{flag} {value[:80]!r}: {exc}") from None
         matched = {n.hostname for n in nodes if selector.matches(n.labels)}
         if not matched:
-            raise ManifestError(f"--drain {value[:80]!r}: matches no Node ({len(nodes)} in all)")
+            raise ManifestError(f"{flag} {value[:80]!r}: matches no Node ({len(nodes)} in all)")
         out |= matched
     return frozenset(out)
 
@@ -164,25 +178,10 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
     out: dict[str, Any] = {
         "drained": sorted(a.question.drain),
         "displaced": a.displaced,
-        "moved": [
-            {
-                "workload": m.workload,
-                "allocId": m.alloc_id,
-                "from": m.source,
-                "to": m.target,
-                **({"preemptedBy": m.preempted_by} if m.preempted_by else {}),
-            }
-            for m in a.moved
-        ],
-        "unplaced": [
-            {"workload": u.workload, "allocId": u.alloc_id, "from": u.source, "reason": u.reason}
-            for u in a.unplaced
-        ],
+        "moved": [moved_json(m) for m in a.moved],
+        "unplaced": [unplaced_json(u) for u in a.unplaced],
         "ended": [{"workload": e.workload, "allocId": e.alloc_id, "node": e.node} for e in a.ended],
-        "budgets": [
-            {"workload": b.workload, "budget": b.budget, "keeps": b.keeps, "needs": b.needs}
-            for b in a.budgets
-        ],
+        "budgets": [budget_json(b) for b in a.budgets],
     }
     c = outcome.capacity
     if c is not None:
@@ -196,6 +195,27 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             **({"tried": c.tried, "plans": c.plans} if c.auto else {}),
         }
     return out
+
+
+def moved_json(m: Moved) -> dict[str, Any]:
+    """A replica that moves, as ``-o json`` shows it."""
+    return {
+        "workload": m.workload,
+        "allocId": m.alloc_id,
+        "from": m.source,
+        "to": m.target,
+        **({"preemptedBy": m.preempted_by} if m.preempted_by else {}),
+    }
+
+
+def unplaced_json(u: Unplaced) -> dict[str, Any]:
+    """A replica without a place, as ``-o json`` shows it."""
+    return {"workload": u.workload, "allocId": u.alloc_id, "from": u.source, "reason": u.reason}
+
+
+def budget_json(b: BrokenBudget) -> dict[str, Any]:
+    """A Workload left below its budget, as ``-o json`` shows it."""
+    return {"workload": b.workload, "budget": b.budget, "keeps": b.keeps, "needs": b.needs}
 
 
 def render(outcome: Outcome, out: TextIO) -> None:

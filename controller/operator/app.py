@@ -12,6 +12,7 @@ resource (``configure_kopf``). ``Operator`` builds the parts, each owning one jo
     events       the Event recorder and its posters (``events``)
     gauges       the snapshot gauges, refreshed every few seconds (``telemetry.gauges``)
     rebalancer   with ``--rebalance-interval`` (``rebalancer``)
+    resilience   each failure domain's loss, every ``--resilience-interval`` (``resilience``)
     elector      with ``--leader-elect`` (``kube.leader``): decisions and writes only while
                  the Lease holds
 
@@ -62,6 +63,7 @@ from controller.operator.loop import WORKERS, SchedulingLoop
 from controller.operator.preemption import Preemption
 from controller.operator.priorities import PriorityIndex
 from controller.operator.rebalancer import RebalanceLoop
+from controller.operator.resilience import DEFAULT_RESILIENCE_KEY, ResilienceLoop
 from controller.operator.serving import DelegatedAuth, Readiness, endpoint_app
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
@@ -107,6 +109,7 @@ class Operator:
     gauges: GaugeExporter
     elector: LeaderElector | None = None
     rebalancer: RebalanceLoop | None = None
+    resilience: ResilienceLoop | None = None
     informers: list[Informer] = field(default_factory=list)
     #: How NotReady Nodes are read (``lifecycle``): resolved before the informers start.
     lifecycle: NodeLifecycle = NodeLifecycle.READY
@@ -133,6 +136,8 @@ class Operator:
         tolerations: DefaultTolerations | None = None,
         lifecycle: NodeLifecycle = NodeLifecycle.READY,
         per_node_metrics: bool = True,
+        resilience_key: str = DEFAULT_RESILIENCE_KEY,
+        resilience_every: float | None = None,
     ) -> Operator:
         state = state if state is not None else ClusterState()
         queue = queue if queue is not None else WorkQueue()
@@ -182,6 +187,18 @@ class Operator:
             elector,
             rebalancer,
         )
+        if resilience_every:
+            operator.resilience = ResilienceLoop(
+                state,
+                queue,
+                priorities,
+                gate.ready,
+                resilience_key,
+                resilience_every,
+                is_leader,
+                tolerations,
+                now,
+            )
         operator.informers = operator.informers_for(namespaces, resync)
         operator.lifecycle = lifecycle
         if elector is not None:
@@ -217,6 +234,8 @@ class Operator:
         self._deciding = task(self.loop.run(), "scheduling loop")
         if self.rebalancer is not None:
             self._moving = task(self.rebalancer.run(), "rebalancer")
+        if self.resilience is not None:
+            task(self.resilience.run(), "failure domains")
         task(self.gate.open(self.informers), "start-up gate")
         task(self.events.post(), "event posters")
         task(self.gauges.refresh(self.state, self.queue), "gauges")
@@ -464,6 +483,8 @@ async def operate(args: argparse.Namespace) -> None:
         ),
         lifecycle=NodeLifecycle(args.node_lifecycle),
         per_node_metrics=args.node_metrics,
+        resilience_key=args.resilience_key,
+        resilience_every=args.resilience_every,
     )
     stop = asyncio.Event()  # set when one of the parts dies: kopf then stops too
     secure = not args.metrics_insecure and bool(args.metrics_port)

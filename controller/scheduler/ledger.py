@@ -252,7 +252,7 @@ class Ledger:
                 other.load(
                     key, (_gone(b) if b.node in replaced else b for b in other.bookings(key))
                 )
-            other.rebind(NodeTable([*staying, *added]))
+            other.rebind(NodeTable([*staying, *added]) if added else self.table.without(gone))
         for key, lifted in (lift or {}).items():
             gone_ids = {(b.node, b.alloc_id) for b in lifted}
             other.load(
@@ -267,12 +267,21 @@ class Ledger:
         bookings on nodes that left the table keep their place until rescheduled). A table
         with the same hostnames in the same rows (``NodeTable.replaced``: a node changed, none
         came or went) keeps the usage as it is: it is per row, and every booking is already
-        counted on its row."""
+        counted on its row; one without a new node (nodes left) takes each row's usage from
+        the row its node had."""
         same_rows = (
             table.hostnames is self.table.hostnames or table.hostnames == self.table.hostnames
         )
+        rows = None if same_rows else list(map(self.table.index.get, table.hostnames))
         self.table = table
         if same_rows:
+            return
+        if rows is not None and None not in rows:
+            # No node is new: each row's usage is still the sum of the bookings on its node.
+            taken = np.array(rows, dtype=np.intp)
+            self.used_cpu, self.used_memory = self.used_cpu[taken], self.used_memory[taken]
+            self.replicas = self.replicas[taken]
+            self.used_scalars = {name: used[taken] for name, used in self.used_scalars.items()}
             return
         self.used_cpu = np.zeros(len(table), dtype=np.int64)
         self.used_memory = np.zeros(len(table), dtype=np.int64)

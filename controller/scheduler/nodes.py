@@ -37,6 +37,10 @@ RUNTIME_LABEL_PREFIX = "runtime.orca.cloudinit.dev/"
 TAG_LABEL_PREFIX = "tag.orca.cloudinit.dev/"
 KIND_LABEL = "orca.cloudinit.dev/kind"
 DEFAULT_KIND = "linux"
+#: A Node annotated so (value ``"true"``) is never proposed for removal by ``orca plan
+#: --consolidate`` (as Karpenter's ``karpenter.sh/do-not-disrupt`` and cluster-autoscaler's
+#: ``cluster-autoscaler.kubernetes.io/scale-down-disabled`` keep a node).
+DO_NOT_CONSOLIDATE = "orca.cloudinit.dev/do-not-consolidate"
 
 # Label syntax as apimachinery validates it (IsQualifiedName, IsValidLabelValue).
 _DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_PATTERN.removesuffix("$") + r"\Z")
@@ -121,6 +125,7 @@ class NodeInfo(Compact):
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
     readable: bool = True  # False: orca could not read the Node (it takes nothing)
+    do_not_consolidate: bool = False  # annotated ``DO_NOT_CONSOLIDATE: "true"``
 
     @property
     def eligible(self) -> bool:
@@ -168,6 +173,7 @@ def node_info_from_node(node: Mapping[str, Any], *, imply_lifecycle: bool = True
         ready=ready == "True",
         unschedulable=_unschedulable(spec),
         taints=_with_lifecycle_taint(taints, ready, since) if imply_lifecycle else taints,
+        do_not_consolidate=_annotation(metadata, DO_NOT_CONSOLIDATE) == "true",
     )
 
 
@@ -179,7 +185,8 @@ NodeParts = tuple[Any, ...]
 def read_parts(node: Mapping[str, Any]) -> NodeParts | None:
     """The parts of a Node object ``node_info_from_node`` reads, other than its name and
     labels, as they are in the object: allocatable (every resource), ``spec.unschedulable``,
-    ``spec.taints`` and the Ready condition's status and ``lastTransitionTime``. Two objects of
+    ``spec.taints``, the Ready condition's status and ``lastTransitionTime``, and the
+    ``DO_NOT_CONSOLIDATE`` annotation. Two objects of
     the same Node with equal parts and equal labels give the same ``NodeInfo``, so the
     operator compares these before reading an update again: a heartbeat (only conditions'
     ``lastHeartbeatTime``, addresses, images...) costs a few comparisons, not a rebuild.
@@ -200,11 +207,14 @@ def read_parts(node: Mapping[str, Any]) -> NodeParts | None:
             return None
         if condition.get("type") == "Ready":
             ready.append((condition.get("status"), condition.get("lastTransitionTime")))
+    metadata = node.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
     return (
         tuple(allocatable.items()),  # every resource (the API server lists them sorted)
         spec.get("unschedulable"),
         spec.get("taints"),
         tuple(ready),
+        annotations.get(DO_NOT_CONSOLIDATE) if isinstance(annotations, Mapping) else None,
     )
 
 
@@ -320,6 +330,15 @@ def label_key_problem(key: str) -> str | None:
             " '-', '_' or '.', optionally after a DNS-1123 prefix and '/')"
         )
     return None
+
+
+def _annotation(metadata: Mapping[str, Any], key: str) -> str | None:
+    """One annotation's value (None when absent); annotations are otherwise not read."""
+    annotations = _object(metadata, "annotations", "metadata.annotations")
+    value = annotations.get(key)
+    if value is not None and not isinstance(value, str):
+        raise NodeError(f"metadata.annotations[{key}]: expected a string, got {_type(value)}")
+    return value
 
 
 def _runtimes(labels: Mapping[str, str]) -> tuple[str, ...]:
@@ -633,6 +652,35 @@ class NodeTable:
         table.changed_since = {self.version: replaced}
         for version, before in list(self.changed_since.items())[: NodeTable.LINEAGE - 1]:
             table.changed_since[version] = before | replaced
+        return table
+
+    def without(self, names: Iterable[str]) -> NodeTable:
+        """This table without the nodes ``names`` (a drain, a failure domain lost; names not
+        in it are ignored): the table ``NodeTable`` would build from the other nodes, made
+        from this one's columns by slicing them rather than from every NodeInfo again. The
+        resilience what-if makes one per failure domain (``controller.scheduler.resilience``:
+        5,000 of them for N-1 at 5,000 nodes), where building each anew cost 4 ms. A new
+        ``version`` and ``shape``: nodes left."""
+        keep = np.ones(len(self.nodes), dtype=np.bool_)
+        keep[[self.index[n] for n in names if n in self.index]] = False
+        rows = np.flatnonzero(keep)
+        table = object.__new__(NodeTable)
+        picked = rows.tolist()
+        nodes, hostnames = self.nodes, self.hostnames
+        table.nodes = tuple([nodes[i] for i in picked])
+        table.hostnames = tuple([hostnames[i] for i in picked])
+        table.index = dict(zip(table.hostnames, range(len(picked)), strict=True))
+        table.cpu, table.memory = self.cpu[rows], self.memory[rows]
+        table.pods = self.pods[rows]
+        table.scalars = {name: column[rows] for name, column in self.scalars.items()}
+        table.scalars = {name: column for name, column in table.scalars.items() if column.any()}
+        table.ready, table.cordoned = self.ready[rows], self.cordoned[rows]
+        table.readable = self.readable[rows]
+        row_of = np.cumsum(keep) - 1  # each kept row's place in the new table
+        table.tainted = tuple(int(row_of[i]) for i in self.tainted if keep[i])
+        table._derive()
+        table.version = table.shape = NodeTable._new_version()
+        table.changed_since = {}
         return table
 
     def __len__(self) -> int:

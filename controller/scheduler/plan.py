@@ -24,7 +24,7 @@ from controller.scheduler.preemption import (
     preempt_within_budgets,
     with_budget_note,
 )
-from controller.scheduler.priority import NO_CLASSES, PriorityClasses
+from controller.scheduler.priority import NO_CLASSES, Priority, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
 from controller.scheduler.status import rfc3339_now, status_from_decision
 
@@ -81,42 +81,109 @@ def plan(
     (``orca explain --drain`` narrates one Workload at its turn)."""
     if ledger is None:
         ledger = ledger_from_statuses(nodes, workloads)
-    scheduler = scheduler or Scheduler(gang_grace=False)
-    timestamp = now or rfc3339_now()
-    clock = rfc3339_to_epoch(timestamp)
-    resolved = {w.key: classes.resolve(w.spec.priority_class_name) for w in workloads}
-    priorities = dict(known_priorities or {})
-    priorities.update({key: p.value for key, p in resolved.items() if p.error is None})
-    started = dict(known_started or {})
-    started.update(
-        {w.key: w.metadata.creation_timestamp for w in workloads if w.metadata.creation_timestamp}
-    )
-    order = sorted(workloads, key=lambda w: -resolved[w.key].value)  # stable: file order
-    floor = min([classes.lowest, *priorities.values()])  # nothing to preempt at or below it
-    preempted: dict[str, list[Preempted]] = {}
+    batch = Batch.of(workloads, classes, known_priorities, known_started)
+    turn = Turns(batch, ledger, scheduler or Scheduler(gang_grace=False), now or rfc3339_now())
     results: list[PlanResult] = []
-    budgeted = [w for w in workloads if w.spec.disruption is not None or w.spec.gang is not None]
-    for workload in order:
-        key = workload.key
+    for workload in batch.order:
         if before_each is not None:
             before_each(workload, ledger)
-        decision = scheduler.schedule(workload, ledger, classes, now=clock)
+        results.append(turn.decide(workload))
+        if on_first_decision is not None and len(results) == 1:
+            on_first_decision()
+    return results
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What a plan of these Workloads knows before its first decision: their order (highest
+    priority first, ties in the order given), each one's resolved priority, the priorities
+    and start stand-ins preemption reads (theirs and the ``known`` ones of Workloads in the
+    ledger that are not planned), and the floor at or below which nothing is preemptible.
+    Computed once, so a planner that plans the same batch on many ledgers (one per failure
+    domain, ``controller.scheduler.resilience``) does not compute it per plan."""
+
+    order: tuple[Workload, ...]
+    resolved: Mapping[str, Priority]
+    priorities: Mapping[str, int]
+    started: Mapping[str, datetime]
+    floor: int
+    classes: PriorityClasses
+    position: Mapping[str, int]  # a key's turn: its index in ``order``
+    #: The Workloads a preemption may not take below a budget (a disruption budget or a
+    #: gang's minCount: ``controller.scheduler.budgets``).
+    budgeted: tuple[Workload, ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        workloads: Sequence[Workload],
+        classes: PriorityClasses = NO_CLASSES,
+        known_priorities: Mapping[str, int] | None = None,
+        known_started: Mapping[str, datetime] | None = None,
+    ) -> Batch:
+        resolved = {w.key: classes.resolve(w.spec.priority_class_name) for w in workloads}
+        priorities = dict(known_priorities or {})
+        priorities.update({key: p.value for key, p in resolved.items() if p.error is None})
+        started = dict(known_started or {})
+        started.update(
+            {
+                w.key: w.metadata.creation_timestamp
+                for w in workloads
+                if w.metadata.creation_timestamp
+            }
+        )
+        order = tuple(sorted(workloads, key=lambda w: -resolved[w.key].value))  # stable
+        return cls(
+            order=order,
+            resolved=resolved,
+            priorities=priorities,
+            started=started,
+            floor=min([classes.lowest, *priorities.values()]),  # nothing preemptible at or below
+            classes=classes,
+            position={w.key: i for i, w in enumerate(order)},
+            budgeted=tuple(
+                w for w in workloads if w.spec.disruption is not None or w.spec.gang is not None
+            ),
+        )
+
+
+class Turns:
+    """One plan of a ``Batch`` on one ledger, a Workload at a time: ``decide`` it at its turn
+    (the caller keeps to ``Batch.order``), preempting as the operator would, and book the
+    decision in the ledger. ``plan`` decides every Workload in order; the resilience planner
+    only those whose turn can differ from the cluster as it is."""
+
+    def __init__(self, batch: Batch, ledger: Ledger, scheduler: Scheduler, now: str) -> None:
+        self.batch = batch
+        self.ledger = ledger
+        self.scheduler = scheduler
+        self.timestamp = now
+        self.clock = rfc3339_to_epoch(now)
+        self.preempted: dict[str, list[Preempted]] = {}
+
+    def decide(self, workload: Workload) -> PlanResult:
+        """``workload``'s decision at its turn, booked; its result."""
+        batch, ledger, scheduler, clock = self.batch, self.ledger, self.scheduler, self.clock
+        key = workload.key
+        decision = scheduler.schedule(workload, ledger, batch.classes, now=clock)
         victims: tuple[Preempted, ...] = ()
-        priority = resolved[key]
-        if may_preempt(workload, decision, priority) and priority.value > floor:
-            preemptible = {k: v for k, v in priorities.items() if k != key and ledger.bookings(k)}
+        priority = batch.resolved[key]
+        if may_preempt(workload, decision, priority) and priority.value > batch.floor:
+            preemptible = {
+                k: v for k, v in batch.priorities.items() if k != key and ledger.bookings(k)
+            }
             budgets = budgets_of(
-                (w for w in budgeted if w.key in preemptible),
-                {w.key: ledger.placed(w.key) for w in budgeted},
+                (w for w in batch.budgeted if w.key in preemptible),
+                {w.key: ledger.placed(w.key) for w in batch.budgeted},
             )
             found, blockers = preempt_within_budgets(
                 scheduler,
                 workload,
                 ledger,
                 decision,
-                classes,
+                batch.classes,
                 preemptible,
-                started,
+                batch.started,
                 budgets,
                 now=clock,
             )
@@ -127,22 +194,19 @@ def plan(
                     ledger.load(victim_key, kept)
                 victims = tuple(Preempted(v, key, priority.value) for v in chosen.victims)
                 for p in victims:
-                    preempted.setdefault(p.victim.key, []).append(p)
+                    self.preempted.setdefault(p.victim.key, []).append(p)
         ledger.load(key, decision.bookings)
         status = status_from_decision(
             decision,
             workload.metadata.generation,
             workload.status,
-            timestamp,
+            self.timestamp,
             workload_selector(workload.metadata.name),
         )
         spread = (
             _spread(scheduler, workload, ledger, clock) if workload.spec.topology_spread else ()
         )
-        results.append(PlanResult(workload, status, victims, preempted.setdefault(key, []), spread))
-        if on_first_decision is not None and len(results) == 1:
-            on_first_decision()
-    return results
+        return PlanResult(workload, status, victims, self.preempted.setdefault(key, []), spread)
 
 
 def _spread(

@@ -208,7 +208,12 @@ class WhatIf:
             before = {b.alloc_id: b.node for b in self.ledger.bookings(key)}
             if result.status.phase is Phase.INVALID:
                 continue  # waits for a spec change, not for room: not the question's
-            broken = _broken_budget(result, len(before), after.placed(key))
+            # A DaemonSet's replicas on drained nodes end with them (kubectl drain leaves them
+            # too): they take nothing from its budget, which counts the nodes it keeps.
+            held = len(before)
+            if workload.spec.kind is WorkloadKind.DAEMONSET:
+                held = sum(node not in question.drain for node in before.values())
+            broken = _broken_budget(result, held, after.placed(key))
             if broken is not None:
                 budgets.append(broken)
             if workload.spec.kind is WorkloadKind.DAEMONSET:

@@ -229,6 +229,9 @@ def scraped(
     workdir = tmp_path_factory.mktemp("prometheus")
     cluster.apply(*(node_object(n, cpu="4", memory="8Gi") for n in ("a", "b")))
     scraper_identity(cluster, namespace)
+    # Without the failure domains' what-if: both Nodes lack a zone label, so the loss of
+    # that one domain would strand every replica, and whether OrcaZoneLossWouldStrandReplicas
+    # is pending yet would depend on the interval (test_failure_domains.py tests it).
     operator = OperatorProcess(
         control_plane.kubeconfig_path,
         workdir / "operator.log",
@@ -239,6 +242,7 @@ def scraped(
         extra=[
             f"--tls-secret={namespace}/{TLS_SECRET}",
             f"--tls-san=orca-controller.{namespace}.svc",
+            "--resilience-interval=0",
         ],
     )
     prometheus = None

@@ -41,6 +41,7 @@ def test_rows_cover_what_operators_look_for() -> None:
         "Placements and pending",
         "Scheduling attempts and latency",
         "Nodes",
+        "Failure domains",
         "Why Workloads are not placed",
         "Errors",
         "Rebalancing",

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.api.models import MAX_SCALED_QUANTITY, Phase, Workload, WorkloadStatus
 from controller.scheduler.decision import Decision
@@ -20,6 +23,7 @@ from controller.scheduler.ledger import (
 from controller.scheduler.nodes import NodeInfo, NodeTable
 from controller.scheduler.status import nodes_summary, status_from_decision
 from tests.support.factories import NOW, node
+from tests.support.properties import examples
 
 
 def test_assume_books_and_forget_restores() -> None:
@@ -68,6 +72,49 @@ def test_the_node_index_follows_every_way_a_booking_changes() -> None:
     for name in ("a", "b"):
         assert ledger.keys_on(name) == walked(ledger, name)
         assert scratch.keys_on(name) == walked(scratch, name)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abcdef"), st.integers(0, 4000), st.integers(0, 1 << 33)),
+        max_size=12,
+    ),
+    st.sets(st.sampled_from("abcdefx")),
+    st.booleans(),
+)
+def test_nodes_leaving_keep_each_remaining_nodes_usage_as_counted_anew(
+    placed: list[tuple[str, int, int]], gone: set[str], how: bool
+) -> None:
+    """Usage per node is the sum of the bookings on it: after nodes left (``rebind`` to a
+    table without them, or ``what_if(remove=...)``), each remaining node's is what a ledger
+    built on the remaining nodes from the same bookings counts."""
+    nodes = [node(n, cpu="8", memory="64Gi") for n in "abcdef"]
+    ledger = Ledger(NodeTable(nodes))
+    for i, (where, cpu, memory) in enumerate(placed):
+        ledger.load(f"ns/w{i}", [Booking(where, f"ns/w{i}-0", cpu, memory, 0)])
+    remaining = NodeTable(n for n in nodes if n.hostname not in gone)
+    anew = Ledger(remaining)
+    for i, (where, cpu, memory) in enumerate(placed):
+        anew.load(f"ns/w{i}", [Booking(where, f"ns/w{i}-0", cpu, memory, 0)])
+    if how:
+        ledger = ledger.what_if(remove=gone)
+    else:
+        ledger.rebind(remaining)
+    assert ledger.table.hostnames == remaining.hostnames
+    assert usage(ledger) == usage(anew)
+
+
+def usage(ledger: Ledger) -> dict[str, Any]:
+    """Every per-node column a ledger keeps (each array attribute, and each array in a mapping
+    of them), as lists: a column added to ``Ledger`` later is compared too."""
+    out: dict[str, Any] = {}
+    for name, value in vars(ledger).items():
+        if isinstance(value, np.ndarray):
+            out[name] = value.tolist()
+        elif isinstance(value, dict) and all(isinstance(v, np.ndarray) for v in value.values()):
+            out[name] = {k: v.tolist() for k, v in value.items() if v.any()}
+    return out
 
 
 def test_forget_never_undoes_a_newer_decision() -> None:

@@ -490,3 +490,56 @@ def test_a_share_of_allocatable_divides_by_it_however_small_and_none_only_where_
     )
     assert table.cpu_divisor.tolist() == [1.0, float("inf"), 2000.0]
     assert table.memory_divisor.tolist() == [1.0, float("inf"), 8.0 * GiB]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "kept"),
+    [
+        (None, False),
+        ({}, False),
+        ({"orca.cloudinit.dev/do-not-consolidate": "true"}, True),
+        ({"orca.cloudinit.dev/do-not-consolidate": "false"}, False),
+        ({"orca.cloudinit.dev/do-not-consolidate": "True"}, False),  # as Karpenter: "true" only
+        ({"other.io/x": "true"}, False),
+    ],
+)
+def test_a_node_annotated_do_not_consolidate_says_so(
+    annotations: dict[str, str] | None, kept: bool
+) -> None:
+    obj = node_object("a")
+    if annotations is not None:
+        obj["metadata"]["annotations"] = annotations
+    assert node_info_from_node(obj).do_not_consolidate is kept
+
+
+def test_the_do_not_consolidate_annotation_is_read_as_the_api_server_keeps_it() -> None:
+    obj = node_object("a")
+    obj["metadata"]["annotations"] = {"orca.cloudinit.dev/do-not-consolidate": True}
+    with pytest.raises(NodeError) as caught:
+        node_info_from_node(obj)
+    assert str(caught.value) == (
+        "metadata.annotations[orca.cloudinit.dev/do-not-consolidate]: expected a string, "
+        "got a boolean"
+    )
+    obj["metadata"]["annotations"] = ["x"]
+    with pytest.raises(NodeError) as caught:
+        node_info_from_node(obj)
+    assert str(caught.value) == "metadata.annotations: expected an object, got a list"
+
+
+def test_the_parts_read_tell_the_do_not_consolidate_annotation_changing() -> None:
+    """An annotation-only update is not a heartbeat: the operator reads the Node again."""
+    obj = node_object("a")
+    before = read_parts(obj)
+    obj["metadata"]["annotations"] = {"orca.cloudinit.dev/do-not-consolidate": "true"}
+    assert read_parts(obj) != before
+    obj["metadata"]["annotations"] = {"orca.cloudinit.dev/do-not-consolidate": "true", "x": "y"}
+    assert read_parts(obj) == read_parts(
+        {
+            **obj,
+            "metadata": {
+                **obj["metadata"],
+                "annotations": {"orca.cloudinit.dev/do-not-consolidate": "true"},
+            },
+        }
+    )

@@ -155,8 +155,8 @@ def _quantiles(metric: str) -> list[prometheus.Dataquery]:
 
 
 def build() -> dashboard.Dashboard:
-    """The dashboard, row by row: placements and pending, attempts, latency, nodes, why not
-    placed, errors, rebalancing."""
+    """The dashboard, row by row: placements and pending, attempts, latency, nodes, failure
+    domains, why not placed, errors, rebalancing."""
     ids = _Ids()
     board = (
         dashboard.Dashboard(TITLE)
@@ -185,6 +185,7 @@ def build() -> dashboard.Dashboard:
         ("Placements and pending", _placements),
         ("Scheduling attempts and latency", _attempts),
         ("Nodes", _nodes),
+        ("Failure domains", _failure_domains),
         ("Why Workloads are not placed", _unschedulable),
         ("Errors", _errors),
         ("Rebalancing", _rebalancing),
@@ -322,6 +323,56 @@ def _nodes(ids: _Ids) -> list[Panel]:
                 )
             ],
             unit="percentunit",
+        ),
+    ]
+
+
+def _failure_domains(ids: _Ids) -> list[Panel]:
+    """``orca run --resilience-key``'s answer (every ``--resilience-interval``)."""
+    return [
+        _bars(
+            ids,
+            "Replicas each domain's loss would strand",
+            "If every node of a failure domain (a value of the node label --resilience-key, "
+            "zones by default; <none>: the nodes without it) were lost at once, how many "
+            "replicas placed now would find no other node: the drain what-if of its nodes, "
+            "what OrcaZoneLossWouldStrandReplicas alerts on. kubectl orca plan --from-cluster "
+            "--resilience KEY lists them and why.",
+            _query(
+                "max by (topology_key, domain) "
+                f"(orca_failure_domain_unplaceable_replicas{{{JOB}}})",
+                "{{domain}}",
+            ),
+            width=8,
+        ),
+        _timeseries(
+            ids,
+            "Stranded and displaced by a domain's loss",
+            "Per domain over time: the replicas its loss would displace (Job and Service "
+            "replicas on its nodes) and, of the replicas placed now, how many would find no "
+            "place.",
+            [
+                _query(
+                    f"max by (domain) (orca_failure_domain_unplaceable_replicas{{{JOB}}})",
+                    "{{domain}} stranded",
+                ),
+                _query(
+                    f"max by (domain) (orca_failure_domain_displaced_replicas{{{JOB}}})",
+                    "{{domain}} displaced",
+                    "B",
+                ),
+            ],
+            width=10,
+        ),
+        _timeseries(
+            ids,
+            "Failure domains' what-if: CPU per answer",
+            "CPU seconds one answer took (quantiles); the operator spreads it so that it "
+            "takes at most a tenth of a core, and answers no more often than the cluster "
+            "changes.",
+            _quantiles("orca_failure_domain_computation_cpu_seconds"),
+            unit="s",
+            width=6,
         ),
     ]
 

@@ -231,6 +231,71 @@ RESOURCE_FREE = Gauge(
     ["resource", "unit"],
 )
 
+# -- failure domains (``orca run --resilience-key``) ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class DomainRow:
+    """One failure domain's loss, as of the last answer."""
+
+    domain: str
+    unplaceable: int  # replicas with a place now that would find none
+    displaced: int  # Job and Service replicas on the domain's nodes
+
+
+class FailureDomainCollector(Collector):
+    """``orca_failure_domain_unplaceable_replicas{topology_key,domain}`` and
+    ``orca_failure_domain_displaced_replicas``, served from the last answer the resilience
+    loop published (``controller.operator.resilience``): one reference swap per answer, and a
+    domain that went (or every domain, when this replica stops leading) has no series any
+    more. The domains are bounded by the nodes: one label value each at most."""
+
+    FAMILIES: Final = (
+        (
+            "orca_failure_domain_unplaceable_replicas",
+            "Replicas that have a place now and would find none if every node of this domain "
+            "(this value of the node label topology_key) were lost at once: the drain what-if "
+            "of its nodes, as orca plan --resilience answers it.",
+            "unplaceable",
+        ),
+        (
+            "orca_failure_domain_displaced_replicas",
+            "Job and Service replicas on this domain's nodes: what its loss would displace "
+            "(those that find a place elsewhere move; DaemonSet replicas end with their node).",
+            "displaced",
+        ),
+    )
+
+    def __init__(self) -> None:
+        self.key = ""
+        self.rows: tuple[DomainRow, ...] = ()
+
+    def publish(self, key: str, rows: tuple[DomainRow, ...]) -> None:
+        self.key, self.rows = key, rows
+
+    def describe(self) -> Iterator[Metric]:
+        for name, doc, _ in self.FAMILIES:
+            yield GaugeMetricFamily(name, doc, labels=["topology_key", "domain"])
+
+    def collect(self) -> Iterator[Metric]:
+        key, rows = self.key, self.rows
+        for name, doc, field in self.FAMILIES:
+            family = GaugeMetricFamily(name, doc, labels=["topology_key", "domain"])
+            for row in rows:
+                family.add_metric([key, row.domain], getattr(row, field))
+            yield family
+
+
+FAILURE_DOMAINS = FailureDomainCollector()
+REGISTRY.register(FAILURE_DOMAINS)
+FAILURE_DOMAIN_COMPUTATION = Histogram(
+    "orca_failure_domain_computation_cpu_seconds",
+    "CPU time of one answer of the failure domains' what-ifs (a settling pass over every "
+    "Workload, then one what-if per domain), spread over its wall time so that it stays "
+    "within its share of a core.",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+)
+
 # -- CEL ---------------------------------------------------------------------------------------
 
 CEL_ERRORS = Counter(

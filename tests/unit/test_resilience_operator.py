@@ -1,0 +1,187 @@
+"""The operator's failure domains (``controller.operator.resilience``): the gauges follow the
+cluster, only the leader answers, an unchanged cluster is not answered twice, and the work is
+paced around the scheduling loop (decisions first, a bounded share of a core). The same on a
+living cluster, scraped by a real Prometheus: tests/integration/test_prometheus.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator, Iterator
+from typing import cast
+
+import pytest
+from prometheus_client import REGISTRY
+
+from controller.cli import build_parser
+from controller.cli.run import run
+from controller.operator.app import Operator
+from controller.operator.kube import KubeApi
+from controller.operator.resilience import SLICE, ResilienceLoop, _Pacer
+from controller.operator.state import ClusterState
+from controller.operator.telemetry import metrics
+from controller.operator.workqueue import WorkQueue
+from tests.support.factories import job, node_object
+
+ZONE = "topology.kubernetes.io/zone"
+NOW = "2026-12-01T10:00:00Z"
+
+
+def gauges() -> dict[tuple[str, str, str], float]:
+    """(metric, topology_key, domain) -> value, as a scrape sees them."""
+    out = {}
+    for family in REGISTRY.collect():
+        if family.name.startswith("orca_failure_domain_") and family.type == "gauge":
+            for sample in family.samples:
+                labels = sample.labels
+                out[sample.name, labels["topology_key"], labels["domain"]] = sample.value
+    return out
+
+
+def zoned(state: ClusterState) -> None:
+    """a1 (zone a) and b1, b2 (zone b), 4 cores each; x (3 cores) on a1, y (3 cores) on b1."""
+    for name, zone in (("a1", "a"), ("b1", "b"), ("b2", "b")):
+        state.upsert_node(node_object(name, cpu="4", labels={ZONE: zone}))
+    state.upsert_workload(job("x", cpu="3", node="a1"))
+    state.upsert_workload(job("y", cpu="3", node="b1"))
+
+
+def resilience(state: ClusterState, leader: list[bool] | None = None) -> ResilienceLoop:
+    operator = Operator.wire(
+        cast(KubeApi, object()),
+        state,
+        resilience_every=60.0,
+        now=lambda: NOW,
+    )
+    assert operator.resilience is not None
+    if leader is not None:
+        operator.resilience.is_leader = lambda: leader[0]
+    return operator.resilience
+
+
+def test_the_gauges_say_what_each_zones_loss_would_strand_and_follow_the_cluster() -> None:
+    state = ClusterState()
+    zoned(state)
+    loop = resilience(state)
+    # Losing a: x (3 cores) goes to b2 (4 free). Losing b: y has 1 core on a1: no place.
+    assert asyncio.run(loop.refresh()) is not None
+    assert gauges() == {
+        ("orca_failure_domain_unplaceable_replicas", ZONE, "a"): 0.0,
+        ("orca_failure_domain_unplaceable_replicas", ZONE, "b"): 1.0,
+        ("orca_failure_domain_displaced_replicas", ZONE, "a"): 1.0,
+        ("orca_failure_domain_displaced_replicas", ZONE, "b"): 1.0,
+    }
+    # Nothing changed: not answered again.
+    assert asyncio.run(loop.refresh()) is None
+    # b2 fills up (a 4-core Job placed there): now a's loss strands x too.
+    state.upsert_workload(job("z", cpu="4", node="b2"))
+    assert asyncio.run(loop.refresh()) is not None
+    assert gauges()[("orca_failure_domain_unplaceable_replicas", ZONE, "a")] == 1.0
+    assert gauges()[("orca_failure_domain_displaced_replicas", ZONE, "b")] == 2.0
+    # A zone that goes has no series any more.
+    state.delete_workload("ns/z")
+    state.delete_node("b2")
+    state.delete_node("b1")
+    assert asyncio.run(loop.refresh()) is not None
+    assert {domain for _, _, domain in gauges()} == {"a"}
+
+
+def test_only_the_leader_answers_and_a_replica_that_stops_leading_exports_nothing() -> None:
+    state = ClusterState()
+    zoned(state)
+    leader = [False]
+    loop = resilience(state, leader)
+    assert asyncio.run(loop.refresh()) is None and gauges() == {}
+    leader[0] = True
+    assert asyncio.run(loop.refresh()) is not None and len(gauges()) == 4
+    leader[0] = False
+    assert asyncio.run(loop.refresh()) is None and gauges() == {}
+    leader[0] = True  # leading again: answered afresh, though nothing changed
+    assert asyncio.run(loop.refresh()) is not None and len(gauges()) == 4
+
+
+def test_nodes_without_the_label_are_a_domain_of_their_own() -> None:
+    state = ClusterState()
+    state.upsert_node(node_object("loose", cpu="4"))
+    state.upsert_workload(job("x", cpu="1", node="loose"))
+    asyncio.run(resilience(state).refresh())
+    assert gauges()[("orca_failure_domain_unplaceable_replicas", ZONE, "<none>")] == 1.0
+
+
+def test_it_is_off_at_zero_and_its_flags_are_checked_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert Operator.wire(cast(KubeApi, object()), ClusterState()).resilience is None
+    for flags, message in (
+        (["--resilience-key", "zone=a"], "--resilience-key 'zone=a' is not a valid label key"),
+        (["--resilience-interval", "5s"], "--resilience-interval: '5s' is out of range"),
+        (["--resilience-interval", "soon"], "--resilience-interval: 'soon' is not a duration"),
+    ):
+        args = build_parser().parse_args(["run", *flags])
+        assert run(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+
+
+# -- pacing -------------------------------------------------------------------------------------
+
+
+class FakeClock:
+    """``time.thread_time`` advancing only when a step says it worked."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def steps(clock: FakeClock, count: int, each: float, ran: list[int]) -> Generator[None, None, str]:
+    for i in range(count):
+        clock.now += each
+        ran.append(i)
+        yield
+    return "done"
+
+
+def test_the_work_takes_at_most_its_share_of_a_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After each slice of CPU, the pacer sleeps nine times as long (a share of 10 %)."""
+    clock = FakeClock()
+    monkeypatch.setattr("controller.operator.resilience.time.thread_time", clock)
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr("controller.operator.resilience.asyncio.sleep", sleep)
+    ran: list[int] = []
+    pacer = _Pacer(WorkQueue(), share=0.1)
+    each = 2**-8  # seconds, exact in binary: two steps make a slice
+    assert each < SLICE <= 2 * each
+    assert asyncio.run(pacer.drive(steps(clock, 10, each, ran))) == "done"
+    assert ran == list(range(10))
+    assert slept == pytest.approx([2 * each * 9] * 5)
+    assert pacer.cpu == pytest.approx(10 * each)
+
+
+def test_while_keys_wait_for_a_decision_no_step_runs() -> None:
+    async def scenario() -> list[int]:
+        queue = WorkQueue()
+        queue.add("ns/w")
+        ran: list[int] = []
+        pacer = _Pacer(queue, share=1.0)
+        driving = asyncio.ensure_future(pacer.drive(steps(FakeClock(), 3, 0.0, ran)))
+        await asyncio.sleep(0.2)  # four looks at the queue
+        assert ran == []  # the scheduling loop's key goes first
+        key = await queue.get()
+        queue.done(key)
+        assert await driving == "done"
+        return ran
+
+    assert asyncio.run(scenario()) == [0, 1, 2]
+
+
+@pytest.fixture(autouse=True)
+def no_domains() -> Iterator[None]:
+    metrics.FAILURE_DOMAINS.publish("", ())
+    yield
+    metrics.FAILURE_DOMAINS.publish("", ())
