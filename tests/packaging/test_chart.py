@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from controller.cli import build_parser
-from controller.cli.run import _webhook_problem
+from controller.cli.run import _webhook_problem, resilience_flags
 from controller.devcluster.binaries import find_bin_dir
 from tests.packaging.dockerfile import REPO_ROOT
 
@@ -352,6 +352,9 @@ def refusal(*values: str) -> str:
         ("webhook.timeoutSeconds=60", "at '/webhook/timeoutSeconds': maximum: got 60, want 30"),
         ("monitoring.serviceMonitor.intervall=1m", "additional properties 'intervall' not allowed"),
         ("image.digest=latest", "at '/image/digest': 'latest' does not match pattern"),
+        ("resilience.interval=1x", "at '/resilience/interval': '1x' does not match pattern"),
+        ("resilience.interval=60", "at '/resilience/interval': maximum: got 60, want 0"),
+        ("resilience.keyy=zone", "at '/resilience': additional properties 'keyy' not allowed"),
     ],
 )
 def test_the_schema_refuses_a_typo_or_a_wrong_type_naming_the_key(value: str, said: str) -> None:
@@ -546,6 +549,26 @@ def test_per_node_metrics_off_is_the_operators_flag() -> None:
     parsed = build_parser().parse_args([a.replace("$(POD_NAMESPACE)", "x") for a in args])
     assert parsed.node_metrics is False
     assert not [a for a in _container(template())["args"] if "node-metrics" in a]
+
+
+def test_the_failure_domains_are_values_and_the_defaults_render_no_flag() -> None:
+    """``resilience.key`` and ``.interval`` are ``orca run --resilience-key`` and
+    ``--resilience-interval``; the defaults (the zone label, 60s) are the operator's own, so
+    the default install passes neither (as the kustomize one)."""
+    assert not [a for a in _container(template())["args"] if "resilience" in a]
+    args = _container(template("resilience.key=kubernetes.io/hostname", "resilience.interval=0"))[
+        "args"
+    ]
+    assert "--resilience-key=kubernetes.io/hostname" in args
+    assert "--resilience-interval=0" in args
+    parsed = build_parser().parse_args([a.replace("$(POD_NAMESPACE)", "x") for a in args])
+    resilience_flags(parsed)  # what orca run checks before it starts
+    assert parsed.resilience_key == "kubernetes.io/hostname"
+    assert parsed.resilience_every is None  # off
+    five = _container(template("resilience.interval=5m"))["args"]
+    parsed = build_parser().parse_args([a.replace("$(POD_NAMESPACE)", "x") for a in five])
+    resilience_flags(parsed)
+    assert parsed.resilience_every == 300
 
 
 def test_the_service_monitor_verifies_the_certificate_and_brings_its_token() -> None:

@@ -111,6 +111,12 @@ podAntiAffinity:
 {{- if not .Values.metrics.perNode }}
 - --no-node-metrics
 {{- end }}
+{{- if ne .Values.resilience.key "topology.kubernetes.io/zone" }}
+- --resilience-key={{ .Values.resilience.key }}
+{{- end }}
+{{- if ne (toString .Values.resilience.interval) "60s" }}
+- --resilience-interval={{ .Values.resilience.interval }}
+{{- end }}
 {{- range .Values.extraArgs }}
 - {{ . }}
 {{- end }}
