@@ -76,7 +76,7 @@ import json
 import math
 import re
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -912,7 +912,12 @@ class Observer:
     A gang is timed from the first observation that shows it half placed, so the time it is
     held to is never more than the time it really was (the operator decided it before any
     read could show it); ``gang_slack`` is what it may take beyond its timeoutSeconds
-    (``GANG_SLACK``)."""
+    (``GANG_SLACK``).
+
+    ``exercised`` counts what the rules of issue 46 had to judge (new placements on a node
+    checked for an extended resource or against a ``pods`` limit, gangs seen half placed or
+    released, Workloads with a budget), so a run shows they were put to the test, not only
+    that they held."""
 
     def __init__(self, margin: float = 5.0, gang_slack: float = GANG_SLACK) -> None:
         self.margin = margin
@@ -926,6 +931,7 @@ class Observer:
         self._specs: dict[tuple[str, int], Mapping[str, Any]] = {}
         self._last_read: float | None = None
         self.cel = Constraints()
+        self.exercised: Counter[str] = Counter()
 
     def nodes_read(self, nodes: Sequence[Mapping[str, Any]], at: float) -> None:
         """Record the Nodes' resourceVersions as read at ``at`` (monotonic seconds)."""
@@ -1018,6 +1024,7 @@ class Observer:
                 )
                 out.append(Violation("budget", key, detail))
         out.extend(self._gangs(workloads, read_at))
+        self._count_exercised(workloads, views)
         self.nodes_read(nodes, time.monotonic())
         self._placed = placed
         self._held = held(workloads)
@@ -1027,6 +1034,29 @@ class Observer:
         }
         self._last_read = read_at
         return out
+
+    def _count_exercised(
+        self, workloads: Sequence[Mapping[str, Any]], views: Mapping[str, NodeView]
+    ) -> None:
+        for node, asked in _asked_new(workloads, self._held).items():
+            view = views.get(node)
+            if view is None:
+                continue
+            if asked - {CPU, MEMORY, PODS}:
+                self.exercised["nodes judged for an extended resource"] += 1
+            if view.allocatable(PODS) is not None:
+                self.exercised["nodes judged against a pods limit"] += 1
+        for w in workloads:
+            spec = self._described(w)
+            placed = len((w.get("status") or {}).get("placements") or [])
+            gang = gang_of(spec)
+            if gang is not None and 0 < placed < gang[0]:
+                self.exercised["gangs seen half placed"] += 1
+            before = self._counts.get(w["metadata"]["uid"], 0)
+            if gang is not None and 0 < before < gang[0] and placed == 0:
+                self.exercised["gangs seen released"] += 1
+            if spec is not None and spec.get("disruption"):
+                self.exercised["Workloads with a budget"] += 1
 
     def _released(self, w: Mapping[str, Any], before: int, caused: int) -> bool:
         """A gang's release explains its placements going: it was below its minCount at the

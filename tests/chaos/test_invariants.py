@@ -835,3 +835,20 @@ def test_a_node_lost_is_not_orcas_disruption() -> None:
     # t cordoned: the user's drain, not orca's move.
     cordoned = [*NODES, versioned(node_object("t", cpu="2", cordoned=True), "2")]
     assert budget_polls({"minAvailable": 3}, THREE[:2], cordoned) == []
+
+
+def test_the_observer_counts_what_the_new_rules_judged() -> None:
+    """A run's figures say the rules were put to the test: a GPU placement new on g (which
+    states pods), a gang seen half placed then released, a Workload with a budget."""
+    observer = Observer()
+    observer.nodes_read(GPU_NODES, 0.0)
+    gpu_job = wl("j", [("ns/j-0", "g")], resources=gpus(1), disruption={"minAvailable": 1})
+    observer.observe([gpu_job, gang("t", TWO_ON_A, 4)], GPU_NODES, 1.0)
+    observer.observe([gpu_job, gang("t", [], 4)], GPU_NODES, 2.0)
+    assert dict(observer.exercised) == {
+        "nodes judged for an extended resource": 1,  # g, once: its placement is new only once
+        "nodes judged against a pods limit": 1,  # g (a, where the gang is, states none)
+        "gangs seen half placed": 1,
+        "gangs seen released": 1,
+        "Workloads with a budget": 2,  # j, at each observation
+    }
