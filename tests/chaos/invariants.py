@@ -1050,6 +1050,8 @@ class Observer:
             spec = self._described(w)
             placed = len((w.get("status") or {}).get("placements") or [])
             gang = gang_of(spec)
+            if gang is not None and placed >= gang[0]:
+                self.exercised["gangs seen placed"] += 1
             if gang is not None and 0 < placed < gang[0]:
                 self.exercised["gangs seen half placed"] += 1
             before = self._counts.get(w["metadata"]["uid"], 0)

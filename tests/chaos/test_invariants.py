@@ -849,6 +849,6 @@ def test_the_observer_counts_what_the_new_rules_judged() -> None:
         "nodes judged for an extended resource": 1,  # g, once: its placement is new only once
         "nodes judged against a pods limit": 1,  # g (a, where the gang is, states none)
         "gangs seen half placed": 1,
-        "gangs seen released": 1,
+        "gangs seen released": 1,  # and never seen placed (minCount or more)
         "Workloads with a budget": 2,  # j, at each observation
     }
