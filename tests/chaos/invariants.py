@@ -38,8 +38,8 @@ Safety (must hold at *every* observation; ``safety``, ``Observer``):
                   (docs/workloads.md, "All or nothing: gangs": a placed gang that lost replicas
                   keeps the rest for ``timeoutSeconds``, then every placement is released). Its
                   release is a cause for its placements to go: when it was below ``minCount`` at
-                  the previous observation, or what its nodes took took it below, and it is not
-                  below now (released, or released and placed whole again)
+                  the previous observation, or the placements its nodes took left it below, and
+                  it is not below now (released, or released and placed whole again)
 * budget          (``Observer``, between two observations) no Workload with a disruption budget
                   (``spec.disruption``, PodDisruptionBudget's arithmetic) loses, to replicas
                   that vanish or move without any cause of "kept" or a gang's release, so many
