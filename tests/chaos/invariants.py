@@ -1,15 +1,28 @@
 """The invariants every chaos scenario checks, read from the API as a user would see them.
 
 An independent checker: every rule below is restated here from the API reference (docs/,
-docs/design.md 2-5) and from Kubernetes' own code where orca borrows its semantics; nothing of the
-scheduler's or the models' behaviour is imported (only the parsing of quantities, which is the
-kubernetes client's). A rule the operator gets wrong and this module copies could never fail.
+docs/design.md 2-5, docs/workloads.md) and from Kubernetes' own code where orca borrows its
+semantics; nothing of the scheduler's or the models' behaviour is imported (only the parsing
+of quantities, which is the kubernetes client's). A rule the operator gets wrong and this module
+copies could never fail.
 
 Safety (must hold at *every* observation; ``safety``, ``Observer``):
 
-* capacity        no node holds more than its ``status.allocatable``, summing every placement
-                  on it at the size its Workload's ``status.resources`` records (the size the
-                  placements hold, DESIGN 5; never the spec's, never the operator's ledger)
+* capacity        no node takes a placement beyond its room: for every resource a placement
+                  new on the node asks (cpu, memory, ephemeral-storage, huge pages, each
+                  extended resource such as ``nvidia.com/gpu``), and for its Pod (every replica
+                  is one, against allocatable ``pods``; a Node that states none has no limit),
+                  everything booked there at the size each Workload's ``status.resources``
+                  records (the size the placements hold, DESIGN 5; never the spec's, never the
+                  operator's ledger) is at most the node's ``status.allocatable`` (a resource it
+                  does not list: 0). Only new placements are judged, as kube's ``fitsRequest``
+                  judges only the Pod being placed and only the resources it requests
+                  (docs/workloads.md, "Resources fit"): capacity never evicts, so a node that
+                  shrank under its placements keeps them, and a resource a placement does not
+                  ask for is not its concern. A placement is new at an observation when its
+                  allocId was not on that node at the previous one, or holds more of some
+                  resource than it did (a resize is checked again); at the first observation, and
+                  in the stateless ``safety``, every placement is new.
 * replicas        exact counts: a Job has at most 1 placement, a Service at most ``count`` (of
                   the spec its status describes), a DaemonSet at most one per node
 * status          ``status.placed`` is the number of placements listed; ``status.desired`` is
@@ -18,7 +31,21 @@ Safety (must hold at *every* observation; ``safety``, ``Observer``):
 * allocIds        unique cluster-wide, and ``<namespace>/<name>-<index>`` of their Workload
 * kept            (``Observer``, between two observations) a placement does not vanish or move
                   without a cause: its Workload deleted, recreated or given a new spec, or its
-                  node deleted, failing the placement's filters, or changed in between
+                  node deleted, failing the placement's filters, or changed in between; or its
+                  gang released (below)
+* gang            (``Observer``) a gang (``spec.gang``) is never placed in between 0 and
+                  ``minCount`` for longer than its ``timeoutSeconds`` plus ``GANG_SLACK``
+                  (docs/workloads.md, "All or nothing: gangs": a placed gang that lost replicas
+                  keeps the rest for ``timeoutSeconds``, then every placement is released). Its
+                  release is a cause for its placements to go: when it was below ``minCount`` at
+                  the previous observation, or the placements its nodes took left it below, and
+                  it is not below now (released, or released and placed whole again)
+* budget          (``Observer``, between two observations) no Workload with a disruption budget
+                  (``spec.disruption``, PodDisruptionBudget's arithmetic) loses, to replicas
+                  that vanish or move without any cause of "kept" or a gang's release, so many
+                  that fewer than its desired healthy count stay: what is left is orca's own
+                  voluntary move (preemption, rebalancing), which a budget forbids (a node gone,
+                  tainted NoExecute, cordoned, is no voluntary disruption of orca's)
 
 Liveness (hold once the operator has caught up; ``liveness``):
 
@@ -29,12 +56,14 @@ Liveness (hold once the operator has caught up; ``liveness``):
                   constraints (a DaemonSet in EveryNode mode: no constraints); constraints that
                   read free capacity are not re-checked
 * stranded        no Job/Service short of replicas while a node that passes its filters has
-                  room for one, and no DaemonSet missing from such a node
+                  room for one (room: every resource its spec asks, and a Pod), no DaemonSet
+                  missing from such a node, and no gang with nothing placed while the nodes have
+                  room for ``minCount`` of its replicas (a Service's replicas go to any node with
+                  room, so the room is the sum over the nodes of the replicas each one fits)
 
 The scenarios use neither PriorityClasses (preemption) nor the rebalancer, so the only causes
-of a move are the ones listed under "kept". Capacity assumes nodes never shrink (DESIGN 5:
-"capacity changes never evict", so a shrunken node may legitimately be over-committed); no
-scenario shrinks one.
+of a move are the ones listed under "kept", and "budget" holds unless the operator moves a
+replica it had no cause to move.
 
 A scenario's "converge" figure is the time from the end of its fault (the restart, the thaw,
 the server back, the cuts stopped) to the first observation where the liveness invariants hold
@@ -47,7 +76,7 @@ import json
 import math
 import re
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -71,6 +100,22 @@ NO_EXECUTE, NO_SCHEDULE = "NoExecute", "NoSchedule"
 #: DefaultTolerationSeconds admission plugin's default (DESIGN 5: Jobs and Services).
 DEFAULT_TOLERATION_SECONDS = 300
 
+# Resources (docs/workloads.md, "Any resource a Node offers"; Kubernetes' resource names).
+CPU, MEMORY, PODS = "cpu", "memory", "pods"
+#: A gang's ``timeoutSeconds`` when not given (KEP-4671's default; docs/workloads.md).
+DEFAULT_GANG_TIMEOUT = 300
+#: How much longer than its ``timeoutSeconds`` a gang may be seen half placed. The operator
+#: releases it by a timer set for the deadline (``Decision.look_again_at``), so in calm
+#: weather a decision and one status write late; what holds the release back longer in the
+#: scenarios is the operator unable to act: killed and started again (it decides every
+#: Workload once it runs; up to ~30 s on the loaded 2-core machine), frozen until the
+#: standby takes the Lease (15 s), the API server down (15-20 s) or the network cut (12 s,
+#: writes retried with back-off); plus the monitor's half-second poll. 60 s covers the longest
+#: of these with room to spare, and is five times shorter than the periodic resync
+#: (``orca run --resync-seconds``, 300 s): a release that waited for a resync instead of its
+#: timer is still caught.
+GANG_SLACK = 60.0
+
 SAFETY = frozenset(
     {
         "over-capacity",
@@ -84,6 +129,8 @@ SAFETY = frozenset(
         "duplicate-alloc",
         "alloc-owner",
         "lost",
+        "gang-half-placed",
+        "budget",
     }
 )
 LIVENESS = frozenset(
@@ -133,6 +180,21 @@ class NodeView:
     unschedulable: bool
     taints: tuple[Taint, ...]
     readable: bool = True
+    #: Every other resource of ``status.allocatable`` in its unit (bytes, a count), ``pods``
+    #: included: what the node offers beside cpu and memory.
+    others: Mapping[str, int] = field(default_factory=dict)
+
+    def allocatable(self, resource: str) -> int | None:
+        """How much of ``resource`` the node offers (cpu in millicores); 0 when it does not
+        list it, but None for ``pods`` when it does not say: no limit (docs/workloads.md,
+        "Deliberate differences": kube would take no Pod there)."""
+        if resource == CPU:
+            return self.cpu
+        if resource == MEMORY:
+            return self.memory
+        if resource == PODS:
+            return self.others.get(PODS)
+        return self.others.get(resource, 0)
 
     @property
     def eligible(self) -> bool:
@@ -212,11 +274,17 @@ def node_view(obj: Mapping[str, Any]) -> NodeView:
     )
     allocatable = status.get("allocatable") or {}
     try:
-        cpu = quantity_to_int(allocatable.get("cpu", 0), 1000)
-        memory = quantity_to_int(allocatable.get("memory", 0))
+        cpu = quantity_to_int(allocatable.get(CPU, 0), 1000)
+        memory = quantity_to_int(allocatable.get(MEMORY, 0))
+        others = {
+            str(name): quantity_to_int(value)
+            for name, value in allocatable.items()
+            if name not in (CPU, MEMORY)
+        }
         readable = True
     except ValueError:
         cpu = memory = 0
+        others = {}
         readable = False
     return NodeView(
         name=meta["name"],
@@ -229,6 +297,7 @@ def node_view(obj: Mapping[str, Any]) -> NodeView:
         unschedulable=spec.get("unschedulable") is True,
         taints=taints,
         readable=readable,
+        others=others,
     )
 
 
@@ -391,11 +460,49 @@ def _key(w: Mapping[str, Any]) -> str:
     return f"{w['metadata'].get('namespace')}/{w['metadata']['name']}"
 
 
-def _size(resources: Mapping[str, Any] | None) -> tuple[int, int]:
-    resources = resources or {}
-    return quantity_to_int(resources.get("cpu", 0), 1000), quantity_to_int(
-        resources.get("memory", 0)
-    )
+def amounts(resources: Mapping[str, Any] | None) -> dict[str, int]:
+    """What one replica asks or holds, by resource: cpu in millicores, everything else in its
+    unit, each rounded up (docs/workloads.md); amounts of 0 left out (a resource a replica
+    does not request is never checked, kube's ``fitsRequest``)."""
+    out = {}
+    for name, value in (resources or {}).items():
+        amount = quantity_to_int(value, 1000 if name == CPU else 1)
+        if amount:
+            out[str(name)] = amount
+    return out
+
+
+#: Per node, what every placement there books: resource -> amount, ``pods`` the placements.
+Booked = Mapping[str, Mapping[str, int]]
+
+
+def booked(workloads: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per node, the sum of what each placement there holds (its Workload's
+    ``status.resources``) and, under ``pods``, how many placements (each one Pod)."""
+    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for w in workloads:
+        status = w.get("status") or {}
+        held = amounts(status.get("resources"))
+        for p in status.get("placements") or []:
+            on = used[p["node"]]
+            on[PODS] += 1
+            for name, amount in held.items():
+                on[name] += amount
+    return used
+
+
+def fits(view: NodeView, have: Mapping[str, int], ask: Mapping[str, int]) -> int | None:
+    """How many more replicas asking ``ask`` the node has room for, given what is booked there
+    (``have``): the fewest, over the resources asked and the Pod, of (allocatable - booked) //
+    asked; None when nothing bounds it (nothing asked, and no ``pods`` stated)."""
+    room: int | None = None
+    for name, amount in {**ask, PODS: 1}.items():
+        offered = view.allocatable(name)
+        if offered is None:
+            continue
+        n = max(offered - have.get(name, 0), 0) // amount
+        room = n if room is None else min(room, n)
+    return room
 
 
 def wanted_replicas(spec: Mapping[str, Any]) -> int | None:
@@ -418,26 +525,59 @@ def decided(w: Mapping[str, Any]) -> bool:
 # -- safety --------------------------------------------------------------------------------------
 
 
+#: A placement as an observation records it: (its Workload's uid, allocId) -> (node, what it
+#: holds). The uid: a Workload deleted and created again under its name places anew.
+Held = Mapping[tuple[str, str], tuple[str, Mapping[str, int]]]
+
+
+def held(
+    workloads: Iterable[Mapping[str, Any]],
+) -> dict[tuple[str, str], tuple[str, dict[str, int]]]:
+    """Every placement of ``workloads``: (uid, allocId) -> (its node, what it holds there)."""
+    out = {}
+    for w in workloads:
+        status = w.get("status") or {}
+        size = amounts(status.get("resources"))
+        uid = str(w["metadata"].get("uid") or "")
+        for p in status.get("placements") or []:
+            out[uid, p["allocId"]] = (p["node"], size)
+    return out
+
+
+def _asked_new(workloads: Iterable[Mapping[str, Any]], before: Held | None) -> dict[str, set[str]]:
+    """Per node, the resources its new placements ask (``pods`` for any new one): a placement
+    is new when ``before`` (the previous observation; None: none) did not have its allocId on
+    that node, or had it holding less of some resource."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for alloc, (node, size) in held(workloads).items():
+        old = before.get(alloc) if before is not None else None
+        grew = {n for n, a in size.items() if old is None or a > old[1].get(n, 0)}
+        if old is None or old[0] != node:
+            out[node] |= {PODS, *size}
+        elif grew:
+            out[node] |= grew
+    return out
+
+
 def safety(
     nodes: Sequence[Mapping[str, Any]],
     workloads: Sequence[Mapping[str, Any]],
     specs: Mapping[tuple[str, int], Mapping[str, Any]] | None = None,
+    before: Held | None = None,
 ) -> list[Violation]:
     """What must hold at every observation. ``specs``: the spec seen for a (uid, generation),
-    so a status that describes an older generation is held to that generation's count."""
+    so a status that describes an older generation is held to that generation's count;
+    ``before``: the placements of the previous observation, so only new ones are judged
+    against the room of their node (None: every placement is new)."""
     views = {v.name: v for v in map(node_view, nodes)}
     out: list[Violation] = []
-    used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     owners: dict[str, list[str]] = defaultdict(list)
     for w in workloads:
         key, spec, status = _key(w), w.get("spec") or {}, w.get("status") or {}
         placements = status.get("placements") or []
         if placements and status.get("resources") is None:
             out.append(Violation("unsized", key, "placements without status.resources"))
-        cpu, memory = _size(status.get("resources"))
         for p in placements:
-            used[p["node"]][0] += cpu
-            used[p["node"]][1] += memory
             owners[p["allocId"]].append(key)
             owner = _ALLOC.fullmatch(p["allocId"])
             if owner is None or owner["owner"] != key:
@@ -446,11 +586,18 @@ def safety(
         if status.get("phase") and status.get("placed") != len(placements):
             detail = f"status.placed {status.get('placed')}, {len(placements)} listed"
             out.append(Violation("placed-count", key, detail))
-    for node, (cpu, memory) in used.items():
+    used = booked(workloads)
+    for node, asked in sorted(_asked_new(workloads, before).items()):
         view = views.get(node)
-        if view is not None and view.readable and (cpu > view.cpu or memory > view.memory):
-            detail = f"cpu {cpu}/{view.cpu}m, memory {memory}/{view.memory}"
-            out.append(Violation("over-capacity", node, detail))
+        if view is None or not view.readable:
+            continue
+        over = [
+            f"{name} {used[node].get(name, 0)}/{offered}"
+            for name in sorted(asked)
+            if (offered := view.allocatable(name)) is not None and used[node].get(name, 0) > offered
+        ]
+        if over:
+            out.append(Violation("over-capacity", node, ", ".join(over)))
     for alloc, keys in owners.items():
         if len(keys) > 1:
             out.append(Violation("duplicate-alloc", alloc, ", ".join(keys)))
@@ -521,13 +668,7 @@ def liveness(
     cel = cel or Constraints()
     views = {v.name: v for v in map(node_view, nodes)}
     out: list[Violation] = []
-    used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for w in workloads:
-        status = w.get("status") or {}
-        cpu, memory = _size(status.get("resources"))
-        for p in status.get("placements") or []:
-            used[p["node"]][0] += cpu
-            used[p["node"]][1] += memory
+    used = booked(workloads)
     for w in workloads:
         key, spec, status = _key(w), w.get("spec") or {}, w.get("status") or {}
         if not decided(w):
@@ -555,30 +696,48 @@ def liveness(
     return out
 
 
+def room_for(
+    spec: Mapping[str, Any],
+    node: NodeView,
+    used: Booked,
+    cel: Constraints,
+) -> int | None:
+    """How many new replicas of ``spec`` may go to ``node`` now (every filter, then its room
+    for every resource the spec asks and a Pod each: ``fits``); None: no bound. An
+    unverifiable constraint counts as no room (never reported as stranding)."""
+    if not node.eligible or blocks_new(node, spec):
+        return 0
+    if not runtime_ok(node, (spec.get("runtime") or {}).get("oneOf") or []):
+        return 0
+    if cel.all_pass(spec, node) is not True:
+        return 0
+    return fits(node, used.get(node.name, {}), amounts(spec.get("resources")))
+
+
 def fits_new(
     spec: Mapping[str, Any],
     node: NodeView,
-    used: Mapping[str, Sequence[int]],
+    used: Booked,
     cel: Constraints,
 ) -> bool:
-    """A new replica of ``spec`` may go to ``node`` now (every filter, free capacity); an
-    unverifiable constraint counts as no (never reported as stranding)."""
-    if not node.eligible or blocks_new(node, spec):
-        return False
-    if not runtime_ok(node, (spec.get("runtime") or {}).get("oneOf") or []):
-        return False
-    if cel.all_pass(spec, node) is not True:
-        return False
-    cpu, memory = _size(spec.get("resources"))
-    have = used.get(node.name, (0, 0))
-    return node.cpu - have[0] >= cpu and node.memory - have[1] >= memory
+    """A new replica of ``spec`` may go to ``node`` now (``room_for`` one at least)."""
+    room = room_for(spec, node, used, cel)
+    return room is None or room >= 1
+
+
+def gang_of(spec: Mapping[str, Any] | None) -> tuple[int, int] | None:
+    """A Service's gang, (minCount, timeoutSeconds), or None (docs/workloads.md)."""
+    gang = (spec or {}).get("gang")
+    if not isinstance(gang, Mapping) or (spec or {}).get("kind") != "Service":
+        return None
+    return int(gang.get("minCount") or 1), int(gang.get("timeoutSeconds", DEFAULT_GANG_TIMEOUT))
 
 
 def _stranded(
     key: str,
     w: Mapping[str, Any],
     views: Mapping[str, NodeView],
-    used: Mapping[str, Sequence[int]],
+    used: Booked,
     cel: Constraints,
 ) -> list[Violation]:
     spec, status = w.get("spec") or {}, w.get("status") or {}
@@ -594,12 +753,50 @@ def _stranded(
         if missing:
             return [Violation("stranded", key, f"DaemonSet misses {missing[:3]}")]
         return []
-    if len(placements) < want:
-        room = [n for n, v in sorted(views.items()) if fits_new(spec, v, used, cel)]
-        if room:
-            detail = f"{len(placements)}/{want} placed, room on {room[:3]}"
+    if len(placements) >= want:
+        return []
+    gang = gang_of(spec)
+    if gang is not None and not placements:  # nothing placed: owed only minCount at once
+        each = {n: room_for(spec, v, used, cel) for n, v in sorted(views.items())}
+        total = sum(want if r is None else r for r in each.values())
+        if total >= gang[0]:
+            where = [n for n, r in each.items() if r is None or r > 0]
+            detail = f"0/{want} placed, room for {total} >= minCount {gang[0]} on {where[:3]}"
             return [Violation("stranded", key, detail)]
+        return []
+    room = [n for n, v in sorted(views.items()) if fits_new(spec, v, used, cel)]
+    if room:
+        detail = f"{len(placements)}/{want} placed, room on {room[:3]}"
+        return [Violation("stranded", key, detail)]
     return []
+
+
+def desired_healthy(spec: Mapping[str, Any], status: Mapping[str, Any]) -> int | None:
+    """How many replicas a Workload's disruption budget keeps placed, or None without one:
+    kube's ``getExpectedPodCount`` (pkg/controller/disruption/disruption.go): ``minAvailable``
+    as it is, or a percentage of the expected count rounded up; the expected count less
+    ``maxUnavailable`` (a percentage rounded up), never below 0. The expected count: 1 for
+    a Job, ``count`` for a Service, the nodes it wants (``status.desired``) for a DaemonSet."""
+    budget = spec.get("disruption")
+    if not isinstance(budget, Mapping):
+        return None
+    expected = wanted_replicas(spec)
+    if expected is None:
+        expected = int(status.get("desired") or 0)
+    if budget.get("maxUnavailable") is not None:
+        return max(expected - _scaled(budget["maxUnavailable"], expected), 0)
+    if budget.get("minAvailable") is not None:
+        return _scaled(budget["minAvailable"], expected)
+    return None
+
+
+def _scaled(value: int | str, total: int) -> int:
+    """apimachinery's ``GetScaledValueFromIntOrPercent(value, total, roundUp=true)``
+    (pkg/util/intstr/intstr.go): an int as it is, ``"P%"`` as ceil(P * total / 100)."""
+    if isinstance(value, str):
+        percent = int(value.removesuffix("%"))
+        return -(-percent * total // 100)
+    return int(value)
 
 
 # -- nothing lost --------------------------------------------------------------------------------
@@ -700,7 +897,8 @@ class _Seen:
 
 
 class Observer:
-    """The safety invariants at every observation, and "kept" between consecutive ones.
+    """The safety invariants at every observation, and "kept", "gang" and "budget" between
+    consecutive ones.
 
     A caller reads the Nodes once (``nodes_read``), then at every observation the Workloads and
     after them the Nodes (``observe``). A placement that vanished or moved since the previous
@@ -708,17 +906,32 @@ class Observer:
     no longer keeping it, or changed (another resourceVersion) since the last Node read at least
     ``margin`` seconds before the previous observation (an operator may act on a node event a
     little late: a node cordoned and uncordoned between two observations leaves only its
-    resourceVersion behind). The Nodes are read after the Workloads, so the change that caused
-    a move is always in the read that follows the move."""
+    resourceVersion behind), or its gang released. The Nodes are read after the Workloads, so
+    the change that caused a move is always in the read that follows the move.
 
-    def __init__(self, margin: float = 5.0) -> None:
+    A gang is timed from the first observation that shows it half placed, so the time it is
+    held to is never more than the time it really was (the operator decided it before any
+    read could show it); ``gang_slack`` is what it may take beyond its timeoutSeconds
+    (``GANG_SLACK``).
+
+    ``exercised`` counts what the rules of issue 46 had to judge (new placements on a node
+    checked for an extended resource or against a ``pods`` limit, gangs seen half placed or
+    released, Workloads with a budget), so a run shows they were put to the test, not only
+    that they held."""
+
+    def __init__(self, margin: float = 5.0, gang_slack: float = GANG_SLACK) -> None:
         self.margin = margin
+        self.gang_slack = gang_slack
         self.polls = 0
         self._node_reads: deque[tuple[float, dict[str, str]]] = deque()
         self._placed: dict[str, _Seen] = {}
+        self._held: dict[tuple[str, str], tuple[str, dict[str, int]]] | None = None
+        self._counts: dict[str, int] = {}  # uid -> placements at the previous observation
+        self._below: dict[str, float] = {}  # uid -> first read_at of its half-placed streak
         self._specs: dict[tuple[str, int], Mapping[str, Any]] = {}
         self._last_read: float | None = None
         self.cel = Constraints()
+        self.exercised: Counter[str] = Counter()
 
     def nodes_read(self, nodes: Sequence[Mapping[str, Any]], at: float) -> None:
         """Record the Nodes' resourceVersions as read at ``at`` (monotonic seconds)."""
@@ -741,6 +954,15 @@ class Observer:
                 return versions[node]
         return None
 
+    def _described(self, w: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The spec its status describes (of the generation it observed), None if not seen."""
+        meta, status = w["metadata"], w.get("status") or {}
+        observed = status.get("observedGeneration")
+        if observed == meta.get("generation"):
+            spec: Mapping[str, Any] = w.get("spec") or {}
+            return spec
+        return self._specs.get((meta.get("uid") or "", observed or 0))
+
     def observe(
         self,
         workloads: Sequence[Mapping[str, Any]],
@@ -748,14 +970,15 @@ class Observer:
         read_at: float,
     ) -> list[Violation]:
         """Safety violations of this observation (Workloads read at ``read_at``, monotonic;
-        Nodes just after): every rule of ``safety``, and placements lost since the previous
-        observation."""
+        Nodes just after): every rule of ``safety`` (new placements judged against their
+        node's room), placements lost since the previous observation, budgets broken by them,
+        and gangs half placed for too long."""
         self.polls += 1
         baseline_at = self._last_read if self._last_read is not None else read_at
         for w in workloads:
             meta = w["metadata"]
             self._specs.setdefault((meta.get("uid") or "", meta.get("generation") or 0), w["spec"])
-        out = safety(nodes, workloads, self._specs)
+        out = safety(nodes, workloads, self._specs, self._held)
         views = {v.name: v for v in map(node_view, nodes)}
         current = {_key(w): w for w in workloads}
         placed: dict[str, _Seen] = {}
@@ -766,6 +989,8 @@ class Observer:
                 generation = meta.get("generation") or 0
                 seen = _Seen(key, meta["uid"], generation, observed, p["node"])
                 placed[p["allocId"]] = seen
+        unexplained: dict[str, list[str]] = defaultdict(list)  # key -> what went, no cause
+        caused: dict[str, int] = defaultdict(int)  # key -> placements its nodes took
         for alloc, old in self._placed.items():
             now = current.get(old.workload)
             if now is None or now["metadata"]["uid"] != old.uid:
@@ -777,15 +1002,97 @@ class Observer:
             if here is not None and here.workload == old.workload and here.node == old.node:
                 continue
             view = views.get(old.node)
-            if not _keeps(view, now.get("spec") or {}, self.cel):
-                continue  # its node is gone or no longer holds it
-            if view is not None and view.version != self._baseline(old.node, baseline_at):
-                continue  # its node changed meanwhile (cordoned and back, say)
+            if not _keeps(view, now.get("spec") or {}, self.cel) or (
+                view is not None and view.version != self._baseline(old.node, baseline_at)
+            ):
+                caused[old.workload] += 1  # its node is gone, no longer holds it, or changed
+                continue
             where = f"{here.node} ({here.workload})" if here else "nowhere"
-            out.append(Violation("lost", old.workload, f"{alloc} was on {old.node}, now {where}"))
+            unexplained[old.workload].append(f"{alloc} was on {old.node}, now {where}")
+        for key, gone in sorted(unexplained.items()):
+            w = current[key]
+            before = self._counts.get(w["metadata"]["uid"], 0)
+            if self._released(w, before, caused[key]):
+                continue  # a gang let go of every placement (docs/workloads.md)
+            out.extend(Violation("lost", key, detail) for detail in gone)
+            status = w.get("status") or {}
+            needs = desired_healthy(self._described(w) or w.get("spec") or {}, status)
+            if needs is not None and before - len(gone) < needs:
+                detail = (
+                    f"{len(gone)} of its {before} placements went without a cause, leaving "
+                    f"{before - len(gone)} of the {needs} its disruption budget keeps"
+                )
+                out.append(Violation("budget", key, detail))
+        out.extend(self._gangs(workloads, read_at))
+        self._count_exercised(workloads, views)
         self.nodes_read(nodes, time.monotonic())
         self._placed = placed
+        self._held = held(workloads)
+        self._counts = {
+            w["metadata"]["uid"]: len((w.get("status") or {}).get("placements") or [])
+            for w in workloads
+        }
         self._last_read = read_at
+        return out
+
+    def _count_exercised(
+        self, workloads: Sequence[Mapping[str, Any]], views: Mapping[str, NodeView]
+    ) -> None:
+        for node, asked in _asked_new(workloads, self._held).items():
+            view = views.get(node)
+            if view is None:
+                continue
+            if asked - {CPU, MEMORY, PODS}:
+                self.exercised["nodes judged for an extended resource"] += 1
+            if view.allocatable(PODS) is not None:
+                self.exercised["nodes judged against a pods limit"] += 1
+        for w in workloads:
+            spec = self._described(w)
+            placed = len((w.get("status") or {}).get("placements") or [])
+            gang = gang_of(spec)
+            if gang is not None and placed >= gang[0]:
+                self.exercised["gangs seen placed"] += 1
+            if gang is not None and 0 < placed < gang[0]:
+                self.exercised["gangs seen half placed"] += 1
+            before = self._counts.get(w["metadata"]["uid"], 0)
+            if gang is not None and 0 < before < gang[0] and placed == 0:
+                self.exercised["gangs seen released"] += 1
+            if spec is not None and spec.get("disruption"):
+                self.exercised["Workloads with a budget"] += 1
+
+    def _released(self, w: Mapping[str, Any], before: int, caused: int) -> bool:
+        """A gang's release explains its placements going: it was below its minCount at the
+        previous observation, or what its nodes took ``caused`` took it below, and it is not
+        half placed now (none placed: released; at least minCount: released and placed whole
+        again between the two observations)."""
+        gang = gang_of(self._described(w))
+        if gang is None:
+            return False
+        minimum = gang[0]
+        now = len((w.get("status") or {}).get("placements") or [])
+        was_below = 0 < before < minimum or before - caused < minimum
+        return was_below and not 0 < now < minimum
+
+    def _gangs(self, workloads: Sequence[Mapping[str, Any]], read_at: float) -> list[Violation]:
+        """Gangs seen half placed (0 < placed < minCount) in every observation for longer than
+        their timeoutSeconds plus ``gang_slack``."""
+        out = []
+        below: dict[str, float] = {}
+        for w in workloads:
+            gang = gang_of(self._described(w))
+            placed = len((w.get("status") or {}).get("placements") or [])
+            if gang is None or not 0 < placed < gang[0]:
+                continue
+            uid = w["metadata"]["uid"]
+            since = below[uid] = self._below.get(uid, read_at)
+            minimum, timeout = gang
+            if read_at - since > timeout + self.gang_slack:
+                detail = (
+                    f"{placed} placed, fewer than minCount {minimum}, for longer than its "
+                    f"timeoutSeconds {timeout} + {self.gang_slack:.0f}s"
+                )
+                out.append(Violation("gang-half-placed", _key(w), detail))
+        self._below = below
         return out
 
 

@@ -28,7 +28,7 @@ import random
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -612,6 +612,8 @@ class Lab:
             if monitor.failed:
                 row.count("polls failed (API down)", monitor.failed)
             row.violations.extend(monitor.violations)
+            for what, n in sorted(monitor.observer.exercised.items()):
+                row.count(f"checked: {what}", n)
             for name, seen in sorted(monitor.nodes_lost.items()):
                 row.violation("node-lost", name, f"{seen} (see lab.CHAOS_NODE_TIMING)")
 
@@ -656,9 +658,15 @@ class Lab:
 
 
 def node(
-    name: str, cpu: str = "4", memory: str = "8Gi", tags: Sequence[str] = ()
+    name: str,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    tags: Sequence[str] = (),
+    others: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A Node as a kubelet registers it (``registering``); kwok then reports it Ready."""
+    """A Node as a kubelet registers it (``registering``); kwok then reports it Ready.
+    ``others``: more of its allocatable (``pods``, ``nvidia.com/gpu``...), as a kubelet and
+    its device plugins advertise them."""
     labels = {"runtime.orca.cloudinit.dev/docker": "true"}
     labels.update({f"tag.orca.cloudinit.dev/{t}": "" for t in tags})
     if "wasm" in tags:
@@ -668,7 +676,7 @@ def node(
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name, "labels": labels},
-            "status": {"allocatable": {"cpu": cpu, "memory": memory}},
+            "status": {"allocatable": {"cpu": cpu, "memory": memory, **(others or {})}},
         }
     )
 

@@ -57,9 +57,23 @@ FENCED = 'orca_status_writes_total{outcome="fenced"}'
 # -- a stream of user changes ---------------------------------------------------------------
 
 
+#: The extended resource some of the Stream's Nodes offer and some of its Workloads ask.
+GPU = "nvidia.com/gpu"
+#: The Stream's gangs' ``timeoutSeconds``: short, so that a gang a cordon or a node replaced
+#: took below its minCount is released (and placed whole again) while the faults go on, and
+#: the checker's gang rules (``invariants``) are exercised, not only its arithmetic (at 10 s
+#: the short runs of ``make test`` saw gangs half placed, never one released).
+GANG_TIMEOUT = 3
+
+
 class Stream:
     """Random creates, scale changes, resizes, deletes, cordons and node replacements, the way
-    users and node churn produce them, bounded to ``max_workloads`` live Workloads."""
+    users and node churn produce them, bounded to ``max_workloads`` live Workloads.
+
+    What they ask is what real clusters run (issue 46): some Nodes offer GPUs or state a
+    ``pods`` limit (kwok keeps the allocatable a Node registers with), some Jobs and Services
+    ask a GPU, some Services are gangs, some Workloads carry a disruption budget; so the
+    checker's rules for every resource, the Pod, gangs and budgets are held at every poll."""
 
     def __init__(
         self,
@@ -75,6 +89,7 @@ class Stream:
         self.resizes, self.node_changes = resizes, node_changes
         self.max_workloads = max_workloads
         self.kinds: dict[str, str] = {}  # live Workloads we created: name -> kind
+        self.gangs: dict[str, int] = {}  # live gangs we created: name -> minCount
         self.resized: set[str] = set()  # namespace/name of every Workload ever resized
         self.node_names: list[str] = []
         self.cordoned: set[str] = set()
@@ -94,7 +109,12 @@ class Stream:
         self.serial += 1
         self.node_names.append(name)
         tags = [t for t in ("ssd", "wasm") if self.rng.random() < 0.5]
-        return node(name, cpu=self.rng.choice(["2", "4"]), tags=tags)
+        others = {}
+        if self.rng.random() < 0.4:
+            others[GPU] = self.rng.choice(["2", "4"])
+        if self.rng.random() < 0.5:
+            others["pods"] = self.rng.choice(["4", "8"])
+        return node(name, cpu=self.rng.choice(["2", "4"]), tags=tags, others=others)
 
     def spec(self, kind: str | None = None) -> dict[str, Any]:
         kind = kind or self.rng.choices(["Job", "Service", "DaemonSet"], [5, 4, 1])[0]
@@ -105,8 +125,19 @@ class Stream:
             ),
             "memory": self.rng.choice(["256Mi", "1Gi"]),
         }
+        if kind != "DaemonSet" and self.rng.random() < 0.25:
+            spec["resources"][GPU] = 1
         if kind == "Service":
             spec["count"] = self.rng.randint(1, 4)
+            if self.rng.random() < 0.3:  # a training job: 2-4 workers on the GPU nodes
+                spec["count"] = max(spec["count"], 2)  # minCount 1 is never half placed
+                minimum = self.rng.randint(2, spec["count"])
+                spec["gang"] = {"minCount": minimum, "timeoutSeconds": GANG_TIMEOUT}
+                spec["resources"][GPU] = 1
+        if self.rng.random() < 0.3:
+            spec["disruption"] = self.rng.choice(
+                [{"minAvailable": 1}, {"minAvailable": "100%"}, {"maxUnavailable": "50%"}]
+            )
         if self.rng.random() < 0.3:
             spec["constraints"] = ['"ssd" in node.tags']
         if self.rng.random() < 0.15:
@@ -119,6 +150,8 @@ class Stream:
         spec = self.spec()
         self.lab.create_workload(self.namespace, name, spec)
         self.kinds[name] = spec["kind"]
+        if "gang" in spec:
+            self.gangs[name] = spec["gang"]["minCount"]
         self.history.append(f"create {name} {json.dumps(spec)}")
 
     def populate(self, count: int) -> None:
@@ -148,7 +181,7 @@ class Stream:
 
     def _scale(self, services: list[str]) -> None:
         name = self.rng.choice(services)
-        count = self.rng.randint(1, 5)
+        count = self.rng.randint(self.gangs.get(name, 1), 5)  # a gang's minCount <= count
         self.lab.patch_workload(self.namespace, name, {"count": count})
         self.history.append(f"scale {name} {count}")
 
@@ -163,6 +196,7 @@ class Stream:
         name = self.rng.choice(names)
         self.lab.delete_workload(self.namespace, name)
         del self.kinds[name]
+        self.gangs.pop(name, None)
         self.history.append(f"delete {name}")
 
     def _cordon(self) -> None:

@@ -828,3 +828,48 @@ def test_a_spec_that_is_not_json_is_parsed_on_its_own() -> None:
     assert record.workload.spec.resources is not None
     assert record.workload.spec.resources.cpu_millis == 2000
     assert len(state.specs) == 0  # nothing to share it by
+
+
+def budgeted_web(version: str, generation: int, minimum: int) -> dict[str, Any]:
+    """web: 3 replicas of 2 cpu placed on a, b and c, its disruption budget minAvailable
+    ``minimum``, as the API server returns it."""
+    spec = {
+        "kind": "Service",
+        "count": 3,
+        "resources": {"cpu": "2"},
+        "disruption": {"minAvailable": minimum},
+    }
+    placements = [{"node": n, "allocId": f"ns/web-{i}", "score": 1} for i, n in enumerate("abc")]
+    obj = stored_workload("web", version, spec, {"placements": placements})
+    obj["metadata"]["generation"] = generation
+    return obj
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 46: a Workload changed so that its budget allows a disruption it forbade "
+    "frees no capacity, and WorkloadEvents.added queues who waits for capacity only when the "
+    "bookings shrink (gives_back): the preemptor that budget held back waits for the next "
+    "resync (tests/integration/test_workload_needs.py shows it placed within one)",
+)
+def test_a_budget_relaxed_wakes_who_waits_for_capacity() -> None:
+    """boss waits for capacity (its preemption was refused by web's minAvailable 3); web's
+    budget becomes minAvailable 2: one replica may now go, so boss must be decided again, as
+    when web is deleted or shrinks."""
+
+    async def scenario() -> set[str]:
+        state, queue = ClusterState(), WorkQueue()
+        gate = StartupGate(state, queue)
+        nodes, events = NodeEvents(state, queue, gate), WorkloadEvents(state, queue, gate)
+        for i, name in enumerate("abc"):
+            nodes.added(versioned(node_object(name, cpu="2"), str(i + 1)))
+        events.added(budgeted_web("4", 1, 3))
+        state.decided(state.records["ns/web"], Code.SUCCESS)
+        events.added(wl_obj("boss", "5"))
+        state.decided(state.records["ns/boss"], Code.UNSCHEDULABLE)
+        gate.ready.set()
+        events.modified(budgeted_web("6", 2, 2))
+        await asyncio.sleep(0)
+        return await drain(queue)
+
+    assert asyncio.run(scenario()) == {"ns/web", "ns/boss"}

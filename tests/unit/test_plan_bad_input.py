@@ -226,6 +226,85 @@ BAD_WORKLOADS: list[tuple[str, str | bytes, str]] = [
         workload_yaml(spec="{kind: Job, resources: {cpu: 1e999999999}}"),
         "spec.resources[cpu]",
     ),
+    # -- issue 46: resources by name, gangs, disruption budgets --
+    (
+        "gpu-500m",
+        workload_yaml(spec="{kind: Job, resources: {nvidia.com/gpu: 500m}}"),
+        "spec.resources[nvidia.com/gpu]: must be a whole number",
+    ),
+    (
+        "resources-100-names",
+        workload_yaml(
+            spec="{kind: Job, resources: {"
+            + ", ".join(f"example{i}.com/r: 1" for i in range(100))
+            + "}}"
+        ),
+        "spec.resources: asks for 100 resources; at most 16 are allowed",
+    ),
+    *(
+        (
+            f"resource-name-{label}",
+            workload_yaml(spec=f"{{kind: Job, resources: {{'{name}': 1}}}}"),
+            f"spec.resources: resource '{name}' is not a resource a replica can ask for",
+        )
+        for label, name in (
+            ("gpu", "gpu"),
+            ("pods", "pods"),
+            ("kubernetes-io", "kubernetes.io/foo"),
+            ("leading-dash", "-x.com/y"),
+            ("requests-prefix", "requests.example.com/r"),
+        )
+    ),
+    (
+        "gpu-past-2^63",
+        workload_yaml(spec=f"{{kind: Job, resources: {{nvidia.com/gpu: {2**63}}}}}"),
+        f"spec.resources[nvidia.com/gpu]: {2**63} is more than the maximum, {2**53} units",
+    ),
+    (
+        "gpu-past-2^63-string",
+        workload_yaml(spec=f"{{kind: Job, resources: {{nvidia.com/gpu: '{2**63}'}}}}"),
+        f"spec.resources[nvidia.com/gpu]: '{2**63}' is more than the maximum",
+    ),
+    (
+        "gpu-past-2^53",
+        workload_yaml(spec=f"{{kind: Job, resources: {{nvidia.com/gpu: {2**53 + 1}}}}}"),
+        f"spec.resources[nvidia.com/gpu]: {2**53 + 1} is more than the maximum, {2**53} units",
+    ),
+    (
+        "ephemeral-storage-past-2^53",
+        workload_yaml(spec="{kind: Job, resources: {ephemeral-storage: 8Ei}}"),
+        f"spec.resources[ephemeral-storage]: '8Ei' is more than the maximum, {2**53} bytes",
+    ),
+    (
+        "gang-min-count-0",
+        workload_yaml(spec="{kind: Service, count: 2, gang: {minCount: 0}}"),
+        "spec.gang.minCount: Input should be greater than or equal to 1",
+    ),
+    (
+        "gang-min-count-over-count",
+        workload_yaml(spec="{kind: Service, count: 2, gang: {minCount: 3}}"),
+        "spec: gang.minCount must not be more than count",
+    ),
+    (
+        "gang-on-job",
+        workload_yaml(spec="{kind: Job, gang: {minCount: 1}}"),
+        "spec: gang is only allowed when kind is Service",
+    ),
+    *(
+        (
+            f"budget-{label}",
+            workload_yaml(spec=f"{{kind: Service, disruption: {budget}}}"),
+            message,
+        )
+        for label, budget, message in (
+            ("150-percent", "{minAvailable: '150%'}", "spec.disruption.minAvailable: must be a"),
+            ("minus-1-percent", "{maxUnavailable: '-1%'}", "spec.disruption.maxUnavailable: must"),
+            ("negative", "{maxUnavailable: -1}", "spec.disruption.maxUnavailable: must be a"),
+            ("past-int32", f"{{minAvailable: {2**31}}}", "spec.disruption.minAvailable: must be a"),
+            ("both", "{minAvailable: 1, maxUnavailable: 1}", "spec.disruption: exactly one of"),
+            ("none", "{}", "spec.disruption: exactly one of minAvailable and maxUnavailable"),
+        )
+    ),
     *(
         (
             f"mode-{old}",
