@@ -18,7 +18,7 @@ from controller.api.models import key_of
 from controller.operator.heap import building_the_view
 from controller.operator.kube.informer import Informer
 from controller.operator.priorities import PriorityIndex
-from controller.operator.state import ClusterState
+from controller.operator.state import ClusterState, WorkloadRecord
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.ledger import gives_back
 
@@ -70,10 +70,13 @@ class WorkloadEvents:
     def added(self, obj: Obj) -> None:
         key = key_of(obj)
         before = self.state.ledger.bookings(key)
+        rules = _preemptible_as(self.state.records.get(key))
         record = self.state.upsert_workload(obj)
         if record is not None and self.ready.is_set():
             self.queue.add(record.key)
-            if gives_back(before, self.state.ledger.bookings(key)):
+            if gives_back(before, self.state.ledger.bookings(key)) or (
+                rules is not None and _preemptible_as(record) != rules
+            ):
                 self._free()
 
     modified = added
@@ -97,6 +100,17 @@ class WorkloadEvents:
     def listed(self, initial: bool) -> None:
         if not initial and self.ready.is_set():
             self.queue.add_all(self.state.records)
+
+
+def _preemptible_as(record: WorkloadRecord | None) -> tuple[Any, ...] | None:
+    """What decides how many of a Workload's replicas a preemption may take: its disruption
+    budget, its gang and its priority class. A change of them (a budget relaxed, a lower
+    class) may let a preemptor waiting for capacity take room it could not before, though
+    no booking shrank: it wakes them, as freed room does. None: no such Workload (yet)."""
+    if record is None or record.workload is None:
+        return None
+    spec = record.workload.spec
+    return (spec.disruption, spec.gang, spec.priority_class_name)
 
 
 class NodeEvents:

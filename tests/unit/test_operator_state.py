@@ -845,13 +845,6 @@ def budgeted_web(version: str, generation: int, minimum: int) -> dict[str, Any]:
     return obj
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 46: a Workload changed so that its budget allows a disruption it forbade "
-    "frees no capacity, and WorkloadEvents.added queues who waits for capacity only when the "
-    "bookings shrink (gives_back): the preemptor that budget held back waits for the next "
-    "resync (tests/integration/test_workload_needs.py shows it placed within one)",
-)
 def test_a_budget_relaxed_wakes_who_waits_for_capacity() -> None:
     """boss waits for capacity (its preemption was refused by web's minAvailable 3); web's
     budget becomes minAvailable 2: one replica may now go, so boss must be decided again, as
