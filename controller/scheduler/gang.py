@@ -26,6 +26,7 @@ Pure: the previous status and the clock come in, a decision goes out.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from controller.api.models import Phase, Workload
@@ -69,7 +70,9 @@ def gang_rule(
     if grace and kept:
         since = below_since(workload)
         since = now if since is None else min(since, now)
-        deadline = since + gang.timeout_seconds
+        # The condition records whole seconds, the moment truncated: the hold ends a second
+        # past it, so it never lasts less than timeoutSeconds.
+        deadline = math.floor(since) + 1 + gang.timeout_seconds
         if now < deadline:
             message = (
                 f"{fit}/{desired} replicas placed, fewer than gang minCount {minimum} since "

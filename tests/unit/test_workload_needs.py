@@ -194,20 +194,21 @@ def placed_gang(minimum: int, timeout: int, nodes: list[Any]) -> tuple[Any, Ledg
 
 def test_a_placed_gang_that_loses_a_node_keeps_its_replicas_for_its_timeout_then_lets_go() -> None:
     """4 workers of 1 GPU on a (2 GPUs) and b (2 GPUs); b is deleted. With grace (the
-    operator): the 2 on a stay, BelowMinCount since now, released at now + 60 s; at that time
-    every placement goes and the gang is Unschedulable."""
+    operator): the 2 on a stay, BelowMinCount since now, released at now + 61 s (the
+    condition keeps whole seconds: a second more, so the hold is never shorter than 60 s); at
+    that time every placement goes and the gang is Unschedulable."""
     w, _ = placed_gang(4, 60, [gpu_node("a", 2), gpu_node("b", 2)])
     alone = ledger_from_statuses([gpu_node("a", 2)], [w])
     scheduler = Scheduler()
     held = scheduler.schedule(w, alone, now=NOW)
-    assert nodes_of(held) == ["a", "a"] and held.deadline == NOW + 60
-    assert held.look_again_at == NOW + 60
+    assert nodes_of(held) == ["a", "a"] and held.deadline == NOW + 61
+    assert held.look_again_at == NOW + 61
     status = status_from_decision(held, 1, w.status, T0)
     below = [c for c in status.conditions if c.type == CONDITION_BELOW_MIN_COUNT]
     assert [(c.status, c.last_transition_time) for c in below] == [("True", T0)]
     later = w.model_copy(update={"status": status})
-    assert scheduler.schedule(later, alone, now=NOW + 59).placed == 2
-    released = scheduler.schedule(later, alone, now=NOW + 60)
+    assert scheduler.schedule(later, alone, now=NOW + 60.9).placed == 2
+    released = scheduler.schedule(later, alone, now=NOW + 61)
     assert (released.placed, released.phase) == (0, Phase.UNSCHEDULABLE)
     assert released.message.startswith(
         "gang held fewer than minCount 4 for 60s: every placement released"
