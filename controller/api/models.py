@@ -387,7 +387,19 @@ def _amount(name: str, value: object) -> int:
     """An amount of resource ``name`` as the scheduler counts it (``controller.api.resources``):
     a quantity, rounded up to millicores for cpu, to whole units otherwise, and for an
     extended resource or huge pages a whole number of units or pages. ``ValueError`` in the
-    user's terms otherwise."""
+    user's terms otherwise. Remembered per (name, value) of the usual types: a batch of
+    Workloads repeats a few requests, each checked once and read once more for its amounts."""
+    if type(value) is str or type(value) is int:
+        return _known_amount(name, value)
+    return _parse_amount(name, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _known_amount(name: str, value: str | int) -> int:
+    return _parse_amount(name, value)
+
+
+def _parse_amount(name: str, value: object) -> int:
     if isinstance(value, Decimal) and value == value.to_integral_value():
         value = int(value)  # a body built in Python; what pydantic's int would have taken
     if isinstance(value, bool) or not isinstance(value, str | int):

@@ -158,6 +158,7 @@ def node_info_from_node(node: Mapping[str, Any], *, imply_lifecycle: bool = True
     spec = _object(node, "spec", "spec")
     status = _object(node, "status", "status")
     labels = _labels(metadata)
+    allocatable = _object(status, "allocatable", "status.allocatable")
     ready, since = _ready_condition(status)
     taints = _taints(spec.get("taints"))
     return NodeInfo(
@@ -166,10 +167,10 @@ def node_info_from_node(node: Mapping[str, Any], *, imply_lifecycle: bool = True
         tags=_tags(labels),
         labels=labels,
         kind=labels.get(KIND_LABEL, DEFAULT_KIND).lower() or DEFAULT_KIND,
-        cpu=_allocatable(status, "cpu", 1000),
-        memory=_allocatable(status, "memory", 1),
-        pods=_pods(status),
-        scalars=_scalars(status),
+        cpu=_allocatable(allocatable, "cpu", 1000),
+        memory=_allocatable(allocatable, "memory", 1),
+        pods=None if allocatable.get(names.PODS) is None else _allocatable(allocatable, "pods", 1),
+        scalars=_scalars(allocatable),
         ready=ready == "True",
         unschedulable=_unschedulable(spec),
         taints=_with_lifecycle_taint(taints, ready, since) if imply_lifecycle else taints,
@@ -359,27 +360,22 @@ def _tags(labels: Mapping[str, str]) -> tuple[str, ...]:
     )
 
 
-def _allocatable(status: Mapping[str, Any], resource: str, scale: int) -> int:
-    allocatable = _object(status, "allocatable", "status.allocatable")
+def _allocatable(allocatable: Mapping[str, Any], resource: str, scale: int) -> int:
     try:
         return quantity_to_int(allocatable.get(resource, 0), scale)
     except ValueError as exc:
         raise NodeError(f"status.allocatable.{resource}: {exc}") from None
 
 
-def _pods(status: Mapping[str, Any]) -> int | None:
-    allocatable = _object(status, "allocatable", "status.allocatable")
-    if allocatable.get(names.PODS) is None:
-        return None
-    return _allocatable(status, names.PODS, 1)
+#: What every Node's allocatable holds that is not a scalar resource.
+_COMMON: Final = frozenset({names.CPU, names.MEMORY, names.PODS})
 
 
-def _scalars(status: Mapping[str, Any]) -> Scalars:
+def _scalars(allocatable: Mapping[str, Any]) -> Scalars:
     """Allocatable resources a Workload may ask for beside cpu and memory: ephemeral-storage,
     huge pages and extended resources, as kube's ``Resource.Add`` counts them (``Value()``,
     rounded up). Others (``pods``, ``attachable-volumes-*``, names in the ``kubernetes.io``
     domain) are Kubernetes' own and not asked for by name."""
-    allocatable = _object(status, "allocatable", "status.allocatable")
     if len(allocatable) > names.MAX_NODE_RESOURCES:
         raise NodeError(
             f"status.allocatable: {len(allocatable)} resources, more than orca reads "
@@ -387,10 +383,10 @@ def _scalars(status: Mapping[str, Any]) -> Scalars:
         )
     out = []
     for name in allocatable:
-        if name in (names.CPU, names.MEMORY) or not isinstance(name, str):
+        if name in _COMMON or not isinstance(name, str):
             continue
         if names.name_problem(name) is None:
-            out.append((name, _allocatable(status, name, 1)))
+            out.append((name, _allocatable(allocatable, name, 1)))
     return tuple(sorted(out))
 
 
