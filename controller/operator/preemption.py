@@ -96,18 +96,22 @@ class Preemption:
         started: dict[str, datetime] = {}  # the start-time stand-in (scheduler.preemption)
         budgets: dict[str, Budget] = {}  # disruption budgets and gangs (scheduler.budgets)
         ledger, records = self.state.ledger, self.state.records
+        busy: list[str] = []  # lower-priority Workloads left out: decided or written now
         for key in ledger.workload_keys():  # those holding replicas
             other = records.get(key)
             if (
                 other is None
                 or other.workload is None  # unparseable: its priority is unknown
-                or ledger.assumed(key)  # its own write in flight: not ours to change now
                 or key == record.key
-                or self.queue.processing(key)
             ):
                 continue
             value = classes.resolve(other.workload.spec.priority_class_name).value
-            if value < priority.value:
+            if value < priority.value and (
+                ledger.assumed(key)  # its own write in flight: not ours to change now
+                or self.queue.processing(key)
+            ):
+                busy.append(key)
+            elif value < priority.value:
                 preemptible[key] = value
                 if (created := other.workload.metadata.creation_timestamp) is not None:
                     started[key] = created
@@ -126,6 +130,11 @@ class Preemption:
             now=clock,
         )
         if found is None:  # the status says which budget, if any, keeps it waiting
+            # Decided again once each is done: its replicas, or a budget it just relaxed (a
+            # change that wakes who waits for capacity while the Workload is itself being
+            # decided: ``handlers.WorkloadEvents``), count then.
+            for key in busy:
+                self.queue.add_when_done(key, record.key)
             return with_budget_note(decision, blockers), []
         plan, after = found
         now = self.now()

@@ -52,6 +52,8 @@ class WorkQueue:
         self._arrivals = itertools.count()
         self._processing: set[str] = set()
         self._dirty: set[str] = set()
+        #: Keys to queue once a key being processed is done (``add_when_done``).
+        self._after: dict[str, set[str]] = {}
         self._failures: dict[str, int] = {}
         #: Workers waiting in ``get``, woken one per key added (not all of them at once).
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -192,12 +194,24 @@ class WorkQueue:
     def processing(self, key: str) -> bool:
         return key in self._processing
 
+    def add_when_done(self, key: str, waiter: str) -> bool:
+        """Queue ``waiter`` once ``key`` is done: a decision that had to leave ``key`` out (a
+        preemptor whose search skipped a Workload being decided or written) is made again
+        when it counts. False, and nothing queued: ``key`` is not being processed."""
+        if key not in self._processing:
+            return False
+        self._after.setdefault(key, set()).add(waiter)
+        return True
+
     def done(self, key: str) -> None:
-        """Processing of ``key`` finished; re-queue it if it was added meanwhile."""
+        """Processing of ``key`` finished; re-queue it if it was added meanwhile, and whoever
+        waited for it (``add_when_done``)."""
         self._processing.discard(key)
         if key in self._dirty:
             self._dirty.discard(key)
             self.add(key)
+        for waiter in sorted(self._after.pop(key, ())):
+            self.add(waiter)
 
     def shut_down(self) -> None:
         """Hand out nothing more: ``get`` raises ``QueueShutDown`` from now on, in every

@@ -115,21 +115,30 @@ def test_each_state_as_kstatus_and_argo_cd_see_it(
     kubectl: KubectlRunner,
 ) -> None:
     cluster.apply(node_object("a", cpu="2"), node_object("b", cpu="2"))
+    # placed first: "capacity" asks for what a node has (2 cpu) but, once "placed" holds 1 cpu
+    # of each, not what is free; decided in the other order it would take a node whole.
     cluster.apply(
-        workload_obj("placed", namespace, kind="Service", count=2, resources={"cpu": "1"}),
-        workload_obj("capacity", namespace, kind="Job", resources={"cpu": "3"}),
+        workload_obj("placed", namespace, kind="Service", count=2, resources={"cpu": "1"})
+    )
+    decided(cluster, namespace, "placed", "Scheduled")
+    cluster.apply(
+        workload_obj("capacity", namespace, kind="Job", resources={"cpu": "2"}),
+        workload_obj("beyond", namespace, kind="Job", resources={"cpu": "3"}),
         workload_obj("runtime", namespace, kind="Job", runtime={"oneOf": ["wasm"]}),
         workload_obj("invalid", namespace, kind="Job", constraints=["node.tags.("]),
     )
     expected = {
         "placed": ("Scheduled", "Current", "Healthy"),
         "capacity": ("Unschedulable", "InProgress", "Progressing"),
+        # above every node's allocatable: kube's Unresolvable, no preemption or freed room helps
+        "beyond": ("Unschedulable", "Failed", "Degraded"),
         "runtime": ("Unschedulable", "Failed", "Degraded"),
         "invalid": ("Invalid", "Failed", "Degraded"),
     }
     states = {
         "placed": "placed (2/2 replicas)",
         "capacity": "waiting for capacity (Insufficient cpu)",
+        "beyond": "larger than any node (3 cpu, nodes of 2)",
         "runtime": "unresolvable (runtime wasm not offered)",
         "invalid": "invalid spec (CEL does not compile)",
     }

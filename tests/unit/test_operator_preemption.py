@@ -103,6 +103,35 @@ def test_victims_are_written_first_then_the_preemptor() -> None:
     ]
 
 
+def test_a_preemptor_that_searched_while_a_victim_was_being_decided_looks_again_after() -> None:
+    """low is being decided (its budget just relaxed, say) when high searches: low is left out
+    (not ours to change now), high finds nothing and waits; once low is done, high is queued
+    again and preempts it. Without that, high waited for the next resync."""
+    state = cluster("high")
+    api = RecordingApi()
+    queue = WorkQueue(base_delay=10.0)
+    operator = Operator.wire(cast(KubeApi, api), state, queue, now=lambda: "2026-01-01T00:00:00Z")
+    for priority_class in CLASSES:
+        operator.priorities.upsert(priority_class)
+
+    async def scenario() -> None:
+        assert queue.claim("ns/low")  # being decided elsewhere
+        queue.add("ns/high")
+        await operator.loop.process_next()
+        assert [(name, status["phase"]) for name, status in api.patches] == [
+            ("high", "Unschedulable")
+        ]
+        assert len(queue) == 0  # nothing more to do until low is done
+        queue.done("ns/low")
+        assert len(queue) == 1
+        await operator.loop.process_next()
+
+    asyncio.run(scenario())
+    assert [name for name, _ in api.patches] == ["high", "low", "high"]
+    assert api.patches[-1][1]["placements"][0]["node"] == "a"
+    assert used_cpu(state) == 2000
+
+
 def test_a_failed_victim_write_holds_the_preemptor_back() -> None:
     state = cluster("high")
     api = RecordingApi(refuse=frozenset({"low"}))

@@ -111,6 +111,30 @@ def test_a_key_added_while_processing_comes_back_in_priority_order() -> None:
     assert asyncio.run(scenario()) == ["a", "a", "b"]
 
 
+def test_a_key_waiting_for_another_comes_once_that_one_is_done() -> None:
+    """``add_when_done``: the waiter is queued when the key it waits for is done, once however
+    often it was asked, and not at all for a key that is not being processed."""
+
+    async def scenario() -> None:
+        queue = WorkQueue()
+        queue.add("busy")
+        assert await queue.get() == "busy"
+        assert not queue.add_when_done("idle", "preemptor")  # nothing to wait for
+        assert len(queue) == 0
+        assert queue.add_when_done("busy", "preemptor")
+        assert queue.add_when_done("busy", "preemptor")
+        assert len(queue) == 0  # not before busy is done
+        queue.done("busy")
+        assert len(queue) == 1 and await queue.get() == "preemptor"
+        queue.done("preemptor")
+        queue.add("busy")
+        assert await queue.get() == "busy"
+        queue.done("busy")  # done again: nobody waits any more
+        assert len(queue) == 0
+
+    asyncio.run(scenario())
+
+
 def test_take_takes_a_waiting_key_out_and_refuses_one_being_processed() -> None:
     async def scenario() -> None:
         queue = WorkQueue()
