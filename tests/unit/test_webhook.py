@@ -4,14 +4,34 @@ refused, and the shipped configuration saying what the code registers."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import json
 from pathlib import Path
 from typing import Any
 
+import aiohttp.web
 import pytest
 import yaml
 
-from controller.api.models import Workload
-from controller.operator.webhook import WEBHOOK, Admission, webhook_entry
+from controller.api.models import GROUP, PLURAL, VERSION, Workload
+from controller.operator.listener import Limits, Listener
+from controller.operator.webhook import (
+    MAX_REVIEW_BYTES,
+    REQUEST_HEADER_BYTES,
+    REVIEW_BYTES_IN_FLIGHT,
+    REVIEW_VERSION,
+    STORED_OBJECT_BYTES,
+    WEBHOOK,
+    WEBHOOK_ID,
+    WEBHOOK_PATH,
+    Admission,
+    BadReview,
+    ByteBudget,
+    admission_app,
+    parse_review,
+    webhook_entry,
+)
 from controller.scheduler.admission import refusal
 from controller.scheduler.ledger import Ledger
 from controller.scheduler.priority import NO_CLASSES, PriorityClass, PriorityClasses
@@ -100,3 +120,333 @@ def test_a_spec_the_model_refuses_is_refused_with_the_models_one_line(
     the webhook refuses first."""
     assert refusal(workload_obj("w", "shop", **spec), Scheduler(), NO_CLASSES) == message
     assert refusal(workload_obj("w", "shop", kind="Job"), Scheduler(), NO_CLASSES) is None
+
+
+# -- the front: what the webhook port reads and answers -----------------------------------------
+
+
+def review_of(obj: Any, **request: Any) -> dict[str, Any]:
+    """An AdmissionReview as the API server sends it for a Workload."""
+    return {
+        "apiVersion": REVIEW_VERSION,
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "kind": {"group": GROUP, "version": VERSION, "kind": "Workload"},
+            "resource": {"group": GROUP, "version": VERSION, "resource": PLURAL},
+            "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": obj,
+            **request,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b"{not json", "not JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+        (b'{"kind": "Pod"}', "not an AdmissionReview"),
+        (b'["AdmissionReview"]', "not an AdmissionReview"),
+        (json.dumps({**review_of(workload()), "apiVersion": "admission.k8s.io/v1beta1"}), "v1"),
+        (json.dumps({**review_of(workload()), "apiVersion": None}), "v1"),
+        (json.dumps({"apiVersion": REVIEW_VERSION, "kind": "AdmissionReview"}), "lacks"),
+        (json.dumps(review_of(None)), "lacks uid, resource, userInfo or object"),
+        (json.dumps(review_of(workload(), uid=7)), "lacks"),
+        (json.dumps(review_of(workload(), resource={"group": GROUP})), "lacks"),
+        (json.dumps(review_of(workload(), resource="workloads")), "lacks"),
+        (json.dumps(review_of(workload(), userInfo=None)), "lacks"),
+        (json.dumps(review_of("a Workload")), "lacks"),
+    ],
+    ids=[
+        "not-json",
+        "deep",
+        "not-a-review",
+        "a-list",
+        "v1beta1",
+        "no-api-version",
+        "no-request",
+        "no-object",
+        "uid-not-a-string",
+        "resource-incomplete",
+        "resource-not-a-map",
+        "no-user-info",
+        "object-not-a-map",
+    ],
+)
+def test_a_body_that_is_not_a_v1_review_is_a_400_that_repeats_none_of_it(
+    body: bytes | str, says: str
+) -> None:
+    data = body.encode() if isinstance(body, str) else body
+    with pytest.raises(BadReview) as refused:
+        parse_review(data)
+    assert refused.value.status == 400
+    assert says in refused.value.text
+    assert "\n" not in refused.value.text
+    for echoed in ("not json", "Pod", "v1beta1", "a Workload", "alice"):
+        assert echoed not in refused.value.text.replace("not JSON", "")
+
+
+def test_an_update_review_or_one_of_an_object_being_deleted_reads() -> None:
+    update = review_of(workload(), operation="UPDATE", oldObject=workload())
+    assert parse_review(json.dumps(update).encode()) == update
+    gone = review_of(None, operation="DELETE", oldObject=workload())
+    assert parse_review(json.dumps(gone).encode()) == gone
+
+
+def test_the_largest_review_the_api_server_can_send_is_under_the_limit() -> None:
+    """``MAX_REVIEW_BYTES`` holds an UPDATE of the largest Workload that can be stored, with
+    the user info of the largest headers the API server reads: the figures it is made of."""
+    assert 2 * STORED_OBJECT_BYTES + REQUEST_HEADER_BYTES < MAX_REVIEW_BYTES
+    assert (STORED_OBJECT_BYTES, REQUEST_HEADER_BYTES) == (2 * 1024 * 1024, 1024 * 1024)
+
+
+class Memories:
+    """kopf's memo store, as far as ``_forget`` uses it."""
+
+    def __init__(self) -> None:
+        self.forgotten: list[Any] = []
+
+    async def forget(self, body: Any) -> None:
+        self.forgotten.append(body)
+
+
+def kopf_fn(answer: dict[str, Any] | Exception, memories: Memories) -> Any:
+    """kopf's ``serve_admission_request`` with its memo store bound, answering ``answer``."""
+
+    async def serve(review: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        serve.asked.append((review, kwargs))  # type: ignore[attr-defined]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    serve.asked = []  # type: ignore[attr-defined]
+    return functools.partial(serve, memories=memories)
+
+
+#: A body not read (a 404, a 413) is drained for ``body`` seconds before the connection closes.
+PLAIN = Limits(body=0.2, connections=8)
+ALLOWED = {"apiVersion": REVIEW_VERSION, "kind": "AdmissionReview", "response": {"uid": "u-1"}}
+
+
+async def exchange(
+    app: aiohttp.web.Application,
+    head: bytes,
+    body: bytes = b"",
+    pieces: int = 1,
+    pause: float = 0.0,
+    limits: Limits = PLAIN,
+) -> tuple[int, bytes]:
+    """Send ``head`` then ``body`` in ``pieces`` writes ``pause`` s apart, over plain HTTP;
+    the status and body of the answer."""
+    listener = Listener(app, "127.0.0.1", 0, None, limits, "webhook")
+    await listener.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.bound_port)
+        writer.write(head)
+        step = -(-len(body) // pieces) if body else 1
+        for at in range(0, len(body), step):
+            await asyncio.sleep(pause)
+            writer.write(body[at : at + step])
+            await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+    finally:
+        await listener.stop()
+    status_line, _, rest = answer.partition(b"\r\n")
+    return int(status_line.split(b" ")[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+def post(body: bytes, path: str = WEBHOOK_PATH, content_type: str = "application/json") -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: orca\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+
+
+def test_a_review_is_read_whole_however_it_arrives() -> None:
+    """The API server's bytes arrive in as many pieces as the network makes of them: the
+    review is read to its Content-Length, not to what has arrived (a 200 KiB review read
+    that way was "not JSON", and with failurePolicy Ignore, admitted)."""
+    memories = Memories()
+    big = workload(constraints=["node.cpu"])
+    big["metadata"]["annotations"] = {"padding": "x" * 200 * 1024}
+    body = json.dumps(review_of(big)).encode()
+    fn = kopf_fn(ALLOWED, memories)
+    status, answer = asyncio.run(
+        exchange(admission_app(fn, ByteBudget(len(body))), post(body), body, 40, 0.005)
+    )
+    assert (status, json.loads(answer)) == (200, ALLOWED)
+    ((asked, kwargs),) = fn.func.asked
+    assert asked == review_of(big)
+    assert kwargs["webhook"] == WEBHOOK_ID
+    assert memories.forgotten == [big]  # a CREATE's memo: the object's, there is no old one
+
+
+def test_the_memo_of_an_update_is_forgotten_by_its_new_object() -> None:
+    memories = Memories()
+    new, old = workload(count=3), workload()
+    body = json.dumps(review_of(new, operation="UPDATE", oldObject=old)).encode()
+    status, _ = asyncio.run(
+        exchange(admission_app(kopf_fn(ALLOWED, memories), ByteBudget(len(body))), post(body), body)
+    )
+    assert (status, memories.forgotten) == (200, [new])
+
+
+def test_at_the_limit_a_review_is_read_and_one_byte_more_is_refused_unread() -> None:
+    memories = Memories()
+    review = review_of(workload())
+    pad = MAX_REVIEW_BYTES - len(json.dumps(review).encode())
+    at_limit = json.dumps(review).encode()[:-1] + b" " * pad + b"}"
+    assert len(at_limit) == MAX_REVIEW_BYTES
+    budget = ByteBudget(REVIEW_BYTES_IN_FLIGHT)
+    fn = kopf_fn(ALLOWED, memories)
+    status, _ = asyncio.run(exchange(admission_app(fn, budget), post(at_limit), at_limit))
+    assert status == 200
+    over = at_limit + b" "
+    status, answer = asyncio.run(exchange(admission_app(fn, budget), post(over), b""))
+    assert (status, answer) == (
+        413,
+        f"Request Entity Too Large: over {MAX_REVIEW_BYTES} bytes\n".encode(),
+    )
+    assert len(fn.func.asked) == 1
+
+
+@pytest.mark.parametrize(
+    ("head", "status", "says"),
+    [
+        (post(b"{}", path="/validate-pods"), 404, b"Not Found"),
+        (post(b"{}", path="/"), 404, b"Not Found"),
+        (post(b"{}", path="/validate-workloads/x"), 404, b"Not Found"),
+        (
+            b"GET /validate-workloads HTTP/1.1\r\nHost: o\r\nConnection: close\r\n\r\n",
+            405,
+            b"Method",
+        ),
+        (
+            post(b"{}", content_type="text/x-s3cr3t"),
+            415,
+            b"Unsupported Media Type: want application/json\n",
+        ),
+        (
+            b"POST /validate-workloads HTTP/1.1\r\nHost: o\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+            411,
+            b"Length Required",
+        ),
+        (post(b"x" * 100).replace(b"100", b"9999999999"), 413, b"Request Entity Too Large"),
+    ],
+    ids=["another-path", "root", "below-the-path", "get", "content-type", "chunked", "too-large"],
+)
+def test_only_a_post_of_json_with_its_length_to_the_path_is_read(
+    head: bytes, status: int, says: bytes
+) -> None:
+    fn = kopf_fn(ALLOWED, Memories())
+    got, answer = asyncio.run(exchange(admission_app(fn, ByteBudget(1 << 20)), head))
+    assert got == status
+    assert says in answer
+    assert b"s3cr3t" not in answer and b"pods" not in answer
+    assert fn.func.asked == []
+
+
+def test_a_body_that_stalls_is_a_408() -> None:
+    fn = kopf_fn(ALLOWED, Memories())
+    body = json.dumps(review_of(workload())).encode()
+    quick = Limits(body=0.2, connections=8)
+    app = admission_app(fn, ByteBudget(1 << 20), quick)
+    status, answer = asyncio.run(exchange(app, post(body), body[:10], limits=quick))
+    assert (status, answer) == (408, b"Request Timeout: the body did not arrive in time\n")
+    assert fn.func.asked == []
+
+
+def kopf_error(name: str) -> Exception:
+    """One of kopf's WebhookError family, by name, its text repeating the request's."""
+    error: Exception = type(name, (Exception,), {})("apps/v1 deployments s3cr3t")
+    return error
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "says"),
+    [
+        (
+            type("UnknownResourceError", (Exception,), {})("apps/v1 s3cr3t"),
+            404,
+            "reviews workloads.orca.cloudinit.dev only",
+        ),
+        (type("MissingDataError", (Exception,), {})("s3cr3t"), 400, "(MissingDataError)"),
+        (ValueError("s3cr3t"), 400, "(ValueError)"),
+    ],
+    ids=["unknown-resource", "kopf-error", "a-bug"],
+)
+def test_what_kopf_cannot_serve_is_one_line_in_words_of_ours(
+    error: Exception, status: int, says: str
+) -> None:
+    memories = Memories()
+    body = json.dumps(review_of(workload())).encode()
+    got, answer = asyncio.run(
+        exchange(admission_app(kopf_fn(error, memories), ByteBudget(1 << 20)), post(body), body)
+    )
+    assert got == status
+    assert says.encode() in answer and answer.count(b"\n") == 1
+    assert b"s3cr3t" not in answer
+    assert memories.forgotten == [workload()]  # forgotten even so
+
+
+# -- the budget of review bytes --------------------------------------------------------------
+
+
+def test_the_budget_hands_out_room_first_come_first_served_until_a_deadline() -> None:
+    async def scenario() -> list[str]:
+        loop = asyncio.get_running_loop()
+        budget = ByteBudget(10)
+        order: list[str] = []
+        release = asyncio.Event()
+
+        async def holder(name: str, size: int, patience: float = 5.0) -> None:
+            try:
+                async with budget.hold(size, loop.time() + patience):
+                    order.append(f"{name} in")
+                    await release.wait()
+            except BadReview as exc:
+                order.append(f"{name} {exc.status}")
+
+        first = asyncio.create_task(holder("a", 8))
+        await asyncio.sleep(0)
+        big = asyncio.create_task(holder("b", 10))  # waits: 2 free
+        await asyncio.sleep(0)
+        small = asyncio.create_task(holder("c", 2))  # fits, but b came first: waits too
+        late = asyncio.create_task(holder("d", 1, patience=0.05))  # gives up: 503
+        await asyncio.sleep(0.2)
+        assert budget.free == 2
+        release.set()
+        await asyncio.gather(first, big, small, late)
+        assert budget.free == 10 and not budget._queue
+        return order
+
+    assert asyncio.run(scenario()) == ["a in", "d 503", "b in", "c in"]
+
+
+def test_a_review_given_up_while_it_waited_gives_its_place_to_the_next() -> None:
+    async def scenario() -> int:
+        loop = asyncio.get_running_loop()
+        budget = ByteBudget(10)
+        release = asyncio.Event()
+
+        async def hold(size: int) -> None:
+            async with budget.hold(size, loop.time() + 5):
+                await release.wait()
+
+        first = asyncio.create_task(hold(10))
+        await asyncio.sleep(0)
+        waiting = asyncio.create_task(hold(5))
+        behind = asyncio.create_task(hold(5))
+        await asyncio.sleep(0.01)
+        waiting.cancel()  # its client went away
+        release.set()
+        await asyncio.gather(first, behind)
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        return budget.free
+
+    assert asyncio.run(scenario()) == 10

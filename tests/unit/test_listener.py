@@ -1,0 +1,341 @@
+"""Every port's connections within their deadlines and bound (``controller.operator.listener``),
+with deadlines short enough for a unit test: each state of a connection ends by its own
+deadline (told apart by which one the listener counts), a connection that keeps to them is
+served, keep-alive included, the bound makes room by closing who waited longest without a
+request, and an error says its status and nothing of the request."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from controller.operator import tls
+from controller.operator.listener import Limits, Listener, State
+
+SHORT = Limits(handshake=0.3, header=0.3, body=0.3, request=0.3, idle=0.3, connections=3)
+#: What a test waits at most for the server to act (a guard against a hang, not a measure).
+PATIENCE = 10.0
+GET = b"GET /ok HTTP/1.1\r\nHost: orca\r\n\r\n"
+
+
+def app() -> web.Application:
+    release = asyncio.Event()
+
+    async def ok(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def hang(_: web.Request) -> web.Response:
+        await release.wait()
+        return web.Response(text="late\n")
+
+    application = web.Application()
+    application.router.add_get("/ok", ok)
+    application.router.add_get("/hang", hang)
+    return application
+
+
+def client_context() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+Scenario = Callable[[Listener, int], Awaitable[Any]]
+
+
+def serve(scenario: Scenario, *, secure: bool = True, limits: Limits = SHORT) -> Any:
+    """Run ``scenario(listener, port)`` against a started listener of ``app()``."""
+
+    async def run() -> Any:
+        context = None
+        if secure:
+            cert = tls.generated(["127.0.0.1"])
+            await cert.load()
+            context = cert.context
+        listener = Listener(app(), "127.0.0.1", 0, context, limits, "test")
+        await listener.start()
+        try:
+            return await asyncio.wait_for(scenario(listener, listener.bound_port), PATIENCE * 3)
+        finally:
+            await listener.stop()
+
+    return asyncio.run(run())
+
+
+async def connect(
+    port: int, secure: bool = True
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    context = client_context() if secure else None
+    return await asyncio.open_connection("127.0.0.1", port, ssl=context)
+
+
+async def closed(reader: asyncio.StreamReader) -> bytes:
+    """Everything the server still sends, until it closes the connection."""
+    data = b""
+    try:
+        while chunk := await asyncio.wait_for(reader.read(65536), PATIENCE):
+            data += chunk
+    except (ConnectionError, ssl.SSLError):
+        pass
+    return data
+
+
+async def response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """One HTTP/1.1 response with a Content-Length: its status and body."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), PATIENCE)
+    status = int(head.split(b" ", 2)[1])
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    return status, await reader.readexactly(length)
+
+
+# -- each state ends by its own deadline ------------------------------------------------------
+
+
+async def tcp_only(listener: Listener, port: int) -> dict[State, int]:
+    """A TCP connection to the HTTPS port that never starts TLS."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    assert await closed(reader) == b""
+    writer.close()
+    return listener.expired
+
+
+async def silent(listener: Listener, port: int) -> dict[State, int]:
+    """TLS agreed, then not a byte."""
+    reader, writer = await connect(port)
+    assert await closed(reader) == b""
+    writer.close()
+    return listener.expired
+
+
+async def half_headers(listener: Listener, port: int) -> dict[State, int]:
+    reader, writer = await connect(port)
+    writer.write(b"GET /ok HTTP/1.1\r\nHost: orca\r\n")  # no blank line: never complete
+    assert await closed(reader) == b""
+    writer.close()
+    return listener.expired
+
+
+async def kept_alive(listener: Listener, port: int) -> dict[State, int]:
+    """Answered, then nothing more."""
+    reader, writer = await connect(port)
+    writer.write(GET)
+    assert await response(reader) == (200, b"ok\n")
+    assert await closed(reader) == b""
+    writer.close()
+    return listener.expired
+
+
+async def next_request_half_sent(listener: Listener, port: int) -> dict[State, int]:
+    """Answered, then half of a next request: its first byte starts the headers' deadline."""
+    reader, writer = await connect(port)
+    writer.write(GET)
+    assert await response(reader) == (200, b"ok\n")
+    writer.write(b"GET /ok HTT")
+    assert await closed(reader) == b""
+    writer.close()
+    return listener.expired
+
+
+async def hung_answer(listener: Listener, port: int) -> dict[State, int]:
+    reader, writer = await connect(port)
+    writer.write(b"GET /hang HTTP/1.1\r\nHost: orca\r\n\r\n")
+    assert await closed(reader) == b""
+    writer.close()
+    return listener.expired
+
+
+@pytest.mark.parametrize(
+    ("scenario", "ended_by"),
+    [
+        pytest.param(tcp_only, State.HANDSHAKE, id="no TLS handshake"),
+        pytest.param(silent, State.WAITING, id="no headers"),
+        pytest.param(half_headers, State.WAITING, id="half the headers"),
+        pytest.param(kept_alive, State.IDLE, id="idle after an answer"),
+        pytest.param(next_request_half_sent, State.WAITING, id="half a next request"),
+        pytest.param(hung_answer, State.BUSY, id="an answer that never comes"),
+    ],
+)
+def test_each_state_of_a_connection_ends_by_its_deadline(
+    scenario: Scenario, ended_by: State
+) -> None:
+    expired = serve(scenario)
+    assert {state: n for state, n in expired.items() if n} == {ended_by: 1}
+
+
+def test_a_plain_http_connection_has_the_same_deadlines() -> None:
+    expired = serve(silent_plain, secure=False)
+    assert {state: n for state, n in expired.items() if n} == {State.WAITING: 1}
+
+
+async def silent_plain(listener: Listener, port: int) -> dict[State, int]:
+    reader, writer = await connect(port, secure=False)
+    assert await closed(reader) == b""
+    writer.close()
+    return listener.expired
+
+
+# -- what keeps to them is served ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("secure", [True, False], ids=["https", "http"])
+def test_requests_on_one_kept_alive_connection_are_each_answered(secure: bool) -> None:
+    async def scenario(listener: Listener, port: int) -> list[tuple[int, bytes]]:
+        reader, writer = await connect(port, secure)
+        answers = []
+        for _ in range(3):
+            writer.write(GET)
+            answers.append(await response(reader))
+        writer.write(b"GET /missing HTTP/1.1\r\nHost: orca\r\n\r\n")
+        answers.append(await response(reader))
+        writer.close()
+        assert not any(listener.expired.values())
+        return answers
+
+    answers = serve(scenario, secure=secure, limits=Limits(connections=3))
+    assert [status for status, _ in answers] == [200, 200, 200, 404]
+    assert answers[0][1] == b"ok\n"
+
+
+def test_a_request_sent_with_the_handshake_is_answered() -> None:
+    """A client may send its request right behind its last handshake message: the bytes the
+    TLS layer hands over before the handshake is known to be done are not lost."""
+
+    async def scenario(listener: Listener, port: int) -> tuple[int, bytes]:
+        raw, writer = await asyncio.open_connection("127.0.0.1", port)
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls_client = client_context().wrap_bio(incoming, outgoing)
+        while True:
+            try:
+                tls_client.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                writer.write(outgoing.read())
+                incoming.write(await asyncio.wait_for(raw.read(65536), PATIENCE))
+        tls_client.write(GET)  # the request, in the same write as the client's Finished
+        writer.write(outgoing.read())
+        data = b""
+        while b"ok\n" not in data:
+            chunk = await asyncio.wait_for(raw.read(65536), PATIENCE)
+            assert chunk, "closed without an answer"
+            incoming.write(chunk)
+            with contextlib.suppress(ssl.SSLWantReadError):
+                data += tls_client.read(65536)
+        writer.close()
+        return int(data.split(b" ", 2)[1]), data.rsplit(b"\r\n\r\n", 1)[1]
+
+    assert serve(scenario, limits=Limits(connections=3)) == (200, b"ok\n")
+
+
+# -- the bound ---------------------------------------------------------------------------------
+
+
+def test_at_the_bound_a_new_connection_closes_the_one_that_waited_longest() -> None:
+    async def scenario(listener: Listener, port: int) -> None:
+        oldest = [await connect(port)]
+        await asyncio.sleep(0.01)
+        others = [await connect(port), await connect(port)]  # 3 open: the bound
+        reader, writer = await connect(port)  # one more, with a request
+        writer.write(GET)
+        assert await response(reader) == (200, b"ok\n")
+        assert await closed(oldest[0][0]) == b""  # made room
+        for other_reader, other_writer in others:  # still open: a request is answered
+            other_writer.write(GET)
+            assert await response(other_reader) == (200, b"ok\n")
+        assert (listener.evicted, listener.refused) == (1, 0)
+
+    serve(scenario, limits=Limits(connections=3))
+
+
+def test_at_the_bound_with_every_request_in_hand_a_new_connection_is_refused() -> None:
+    async def scenario(listener: Listener, port: int) -> None:
+        busy = []
+        for _ in range(3):
+            reader, writer = await connect(port)
+            writer.write(b"GET /hang HTTP/1.1\r\nHost: orca\r\n\r\n")
+            busy.append((reader, writer))
+        while sum(c.state is State.BUSY for c in listener.open) < 3:
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await closed(reader) == b""
+        assert (listener.evicted, listener.refused) == (0, 1)
+        assert len(listener.open) == 3
+
+    serve(scenario, limits=Limits(connections=3))
+
+
+def test_connections_that_end_are_no_longer_counted() -> None:
+    async def scenario(listener: Listener, port: int) -> None:
+        for _ in range(5):
+            reader, writer = await connect(port)
+            writer.write(GET)
+            assert await response(reader) == (200, b"ok\n")
+            writer.close()
+            await writer.wait_closed()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)  # no TLS: fails
+        writer.write(b"not a ClientHello\r\n\r\n")
+        assert await closed(reader) == b""
+        writer.close()
+        while listener.open:
+            await asyncio.sleep(0.01)
+        assert (listener.evicted, listener.refused) == (0, 0)
+
+    serve(scenario, limits=Limits(connections=3))
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        pytest.param(
+            b"GET /ok HTTP/1.1\r\nHost: orca\r\nX-Secret: " + b"s3cr3t" * 2000 + b"\r\n\r\n",
+            400,
+            id="a header line too long",
+        ),
+        pytest.param(
+            b"GET /ok HTTP/1.1\r\n" + b"X-A: s3cr3t\r\n" * 200 + b"\r\n", 400, id="200 headers"
+        ),
+        pytest.param(b"G\x00T /s3cr3t HTTP/1.1\r\n\r\n", 400, id="not a method"),
+    ],
+)
+def test_an_error_says_its_status_and_nothing_of_the_request(
+    request_bytes: bytes, status: int
+) -> None:
+    async def scenario(listener: Listener, port: int) -> bytes:
+        reader, writer = await connect(port)
+        writer.write(request_bytes)
+        data = await closed(reader)
+        writer.close()
+        return data
+
+    answer = serve(scenario, limits=Limits(connections=3))
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == b"%d" % status, answer
+    assert body == b"%d Bad Request\n" % status
+    assert b"s3cr3t" not in answer
+
+
+def test_stop_closes_every_connection() -> None:
+    async def run() -> bytes:
+        listener = Listener(app(), "127.0.0.1", 0, None, Limits(connections=3), "test")
+        await listener.start()
+        reader, writer = await connect(listener.bound_port, secure=False)
+        writer.write(b"GET /hang HTTP/1.1\r\nHost: orca\r\n\r\n")
+        while not listener.open or next(iter(listener.open)).state is not State.BUSY:
+            await asyncio.sleep(0.01)
+        await listener.stop()
+        return await closed(reader)
+
+    assert asyncio.run(run()) == b""
