@@ -35,7 +35,8 @@ app.kubernetes.io/name: {{ include "orca.name" . }}
 {{- define "orca.certManagerSecret" -}}{{ include "orca.name" . }}-cert-manager-tls{{- end -}}
 
 {{/* `orca run`'s flags, in the kustomize base's order (manifests/manager/deployment.yaml;
-     manifests/cert-manager swaps --tls-secret for --tls-cert-dir in place). */}}
+     manifests/cert-manager drops --webhook-service and swaps --tls-secret for --tls-cert-dir
+     in place). */}}
 {{- define "orca.args" -}}
 - run
 - --log-format=json
@@ -43,7 +44,9 @@ app.kubernetes.io/name: {{ include "orca.name" . }}
 - --metrics-port=9090
 {{- if .Values.webhook.enabled }}
 - --webhook-port=9443
+{{- if not .Values.certManager.enabled }}
 - --webhook-service=$(POD_NAMESPACE)/{{ include "orca.webhookService" . }}
+{{- end }}
 {{- end }}
 {{- if .Values.certManager.enabled }}
 - --tls-cert-dir=/etc/orca/tls
