@@ -252,6 +252,30 @@ def test_a_workload_past_its_share_has_its_events_dropped_and_counted() -> None:
     assert recorder.queue.qsize() == 25 and dropped == 5
 
 
+def test_a_warning_has_its_own_share_beside_the_normal_events() -> None:
+    """client-go's spam key holds the Event's type: a Workload that used up its share of
+    ``Scheduled`` Events still gets its ``FailedScheduling`` Warning, and each object its
+    own share (a new object of the same name, by its uid)."""
+    recorder = EventRecorder(GatedApi())  # type: ignore[arg-type]
+    recorder.spam = SpamFilter(clock=FakeClock())
+    web = WorkloadRecord("ns/web", "ns", "web", "uid-1", "1", 1, None)
+    for i in range(30):
+        recorder.record(web, "Scheduled", f"placed {i}", "1")
+    recorder.record(web, "FailedScheduling", "no node", "2", warning=True)
+    again = WorkloadRecord("ns/web", "ns", "web", "uid-2", "1", 1, None)  # deleted, recreated
+    recorder.record(again, "Scheduled", "placed", "1")
+    other = WorkloadRecord("ns/db", "ns", "db", "uid-3", "1", 1, None)
+    recorder.record(other, "Scheduled", "placed", "1")
+    events = [recorder.queue.get_nowait() for _ in range(recorder.queue.qsize())]
+    assert [(e.name, e.uid, e.reason) for e in events[25:]] == [
+        ("web", "uid-1", "FailedScheduling"),
+        ("web", "uid-2", "Scheduled"),
+        ("db", "uid-3", "Scheduled"),
+    ]
+    assert events[25].warning and events[25].body()["type"] == "Warning"
+    assert events[0].body()["type"] == "Normal"
+
+
 class HeldWrites(GatedApi):
     """Status writes answered once ``writes`` is set (the echo of what was sent); Events as
     ``GatedApi`` (its gate open)."""

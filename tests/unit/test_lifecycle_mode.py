@@ -145,3 +145,59 @@ def test_stop_while_waiting_for_the_lease_ends_at_once() -> None:
         await operator.api.close()
 
     run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [(429, "TooManyRequests"), (500, "InternalError"), (504, "Timeout")],
+)
+def test_a_lease_read_the_api_server_could_not_answer_is_asked_again(
+    status: int, reason: str
+) -> None:
+    """Priority and fairness' 429, a 5xx: the API server did not say whether the Lease
+    exists, so it is not read as "no Lease" (which would decide ``ready`` for good): asked
+    again, and the Lease, once read, decides."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("leases", lease("host_1a2b", 1.0))
+        server.refuse("GET", LEASE_PATH, status, reason, times=1)
+        async with server.client() as api:
+            assert await resolve(api, NodeLifecycle.AUTO, clock=lambda: NOW) is False
+        assert len(server.seen("GET", LEASE_PATH)) == 2
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(("status", "reason"), [(401, "Unauthorized"), (403, "Forbidden")])
+def test_a_refusal_is_an_answer_asked_once(
+    status: int, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """401 and 403 will not change by asking again: the ready rule, at once, with one
+    warning that names the status and the flag that decides instead."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("leases", lease("host_1a2b", 1.0))
+        server.refuse("GET", LEASE_PATH, status, reason)
+        async with server.client() as api:
+            assert await asyncio.wait_for(resolve(api, NodeLifecycle.AUTO), 10) is True
+        assert len(server.seen("GET", LEASE_PATH)) == 1
+
+    with caplog.at_level(logging.INFO, logger="orca.lifecycle"):
+        run(scenario)
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING
+    assert f"{status} {reason}" in record.getMessage()
+    assert "--node-lifecycle=taints" in record.getMessage()
+
+
+def test_a_lease_that_is_there_is_logged_once_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("leases", lease("host_1a2b", 1.0))
+        async with server.client() as api:
+            assert await resolve(api, NodeLifecycle.AUTO, clock=lambda: NOW) is False
+
+    with caplog.at_level(logging.DEBUG, logger="orca.lifecycle"):
+        run(scenario)
+    assert [(r.levelno, r.getMessage()[:45]) for r in caplog.records] == [
+        (logging.INFO, "node lifecycle: kube-controller-manager holds")
+    ]

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from controller.cli import build_parser
+from controller.cli import run as run_flags
+from controller.scheduler.rebalance import MAX_MOVES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,3 +73,121 @@ def test_local_runs_serve_nothing_beyond_loopback(source: str) -> None:
     assert args.metrics_bind_address == "127.0.0.1"
     assert args.webhook_bind_address == "127.0.0.1"
     assert urlsplit(args.liveness).hostname == "127.0.0.1"
+
+
+# -- every bounded flag takes its documented range, ends included -------------------------------
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[argparse.Namespace]:
+    """``orca run``'s operator, not started: the arguments it would have been started with."""
+    from controller.operator import app
+
+    calls: list[argparse.Namespace] = []
+
+    async def operate(args: argparse.Namespace) -> None:
+        calls.append(args)
+
+    monkeypatch.setattr(app, "operate", operate)
+    monkeypatch.setattr(app, "configure_logging", lambda args: None)
+    return calls
+
+
+BOUNDS = [
+    ("--max-in-flight", "max_in_flight", 1, run_flags.MAX_IN_FLIGHT),
+    ("--resync-seconds", "resync_seconds", run_flags.MIN_RESYNC, run_flags.MAX_RESYNC),
+    ("--rebalance-max-moves", "rebalance_max_moves", 0, MAX_MOVES),
+    (
+        "--default-not-ready-toleration-seconds",
+        "default_not_ready_toleration_seconds",
+        0,
+        run_flags.MAX_SECONDS,
+    ),
+    (
+        "--default-unreachable-toleration-seconds",
+        "default_unreachable_toleration_seconds",
+        0,
+        run_flags.MAX_SECONDS,
+    ),
+]
+
+
+@pytest.mark.parametrize(("flag", "attribute", "low", "high"), BOUNDS)
+def test_a_bounded_flag_takes_both_ends_of_its_range(
+    started: list[argparse.Namespace], flag: str, attribute: str, low: int, high: int
+) -> None:
+    for value in (low, high):
+        assert run_flags.run(parse(f"{flag}={value}")) == 0
+        assert getattr(started[-1], attribute) == value
+
+
+@pytest.mark.parametrize(("flag", "attribute", "low", "high"), BOUNDS)
+def test_a_bounded_flag_refuses_one_past_either_end_in_one_line(
+    started: list[argparse.Namespace],
+    capsys: pytest.CaptureFixture[str],
+    flag: str,
+    attribute: str,
+    low: int,
+    high: int,
+) -> None:
+    for value in (low - 1, high + 1):
+        assert run_flags.run(parse(f"{flag}={value}")) == 2
+        err = capsys.readouterr().err
+        assert err == f"error: {flag}: {value} is out of range ({low}..{high})\n"
+    assert started == []
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1s", 1.0), ("24h", 86400.0), ("1000ms", 1.0), ("off", None)],
+)
+def test_the_rebalance_interval_takes_both_ends_of_its_range(
+    started: list[argparse.Namespace], text: str, seconds: float | None
+) -> None:
+    assert run_flags.run(parse(f"--rebalance-interval={text}")) == 0
+    assert started[-1].rebalance_every == seconds
+
+
+@pytest.mark.parametrize("text", ["999ms", "86401s", "24h1s"])
+def test_the_rebalance_interval_refuses_one_past_either_end(
+    started: list[argparse.Namespace], capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    assert run_flags.run(parse(f"--rebalance-interval={text}")) == 2
+    assert "is out of range (1s..24h, or off)" in capsys.readouterr().err
+    assert started == []
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--metrics-port=0"],
+        ["--metrics-port=0", "--webhook-port=0"],
+        ["--metrics-port=0", "--webhook-port=9443", "--webhook-host=127.0.0.1"],
+        ["--webhook-port=9443", "--webhook-service=ns/svc", "--tls-cert-dir=/etc/orca/tls"],
+    ],
+    ids=["no-metrics-no-webhook", "both-zero", "webhook-only", "in-cluster-cert-manager"],
+)
+def test_flags_that_work_together_start_the_operator(
+    started: list[argparse.Namespace], flags: list[str]
+) -> None:
+    """Ports of 0 are switched off, not equal to each other: only two ports actually served
+    must differ."""
+    assert run_flags.run(parse(*flags)) == 0
+    assert len(started) == 1
+
+
+@pytest.mark.parametrize("flag", ["--tls-secret", "--webhook-service"])
+@pytest.mark.parametrize("value", ["ns/a/b", "ns/", "/name", "name", "//"])
+def test_a_namespaced_name_is_exactly_namespace_slash_name(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse(f"{flag}={value}")
+    assert exited.value.code == 2
+    assert f"{flag}: {value!r} is not NAMESPACE/NAME" in capsys.readouterr().err
+
+
+def test_a_namespaced_name_is_read_as_a_pair() -> None:
+    args = parse("--tls-secret=orca-system/orca-controller-tls", "--webhook-service=ns/svc")
+    assert args.tls_secret == ("orca-system", "orca-controller-tls")
+    assert args.webhook_service == ("ns", "svc")

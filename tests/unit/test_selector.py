@@ -99,3 +99,34 @@ def test_mistakes_are_one_line(text: str, message: str) -> None:
         parse_selector(text)
     assert str(caught.value).startswith(message)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "labels", "expected"),
+    [
+        # Gt and Lt are strict (Requirement.Matches: `lsValue > rValue`): `--drain 'gpus>4'`
+        # drains Nodes with 5 GPUs and more, never those with 4.
+        ("gpus>4", {"gpus": "4"}, False),
+        ("gpus>4", {"gpus": "5"}, True),
+        ("gpus<4", {"gpus": "4"}, False),
+        ("gpus<4", {"gpus": "3"}, True),
+        ("gpus>4", {}, False),  # a missing label is not a number
+        ("gpus<4", {}, False),
+        ("gpus>4", {"gpus": "04"}, False),  # the label's value in base 10: 4
+        ("gpus>0", {"gpus": "1"}, True),
+        ("gpus<1", {"gpus": "-1"}, True),  # a label's value parsed as kube parses it
+        ("gpus>4", {"gpus": "4.5"}, False),  # not an integer: no match
+        ("x==y", {"x": "y"}, True),
+        ("x==y", {"x": "z"}, False),
+        ("x==y", {}, False),
+        ("x!=y", {}, True),  # a missing key satisfies !=
+        ("x in (a,b)", {"x": "c"}, False),
+        ("x notin (a,b)", {"x": "c"}, True),
+        ("x", {"x": ""}, True),  # exists, empty value
+        ("!x", {"x": ""}, False),
+        ("x=", {"x": ""}, True),
+        ("x=", {}, False),
+    ],
+)
+def test_each_operator_at_its_boundaries(text: str, labels: dict[str, str], expected: bool) -> None:
+    assert parse_selector(text).matches(labels) is expected

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from controller.operator import serving
 from controller.operator.kube import KubeApi, TransportError
 from controller.operator.serving import (
     CACHE_TTL,
@@ -145,3 +147,149 @@ def test_the_probes_are_open_and_readyz_waits_for_the_informers() -> None:
             assert reviews.calls == ["TokenReview", "SubjectAccessReview"]
 
     asyncio.run(scenario())
+
+
+class Recorded(Reviews):
+    """Reviews that keep every body, answer a TokenReview with ``user`` and a
+    SubjectAccessReview from ``rbac`` (who is allowed: a username or a group), as the API
+    server's authorizer would."""
+
+    def __init__(self, user: dict[str, Any], rbac: set[str]) -> None:
+        super().__init__()
+        self.user, self.rbac = user, rbac
+        self.bodies: list[dict[str, Any]] = []
+
+    async def request(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.bodies.append(body)
+        if body["kind"] == "TokenReview":
+            return {"status": {"authenticated": True, "user": self.user}}
+        spec = body["spec"]
+        return {"status": {"allowed": bool({spec["user"], *spec["groups"]} & self.rbac)}}
+
+
+def test_a_user_allowed_through_a_group_is_allowed_and_asked_about_as_a_whole() -> None:
+    """kube-prometheus-stack binds its Prometheus by ServiceAccount, others bind a group:
+    the SubjectAccessReview carries the user's name, uid, groups and extra as the TokenReview
+    said them, or the API server judges someone else."""
+    user = {
+        "username": "system:serviceaccount:monitoring:prometheus",
+        "uid": "u-42",
+        "groups": ["system:serviceaccounts", "scrapers"],
+        "extra": {"authentication.kubernetes.io/pod-name": ["prometheus-0"]},
+    }
+    reviews = Recorded(user, rbac={"scrapers"})
+
+    async def scenario() -> Any:
+        return await auth(reviews, FakeClock()).check("Bearer t", "/metrics")
+
+    assert asyncio.run(scenario()) is None
+    token_review, access_review = reviews.bodies
+    assert token_review["spec"] == {"token": "t"}
+    assert access_review["spec"] == {
+        "user": "system:serviceaccount:monitoring:prometheus",
+        "uid": "u-42",
+        "groups": ["system:serviceaccounts", "scrapers"],
+        "extra": {"authentication.kubernetes.io/pod-name": ["prometheus-0"]},
+        "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+    }
+
+
+def test_the_scheme_is_read_as_http_reads_it_in_any_case() -> None:
+    """RFC 7235: the auth-scheme is case-insensitive (Go's net/http and kube's bearer
+    authenticator compare it so); the token is what follows, spaces trimmed."""
+    reviews, clock = Reviews(), FakeClock()
+
+    async def scenario() -> list[Any]:
+        a = auth(reviews, clock)
+        return [
+            await a.check(header, "/metrics")
+            for header in ("bearer good", "BEARER good", "Bearer  good ", "Bearer", "Bearer   ")
+        ]
+
+    answers = asyncio.run(scenario())
+    assert answers[:3] == [None, None, None]
+    assert [(d.status, d.message) for d in answers[3:]] == [
+        (401, "Unauthorized: no bearer token")
+    ] * 2
+
+
+def test_a_token_review_that_does_not_say_authenticated_is_a_401() -> None:
+    """A TokenReview's status without ``authenticated: true`` authenticates nobody, even with
+    a user in it (the API server sets both; a webhook authenticator may leave one out)."""
+
+    class Unsure(Reviews):
+        def __init__(self, status: dict[str, Any]) -> None:
+            super().__init__()
+            self.status = status
+
+        async def request(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            self.calls.append(body["kind"])
+            if body["kind"] == "TokenReview":
+                return {"status": self.status}
+            return {"status": {"allowed": True}}
+
+    answers = []
+    for status in (
+        {},
+        {"user": {"username": "alice"}},
+        {"authenticated": False, "user": {"username": "alice"}},
+        {"authenticated": None},
+    ):
+        reviews = Unsure(status)
+
+        async def scenario(reviews: Unsure = reviews) -> Any:
+            return await auth(reviews, FakeClock()).check("Bearer t", "/metrics")
+
+        denial = asyncio.run(scenario())
+        answers.append((denial.status, denial.message) if denial else None)
+        assert reviews.calls == ["TokenReview"]  # never asked whether "" may scrape
+    assert answers == [(401, "Unauthorized: token not valid")] * 4
+
+
+def test_a_token_review_error_is_one_line_of_at_most_200_characters() -> None:
+    class Wordy(Reviews):
+        async def request(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            return {"status": {"authenticated": False, "error": "x" * 500 + "\nsecond line"}}
+
+    async def scenario() -> Any:
+        return await auth(Wordy(), FakeClock()).check("Bearer t", "/metrics")
+
+    denial = asyncio.run(scenario())
+    assert denial.message == "Unauthorized: " + "x" * 200
+
+
+def test_a_hung_api_server_gives_503_within_the_review_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kube's delegating authenticator gives up after its ClientTimeout: a scrape is answered
+    503 after ``REVIEW_TIMEOUT``, not when (if ever) the API server answers."""
+    monkeypatch.setattr(serving, "REVIEW_TIMEOUT", 0.05)
+    reviews = Reviews()
+    reviews.gate = asyncio.Event()  # never set: the API server never answers
+
+    async def scenario() -> Any:
+        a = auth(reviews, FakeClock())
+        return await asyncio.wait_for(a.check("Bearer good", "/metrics"), 5)
+
+    denial = asyncio.run(scenario())
+    assert (denial.status, denial.message) == (
+        503,
+        "Service Unavailable: the API server did not answer the review within 0.05s",
+    )
+
+
+def test_the_cache_forgets_the_least_recently_used_first_and_each_entry_after_its_ttl() -> None:
+    clock = FakeClock()
+    cache: ExpiringLRU[str, int] = ExpiringLRU(10.0, 2, clock)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get("a") == 1  # a is now the most recently used
+    cache.put("c", 3)  # one too many: b goes, not a
+    assert (cache.get("a"), cache.get("b"), cache.get("c")) == (1, None, 3)
+    cache.put("a", 4)  # put again: refreshed, and most recent
+    cache.put("d", 5)
+    assert (cache.get("a"), cache.get("c"), cache.get("d")) == (4, None, 5)
+    clock.now += 9.9
+    assert cache.get("a") == 4
+    clock.now += 0.1  # ten seconds after it was put: forgotten (expiry is inclusive)
+    assert cache.get("a") is None and len(cache) == 1

@@ -5,8 +5,11 @@ refused, and the shipped configuration saying what the code registers."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import copy
 import functools
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +18,12 @@ import pytest
 import yaml
 
 from controller.api.models import GROUP, PLURAL, VERSION, Workload
+from controller.operator import tls
+from controller.operator.kube import ApiError
 from controller.operator.listener import Limits, Listener
+from controller.operator.tls import ServingCert
 from controller.operator.webhook import (
+    CONFIGURATIONS,
     MAX_REVIEW_BYTES,
     REQUEST_HEADER_BYTES,
     REVIEW_BYTES_IN_FLIGHT,
@@ -28,15 +35,19 @@ from controller.operator.webhook import (
     Admission,
     BadReview,
     ByteBudget,
+    Registrar,
+    ServiceRef,
     admission_app,
     parse_review,
     webhook_entry,
+    webhook_url,
 )
 from controller.scheduler.admission import refusal
 from controller.scheduler.ledger import Ledger
 from controller.scheduler.priority import NO_CLASSES, PriorityClass, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
 from tests.support.factories import workload_obj
+from tests.support.fakeapi import FakeApiServer, run, until
 
 SHIPPED = Path(__file__).resolve().parents[2] / "manifests" / "webhook"
 
@@ -450,3 +461,185 @@ def test_a_review_given_up_while_it_waited_gives_its_place_to_the_next() -> None
         return budget.free
 
     assert asyncio.run(scenario()) == 10
+
+
+# -- registration ------------------------------------------------------------------------------
+
+CONFIGURATION_PATH = f"{CONFIGURATIONS}/orca-test"
+
+
+def serving(hosts: tuple[str, ...] = ("127.0.0.1",)) -> ServingCert:
+    cert = tls.generated(list(hosts))
+    asyncio.run(cert.load())
+    return cert
+
+
+def as_the_api_server_returns(configuration: dict[str, Any]) -> dict[str, Any]:
+    """What the API server adds to a configuration it stores: defaults we do not set."""
+    stored = copy.deepcopy(configuration)
+    for hook in stored["webhooks"]:
+        hook.setdefault("objectSelector", {})
+        hook.setdefault("namespaceSelector", {})
+        hook["rules"][0].setdefault("scope", "*")
+    return stored
+
+
+def test_by_url_the_whole_configuration_is_written_once_and_again_only_when_it_differs() -> None:
+    cert = serving()
+    ca = base64.b64encode(cert.ca).decode()
+
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            registrar = Registrar(
+                api, cert, "orca-test", url="https://127.0.0.1:9443", namespaces=["b", "a"]
+            )
+            assert await registrar.ensure() is True
+            written = server.get("validatingwebhookconfigurations", "orca-test")
+            assert written is not None
+            assert written["metadata"]["labels"] == {"app.kubernetes.io/name": "orca-controller"}
+            (hook,) = written["webhooks"]
+            assert hook["clientConfig"] == {
+                "url": "https://127.0.0.1:9443/validate-workloads",
+                "caBundle": ca,
+            }
+            assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["a", "b"]
+            assert {k: hook[k] for k in WEBHOOK} == WEBHOOK
+            # Stored with the API server's defaults: nothing to do, however often asked.
+            server.put("validatingwebhookconfigurations", as_the_api_server_returns(written))
+            for _ in range(3):
+                assert await registrar.ensure() is False
+            assert len(server.seen("PUT")) == 0 and len(server.seen("POST")) == 1
+            # Someone made it fail closed: put back.
+            changed = copy.deepcopy(server.get("validatingwebhookconfigurations", "orca-test"))
+            assert changed is not None
+            changed["webhooks"][0]["failurePolicy"] = "Fail"
+            server.put("validatingwebhookconfigurations", changed)
+            assert await registrar.ensure() is True
+            back = server.get("validatingwebhookconfigurations", "orca-test")
+            assert back is not None and back["webhooks"][0]["failurePolicy"] == "Ignore"
+
+    run(scenario)
+
+
+def shipped_configuration(ca: str | None = None) -> dict[str, Any]:
+    """The shipped configuration (manifests/webhook) under the test's name, with a second
+    webhook of someone else's beside orca's."""
+    config = yaml.safe_load((SHIPPED / "validatingwebhookconfiguration.yaml").read_text())
+    config["metadata"]["name"] = "orca-test"
+    theirs = copy.deepcopy(config["webhooks"][0])
+    theirs["name"] = "theirs.example.com"
+    theirs["clientConfig"]["service"] = {"namespace": "other", "name": "orca-webhook"}
+    config["webhooks"].append(theirs)
+    if ca is not None:
+        config["webhooks"][0]["clientConfig"]["caBundle"] = ca
+    return dict(config)
+
+
+def test_by_service_only_the_ca_bundle_of_our_webhook_is_kept() -> None:
+    cert = serving()
+    ca = base64.b64encode(cert.ca).decode()
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("validatingwebhookconfigurations", shipped_configuration())
+        before = copy.deepcopy(server.get("validatingwebhookconfigurations", "orca-test"))
+        async with server.client() as api:
+            registrar = Registrar(
+                api, cert, "orca-test", service=ServiceRef("orca-system", "orca-webhook")
+            )
+            assert await registrar.ensure() is True
+            assert await registrar.ensure() is False  # current: no write
+        after = server.get("validatingwebhookconfigurations", "orca-test")
+        assert before is not None and after is not None
+        assert after["webhooks"][0]["clientConfig"]["caBundle"] == ca
+        assert "caBundle" not in after["webhooks"][1]["clientConfig"]  # not ours
+        after["webhooks"][0]["clientConfig"].pop("caBundle")
+        assert after["webhooks"] == before["webhooks"]  # nothing else changed
+        assert len(server.seen("PUT", CONFIGURATION_PATH)) == 1
+
+    run(scenario)
+
+
+def test_by_service_a_configuration_that_is_not_there_is_said_once_and_not_made(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cert = serving()
+
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            registrar = Registrar(
+                api, cert, "orca-test", service=ServiceRef("orca-system", "orca-webhook")
+            )
+            assert [await registrar.ensure() for _ in range(3)] == [False] * 3
+        assert server.seen("POST") == [] and server.seen("PUT") == []
+
+    with caplog.at_level(logging.WARNING, logger="orca.webhook"):
+        run(scenario)
+    (record,) = caplog.records
+    assert "ValidatingWebhookConfiguration orca-test not found" in record.getMessage()
+
+
+def test_a_refused_read_is_raised_and_the_loop_goes_on_after_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cert = serving()
+    ca = base64.b64encode(cert.ca).decode()
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("validatingwebhookconfigurations", shipped_configuration())
+        server.refuse("GET", CONFIGURATION_PATH, 403, "Forbidden")
+        async with server.client() as api:
+            registrar = Registrar(
+                api, cert, "orca-test", service=ServiceRef("orca-system", "orca-webhook")
+            )
+            with pytest.raises(ApiError):
+                await registrar.ensure()
+            server.refuse("GET", CONFIGURATION_PATH, 403, "Forbidden")
+            looping = asyncio.create_task(registrar.run(every=0.05))
+
+            def landed() -> bool:
+                got = server.get("validatingwebhookconfigurations", "orca-test") or {}
+                return bool(got["webhooks"][0]["clientConfig"].get("caBundle") == ca)
+
+            await until(landed, "the caBundle set on the next round")
+            looping.cancel()
+
+    with caplog.at_level(logging.WARNING, logger="orca.webhook"):
+        run(scenario)
+    assert any("not updated" in r.getMessage() and "403" in r.getMessage() for r in caplog.records)
+
+
+def test_a_rotation_is_registered_at_once_not_at_the_next_round() -> None:
+    first, second = tls.generate(["127.0.0.1"]), tls.generate(["127.0.0.1"])
+    bundles = [first]
+
+    async def source() -> tls.CertBundle:
+        return bundles[-1]
+
+    cert = ServingCert(source, "test")
+
+    async def scenario(server: FakeApiServer) -> None:
+        await cert.load()
+        server.put("validatingwebhookconfigurations", shipped_configuration())
+        async with server.client() as api:
+            registrar = Registrar(
+                api, cert, "orca-test", service=ServiceRef("orca-system", "orca-webhook")
+            )
+            looping = asyncio.create_task(registrar.run(every=3600))
+
+            def bundle() -> str | None:
+                got = server.get("validatingwebhookconfigurations", "orca-test") or {}
+                return got["webhooks"][0]["clientConfig"].get("caBundle")  # type: ignore[no-any-return]
+
+            await until(lambda: bundle() == base64.b64encode(first.ca).decode(), "first CA")
+            bundles.append(second)
+            await cert.load()  # rotated: sets cert.changed
+            await until(lambda: bundle() == base64.b64encode(second.ca).decode(), "second CA")
+            looping.cancel()
+
+    run(scenario)
+
+
+def test_the_url_of_a_host_and_port() -> None:
+    assert webhook_url("127.0.0.1", 9443) == "https://127.0.0.1:9443"
+    assert webhook_url("::1", 9443) == "https://[::1]:9443"
+    assert webhook_url("orca.example", 443) == "https://orca.example"
