@@ -184,7 +184,7 @@ def test_a_refusal_is_an_answer_asked_once(
 
     with caplog.at_level(logging.INFO, logger="orca.lifecycle"):
         run(scenario)
-    (record,) = caplog.records
+    (record,) = [r for r in caplog.records if r.name == "orca.lifecycle"]
     assert record.levelno == logging.WARNING
     assert f"{status} {reason}" in record.getMessage()
     assert "--node-lifecycle=taints" in record.getMessage()
@@ -198,6 +198,7 @@ def test_a_lease_that_is_there_is_logged_once_at_info(caplog: pytest.LogCaptureF
 
     with caplog.at_level(logging.DEBUG, logger="orca.lifecycle"):
         run(scenario)
-    assert [(r.levelno, r.getMessage()[:45]) for r in caplog.records] == [
+    lines = [r for r in caplog.records if r.name == "orca.lifecycle"]
+    assert [(r.levelno, r.getMessage()[:45]) for r in lines] == [
         (logging.INFO, "node lifecycle: kube-controller-manager holds")
     ]

@@ -574,7 +574,7 @@ def test_by_service_a_configuration_that_is_not_there_is_said_once_and_not_made(
 
     with caplog.at_level(logging.WARNING, logger="orca.webhook"):
         run(scenario)
-    (record,) = caplog.records
+    (record,) = [r for r in caplog.records if r.name == "orca.webhook"]
     assert "ValidatingWebhookConfiguration orca-test not found" in record.getMessage()
 
 
