@@ -10,8 +10,10 @@ import copy
 import functools
 import json
 import logging
+import ssl
+from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp.web
 import pytest
@@ -19,10 +21,12 @@ import yaml
 
 from controller.api.models import GROUP, PLURAL, VERSION, Workload
 from controller.operator import tls
+from controller.operator.kopf_runtime import kopf
 from controller.operator.kube import ApiError
 from controller.operator.listener import Limits, Listener
 from controller.operator.tls import ServingCert
 from controller.operator.webhook import (
+    CLASSES_UNKNOWN,
     CONFIGURATIONS,
     MAX_REVIEW_BYTES,
     REQUEST_HEADER_BYTES,
@@ -33,10 +37,12 @@ from controller.operator.webhook import (
     WEBHOOK_ID,
     WEBHOOK_PATH,
     Admission,
+    AdmissionServer,
     BadReview,
     ByteBudget,
     Registrar,
     ServiceRef,
+    _plain,
     admission_app,
     parse_review,
     webhook_entry,
@@ -643,3 +649,135 @@ def test_the_url_of_a_host_and_port() -> None:
     assert webhook_url("127.0.0.1", 9443) == "https://127.0.0.1:9443"
     assert webhook_url("::1", 9443) == "https://[::1]:9443"
     assert webhook_url("orca.example", 443) == "https://orca.example"
+
+
+# -- the check kopf calls, and the server kopf runs -----------------------------------------
+
+
+def test_an_object_being_deleted_is_never_refused_whatever_its_spec() -> None:
+    admission = Admission(lambda: NO_CLASSES)
+    old = workload()
+    deleting = workload(constraints=["node.cpu"])  # a bad spec, as finalizers come off
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:00Z"
+    assert admission.review("UPDATE", deleting, old, []) is None
+    del deleting["metadata"]["deletionTimestamp"]
+    assert admission.review("UPDATE", deleting, old, []) is not None
+
+
+def test_the_warning_about_classes_is_only_for_a_class_named_before_they_are_known() -> None:
+    high = PriorityClasses.of([PriorityClass("high", 1000)])
+    cases = [
+        (lambda: None, workload(), []),
+        (lambda: high, workload(priorityClassName="high"), []),
+        (lambda: None, workload(priorityClassName="high"), [CLASSES_UNKNOWN]),
+    ]
+    for classes, obj, said in cases:
+        warnings: list[str] = []
+        assert Admission(classes).review("CREATE", obj, None, warnings) is None
+        assert warnings == said
+
+
+def test_the_scheduler_given_is_the_one_that_checks() -> None:
+    scheduler = Scheduler()
+    assert Admission(lambda: NO_CLASSES, scheduler=scheduler).scheduler is scheduler
+    assert isinstance(Admission(lambda: NO_CLASSES).scheduler, Scheduler)
+
+
+def body(obj: dict[str, Any]) -> kopf.Body:
+    """``obj`` as kopf hands a handler its object."""
+    return kopf.Body(cast(Any, obj))
+
+
+def validating_handler(admission: Admission) -> Any:
+    registry = kopf.OperatorRegistry()
+    admission.register(registry)
+    (handler,) = registry._webhooks.get_all_handlers()
+    return handler
+
+
+def test_kopf_calls_the_check_under_the_webhooks_id_for_creates_and_updates() -> None:
+    handler = validating_handler(Admission(lambda: None))
+    assert handler.id == WEBHOOK_ID and handler.reason.value == "validating"
+    assert sorted(handler.operations) == ["CREATE", "UPDATE"]
+    selector = handler.selector
+    assert (selector.group, selector.version, selector.any_name) == (GROUP, VERSION, PLURAL)
+
+    async def call(**kwargs: Any) -> Any:
+        return await handler.fn(**kwargs)
+
+    bad = workload(constraints=["node.cpu"])
+    with pytest.raises(kopf.AdmissionError) as refused:
+        asyncio.run(call(body=body(bad), old=None, operation="CREATE", warnings=[]))
+    assert refused.value.code == 422
+    assert str(refused.value) == Admission(lambda: None).review("CREATE", bad, None, [])
+    warnings: list[str] = []
+    kept = workload(priorityClassName="high")
+    assert (
+        asyncio.run(call(body=body(kept), old=body(kept), operation="UPDATE", warnings=warnings))
+        is None
+    )
+    assert warnings == []  # the spec is unchanged: not even looked at
+    asyncio.run(call(body=body(kept), old=None, operation="CREATE", warnings=warnings))
+    assert warnings == [CLASSES_UNKNOWN]
+
+
+def test_a_bug_in_the_check_lets_the_write_through_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    admission = Admission(lambda: None)
+
+    def broken(*args: Any) -> str | None:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(admission, "review", broken)
+    handler = validating_handler(admission)
+    warnings: list[str] = []
+    with caplog.at_level(logging.ERROR, logger="orca.webhook"):
+        result = asyncio.run(
+            handler.fn(body=body(workload()), old=None, operation="CREATE", warnings=warnings)
+        )
+    assert result is None
+    assert warnings == ["orca could not check this Workload (KeyError)"]
+    (record,) = [r for r in caplog.records if r.name == "orca.webhook"]
+    assert "admission check failed, allowing" in record.getMessage()
+
+
+def test_kopfs_bodies_are_read_as_plain_dicts() -> None:
+    obj = workload(constraints=["node.cpu > 1"])
+    plain = _plain(body(obj))
+    assert plain == obj and type(plain) is dict
+    assert type(plain["spec"]["constraints"]) is list
+    assert _plain(None) is None
+
+
+def test_the_server_kopf_runs_serves_the_path_until_kopf_stops_it() -> None:
+    cert = serving()
+    answered = {"apiVersion": REVIEW_VERSION, "kind": "AdmissionReview", "response": {"uid": "u"}}
+
+    async def fn(review: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return answered
+
+    async def scenario() -> tuple[Any, int, bytes]:
+        server = AdmissionServer(cert, addr="127.0.0.1", port=0, limits=PLAIN)
+        served = cast(AsyncGenerator[Any, None], server(cast(Any, fn)))
+        config = await anext(served)
+        assert server.listener is not None
+        port = server.listener.bound_port
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_context(cert))
+        body = json.dumps(review_of(workload())).encode()
+        writer.write(post(body) + body)
+        answer = await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+        await served.aclose()  # kopf stops
+        with pytest.raises(OSError):
+            await asyncio.open_connection("127.0.0.1", port)
+        return config, int(answer.split(b" ")[1]), answer.partition(b"\r\n\r\n")[2]
+
+    config, status, body = asyncio.run(scenario())
+    assert config == {"url": "https://127.0.0.1:0/validate-workloads"}
+    assert (status, json.loads(body)) == (200, answered)
+
+
+def client_context(cert: ServingCert) -> ssl.SSLContext:
+    """A client that trusts ``cert``'s CA, as the API server does with the caBundle."""
+    return ssl.create_default_context(cadata=cert.ca.decode())
