@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -339,3 +340,164 @@ def test_stop_closes_every_connection() -> None:
         return await closed(reader)
 
     assert asyncio.run(run()) == b""
+
+
+# -- handlers: errors, cancellation, a slow reader, access logs ------------------------------
+
+
+def test_a_handler_that_fails_is_a_500_that_says_nothing_more(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def boom(_: web.Request) -> web.Response:
+        raise RuntimeError("s3cr3t internals")
+
+    application = web.Application()
+    application.router.add_get("/boom", boom)
+
+    async def run() -> bytes:
+        listener = Listener(application, "127.0.0.1", 0, None, Limits(connections=3), "test")
+        await listener.start()
+        try:
+            reader, writer = await connect(listener.bound_port, secure=False)
+            writer.write(b"GET /boom HTTP/1.1\r\nHost: orca\r\n\r\n")
+            return await closed(reader)
+        finally:
+            await listener.stop()
+
+    with caplog.at_level(logging.INFO):
+        answer = asyncio.run(run())
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == b"500"
+    assert body == b"500 Internal Server Error\n"
+    errors = [r for r in caplog.records if r.name == "orca.listener"]
+    assert [r.levelno for r in errors] == [logging.ERROR]
+    assert errors[0].exc_info is not None  # the traceback is in the log, not the answer
+    assert not [r for r in caplog.records if r.name == "aiohttp.access"]  # no access log
+
+
+def test_a_refused_request_is_one_info_line_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario(listener: Listener, port: int) -> bytes:
+        reader, writer = await connect(port)
+        writer.write(b"G\x00T / HTTP/1.1\r\n\r\n")
+        return await closed(reader)
+
+    with caplog.at_level(logging.DEBUG):
+        serve(scenario, limits=Limits(connections=3))
+    lines = [r for r in caplog.records if r.name == "orca.listener" and r.levelno >= logging.INFO]
+    assert [(r.levelno, r.exc_info) for r in lines] == [(logging.INFO, None)]
+    assert "refused: 400 (BadHttpMethod)" in lines[0].getMessage()
+
+
+def test_a_handler_whose_connection_ended_is_cancelled() -> None:
+    """An answer for nobody is not computed: the client gone (here: its deadline passed), its
+    handler is cancelled, and a stop does not wait for it."""
+    ended = asyncio.Event()
+
+    async def forever(_: web.Request) -> web.Response:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.set()
+        raise AssertionError("unreachable")
+
+    application = web.Application()
+    application.router.add_get("/forever", forever)
+
+    async def run() -> None:
+        listener = Listener(application, "127.0.0.1", 0, None, SHORT, "test")
+        await listener.start()
+        try:
+            reader, writer = await connect(listener.bound_port, secure=False)
+            writer.write(b"GET /forever HTTP/1.1\r\nHost: orca\r\n\r\n")
+            assert await closed(reader) == b""
+            await asyncio.wait_for(ended.wait(), PATIENCE)
+            assert listener.expired[State.BUSY] == 1
+        finally:
+            await listener.stop()
+
+    asyncio.run(run())
+
+
+def test_a_client_that_does_not_read_holds_the_answer_back_then_gets_all_of_it() -> None:
+    """Flow control passes through: while the client reads nothing, the handler's writes wait
+    once the transport's buffer is full (memory stays bounded); when it reads, it gets every
+    byte."""
+    total, chunk = 8 * 1024 * 1024, 64 * 1024
+    written = [0]
+
+    async def big(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Length": str(total)})
+        await response.prepare(request)
+        for _ in range(total // chunk):
+            await response.write(b"x" * chunk)
+            written[0] += chunk
+        await response.write_eof()
+        return response
+
+    application = web.Application()
+    application.router.add_get("/big", big)
+
+    async def run() -> int:
+        limits = Limits(request=30, connections=3)
+        listener = Listener(application, "127.0.0.1", 0, None, limits, "test")
+        await listener.start()
+        try:
+            reader, writer = await connect(listener.bound_port, secure=False)
+            writer.write(b"GET /big HTTP/1.1\r\nHost: orca\r\n\r\n")
+            await asyncio.sleep(0.5)  # the client reads nothing for a while
+            assert 0 < written[0] < total, written[0]
+            status, body = await response(reader)
+            assert (status, len(body)) == (200, total)
+            writer.close()
+            return written[0]
+        finally:
+            await listener.stop()
+
+    assert asyncio.run(run()) == total
+
+
+def test_a_listener_started_again_binds_the_port_its_predecessor_just_served_on() -> None:
+    """A restart (a rollout, a crash) must not wait for the closed connections' TIME_WAIT."""
+
+    async def run() -> tuple[int, int]:
+        first = Listener(app(), "127.0.0.1", 0, None, Limits(connections=3), "test")
+        await first.start()
+        port = first.bound_port
+        reader, writer = await connect(port, secure=False)
+        writer.write(b"GET /ok HTTP/1.1\r\nHost: orca\r\nConnection: close\r\n\r\n")
+        await closed(reader)  # the server closed first: its side of the connection waits
+        writer.close()
+        await first.stop()
+        second = Listener(app(), "127.0.0.1", port, None, Limits(connections=3), "test")
+        await second.start()
+        try:
+            return port, second.bound_port
+        finally:
+            await second.stop()
+
+    port, again = asyncio.run(run())
+    assert again == port
+
+
+def test_refusals_at_the_bound_are_logged_once_per_thousand(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario(listener: Listener, port: int) -> None:
+        held = []  # kept: a StreamWriter collected closes its connection
+        for _ in range(2):
+            reader, writer = await connect(port)
+            writer.write(b"GET /hang HTTP/1.1\r\nHost: orca\r\n\r\n")
+            held.append(writer)
+        while sum(c.state is State.BUSY for c in listener.open) < 2:
+            await asyncio.sleep(0.01)
+        for _ in range(3):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            assert await closed(reader) == b""
+        assert listener.refused == 3
+
+    with caplog.at_level(logging.WARNING, logger="orca.listener"):
+        serve(scenario, limits=Limits(connections=2))
+    lines = [r.getMessage() for r in caplog.records if r.name == "orca.listener"]
+    assert lines == ["test: 2 connections with a request in hand: new ones refused (1)"]
