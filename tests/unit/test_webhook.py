@@ -606,7 +606,7 @@ def test_a_refused_read_is_raised_and_the_loop_goes_on_after_a_warning(
                 got = server.get("validatingwebhookconfigurations", "orca-test") or {}
                 return bool(got["webhooks"][0]["clientConfig"].get("caBundle") == ca)
 
-            await until(landed, "the caBundle set on the next round")
+            await until(landed, "the caBundle set on the next round", timeout=5)
             looping.cancel()
 
     with caplog.at_level(logging.WARNING, logger="orca.webhook"):
@@ -636,10 +636,12 @@ def test_a_rotation_is_registered_at_once_not_at_the_next_round() -> None:
                 got = server.get("validatingwebhookconfigurations", "orca-test") or {}
                 return got["webhooks"][0]["clientConfig"].get("caBundle")  # type: ignore[no-any-return]
 
-            await until(lambda: bundle() == base64.b64encode(first.ca).decode(), "first CA")
+            first_ca = base64.b64encode(first.ca).decode()
+            await until(lambda: bundle() == first_ca, "first CA", timeout=5)
             bundles.append(second)
             await cert.load()  # rotated: sets cert.changed
-            await until(lambda: bundle() == base64.b64encode(second.ca).decode(), "second CA")
+            second_ca = base64.b64encode(second.ca).decode()
+            await until(lambda: bundle() == second_ca, "second CA", timeout=5)
             looping.cancel()
 
     run(scenario)
@@ -781,3 +783,67 @@ def test_the_server_kopf_runs_serves_the_path_until_kopf_stops_it() -> None:
 def client_context(cert: ServingCert) -> ssl.SSLContext:
     """A client that trusts ``cert``'s CA, as the API server does with the caBundle."""
     return ssl.create_default_context(cadata=cert.ca.decode())
+
+
+def test_what_the_registrar_says_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    """The lines an administrator reads: registered, updated, missing (once), not updated."""
+    cert = serving()
+
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            by_url = Registrar(api, cert, "orca-test", url="https://127.0.0.1:9443")
+            await by_url.ensure()
+            changed = copy.deepcopy(server.get("validatingwebhookconfigurations", "orca-test"))
+            assert changed is not None
+            changed["webhooks"][0]["timeoutSeconds"] = 30
+            server.put("validatingwebhookconfigurations", changed)
+            await by_url.ensure()
+            by_service = Registrar(
+                api, cert, "orca-missing", service=ServiceRef("orca-system", "orca-webhook")
+            )
+            await by_service.ensure()
+            await by_service.ensure()
+            server.refuse("GET", f"{CONFIGURATIONS}/orca-test", 500, "InternalError")
+            looping = asyncio.create_task(by_url.run(every=3600))
+            await until(lambda: any("not updated" in r.message for r in caplog.records), "")
+            looping.cancel()
+
+    with caplog.at_level(logging.INFO, logger="orca.webhook"):
+        run(scenario)
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "orca.webhook"]
+    assert lines[:3] == [
+        ("INFO", "registered the admission webhook orca-test at https://127.0.0.1:9443"),
+        ("INFO", "updated the admission webhook configuration orca-test"),
+        (
+            "WARNING",
+            "ValidatingWebhookConfiguration orca-missing not found: Workloads are checked only "
+            "when the operator decides them",
+        ),
+    ]
+    level, message = lines[3]
+    assert level == "WARNING"
+    assert message.startswith("webhook configuration orca-test not updated: ")
+    assert "500" in message and len(lines) == 4
+
+
+def test_a_written_configuration_is_a_v1_validatingwebhookconfiguration() -> None:
+    cert = serving()
+
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            await Registrar(
+                api, cert, "orca-test", url="https://127.0.0.1:9443", namespaces=["a"]
+            ).ensure()
+        (posted,) = server.seen("POST", CONFIGURATIONS)
+        assert posted.body is not None
+        assert posted.body["apiVersion"] == "admissionregistration.k8s.io/v1"
+        assert posted.body["kind"] == "ValidatingWebhookConfiguration"
+        assert posted.body["metadata"]["name"] == "orca-test"
+        (hook,) = posted.body["webhooks"]
+        assert hook["namespaceSelector"] == {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["a"]}
+            ]
+        }
+
+    run(scenario)
