@@ -5,13 +5,15 @@ one line each refusal carries."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, cast
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from controller.operator import serving
-from controller.operator.kube import KubeApi, TransportError
+from controller.operator.kube import ApiError, KubeApi, TransportError
 from controller.operator.serving import (
     CACHE_TTL,
     DelegatedAuth,
@@ -293,3 +295,96 @@ def test_the_cache_forgets_the_least_recently_used_first_and_each_entry_after_it
     assert cache.get("a") == 4
     clock.now += 0.1  # ten seconds after it was put: forgotten (expiry is inclusive)
     assert cache.get("a") is None and len(cache) == 1
+
+
+def test_the_endpoint_serves_what_prometheus_reads_and_logs_each_refusal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reviews = Reviews()
+
+    async def scenario() -> None:
+        secured = endpoint_app(auth(reviews, FakeClock()), Readiness(), render=lambda: b"m 1\n")
+        async with TestClient(TestServer(secured)) as client:
+            allowed = await client.get("/metrics", headers={"Authorization": "Bearer good"})
+            assert allowed.status == 200
+            assert allowed.headers["Content-Type"] == CONTENT_TYPE_LATEST
+            assert await allowed.read() == b"m 1\n"
+            forbidden = await client.get("/metrics", headers={"Authorization": "Bearer weak"})
+            assert (forbidden.status, await forbidden.text()) == (
+                403,
+                'Forbidden: user "bob" cannot get path "/metrics"\n',
+            )
+            assert (await client.get("/readyz")).status == 200  # no informers: whole
+            assert (await client.post("/metrics")).status == 405
+        open_app = endpoint_app(None, Readiness(), render=lambda: b"open 1\n")
+        async with TestClient(TestServer(open_app)) as client:  # --metrics-insecure
+            plain = await client.get("/metrics")
+            assert (plain.status, await plain.read()) == (200, b"open 1\n")
+
+    with caplog.at_level(logging.INFO, logger="orca.serving"):
+        asyncio.run(scenario())
+    lines = [r.getMessage() for r in caplog.records if r.name == "orca.serving"]
+    assert lines == [
+        'GET /metrics from 127.0.0.1: Forbidden: user "bob" cannot get path "/metrics"'
+    ]
+
+
+def test_at_most_max_reviews_are_asked_at_once() -> None:
+    """A flood of distinct tokens waits for a place: the API server is asked at most
+    ``MAX_REVIEWS`` reviews at a time, and each one is answered in the end."""
+    reviews = Reviews()
+    reviews.gate = asyncio.Event()
+    in_flight = [0, 0]
+    request = reviews.request
+
+    async def counted(method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        in_flight[0] += 1
+        in_flight[1] = max(in_flight)
+        try:
+            return await request(method, path, body)
+        finally:
+            in_flight[0] -= 1
+
+    reviews.request = counted  # type: ignore[method-assign]
+
+    async def scenario() -> list[Any]:
+        a = auth(reviews, FakeClock())
+        checks = [
+            asyncio.ensure_future(a.check(f"Bearer t{i}", "/metrics"))
+            for i in range(serving.MAX_REVIEWS + 4)
+        ]
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert in_flight[1] == serving.MAX_REVIEWS
+        assert reviews.gate is not None
+        reviews.gate.set()
+        return await asyncio.gather(*checks)
+
+    answers = asyncio.run(scenario())
+    assert {(d.status, d.message) for d in answers} == {(401, "Unauthorized: invalid bearer token")}
+    assert in_flight[1] == serving.MAX_REVIEWS
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (
+            ApiError(500, "InternalError", "etcd is\nunhappy" + "x" * 300),
+            "Service Unavailable: the review failed: ",
+        ),
+        (TransportError("POST /x", ConnectionRefusedError("refused")), "the review failed: "),
+        (ValueError("whatever"), "Service Unavailable: the review failed: ValueError"),
+    ],
+    ids=["api-error", "no-answer", "anything-else"],
+)
+def test_a_review_that_fails_is_a_503_of_one_line(error: Exception, says: str) -> None:
+    class Failing(Reviews):
+        async def request(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            raise error
+
+    async def scenario() -> Any:
+        return await auth(Failing(), FakeClock()).check("Bearer t", "/metrics")
+
+    denial = asyncio.run(scenario())
+    assert denial.status == 503 and says in denial.message
+    assert "\n" not in denial.message and len(denial.message) <= 260
