@@ -6,15 +6,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
+import logging
 import ssl
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from controller.operator import tls
 from controller.operator.kube import ApiError
-from tests.support.fakeapi import FakeApiServer, run
+from tests.support.fakeapi import FakeApiServer, run, until
 
 
 def write(directory: Path, bundle: tls.CertBundle) -> None:
@@ -215,3 +220,192 @@ def test_a_change_of_the_ca_alone_is_picked_up(tmp_path: Path) -> None:
 
     assert asyncio.run(scenario()) == [True, True, True]
     assert cert.ca.startswith(first.ca) and cert.ca != first.ca
+
+
+# -- what is generated, read and loaded ---------------------------------------------------------
+
+
+def test_a_generated_certificate_is_what_a_tls_client_and_cert_manager_would_make() -> None:
+    """A CA (P-256, ten years, a CA of path length 0 that signs certificates and CRLs) and a
+    serving certificate it signs (P-256, ``CERT_DAYS``, server auth only, not a CA, named for
+    the first host, every host a SAN: IPs as IP addresses), both valid from five minutes
+    before ``now`` (a client's clock a little behind ours)."""
+    now = datetime.datetime(2026, 12, 1, 10, 0, tzinfo=datetime.UTC)
+    bundle = tls.generate(["orca-webhook.orca-system.svc", "127.0.0.1", "::1"], now=now)
+    ca = x509.load_pem_x509_certificate(bundle.ca)
+    cert = x509.load_pem_x509_certificate(bundle.cert)
+    start = now - datetime.timedelta(minutes=5)
+    assert ca.not_valid_before_utc == cert.not_valid_before_utc == start
+    assert ca.not_valid_after_utc == now + datetime.timedelta(days=tls.CA_DAYS)
+    assert cert.not_valid_after_utc == now + datetime.timedelta(days=tls.CERT_DAYS)
+    assert ca.subject == ca.issuer == cert.issuer
+    assert ca.subject.rfc4514_string() == "CN=orca-controller-ca"
+    assert cert.subject.rfc4514_string() == "CN=orca-webhook.orca-system.svc"
+    ca_constraints = ca.extensions.get_extension_for_class(x509.BasicConstraints)
+    assert ca_constraints.critical and ca_constraints.value.ca
+    assert ca_constraints.value.path_length == 0
+    usage = ca.extensions.get_extension_for_class(x509.KeyUsage)
+    assert usage.critical
+    assert (usage.value.key_cert_sign, usage.value.crl_sign, usage.value.digital_signature) == (
+        True,
+        True,
+        True,
+    )
+    assert not (usage.value.key_encipherment or usage.value.content_commitment)
+    leaf = cert.extensions.get_extension_for_class(x509.BasicConstraints)
+    assert leaf.critical and not leaf.value.ca
+    eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage)
+    assert list(eku.value) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == ["orca-webhook.orca-system.svc"]
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1", "::1"]
+    for key in (ca.public_key(), cert.public_key()):
+        assert isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp256r1"
+    cert.verify_directly_issued_by(ca)
+    private = serialization.load_pem_private_key(bundle.key, None)
+    assert isinstance(private, ec.EllipticCurvePrivateKey)
+    assert private.public_key() == cert.public_key()
+    assert b"BEGIN PRIVATE KEY" in bundle.key  # PKCS #8, unencrypted: what OpenSSL loads
+
+
+def test_a_certificate_without_names_serves_no_host_and_is_named_for_orca() -> None:
+    bundle = tls.generate([])
+    cert = x509.load_pem_x509_certificate(bundle.cert)
+    assert cert.subject.rfc4514_string() == "CN=orca-controller"
+    assert bundle.names() == set()
+    assert not bundle.serves(["127.0.0.1"], datetime.datetime.now(datetime.UTC))
+    assert bundle.serves([], datetime.datetime.now(datetime.UTC))
+
+
+def test_a_certificate_without_a_san_extension_names_nothing() -> None:
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bare")])
+    now = datetime.datetime.now(datetime.UTC)
+    bare = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(ca_key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = bare.public_bytes(serialization.Encoding.PEM)
+    assert tls.CertBundle(pem, b"", pem).names() == set()
+
+
+def test_a_bundle_is_good_for_its_names_until_renew_before_its_end() -> None:
+    now = datetime.datetime(2026, 12, 1, 10, 0, tzinfo=datetime.UTC)
+    bundle = tls.generate(["a.example", "10.0.0.1"], now=now)
+    end = now + datetime.timedelta(days=tls.CERT_DAYS)
+    assert bundle.not_after() == end
+    assert bundle.serves(
+        ["a.example", "10.0.0.1"], end - tls.RENEW_BEFORE - datetime.timedelta(seconds=1)
+    )
+    assert not bundle.serves(["a.example"], end - tls.RENEW_BEFORE)
+    assert not bundle.serves(["a.example", "b.example"], now)
+
+
+def test_files_read_from_a_directory_and_what_is_missing_said_in_one_line(tmp_path: Path) -> None:
+    bundle = tls.generate(["127.0.0.1"])
+    write(tmp_path, bundle)
+    assert tls.read_dir(tmp_path) == bundle
+    (tmp_path / "ca.crt").unlink()  # no CA bundle: the certificate is its own
+    assert tls.read_dir(tmp_path) == tls.CertBundle(bundle.cert, bundle.key, bundle.cert)
+    (tmp_path / "tls.key").unlink()
+    with pytest.raises(tls.CertificateError) as caught:
+        tls.read_dir(tmp_path)
+    assert str(caught.value) == (
+        f"--tls-cert-dir {tmp_path}: No such file or directory: {tmp_path / 'tls.key'}"
+    )
+
+
+def test_a_key_that_does_not_fit_its_certificate_does_not_load() -> None:
+    one, other = tls.generate(["127.0.0.1"]), tls.generate(["127.0.0.1"])
+    cert = tls.ServingCert(_returns(tls.CertBundle(one.cert, other.key, one.ca)), "test")
+    with pytest.raises(tls.CertificateError) as caught:
+        asyncio.run(cert.load())
+    assert str(caught.value).startswith("the serving certificate and key do not load: ")
+    assert cert.bundle is None and not cert.changed.is_set()
+
+
+def _returns(bundle: tls.CertBundle) -> Any:
+    async def source() -> tls.CertBundle:
+        return bundle
+
+    return source
+
+
+def test_the_context_serves_tls_1_2_and_later_and_asks_no_client_certificate() -> None:
+    cert = tls.generated(["127.0.0.1"])
+    assert cert.context.minimum_version == ssl.TLSVersion.TLSv1_2
+    assert cert.context.verify_mode == ssl.CERT_NONE
+    assert cert.what == "generated at start"
+    assert tls.from_dir(Path("/etc/orca/tls")).what == "from /etc/orca/tls"
+
+
+def test_loads_and_rotations_are_logged_and_a_source_that_fails_keeps_the_last(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = datetime.datetime(2026, 12, 1, 10, 0, tzinfo=datetime.UTC)
+    first, second = tls.generate(["b", "a"], now=now), tls.generate(["c"], now=now)
+    answers: list[tls.CertBundle | Exception] = [first, first, second, tls.CertificateError("gone")]
+
+    async def source() -> tls.CertBundle:
+        answer = answers.pop(0) if len(answers) > 1 else answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    cert = tls.ServingCert(source, "from test")
+
+    async def scenario() -> None:
+        assert await cert.load() is True
+        watching = asyncio.create_task(cert.watch(every=0.01))
+        await until(lambda: cert.bundle == second, "rotated", timeout=5)
+        await until(lambda: any("not reloaded" in r.message for r in caplog.records), "", 5)
+        watching.cancel()
+
+    with caplog.at_level(logging.INFO, logger="orca.tls"):
+        asyncio.run(scenario())
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "orca.tls"]
+    end = "until 2027-03-01T10:00:00+00:00"  # now + CERT_DAYS
+    assert lines[:2] == [
+        ("INFO", f"using serving certificate from test (a, b, {end})"),
+        ("INFO", f"rotated: now using serving certificate from test (c, {end})"),
+    ]
+    assert lines[2] == ("WARNING", "serving certificate not reloaded: gone")
+    assert cert.bundle == second  # kept
+
+
+def test_a_secret_is_read_only_when_it_holds_a_certificate_and_its_key() -> None:
+    good = tls.generate(["x"])
+    assert tls._bundle_of(None) is None
+    assert tls._bundle_of({}) is None
+    assert tls._bundle_of({"data": None}) is None
+    assert tls._bundle_of({"data": {"tls.crt": b64(good.cert)}}) is None
+    assert tls._bundle_of({"data": {"tls.crt": "%%%", "tls.key": b64(good.key)}}) is None
+    assert tls._bundle_of({"data": {"tls.crt": 7, "tls.key": b64(good.key)}}) is None
+    garbled = {"tls.crt": b64(b"not PEM"), "tls.key": b64(good.key)}
+    assert tls._bundle_of({"data": garbled}) is None
+    assert tls._bundle_of(secret_of(good)) == good
+
+
+def test_the_secret_written_is_a_labelled_tls_secret_updated_at_its_version() -> None:
+    bundle = tls.generate(["x"])
+    made = tls._secret("orca-system", "orca-tls", bundle, None)
+    assert made == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {
+            "name": "orca-tls",
+            "namespace": "orca-system",
+            "labels": {"app.kubernetes.io/name": "orca-controller"},
+        },
+        "data": {"tls.crt": b64(bundle.cert), "tls.key": b64(bundle.key), "ca.crt": b64(bundle.ca)},
+    }
+    assert (
+        tls._secret("orca-system", "orca-tls", bundle, "42")["metadata"]["resourceVersion"] == "42"
+    )
