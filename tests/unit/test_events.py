@@ -5,6 +5,7 @@ placement and cost the API server more per Event)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -314,3 +315,65 @@ def test_the_operators_events_hold_back_while_a_status_write_is_in_flight_not_fo
 
     queue_only, during, after = asyncio.run(scenario())
     assert (queue_only, during, after) == (False, True, False)
+
+
+def test_an_event_is_posted_as_client_gos_recorder_writes_one() -> None:
+    """core/v1 Event fields as kubectl describe shows them: the Workload it is about (at the
+    version decided), Normal or Warning, when it happened, and who reports it."""
+    api: Any = GatedApi()
+    recorder = EventRecorder(api, now=lambda: "2026-12-01T10:00:00Z", identity="orca-a")
+    record = WorkloadRecord("shop/web", "shop", "web", "uid-1", "7", 1, None)
+    recorder.record(record, "FailedScheduling", "0/3 nodes are available", "7", warning=True)
+    recorder.record(record, "Scheduled", "placed", "8")
+    warning, normal = (recorder.queue.get_nowait() for _ in range(2))
+    assert warning.body() == {
+        "metadata": {"generateName": "web.", "namespace": "shop"},
+        "involvedObject": {
+            "apiVersion": "orca.cloudinit.dev/v1alpha1",
+            "kind": "Workload",
+            "name": "web",
+            "namespace": "shop",
+            "uid": "uid-1",
+            "resourceVersion": "7",
+        },
+        "type": "Warning",
+        "reason": "FailedScheduling",
+        "message": "0/3 nodes are available",
+        "firstTimestamp": "2026-12-01T10:00:00Z",
+        "lastTimestamp": "2026-12-01T10:00:00Z",
+        "count": 1,
+        "source": {"component": "orca-controller"},
+        "reportingComponent": "orca.cloudinit.dev/orca-controller",
+        "reportingInstance": "orca-a",
+    }
+    assert normal.body()["type"] == "Normal"
+    assert normal.body()["involvedObject"]["resourceVersion"] == "8"
+
+
+def test_an_event_not_posted_is_one_line_and_a_bug_is_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        api = FlakyApi()
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        for name in ("w1", "w0"):  # w1: a bug (the flush goes on); w0: no answer (it stops)
+            event = PendingEvent(name, "ns", None, "1", "Scheduled", "placed", False, "", "me")
+            recorder.queue.put_nowait(event)
+        assert await recorder.flush(within=5, posters=1) == 0
+
+    with caplog.at_level(logging.INFO, logger="orca.events"):
+        asyncio.run(scenario())
+    lines = [
+        (r.levelno, r.getMessage(), r.exc_info is not None)
+        for r in caplog.records
+        if r.name == "orca.events"
+    ]
+    assert lines == [
+        (logging.ERROR, "posting event Scheduled on w1 failed", True),
+        (
+            logging.INFO,
+            "could not post event Scheduled: POST events: ServerDisconnectedError: "
+            "Server disconnected",
+            False,
+        ),
+    ]
