@@ -191,3 +191,32 @@ def test_a_namespaced_name_is_read_as_a_pair() -> None:
     args = parse("--tls-secret=orca-system/orca-controller-tls", "--webhook-service=ns/svc")
     assert args.tls_secret == ("orca-system", "orca-controller-tls")
     assert args.webhook_service == ("ns", "svc")
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "said"),
+    [
+        ("config", 2, "error: metrics port 9090 on 0.0.0.0: Address already in use\n"),
+        ("bug", 1, "error: RuntimeError: the informers died\n"),
+    ],
+)
+def test_what_stops_the_operator_is_one_line_and_its_exit_code(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    raised: str,
+    code: int,
+    said: str,
+) -> None:
+    """A flag the operator cannot start with is exit 2 (as a bad flag), anything else that
+    ends it exit 1; one line each, never a traceback."""
+    from controller.operator import app
+
+    async def operate(args: argparse.Namespace) -> None:
+        if raised == "config":
+            raise app.ConfigError("metrics port 9090 on 0.0.0.0: Address already in use")
+        raise RuntimeError("the informers died")
+
+    monkeypatch.setattr(app, "operate", operate)
+    monkeypatch.setattr(app, "configure_logging", lambda args: None)
+    assert run_flags.run(parse()) == code
+    assert capsys.readouterr().err == said
