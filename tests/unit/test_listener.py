@@ -501,3 +501,66 @@ def test_refusals_at_the_bound_are_logged_once_per_thousand(
         serve(scenario, limits=Limits(connections=2))
     lines = [r.getMessage() for r in caplog.records if r.name == "orca.listener"]
     assert lines == ["test: 2 connections with a request in hand: new ones refused (1)"]
+
+
+def test_each_end_is_one_debug_line_and_leaves_nothing_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A deadline passed, a handshake that fails: one debug line each, naming the listener
+    and why; and the connection is no longer counted against the bound (a handshake cut
+    short is never reported closed by the TLS layer: the listener must forget it itself)."""
+
+    async def scenario(listener: Listener, port: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)  # no TLS: deadline
+        assert await closed(reader) == b""
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\n\r\n")  # plain HTTP to the HTTPS port
+        assert await closed(reader) == b""
+        writer.close()
+        reader, writer = await connect(port)  # TLS, then nothing: the headers' deadline
+        assert await closed(reader) == b""
+        writer.close()
+        deadline = asyncio.get_running_loop().time() + PATIENCE
+        while listener.open and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        assert listener.open == set()
+
+    with caplog.at_level(logging.DEBUG, logger="orca.listener"):
+        serve(scenario)
+    lines = [r.getMessage() for r in caplog.records if r.name == "orca.listener"]
+    assert len(lines) == 3
+    assert lines[0] == "test: connection closed, handshake for too long"
+    # Plain HTTP is not a ClientHello (OpenSSL's words; the line of _ssl.c varies).
+    assert lines[1].startswith("test: TLS handshake failed: SSLError(1, '[SSL: HTTP_REQUEST]")
+    assert lines[2] == "test: connection closed, waiting for too long"
+
+
+def test_what_a_failed_request_logs_names_the_client_and_the_status(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def boom(_: web.Request) -> web.Response:
+        raise RuntimeError("inside")
+
+    application = web.Application()
+    application.router.add_get("/boom", boom)
+
+    async def run() -> None:
+        listener = Listener(application, "127.0.0.1", 0, None, Limits(connections=3), "test")
+        await listener.start()
+        try:
+            for request in (b"GET /boom HTTP/1.1\r\nHost: o\r\n\r\n", b"G\x00T / HTTP/1.1\r\n\r\n"):
+                reader, writer = await connect(listener.bound_port, secure=False)
+                writer.write(request)
+                await closed(reader)
+                writer.close()
+        finally:
+            await listener.stop()
+
+    with caplog.at_level(logging.INFO, logger="orca.listener"):
+        asyncio.run(run())
+    lines = [r.getMessage() for r in caplog.records if r.name == "orca.listener"]
+    assert lines == [
+        "request from 127.0.0.1 failed: RuntimeError('inside')",
+        "request from 127.0.0.1 refused: 400 (BadHttpMethod)",
+    ]
