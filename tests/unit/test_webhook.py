@@ -18,6 +18,7 @@ from typing import Any, cast
 import aiohttp.web
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 
 from controller.api.models import GROUP, PLURAL, VERSION, Workload
 from controller.operator import tls
@@ -995,3 +996,32 @@ def test_only_a_difference_in_what_orca_sets_rewrites_the_configuration() -> Non
 
     run(keep)
     assert results == [[False, True, True, True, False]]
+
+
+def test_the_registrars_requests_are_counted_by_verb() -> None:
+    """``orca_api_requests_total`` counts them as kube does (upper-case verbs): a read, a
+    create, a replace."""
+    cert = serving()
+
+    def count(verb: str, code: str) -> float:
+        labels = {"verb": verb, "resource": "validatingwebhookconfigurations", "code": code}
+        return REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
+
+    before = {
+        key: count(*key)
+        for key in (("GET", "404"), ("POST", "201"), ("GET", "200"), ("PUT", "200"))
+    }
+
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            registrar = Registrar(api, cert, "orca-test", url="https://127.0.0.1:9443")
+            await registrar.ensure()  # GET 404, POST
+            current = server.get("validatingwebhookconfigurations", "orca-test")
+            assert current is not None
+            changed = copy.deepcopy(current)
+            changed["webhooks"][0]["timeoutSeconds"] = 30
+            server.put("validatingwebhookconfigurations", changed)
+            await registrar.ensure()  # GET 200, PUT
+
+    run(scenario)
+    assert {key: count(*key) - n for key, n in before.items()} == dict.fromkeys(before, 1.0)
