@@ -202,3 +202,30 @@ def test_a_lease_that_is_there_is_logged_once_at_info(caplog: pytest.LogCaptureF
     assert [(r.levelno, r.getMessage()[:45]) for r in lines] == [
         (logging.INFO, "node lifecycle: kube-controller-manager holds")
     ]
+
+
+def test_the_lease_is_asked_again_after_a_pause_that_doubles_up_to_ten_seconds(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    paused: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:  # asyncio's own, for everyone: the lifecycle's
+        if seconds:  # pauses are the ones that are not a mere yield
+            paused.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr("controller.operator.lifecycle.asyncio.sleep", sleep)
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("leases", lease("host_1a2b", 1.0))
+        server.refuse("GET", LEASE_PATH, 503, "ServiceUnavailable", times=7)
+        async with server.client() as api:
+            assert await resolve(api, NodeLifecycle.AUTO, clock=lambda: NOW) is False
+
+    with caplog.at_level(logging.WARNING, logger="orca.lifecycle"):
+        run(scenario)
+    assert paused == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    first = next(r.getMessage() for r in caplog.records if r.name == "orca.lifecycle")
+    assert first.startswith("node lifecycle: cannot read the Lease yet (503 ")
+    assert first.endswith("); retrying")
