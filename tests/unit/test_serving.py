@@ -388,3 +388,33 @@ def test_a_review_that_fails_is_a_503_of_one_line(error: Exception, says: str) -
     denial = asyncio.run(scenario())
     assert denial.status == 503 and says in denial.message
     assert "\n" not in denial.message and len(denial.message) <= 260
+
+
+def test_a_review_cut_short_fails_whoever_shared_it_and_is_asked_afresh_next() -> None:
+    """The scrape that asked is gone (its connection closed: its handler is cancelled): the
+    others waiting on the same review are answered 503 rather than left waiting, and the
+    next scrape asks again."""
+    reviews = Reviews()
+    reviews.gate = asyncio.Event()
+
+    async def scenario() -> list[Any]:
+        a = auth(reviews, FakeClock())
+        asking = asyncio.ensure_future(a.check("Bearer good", "/metrics"))
+        await asyncio.sleep(0)
+        sharing = asyncio.ensure_future(a.check("Bearer good", "/metrics"))
+        await asyncio.sleep(0)
+        asking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+        shared = await sharing
+        assert reviews.calls == ["TokenReview"]  # one review, shared
+        assert reviews.gate is not None
+        reviews.gate.set()
+        return [shared, await a.check("Bearer good", "/metrics"), len(reviews.calls)]
+
+    shared, again, calls = asyncio.run(scenario())
+    assert (shared.status, shared.message) == (
+        503,
+        "Service Unavailable: the review failed: CancelledError",
+    )
+    assert again is None and calls == 3  # asked afresh: a TokenReview and an access review
