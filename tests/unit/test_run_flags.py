@@ -220,3 +220,35 @@ def test_what_stops_the_operator_is_one_line_and_its_exit_code(
     monkeypatch.setattr(app, "configure_logging", lambda args: None)
     assert run_flags.run(parse()) == code
     assert capsys.readouterr().err == said
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ten", "--n: 'ten' is not a whole number"),
+        ("0x10", "--n: '0x10' is not a whole number"),  # base 10 only
+        ("1.5", "--n: '1.5' is not a whole number"),
+        ("x" * 60, "--n: " + repr("x" * 40) + " is not a whole number"),  # cut at 40
+        ("-1", "--n: -1 is out of range (0..10)"),
+        ("11", "--n: 11 is out of range (0..10)"),
+    ],
+)
+def test_a_whole_number_flag_says_what_is_wrong_in_one_line(text: str, message: str) -> None:
+    from controller.cli.flags import whole_number
+
+    with pytest.raises(ValueError) as refused:
+        whole_number("--n", text, 0, 10)
+    assert str(refused.value) == message
+
+
+def test_a_whole_number_flag_reads_base_10_within_its_range() -> None:
+    from controller.cli.flags import whole_number
+
+    assert [whole_number("--n", t, 0, 10) for t in ("0", "10", "007", " 3 ")] == [0, 10, 7, 3]
+
+
+def test_every_command_that_talks_to_a_cluster_takes_kubeconfig_and_context() -> None:
+    for command in (["run"], ["plan", "--from-cluster"], ["explain", "-n", "a", "w"]):
+        args = build_parser().parse_args([*command, "--kubeconfig", "/k", "--context", "staging"])
+        assert (args.kubeconfig, args.context) == ("/k", "staging"), command
+    assert (parse().kubeconfig, parse().context) == (None, None)
