@@ -318,10 +318,8 @@ class Listener:
                         self.refused,
                     )
                 return False
-            oldest = min(waiting, key=lambda c: c.since)
-            self.open.discard(oldest)
             self.evicted += 1
-            oldest.abort()
+            min(waiting, key=lambda c: c.since).abort()  # forgotten there
         self.open.add(connection)
         return True
 

@@ -564,3 +564,138 @@ def test_what_a_failed_request_logs_names_the_client_and_the_status(
         "request from 127.0.0.1 failed: RuntimeError('inside')",
         "request from 127.0.0.1 refused: 400 (BadHttpMethod)",
     ]
+
+
+def test_every_end_is_counted_and_every_eviction() -> None:
+    async def scenario(listener: Listener, port: int) -> tuple[int, int]:
+        first = [await connect(port), await connect(port)]  # 2 open: the bound
+        second = [await connect(port), await connect(port)]  # each evicts one of the first
+        for reader, _ in first:
+            assert await closed(reader) == b""
+        for reader, _ in second:  # then both end by the headers' deadline
+            assert await closed(reader) == b""
+        return listener.evicted, listener.expired[State.WAITING]
+
+    assert serve(scenario, limits=Limits(header=0.3, connections=2)) == (2, 2)
+
+
+def test_an_answer_after_its_connection_ended_arms_no_deadline() -> None:
+    """The middleware marks a connection idle once its handler ends, even when the handler
+    ended because its connection was aborted: no deadline is armed on it then (it would
+    count an end that did not happen)."""
+
+    async def scenario(listener: Listener, port: int) -> dict[State, int]:
+        await hung_answer(listener, port)
+        await asyncio.sleep(SHORT.idle * 3)
+        return listener.expired
+
+    assert serve(scenario) == {State.HANDSHAKE: 0, State.WAITING: 0, State.BUSY: 1, State.IDLE: 0}
+
+
+def test_a_body_nobody_reads_is_drained_for_the_body_deadline_then_closed() -> None:
+    """aiohttp drains a body its handler did not read (a 404, a GET with a body) for
+    ``lingering_time``: that is the body's deadline, well before the idle one."""
+
+    async def scenario(listener: Listener, port: int) -> dict[State, int]:
+        reader, writer = await connect(port)
+        writer.write(b"POST /missing HTTP/1.1\r\nHost: o\r\nContent-Length: 100\r\n\r\nab")
+        answer = await closed(reader)
+        assert answer.split(b" ")[1] in (b"404", b"405")
+        return listener.expired
+
+    expired = serve(scenario, limits=Limits(body=0.2, idle=5, connections=3))
+    assert expired[State.IDLE] == 0
+
+
+def test_a_listener_that_never_started_stops_quietly_and_one_stopped_is_gone() -> None:
+    cleaned: list[bool] = []
+
+    async def cleanup(_: web.Application) -> None:
+        cleaned.append(True)
+
+    async def run() -> None:
+        never = Listener(app(), "127.0.0.1", 0, None, Limits(connections=3))
+        await never.stop()  # nothing to stop
+        application = app()
+        application.on_cleanup.append(cleanup)
+        listener = Listener(application, "127.0.0.1", 0, None, Limits(connections=3))
+        await listener.start()
+        port = listener.bound_port
+        await listener.stop()
+        assert cleaned == [True]  # the application's own clean-up ran
+        with pytest.raises(OSError):
+            await asyncio.open_connection("127.0.0.1", port)
+
+    asyncio.run(run())
+
+
+def test_a_port_taken_is_an_os_error_and_leaves_nothing_running() -> None:
+    async def run() -> None:
+        first = Listener(app(), "127.0.0.1", 0, None, Limits(connections=3))
+        await first.start()
+        try:
+            taken = Listener(app(), "127.0.0.1", first.bound_port, None, Limits(connections=3))
+            with pytest.raises(OSError):
+                await taken.start()
+            await taken.stop()
+        finally:
+            await first.stop()
+
+    asyncio.run(run())
+
+
+def test_the_listener_leaves_the_processs_signals_alone() -> None:
+    """kopf handles SIGINT and SIGTERM (a graceful stop); a listener must not take them."""
+    import signal
+
+    async def run() -> list[object]:
+        before = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
+        listener = Listener(app(), "127.0.0.1", 0, None, Limits(connections=3))
+        await listener.start()
+        try:
+            return [before, [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]]
+        finally:
+            await listener.stop()
+
+    before, during = asyncio.run(run())
+    assert during == before
+
+
+def test_a_listener_without_a_name_says_listener(caplog: pytest.LogCaptureFixture) -> None:
+    async def run() -> None:
+        listener = Listener(app(), "127.0.0.1", 0, None, Limits(header=0.1, connections=3))
+        await listener.start()
+        try:
+            reader, writer = await connect(listener.bound_port, secure=False)
+            assert await closed(reader) == b""
+            writer.close()
+        finally:
+            await listener.stop()
+
+    with caplog.at_level(logging.DEBUG, logger="orca.listener"):
+        asyncio.run(run())
+    lines = [r.getMessage() for r in caplog.records if r.name == "orca.listener"]
+    assert lines == ["listener: connection closed, waiting for too long"]
+
+
+def test_refusals_past_the_first_thousand_are_logged_at_the_thousand_and_first(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario(listener: Listener, port: int) -> None:
+        _reader, writer = await connect(port, secure=False)
+        writer.write(b"GET /hang HTTP/1.1\r\nHost: orca\r\n\r\n")
+        while not listener.open or next(iter(listener.open)).state is not State.BUSY:
+            await asyncio.sleep(0.01)
+        for _ in range(1001):
+            refused, sent = await asyncio.open_connection("127.0.0.1", port)
+            await refused.read()
+            sent.close()
+        assert listener.refused == 1001
+
+    with caplog.at_level(logging.WARNING, logger="orca.listener"):
+        serve(scenario, secure=False, limits=Limits(connections=1))
+    lines = [r.getMessage() for r in caplog.records if r.name == "orca.listener"]
+    assert lines == [
+        "test: 1 connections with a request in hand: new ones refused (1)",
+        "test: 1 connections with a request in hand: new ones refused (1001)",
+    ]
