@@ -418,3 +418,120 @@ def test_a_review_cut_short_fails_whoever_shared_it_and_is_asked_afresh_next() -
         "Service Unavailable: the review failed: CancelledError",
     )
     assert again is None and calls == 3  # asked afresh: a TokenReview and an access review
+
+
+class Exact(Reviews):
+    """Reviews that keep each request as sent (method, path, body)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def request(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.sent.append((method, path, body))
+        return await super().request(method, path, body)
+
+
+def test_the_reviews_are_the_apis_own_objects_posted_where_they_belong() -> None:
+    reviews = Exact()
+
+    async def scenario() -> Any:
+        return await auth(reviews, FakeClock()).check("Bearer good", "/metrics")
+
+    assert asyncio.run(scenario()) is None
+    (token_method, token_path, token_body), (access_method, access_path, access_body) = reviews.sent
+    assert (token_method, token_path) == ("POST", "/apis/authentication.k8s.io/v1/tokenreviews")
+    assert token_body == {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenReview",
+        "spec": {"token": "good"},
+    }
+    assert (access_method, access_path) == (
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+    )
+    assert access_body == {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": "alice",
+            "uid": "",
+            "groups": [],
+            "extra": {},
+            "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+        },
+    }
+
+
+def test_a_user_the_token_review_leaves_unnamed_is_asked_about_as_nameless() -> None:
+    """kube's authorizer sees what the TokenReview said: an empty name and uid stay empty."""
+    reviews = Recorded({"groups": ["scrapers"]}, rbac={"scrapers"})
+
+    async def scenario() -> Any:
+        return await auth(reviews, FakeClock()).check("Bearer t", "/metrics")
+
+    assert asyncio.run(scenario()) is None
+    spec = reviews.bodies[1]["spec"]
+    assert (spec["user"], spec["uid"], spec["groups"]) == ("", "", ["scrapers"])
+
+
+def test_two_users_asked_about_at_once_each_get_their_own_answer() -> None:
+    reviews = Reviews()
+    reviews.gate = asyncio.Event()
+
+    async def scenario() -> list[Any]:
+        a = auth(reviews, FakeClock())
+        both = [
+            asyncio.ensure_future(a.check("Bearer good", "/metrics")),
+            asyncio.ensure_future(a.check("Bearer weak", "/metrics")),
+        ]
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert reviews.gate is not None
+        reviews.gate.set()
+        return await asyncio.gather(*both)
+
+    alice, bob = asyncio.run(scenario())
+    assert alice is None
+    assert (bob.status, bob.message) == (403, 'Forbidden: user "bob" cannot get path "/metrics"')
+
+
+def test_a_failed_review_says_the_first_line_of_why_cut_at_200_characters() -> None:
+    class Failing(Reviews):
+        def __init__(self, error: Exception) -> None:
+            super().__init__()
+            self.error = error
+
+        async def request(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            raise self.error
+
+    async def scenario(error: Exception) -> Any:
+        return await auth(Failing(error), FakeClock()).check("Bearer t", "/metrics")
+
+    long = ApiError(500, "InternalError", "x" * 300 + "\nsecond")
+    denial = asyncio.run(scenario(long))
+    assert (
+        denial.message
+        == "Service Unavailable: the review failed: " + ("500 InternalError: " + "x" * 300)[:200]
+    )
+    short = asyncio.run(scenario(ApiError(500, "InternalError", "etcd is\nunhappy")))
+    assert short.message == "Service Unavailable: the review failed: 500 InternalError: etcd is"
+
+
+def test_the_probes_answer_ok_in_one_line() -> None:
+    class Informer:
+        def __init__(self) -> None:
+            self.path, self.synced = "/api/v1/nodes", asyncio.Event()
+
+    async def scenario() -> list[tuple[int, str]]:
+        informer = Informer()
+        informer.synced.set()
+        app = endpoint_app(None, Readiness([informer]), render=lambda: b"")  # type: ignore[list-item]
+        async with TestClient(TestServer(app)) as client:
+            answers = []
+            for path in ("/healthz", "/livez", "/readyz"):
+                response = await client.get(path)
+                answers.append((response.status, await response.text()))
+            return answers
+
+    assert asyncio.run(scenario()) == [(200, "ok\n")] * 3
