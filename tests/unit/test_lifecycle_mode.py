@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from controller.operator.app import Operator
 from controller.operator.lifecycle import (
@@ -229,3 +230,52 @@ def test_the_lease_is_asked_again_after_a_pause_that_doubles_up_to_ten_seconds(
     first = next(r.getMessage() for r in caplog.records if r.name == "orca.lifecycle")
     assert first.startswith("node lifecycle: cannot read the Lease yet (503 ")
     assert first.endswith("); retrying")
+
+
+def test_a_lease_renewed_exactly_fresh_seconds_ago_still_counts() -> None:
+    """Stale is strictly older than ``FRESH_SECONDS``."""
+    assert verdict_of_lease(lease("host_1a2b", FRESH_SECONDS), NOW).imply is False
+    assert verdict_of_lease(lease("host_1a2b", FRESH_SECONDS + 0.001), NOW).imply is True
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        (
+            NodeLifecycle.TAINTS,
+            "node lifecycle: --node-lifecycle=taints: only the node lifecycle controller's "
+            "NoExecute taints move replicas",
+        ),
+        (
+            NodeLifecycle.READY,
+            "node lifecycle: --node-lifecycle=ready: a NotReady Node without a lifecycle taint "
+            "counts as tainted from its Ready change",
+        ),
+    ],
+)
+def test_a_mode_given_is_said_in_the_log(
+    mode: NodeLifecycle, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            await resolve(api, mode)
+
+    with caplog.at_level(logging.INFO, logger="orca.lifecycle"):
+        run(scenario)
+    assert [r.getMessage() for r in caplog.records if r.name == "orca.lifecycle"] == [said]
+
+
+def test_the_lease_is_read_with_a_get_counted_as_one() -> None:
+    def count() -> float:
+        labels = {"verb": "GET", "resource": "leases", "code": "200"}
+        return REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
+
+    before = count()
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("leases", lease("host_1a2b", 1.0))
+        async with server.client() as api:
+            await read_verdict(api, clock=lambda: NOW)
+
+    run(scenario)
+    assert count() - before == 1.0

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import datetime
 import logging
 import ssl
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from prometheus_client import REGISTRY
 
 from controller.operator import tls
 from controller.operator.kube import ApiError
@@ -409,3 +412,103 @@ def test_the_secret_written_is_a_labelled_tls_secret_updated_at_its_version() ->
     assert (
         tls._secret("orca-system", "orca-tls", bundle, "42")["metadata"]["resourceVersion"] == "42"
     )
+
+
+def test_the_usages_are_encoded_as_cert_manager_encodes_them_and_none_is_critical_but_ca() -> None:
+    bundle = tls.generate(["a.example"])
+    ca = x509.load_pem_x509_certificate(bundle.ca)
+    cert = x509.load_pem_x509_certificate(bundle.cert)
+    usage = ca.extensions.get_extension_for_class(x509.KeyUsage).value
+    want = x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=True,
+        crl_sign=True,
+        encipher_only=False,
+        decipher_only=False,
+    )
+    assert usage.public_bytes() == want.public_bytes()
+    assert not cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).critical
+    assert not cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).critical
+
+
+def test_a_certificate_made_now_is_valid_from_five_minutes_ago_in_any_time_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        before = datetime.datetime.now(datetime.UTC)
+        cert = x509.load_pem_x509_certificate(tls.generate(["a"]).cert)
+        after = datetime.datetime.now(datetime.UTC)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    five = datetime.timedelta(minutes=5)
+    second = datetime.timedelta(seconds=1)
+    assert before - five - second <= cert.not_valid_before_utc <= after - five
+
+
+def test_the_key_is_written_only_into_a_private_directory_that_is_gone_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenSSL reads PEM from files: the key is written into a directory only this user may
+    enter, never into the working directory, and removed once loaded."""
+    monkeypatch.chdir(tmp_path)
+    seen: list[tuple[Path, int]] = []
+
+    class Context:
+        def load_cert_chain(self, cert: Path, key: Path) -> None:
+            assert cert.is_absolute() and key.is_absolute()
+            assert cert.parent == key.parent != tmp_path
+            seen.append((cert.parent, cert.parent.stat().st_mode & 0o777))
+            assert key.read_bytes() == bundle.key
+
+    bundle = tls.generate(["a"])
+    tls._load(Context(), bundle)  # type: ignore[arg-type]
+    ((directory, mode),) = seen
+    assert mode == 0o700
+    assert not directory.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_certificate_without_names_is_logged_as_such(caplog: pytest.LogCaptureFixture) -> None:
+    cert = tls.ServingCert(_returns(tls.generate([])), "from test")
+    with caplog.at_level(logging.INFO, logger="orca.tls"):
+        asyncio.run(cert.load())
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "orca.tls"]
+    assert line.startswith("using serving certificate from test (no names, until ")
+
+
+def test_the_secret_kept_by_the_operator_is_made_once_and_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def count(verb: str, code: str) -> float:
+        labels = {"verb": verb, "resource": "secrets", "code": code}
+        return REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
+
+    asked = (("GET", "404"), ("POST", "201"), ("GET", "200"), ("PUT", "200"))
+    before = {key: count(*key) for key in asked}
+
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            cert = tls.from_secret(api, "orca-system", "orca-tls", ["127.0.0.1"])
+            assert cert.what == "from Secret orca-system/orca-tls"
+            assert await cert.load() is True
+            assert kept(server) == cert.bundle
+            secret = server.get("secrets", "orca-tls", "orca-system")
+            assert secret is not None
+            stale = copy.deepcopy(secret)
+            stale["data"] = secret_of(tls.generate(["elsewhere"]))["data"]
+            server.put("secrets", stale)
+            assert await cert.load() is True  # renewed: PUT over it
+            assert cert.bundle is not None and cert.bundle.names() == {"127.0.0.1"}
+
+    with caplog.at_level(logging.INFO, logger="orca.tls"):
+        run(scenario)
+    wrote = [r.getMessage() for r in caplog.records if r.getMessage().startswith("wrote")]
+    assert wrote == ["wrote a new serving certificate into Secret orca-system/orca-tls"] * 2
+    assert {key: count(*key) - n for key, n in before.items()} == dict.fromkeys(asked, 1.0)
