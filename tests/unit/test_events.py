@@ -377,3 +377,77 @@ def test_an_event_not_posted_is_one_line_and_a_bug_is_logged_with_its_traceback(
             False,
         ),
     ]
+
+
+def test_a_warning_of_each_object_is_remembered_up_to_the_bound() -> None:
+    spam = SpamFilter(burst=1, size=2, clock=FakeClock())
+    a, b = ("ns/a", "1", False), ("ns/b", "2", False)
+    assert [spam.allows(a), spam.allows(b)] == [True, True]
+    assert [spam.allows(a), spam.allows(b)] == [False, False]  # both remembered (size 2)
+
+
+def test_while_writes_are_in_flight_the_posters_post_20_a_second_in_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each of the ``EVENT_POSTERS`` posters waits ``0.05 x EVENT_POSTERS`` s before it takes
+    an Event while a status write is in flight: 20 Events a second in all."""
+    paused: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        if seconds:
+            paused.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr("controller.operator.events.asyncio.sleep", sleep)
+
+    async def scenario() -> None:
+        api = GatedApi()
+        api.gate.set()
+        recorder = EventRecorder(api, busy=lambda: True)  # type: ignore[arg-type]
+        queued(recorder, EVENT_POSTERS)
+        poster = asyncio.create_task(recorder.post())
+        while len(api.posted) < EVENT_POSTERS:  # no until(): it sleeps too
+            await real_sleep(0)
+        poster.cancel()
+        await asyncio.gather(poster, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert paused and set(paused) == {0.05 * EVENT_POSTERS}
+
+
+def test_an_event_is_posted_into_its_workloads_namespace() -> None:
+    class Where(GatedApi):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate.set()
+            self.namespaces: list[str] = []
+
+        async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+            self.namespaces.append(namespace)
+            return await super().create_event(namespace, event)
+
+    async def scenario() -> list[str]:
+        api = Where()
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        event = PendingEvent("web", "shop", None, "1", "Scheduled", "placed", False, "", "me")
+        recorder.queue.put_nowait(event)
+        await recorder.flush(within=5)
+        return api.namespaces
+
+    assert asyncio.run(scenario()) == ["shop"]
+
+
+def test_a_stop_leaves_no_poster_running_and_says_what_it_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> set[asyncio.Task[Any]]:
+        recorder = EventRecorder(GatedApi())  # type: ignore[arg-type]
+        queued(recorder, 3)
+        await recorder.flush(within=0.05, posters=2)
+        return asyncio.all_tasks() - {asyncio.current_task()}
+
+    with caplog.at_level(logging.WARNING, logger="orca.events"):
+        assert asyncio.run(scenario()) == set()
+    lines = [r.getMessage() for r in caplog.records if r.name == "orca.events"]
+    assert lines == ["stopping: 3 queued Events not posted within 0.05s"]

@@ -116,6 +116,9 @@ def test_mistakes_are_one_line(text: str, message: str) -> None:
         ("gpus>0", {"gpus": "1"}, True),
         ("gpus<1", {"gpus": "-1"}, True),  # a label's value parsed as kube parses it
         ("gpus>4", {"gpus": "4.5"}, False),  # not an integer: no match
+        ("gpus>9", {"gpus": "a"}, False),  # a letter is no digit in base 10
+        ("gpus>10", {"gpus": "10"}, False),  # ten, in base 10, on both sides
+        ("gpus<10", {"gpus": "10"}, False),
         ("x==y", {"x": "y"}, True),
         ("x==y", {"x": "z"}, False),
         ("x==y", {}, False),
