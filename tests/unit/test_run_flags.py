@@ -5,6 +5,7 @@ loopback."""
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import shlex
 from pathlib import Path
@@ -252,3 +253,125 @@ def test_every_command_that_talks_to_a_cluster_takes_kubeconfig_and_context() ->
         args = build_parser().parse_args([*command, "--kubeconfig", "/k", "--context", "staging"])
         assert (args.kubeconfig, args.context) == ("/k", "staging"), command
     assert (parse().kubeconfig, parse().context) == (None, None)
+
+
+def test_every_flag_defaults_to_what_its_help_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    args = parse()
+    assert (args.namespaces, args.liveness) == (None, "http://0.0.0.0:8080/healthz")
+    assert (args.metrics_port, args.metrics_insecure, args.metrics_bind_address) == (
+        9090,
+        False,
+        "0.0.0.0",
+    )
+    assert (args.tls_cert_dir, args.tls_secret, args.tls_san) == (None, None, [])
+    assert (args.webhook_port, args.webhook_host, args.webhook_service) == (0, None, None)
+    assert (args.webhook_configuration, args.webhook_bind_address) == ("orca-controller", "0.0.0.0")
+    assert (args.log_level, args.log_format) == ("INFO", "text")
+    assert (args.leader_elect, args.lease_namespace, args.lease_name) == (
+        True,
+        "default",
+        "orca-controller",
+    )
+    assert (args.resync_seconds, args.max_in_flight) == ("300", "32")
+    assert (args.rebalance_interval, args.rebalance_max_moves) == ("off", "10")
+    assert args.node_lifecycle == "auto"
+    monkeypatch.setenv("POD_NAMESPACE", "orca-system")  # in a Pod: its own namespace
+    assert parse().lease_namespace == "orca-system"
+
+
+def test_repeatable_flags_collect_every_value() -> None:
+    args = parse("-n", "a", "--namespace", "b", "--tls-san", "x", "--tls-san", "y")
+    assert (args.namespaces, args.tls_san) == (["a", "b"], ["x", "y"])
+    assert parse("--no-leader-elect").leader_elect is False
+    assert parse("--metrics-insecure").metrics_insecure is True
+
+
+def test_orca_run_is_dispatched_to_the_operator(started: list[argparse.Namespace]) -> None:
+    from controller.cli import main
+
+    assert main(["run", "--metrics-port=0"]) == 0
+    assert started[-1].metrics_port == 0
+
+
+def test_orca_help_names_run_for_what_it_does(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "run the operator (watch Nodes and Workloads, write placements into status)" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--webhook-port=9090", "--metrics-port=9090"],
+            "--webhook-port and --metrics-port must differ",
+        ),
+        (
+            ["--webhook-port=1", "--webhook-host=h", "--webhook-service=n/s", "--tls-secret=n/t"],
+            "--webhook-host and --webhook-service exclude each other",
+        ),
+        (["--webhook-host=h"], "--webhook-host and --webhook-service need --webhook-port"),
+        (
+            ["--webhook-port=1", "--webhook-service=n/s"],
+            "--webhook-service needs --tls-secret or --tls-cert-dir: every replica behind the "
+            "Service must serve the certificate the caBundle names",
+        ),
+        (
+            ["--tls-secret=n/t", "--tls-cert-dir=/d"],
+            "--tls-secret and --tls-cert-dir exclude each other",
+        ),
+    ],
+)
+def test_flags_that_cannot_work_together_are_said_exactly(
+    started: list[argparse.Namespace],
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    message: str,
+) -> None:
+    assert run_flags.run(parse(*flags)) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert started == []
+
+
+def test_long_values_are_cut_in_what_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    long = "x" * 100
+    for flag, said in (
+        ("--tls-secret", f"--tls-secret: {'x' * 60!r} is not NAMESPACE/NAME"),
+        ("--metrics-bind-address", f"--metrics-bind-address: {'x' * 60!r} is not an IP address"),
+    ):
+        with pytest.raises(SystemExit):
+            parse(f"{flag}={long}")
+        assert said in capsys.readouterr().err
+    for text, said in (
+        (
+            long,
+            f"--rebalance-interval: {'x' * 40!r} is not a duration "
+            "(examples: 30s, 5m, 1h30m; or off)",
+        ),
+        (
+            "9" * 60 + "h",
+            f"--rebalance-interval: {('9' * 60 + 'h')[:40]!r} is out of range (1s..24h, or off)",
+        ),
+    ):
+        with pytest.raises(ValueError) as refused:
+            run_flags.parse_duration(text)
+        assert str(refused.value) == said
+
+
+def test_a_failure_is_logged_with_its_traceback_at_debug(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from controller.operator import app
+
+    async def operate(args: argparse.Namespace) -> None:
+        raise RuntimeError("the informers died")
+
+    monkeypatch.setattr(app, "operate", operate)
+    monkeypatch.setattr(app, "configure_logging", lambda args: None)
+    with caplog.at_level(logging.DEBUG, logger="orca"):
+        assert run_flags.run(parse()) == 1
+    (record,) = [r for r in caplog.records if r.name == "orca"]
+    assert (record.levelno, record.getMessage()) == (logging.DEBUG, "operator failed")
+    assert record.exc_info is not None and record.exc_info[0] is RuntimeError
