@@ -53,9 +53,11 @@ yaml.safe_dump(nodes, sys.stdout)' <examples/nodes.yaml | "${KUBECTL[@]}" apply 
     echo "==> starting the operator (log: $DIR/operator.log, metrics: http://127.0.0.1:9090/metrics," \
       "admission webhook: https://127.0.0.1:9443)"
     # Local use: plain-HTTP metrics (--metrics-insecure); the webhook registers itself with
-    # the dev cluster's API server by URL.
+    # the dev cluster's API server by URL. Every port on loopback only: nothing the demo
+    # serves is reachable from another machine.
     nohup "$ORCA" run --kubeconfig "$DIR/kubeconfig" --liveness http://127.0.0.1:8080/healthz \
-      --metrics-insecure --webhook-host 127.0.0.1 --webhook-port 9443 \
+      --metrics-insecure --metrics-bind-address 127.0.0.1 \
+      --webhook-host 127.0.0.1 --webhook-port 9443 --webhook-bind-address 127.0.0.1 \
       >"$DIR/operator.log" 2>&1 &
     echo $! >"$DIR/operator.pid"
   fi

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import os
 import re
@@ -53,6 +54,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "metrics-reader ClusterRole); 0 disables (default: 9090)",
     )
     p.add_argument(
+        "--metrics-bind-address",
+        metavar="IP",
+        default="0.0.0.0",
+        type=_ip_address("--metrics-bind-address"),
+        help="the address /metrics and the probes listen on: in a Pod, all of them (the "
+        "kubelet probes the Pod's IP); on a laptop, 127.0.0.1 (default: %(default)s)",
+    )
+    p.add_argument(
         "--metrics-insecure",
         action="store_true",
         help="serve /metrics over plain HTTP to anyone (local use only; logs a warning)",
@@ -95,8 +104,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument(
         "--webhook-bind-address",
+        metavar="IP",
         default="0.0.0.0",
-        help="address the webhook listens on (default: %(default)s)",
+        type=_ip_address("--webhook-bind-address"),
+        help="the address the webhook listens on: in a Pod, all of them (the API server "
+        "calls the Pod's IP); against the dev cluster, 127.0.0.1 (default: %(default)s)",
     )
     p.add_argument(
         "--webhook-host",
@@ -243,6 +255,20 @@ def _namespaced(flag: str) -> Callable[[str], tuple[str, str]]:
         if not namespace or not name or "/" in name:
             raise argparse.ArgumentTypeError(f"{flag}: {text[:60]!r} is not NAMESPACE/NAME")
         return namespace, name
+
+    return parse
+
+
+def _ip_address(flag: str) -> Callable[[str], str]:
+    """An IPv4 or IPv6 address to listen on, as written (``0.0.0.0`` or ``::`` for all)."""
+
+    def parse(text: str) -> str:
+        try:
+            return str(ipaddress.ip_address(text))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{flag}: {text[:60]!r} is not an IP address (e.g. 127.0.0.1, 0.0.0.0, ::)"
+            ) from None
 
     return parse
 

@@ -18,8 +18,9 @@ resource (``configure_kopf``). ``Operator`` builds the parts, each owning one jo
 
 Around them, at the process's edge: the HTTPS endpoint on ``--metrics-port`` (``serving``:
 ``/metrics`` behind TokenReview and SubjectAccessReview, the probes, ``/readyz`` from the
-informers), the admission webhook kopf serves on ``--webhook-port`` (``webhook``: the same
-check as ``Invalid``, and its registration), and their certificate (``tls``), watched for
+informers), the admission webhook on ``--webhook-port`` (``webhook``: the same check as
+``Invalid``, and its registration), each listening on its ``--*-bind-address`` with deadlines
+and a bound on connections (``listener``), and their certificate (``tls``), watched for
 rotation.
 
 A stop (``Operator.stop``) decides nothing new, lets the writes in flight land, posts the
@@ -36,8 +37,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from aiohttp import web
 
 from controller.api.models import workload_path
 from controller.operator import tls
@@ -59,6 +58,7 @@ from controller.operator.kube import (
 from controller.operator.kube.informer import Informer
 from controller.operator.kube.leader import LeaderElector, default_identity
 from controller.operator.lifecycle import NodeLifecycle, resolve
+from controller.operator.listener import Listener
 from controller.operator.loop import WORKERS, SchedulingLoop
 from controller.operator.preemption import Preemption
 from controller.operator.priorities import PriorityIndex
@@ -69,7 +69,13 @@ from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
 from controller.operator.telemetry.gauges import GaugeExporter
 from controller.operator.transaction import StatusWrites
-from controller.operator.webhook import Admission, AdmissionServer, Registrar, ServiceRef
+from controller.operator.webhook import (
+    Admission,
+    AdmissionServer,
+    Registrar,
+    ServiceRef,
+    webhook_url,
+)
 from controller.operator.workqueue import WorkQueue
 from controller.scheduler.celcache import cache_path, install_cel_parser
 from controller.scheduler.nodes import NODES_PATH
@@ -347,48 +353,51 @@ def serving_cert(args: argparse.Namespace, api: KubeApi) -> tls.ServingCert:
 
 async def start_endpoint(
     args: argparse.Namespace, api: KubeApi, cert: tls.ServingCert | None, operator: Operator
-) -> web.AppRunner | None:
-    """``/metrics`` and the probes on ``--metrics-port``: HTTPS behind TokenReview and
-    SubjectAccessReview, or plain and open with ``--metrics-insecure``."""
+) -> Listener | None:
+    """``/metrics`` and the probes on ``--metrics-bind-address``:``--metrics-port``: HTTPS
+    behind TokenReview and SubjectAccessReview, or plain and open with ``--metrics-insecure``;
+    every connection within the listener's deadlines (``listener``)."""
     if not args.metrics_port:
         return None
     auth = None if args.metrics_insecure else DelegatedAuth(api)
     app = endpoint_app(auth, Readiness(operator.informers))
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
-    await runner.setup()
     context = None if cert is None else cert.context
-    site = web.TCPSite(runner, "0.0.0.0", args.metrics_port, ssl_context=context)
+    address = args.metrics_bind_address
+    listener = Listener(app, address, args.metrics_port, context, name="metrics")
     try:
-        await site.start()
+        await listener.start()
     except OSError as exc:
-        await runner.cleanup()
-        raise ConfigError(f"metrics port {args.metrics_port}: {exc.strerror}") from None
+        raise ConfigError(
+            f"metrics port {args.metrics_port} on {address}: {exc.strerror}"
+        ) from None
     scheme = "http" if context is None else "https"
     logger.info(
-        "serving /metrics and /healthz /livez /readyz at %s://0.0.0.0:%d%s",
+        "serving /metrics and /healthz /livez /readyz at %s://%s:%d%s",
         scheme,
+        f"[{address}]" if ":" in address else address,
         args.metrics_port,
         "" if auth is None else " (TokenReview + SubjectAccessReview)",
     )
     if args.metrics_insecure:
         logger.warning(
             "--metrics-insecure: /metrics is plain HTTP and open to anyone who can "
-            "reach port %d; for local use only",
+            "reach %s port %d; for local use only",
+            address,
             args.metrics_port,
         )
-    return runner
+    return listener
 
 
 def check_port_free(address: str, port: int, what: str) -> None:
-    """Fail now, in one line, when ``port`` is taken: kopf binds the webhook's later, with
-    SO_REUSEPORT (which would share it with another orca's listener that set it too) and a
-    traceback when it cannot."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+    """Fail now, in one line, when ``port`` is taken or ``address`` is not this machine's: the
+    webhook's listener binds later, inside kopf, where a failure is a traceback."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((address, port))
         except OSError as exc:
-            raise ConfigError(f"{what} {port}: {exc.strerror}") from None
+            raise ConfigError(f"{what} {port} on {address}: {exc.strerror}") from None
 
 
 def admission_for(args: argparse.Namespace, operator: Operator) -> Admission | None:
@@ -411,7 +420,7 @@ def registrar_for(
     if not args.webhook_port:
         return None
     if args.webhook_host:
-        url = AdmissionServer._build_url("https", args.webhook_host, args.webhook_port, "")
+        url = webhook_url(args.webhook_host, args.webhook_port)
         return Registrar(
             api, cert, args.webhook_configuration, url=url, namespaces=args.namespaces or ()
         )
@@ -522,7 +531,7 @@ async def operate(args: argparse.Namespace) -> None:
     async def cleanup(**_: object) -> None:
         await operator.stop()
         if endpoint is not None:
-            await endpoint.cleanup()
+            await endpoint.stop()
         await api.close()
         stop.set()  # kopf also waits on this flag; set it so kopf exits at once
 
@@ -534,12 +543,12 @@ async def operate(args: argparse.Namespace) -> None:
             check_port_free(args.webhook_bind_address, args.webhook_port, "webhook port")
         except ConfigError:
             if endpoint is not None:
-                await endpoint.cleanup()
+                await endpoint.stop()
             await api.close()
             raise
     if admission is not None and cert is not None:
         settings.admission.server = AdmissionServer(
-            cert, addr=args.webhook_bind_address, port=args.webhook_port, host=args.webhook_host
+            cert, addr=args.webhook_bind_address, port=args.webhook_port
         )
     namespaces = args.namespaces or []
     try:

@@ -3,9 +3,11 @@
 kopf serves it (``@kopf.on.validate``, ``kopf.WebhookServer``): the handler asks the same
 question the operator asks before it writes ``phase: Invalid``
 (``controller.scheduler.admission.refusal``) and refuses with that one line, naming the field.
-``AdmissionServer`` is kopf's server with orca's serving certificate (``tls``), kept current in
-place, and a stricter reading of what it is sent: one line and a 4xx for a body that is not
-an AdmissionReview, never a traceback.
+``AdmissionServer`` takes the place of kopf's server: orca's serving certificate (``tls``), kept
+current in place, the deadlines and the bound on connections every port of orca's has
+(``listener``), one route, and a strict reading of what it is sent: the whole body up to
+``MAX_REVIEW_BYTES`` (why that figure: there), an ``admission.k8s.io/v1`` AdmissionReview, else
+one line and a 4xx that repeats nothing of the request, never a traceback.
 
 Registration is orca's, not kopf's managed mode (which writes ``timeoutSeconds: 30`` for every
 webhook and removes them when the operator stops): ``Registrar`` either writes the whole
@@ -31,9 +33,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import ipaddress
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +46,7 @@ import aiohttp.web
 from controller.api.models import GROUP, PLURAL, VERSION
 from controller.operator.kopf_runtime import kopf
 from controller.operator.kube import ApiError, KubeApi, TransportError
+from controller.operator.listener import DEFAULT_LIMITS, Limits, Listener
 from controller.operator.tls import ServingCert
 from controller.scheduler.admission import refusal
 from controller.scheduler.priority import PriorityClasses
@@ -57,9 +62,34 @@ WEBHOOK_NAME = f"{WEBHOOK_ID}.{GROUP}"
 DEFAULT_CONFIGURATION = "orca-controller"
 NAME_LABEL = "orca-controller"
 CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
-#: An AdmissionReview body larger than this is refused unread (413). An UPDATE carries the old
-#: and the new object; the API server's own limit for one object is 3 MiB.
-MAX_REVIEW_BYTES = 8 * 1024 * 1024
+#: The only review version served: the one the configuration asks for
+#: (``admissionReviewVersions: [v1]``).
+REVIEW_VERSION = "admission.k8s.io/v1"
+MiB = 1024 * 1024
+#: What kube-apiserver's etcd client sends at most in one request, so the largest Workload it
+#: can store, whatever etcd's own ``--max-request-bytes`` (default 1.5 MiB,
+#: ``DefaultMaxRequestBytes`` in ``go.etcd.io/etcd/server/v3/embed/config.go``):
+#: ``defaultMaxCallSendMsgSize`` in ``go.etcd.io/etcd/client/v3/options.go``, which
+#: ``k8s.io/apiserver/pkg/storage/storagebackend/factory/etcd3.go`` leaves as it is.
+STORED_OBJECT_BYTES = 2 * MiB
+#: The request headers kube-apiserver reads (``MaxHeaderBytes: 1 << 20``,
+#: ``k8s.io/apiserver/pkg/server/secure_serving.go``): the credentials a review's ``userInfo``
+#: comes from (a token, impersonation headers) arrive within them.
+REQUEST_HEADER_BYTES = 1 * MiB
+#: An AdmissionReview body larger than this is refused unread (413), and with
+#: ``failurePolicy: Ignore`` that admits the request: the bound must lie above any review of a
+#: Workload that can be stored. An UPDATE's review carries ``object`` and ``oldObject``, each
+#: at most ``STORED_OBJECT_BYTES`` once stored (one that is larger is admitted unchecked and
+#: then refused by the etcd client: nothing is stored), and ``userInfo``, at most
+#: ``REQUEST_HEADER_BYTES``; 1 MiB more for the rest of the review (uid, kinds, options: a few
+#: hundred bytes) and for the object's JSON differing from its stored copy (its
+#: resourceVersion). kube-apiserver's own request body limit, 3 MiB (``MaxRequestBodyBytes``
+#: in ``k8s.io/apiserver/pkg/server/config.go``), bounds what a user sends, not what a patch
+#: makes of the stored object, so it bounds nothing here.
+MAX_REVIEW_BYTES = 2 * STORED_OBJECT_BYTES + REQUEST_HEADER_BYTES + 1 * MiB
+#: Review bodies held at once (read, parsed, checked): two of the largest, or some thousands of
+#: the usual few KiB. A body waits for room (within its read deadline), then 503.
+REVIEW_BYTES_IN_FLIGHT = 2 * MAX_REVIEW_BYTES
 #: How often the registration is checked again (a GitOps sync or a person may reset it).
 RECHECK_SECONDS = 60.0
 #: Said when a Workload names a PriorityClass before the operator has listed them.
@@ -158,33 +188,71 @@ def _plain(body: Any) -> dict[str, Any] | None:
 # -- serving --------------------------------------------------------------------------------
 
 
-class AdmissionServer(kopf.WebhookServer):
-    """kopf's webhook server with orca's certificate and a stricter front: a body that is not
-    JSON, too large, or not an AdmissionReview gets one line and a 4xx."""
+class AdmissionServer:
+    """The webhook's listener, as kopf's webhook server (``settings.admission.server``: kopf
+    calls it with its review function and waits on what it yields): orca's certificate, kept
+    current in place, its own ``listener`` (deadlines, a bound on connections) and its own
+    front: only ``POST /validate-workloads`` (404 elsewhere, 405 for another method), only an
+    ``admission.k8s.io/v1`` AdmissionReview, one line and a 4xx for anything else, never a
+    part of the request in the answer."""
 
-    def __init__(self, cert: ServingCert, *, addr: str, port: int, host: str | None) -> None:
-        super().__init__(addr=addr, port=port, host=host)
-        self.cert = cert
+    def __init__(
+        self, cert: ServingCert, *, addr: str, port: int, limits: Limits = DEFAULT_LIMITS
+    ) -> None:
+        self.cert, self.addr, self.port, self.limits = cert, addr, port, limits
+        self.budget = ByteBudget(REVIEW_BYTES_IN_FLIGHT)
+        self.listener: Listener | None = None  # while serving
 
-    def _build_ssl(self) -> tuple[bytes | None, Any]:
-        return self.cert.ca, self.cert.context  # loaded again in place on rotation
-
-    @staticmethod
-    async def _serve(fn: Any, request: aiohttp.web.Request) -> aiohttp.web.Response:
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+        app = admission_app(fn, self.budget, self.limits)
+        self.listener = Listener(
+            app, self.addr, self.port, self.cert.context, self.limits, "webhook"
+        )
+        await self.listener.start()
+        logger.info("serving the admission webhook at %s", webhook_url(self.addr, self.port))
         try:
-            review = await read_review(request)
+            # For kopf's managed configuration, which orca does not use (``Registrar``).
+            yield kopf.WebhookClientConfig(url=webhook_url(self.addr, self.port) + WEBHOOK_PATH)
+            await asyncio.Event().wait()  # until kopf stops the operator
+        finally:
+            await self.listener.stop()
+
+
+def admission_app(
+    fn: Any, budget: ByteBudget, limits: Limits = DEFAULT_LIMITS
+) -> aiohttp.web.Application:
+    """The webhook's one route. ``fn`` is kopf's ``serve_admission_request`` (with its memo
+    store bound), which calls ``Admission``'s handler."""
+
+    async def validate(request: aiohttp.web.Request) -> aiohttp.web.StreamResponse:
+        deadline = asyncio.get_running_loop().time() + limits.body
+        try:
+            length = declared_length(request)
+            async with budget.hold(length, deadline):
+                review = parse_review(await read_body(request, length, deadline))
+                try:
+                    response = await fn(review, webhook=WEBHOOK_ID, headers={})
+                finally:
+                    await _forget(fn, review)
         except BadReview as exc:
             logger.info("admission request from %s refused: %s", request.remote, exc.text)
             return aiohttp.web.Response(status=exc.status, text=exc.text + "\n")
-        try:
-            response = await fn(review, webhook=request.match_info.get("id"), headers={})
-            await _forget(fn, review)
         except Exception as exc:  # kopf's WebhookError family and anything else: one line
-            text = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-            status = 404 if type(exc).__name__ == "UnknownResourceError" else 400
-            logger.warning("admission request not served: %s", text)
+            status, text = _failure(exc)
+            logger.warning("admission request not served: %s (%r)", text, exc)
             return aiohttp.web.Response(status=status, text=text + "\n")
         return aiohttp.web.json_response(response)
+
+    app = aiohttp.web.Application()
+    app.router.add_post(WEBHOOK_PATH, validate)
+    return app
+
+
+def _failure(exc: Exception) -> tuple[int, str]:
+    """A review kopf could not serve, in words of ours (kopf's repeat the request's)."""
+    if type(exc).__name__ == "UnknownResourceError":
+        return 404, f"Not Found: this webhook reviews {PLURAL}.{GROUP} only"
+    return 400, f"Bad Request: the review could not be served ({type(exc).__name__})"
 
 
 async def _forget(fn: Any, review: dict[str, Any]) -> None:
@@ -205,23 +273,86 @@ class BadReview(Exception):
     text: str
 
 
-async def read_review(request: aiohttp.web.Request) -> dict[str, Any]:
-    """The AdmissionReview in ``request``, bounded and checked for its shape."""
+class ByteBudget:
+    """At most ``total`` bytes of review bodies held at once (read, parsed, checked), handed
+    out first come, first served: a body waits for room until its deadline."""
+
+    def __init__(self, total: int) -> None:
+        self.total = self.free = total
+        self._queue: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, size: int, deadline: float) -> AsyncIterator[None]:
+        await self._take(size, deadline)
+        try:
+            yield
+        finally:
+            self.free += size
+            self._wake()
+
+    async def _take(self, size: int, deadline: float) -> None:
+        if not self._queue and size <= self.free:
+            self.free -= size
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (size, turn)
+        self._queue.append(entry)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await turn
+        except BaseException as exc:
+            if turn.done() and not turn.cancelled():
+                self.free += size  # given room just as its time ran out: give it back
+            else:
+                self._queue.remove(entry)
+            self._wake()  # whoever waited behind it may fit now
+            if isinstance(exc, TimeoutError):
+                raise BadReview(
+                    503, "Service Unavailable: too many admission reviews in flight"
+                ) from None
+            raise
+
+    def _wake(self) -> None:
+        while self._queue and self._queue[0][0] <= self.free:
+            size, turn = self._queue.popleft()
+            if not turn.done():  # not cancelled while it waited
+                self.free -= size
+                turn.set_result(None)
+
+
+def declared_length(request: aiohttp.web.Request) -> int:
+    """The body's length as its headers declare it, refused before a byte of it is read:
+    the API server always sends a ``Content-Length`` (its body is one buffer)."""
     if request.content_type != "application/json":
-        raise BadReview(
-            415, f"Unsupported Media Type: {request.content_type[:60]!r}, want application/json"
-        )
-    if (request.content_length or 0) > MAX_REVIEW_BYTES:
+        raise BadReview(415, "Unsupported Media Type: want application/json")
+    length = request.content_length
+    if length is None:
+        raise BadReview(411, "Length Required: an AdmissionReview has a Content-Length")
+    if length > MAX_REVIEW_BYTES:
         raise BadReview(413, f"Request Entity Too Large: over {MAX_REVIEW_BYTES} bytes")
-    data = await request.content.read(MAX_REVIEW_BYTES + 1)
-    if len(data) > MAX_REVIEW_BYTES:
-        raise BadReview(413, f"Request Entity Too Large: over {MAX_REVIEW_BYTES} bytes")
+    return length
+
+
+async def read_body(request: aiohttp.web.Request, length: int, deadline: float) -> bytes:
+    """The whole body, ``length`` bytes, by ``deadline``."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await request.content.readexactly(length)
+    except TimeoutError:
+        raise BadReview(408, "Request Timeout: the body did not arrive in time") from None
+
+
+def parse_review(data: bytes) -> dict[str, Any]:
+    """The ``admission.k8s.io/v1`` AdmissionReview in ``data``, checked for the shape kopf
+    reads."""
     try:
         review = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise BadReview(400, f"Bad Request: not JSON ({str(exc)[:80]})") from None
+    except (ValueError, RecursionError):
+        raise BadReview(400, "Bad Request: not JSON") from None
     if not isinstance(review, dict) or review.get("kind") != "AdmissionReview":
         raise BadReview(400, "Bad Request: not an AdmissionReview")
+    if review.get("apiVersion") != REVIEW_VERSION:
+        raise BadReview(400, f"Bad Request: not an {REVIEW_VERSION} AdmissionReview")
     inner = review.get("request")
     resource = inner.get("resource") if isinstance(inner, dict) else None
     if (
@@ -236,6 +367,13 @@ async def read_review(request: aiohttp.web.Request) -> dict[str, Any]:
             400, "Bad Request: AdmissionReview.request lacks uid, resource, userInfo or object"
         )
     return review
+
+
+def webhook_url(host: str, port: int) -> str:
+    """``https://HOST:PORT``, an IPv6 address in brackets, the port left out when 443."""
+    with contextlib.suppress(ValueError):
+        host = f"[{ipaddress.IPv6Address(host)}]"
+    return f"https://{host}" if port == 443 else f"https://{host}:{port}"
 
 
 # -- registration ---------------------------------------------------------------------------

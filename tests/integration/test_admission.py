@@ -238,6 +238,7 @@ def start_webhook(
         extra=[
             "--webhook-host=127.0.0.1",
             f"--webhook-port={port}",
+            "--webhook-bind-address=127.0.0.1",
             f"--webhook-configuration={configuration_of(namespace)}",
         ],
     )
@@ -563,7 +564,7 @@ def test_a_webhook_port_in_use_is_one_line_and_exit_2(
     assert result.returncode == 2, result.stderr
     assert (
         result.stderr.strip().splitlines()[-1]
-        == f"error: webhook port {port}: Address already in use"
+        == f"error: webhook port {port} on 0.0.0.0: Address already in use"
     )
     assert "Traceback" not in result.stderr
 

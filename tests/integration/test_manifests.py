@@ -68,6 +68,8 @@ def test_the_api_server_accepts_every_object_of_the_base(kubectl: KubectlRunner)
         "NetworkPolicy",
         "Service",
         "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
     dry_run(kubectl, objects, BASE)
 

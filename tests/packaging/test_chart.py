@@ -213,6 +213,24 @@ def test_cert_manager_with_an_issuer_of_yours() -> None:
     }
 
 
+@pytest.mark.parametrize("install", ["chart", "kustomize"])
+def test_with_cert_manager_the_operator_neither_registers_nor_may(install: str) -> None:
+    """cert-manager's CA injector keeps the caBundle: the operator's flags make no
+    ``Registrar`` (no ``--webhook-service``), and its ClusterRole has no right on webhook
+    configurations at all (nor checkov's note about that right)."""
+    from controller.operator.app import registrar_for
+
+    got = template("certManager.enabled=true") if install == "chart" else kustomize("cert-manager")
+    args = build_parser().parse_args(_container(got)["args"])
+    assert args.webhook_port and args.tls_cert_dir and not args.webhook_service
+    assert registrar_for(args, None, None) is None  # type: ignore[arg-type]
+    role = got[("ClusterRole", "", "orca-controller")]
+    assert all("admissionregistration.k8s.io" not in r.get("apiGroups", []) for r in role["rules"])
+    assert "annotations" not in role["metadata"]
+    # The policy stays: it refuses whatever right a later edit might grant.
+    assert ("ValidatingAdmissionPolicy", "", "orca-controller-webhook-ca-bundle-only") in got
+
+
 def test_the_release_namespace_reaches_every_name_the_operator_is_called_by() -> None:
     """Installed elsewhere than orca-system: the webhook's Service reference, the
     certificate's names and cert-manager's annotation follow the release's namespace."""
@@ -222,6 +240,11 @@ def test_the_release_namespace_reaches_every_name_the_operator_is_called_by() ->
     assert webhook["webhooks"][0]["clientConfig"]["service"]["namespace"] == "platform"
     annotation = webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
     assert annotation == "platform/orca-controller"
+    policy = got[("ValidatingAdmissionPolicy", "", "orca-controller-webhook-ca-bundle-only")]
+    (condition,) = policy["spec"]["matchConditions"]
+    assert condition["expression"] == (
+        'request.userInfo.username == "system:serviceaccount:platform:orca-controller"'
+    )
     certificate = got[("Certificate", "platform", "orca-controller")]
     assert certificate["spec"]["dnsNames"] == [
         "orca-webhook.platform.svc", "orca-webhook.platform.svc.cluster.local",

@@ -132,6 +132,7 @@ class OperatorProcess:
             "run",
             *([f"--kubeconfig={kubeconfig}"] if kubeconfig else []),
             f"--metrics-port={self.metrics_port}",
+            "--metrics-bind-address=127.0.0.1",  # as the demo: reachable from this machine only
             f"--liveness=http://127.0.0.1:{self.liveness_port}/healthz",
             f"--lease-namespace={lease_namespace}",
             f"--lease-name={lease_name}",

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from controller.api.rules import Rule, broken, frozen
+from controller.api import rules as rules_module
+from controller.api.rules import Rule, broken, frozen, validations
 
 
 @pytest.mark.parametrize(
@@ -41,3 +42,79 @@ def test_a_rule_is_evaluated_once_per_value_of_what_it_reads() -> None:
     assert judge({"kind": "Service", "count": 2}) is None
     assert judge({"kind": "Job"}) is None
     assert len(asked) == 3
+
+
+def judge_all(rules: tuple[Rule, ...], obj: dict[str, Any]) -> Rule | None:
+    return broken(rules, lambda r: frozen(obj), lambda: obj)
+
+
+def test_the_rule_named_is_the_first_that_is_broken_in_the_models_order() -> None:
+    """As the API server, which reports the rules of one schema node in their order, the first
+    broken one is the one the message names."""
+    kind = Rule("self.kind in ['Job', 'Service']", "kind must be Job or Service", ".kind")
+    count = Rule("self.kind == 'Service' || !has(self.count)", "count only on a Service")
+    replicas = Rule("!has(self.count) || self.count > 0", "count must be positive", ".count")
+    rules = (kind, count, replicas)
+    assert judge_all(rules, {"kind": "Pod", "count": 0}) is kind
+    assert judge_all(rules, {"kind": "Job", "count": 0}) is count
+    assert judge_all(rules, {"kind": "Service", "count": 0}) is replicas
+    assert judge_all(rules, {"kind": "Service", "count": 3}) is None
+
+
+def test_a_rule_that_cannot_be_evaluated_is_broken() -> None:
+    """The API server refuses an object whose rule fails to evaluate (a field that is not
+    there, a type it cannot compare), and so does orca."""
+    rule = Rule("self.count > 1", "count above one")
+    assert judge_all((rule,), {}) is rule
+    assert judge_all((rule,), {"count": "three"}) is rule
+    assert judge_all((rule,), {"count": 3}) is None
+
+
+@pytest.mark.parametrize(
+    ("rule", "holds"),
+    [("true", True), ("false", False), ("1 == 1", True), ("'a' == 'b'", False)],
+)
+def test_a_rule_holds_exactly_when_it_evaluates_to_true(rule: str, holds: bool) -> None:
+    assert (judge_all((Rule(rule, "m"),), {}) is None) is holds
+
+
+def test_the_schema_entry_carries_the_field_path_only_when_there_is_one() -> None:
+    assert Rule("self.a", "msg").schema() == {"rule": "self.a", "message": "msg"}
+    assert Rule("self.a", "msg", ".a").schema() == {
+        "rule": "self.a",
+        "message": "msg",
+        "fieldPath": ".a",
+    }
+    assert validations(Rule("self.a", "m"), Rule("self.b", "n", ".b")) == {
+        "x-kubernetes-validations": [
+            {"rule": "self.a", "message": "m"},
+            {"rule": "self.b", "message": "n", "fieldPath": ".b"},
+        ]
+    }
+
+
+def test_the_memo_is_bounded_and_starts_over_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rules_module, "MAX_MEMO", 3)
+    rule = Rule("self.n >= 0", "n is not negative")
+    evaluated: list[int] = []
+
+    def holds(n: int) -> bool:
+        def as_json() -> dict[str, int]:
+            evaluated.append(n)
+            return {"n": n}
+
+        return rule.holds(n, as_json)
+
+    assert all(holds(n) for n in (1, 2, 3))
+    assert holds(1) and evaluated == [1, 2, 3]  # remembered
+    assert holds(4)  # a fourth: the memo starts over, holding 4 alone
+    assert holds(1) and evaluated == [1, 2, 3, 4, 1]
+
+
+def test_a_memo_key_is_the_value_with_lists_and_maps_made_hashable() -> None:
+    value = {"b": [1, {"c": [2, 3]}], "a": "x"}
+    key = frozen(value)
+    assert key == (("a", "x"), ("b", (1, (("c", (2, 3)),))))
+    assert hash(key) == hash(frozen({"a": "x", "b": [1, {"c": [2, 3]}]}))  # order of keys
+    assert frozen([1, [2]]) != frozen([1, 2])
+    assert frozen("s") == "s" and frozen(None) is None

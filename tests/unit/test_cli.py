@@ -72,3 +72,34 @@ def test_orca_run_refuses_a_worker_count_or_resync_that_cannot_work_in_one_line(
     args = build_parser().parse_args(["run", "--metrics-port", "0", *flags])
     assert run(args) == 2
     assert capsys.readouterr().err == f"error: {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("raised", "code"),
+    [(BrokenPipeError(), 0), (KeyboardInterrupt(), 130)],
+    ids=["reader-left", "ctrl-c"],
+)
+def test_a_reader_that_leaves_is_exit_0_and_ctrl_c_is_130(
+    monkeypatch: pytest.MonkeyPatch, raised: BaseException, code: int
+) -> None:
+    """``orca plan ... | head`` ends the pipe early: nothing to report (exit 0, stderr
+    closed so Python says nothing at exit); Ctrl-C is the shell's 128 + SIGINT."""
+    from controller.cli import version as version_command
+
+    def interrupted(args: object) -> int:
+        raise raised
+
+    closed: list[bool] = []
+    monkeypatch.setattr(version_command, "run", interrupted)
+    monkeypatch.setattr(
+        "sys.stderr", type("Err", (), {"close": lambda self: closed.append(True)})()
+    )
+    assert main(["version"]) == code
+    assert closed == ([True] if code == 0 else [])
+
+
+def test_the_exit_code_is_the_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    from controller.cli import version as version_command
+
+    monkeypatch.setattr(version_command, "run", lambda args: 7)
+    assert main(["version"]) == 7

@@ -5,6 +5,7 @@ placement and cost the API server more per Event)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -252,6 +253,30 @@ def test_a_workload_past_its_share_has_its_events_dropped_and_counted() -> None:
     assert recorder.queue.qsize() == 25 and dropped == 5
 
 
+def test_a_warning_has_its_own_share_beside_the_normal_events() -> None:
+    """client-go's spam key holds the Event's type: a Workload that used up its share of
+    ``Scheduled`` Events still gets its ``FailedScheduling`` Warning, and each object its
+    own share (a new object of the same name, by its uid)."""
+    recorder = EventRecorder(GatedApi())  # type: ignore[arg-type]
+    recorder.spam = SpamFilter(clock=FakeClock())
+    web = WorkloadRecord("ns/web", "ns", "web", "uid-1", "1", 1, None)
+    for i in range(30):
+        recorder.record(web, "Scheduled", f"placed {i}", "1")
+    recorder.record(web, "FailedScheduling", "no node", "2", warning=True)
+    again = WorkloadRecord("ns/web", "ns", "web", "uid-2", "1", 1, None)  # deleted, recreated
+    recorder.record(again, "Scheduled", "placed", "1")
+    other = WorkloadRecord("ns/db", "ns", "db", "uid-3", "1", 1, None)
+    recorder.record(other, "Scheduled", "placed", "1")
+    events = [recorder.queue.get_nowait() for _ in range(recorder.queue.qsize())]
+    assert [(e.name, e.uid, e.reason) for e in events[25:]] == [
+        ("web", "uid-1", "FailedScheduling"),
+        ("web", "uid-2", "Scheduled"),
+        ("db", "uid-3", "Scheduled"),
+    ]
+    assert events[25].warning and events[25].body()["type"] == "Warning"
+    assert events[0].body()["type"] == "Normal"
+
+
 class HeldWrites(GatedApi):
     """Status writes answered once ``writes`` is set (the echo of what was sent); Events as
     ``GatedApi`` (its gate open)."""
@@ -290,3 +315,139 @@ def test_the_operators_events_hold_back_while_a_status_write_is_in_flight_not_fo
 
     queue_only, during, after = asyncio.run(scenario())
     assert (queue_only, during, after) == (False, True, False)
+
+
+def test_an_event_is_posted_as_client_gos_recorder_writes_one() -> None:
+    """core/v1 Event fields as kubectl describe shows them: the Workload it is about (at the
+    version decided), Normal or Warning, when it happened, and who reports it."""
+    api: Any = GatedApi()
+    recorder = EventRecorder(api, now=lambda: "2026-12-01T10:00:00Z", identity="orca-a")
+    record = WorkloadRecord("shop/web", "shop", "web", "uid-1", "7", 1, None)
+    recorder.record(record, "FailedScheduling", "0/3 nodes are available", "7", warning=True)
+    recorder.record(record, "Scheduled", "placed", "8")
+    warning, normal = (recorder.queue.get_nowait() for _ in range(2))
+    assert warning.body() == {
+        "metadata": {"generateName": "web.", "namespace": "shop"},
+        "involvedObject": {
+            "apiVersion": "orca.cloudinit.dev/v1alpha1",
+            "kind": "Workload",
+            "name": "web",
+            "namespace": "shop",
+            "uid": "uid-1",
+            "resourceVersion": "7",
+        },
+        "type": "Warning",
+        "reason": "FailedScheduling",
+        "message": "0/3 nodes are available",
+        "firstTimestamp": "2026-12-01T10:00:00Z",
+        "lastTimestamp": "2026-12-01T10:00:00Z",
+        "count": 1,
+        "source": {"component": "orca-controller"},
+        "reportingComponent": "orca.cloudinit.dev/orca-controller",
+        "reportingInstance": "orca-a",
+    }
+    assert normal.body()["type"] == "Normal"
+    assert normal.body()["involvedObject"]["resourceVersion"] == "8"
+
+
+def test_an_event_not_posted_is_one_line_and_a_bug_is_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        api = FlakyApi()
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        for name in ("w1", "w0"):  # w1: a bug (the flush goes on); w0: no answer (it stops)
+            event = PendingEvent(name, "ns", None, "1", "Scheduled", "placed", False, "", "me")
+            recorder.queue.put_nowait(event)
+        assert await recorder.flush(within=5, posters=1) == 0
+
+    with caplog.at_level(logging.INFO, logger="orca.events"):
+        asyncio.run(scenario())
+    lines = [
+        (r.levelno, r.getMessage(), r.exc_info is not None)
+        for r in caplog.records
+        if r.name == "orca.events"
+    ]
+    assert lines == [
+        (logging.ERROR, "posting event Scheduled on w1 failed", True),
+        (
+            logging.INFO,
+            "could not post event Scheduled: POST events: ServerDisconnectedError: "
+            "Server disconnected",
+            False,
+        ),
+    ]
+
+
+def test_a_warning_of_each_object_is_remembered_up_to_the_bound() -> None:
+    spam = SpamFilter(burst=1, size=2, clock=FakeClock())
+    a, b = ("ns/a", "1", False), ("ns/b", "2", False)
+    assert [spam.allows(a), spam.allows(b)] == [True, True]
+    assert [spam.allows(a), spam.allows(b)] == [False, False]  # both remembered (size 2)
+
+
+def test_while_writes_are_in_flight_the_posters_post_20_a_second_in_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each of the ``EVENT_POSTERS`` posters waits ``0.05 x EVENT_POSTERS`` s before it takes
+    an Event while a status write is in flight: 20 Events a second in all."""
+    paused: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        if seconds:
+            paused.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr("controller.operator.events.asyncio.sleep", sleep)
+
+    async def scenario() -> None:
+        api = GatedApi()
+        api.gate.set()
+        recorder = EventRecorder(api, busy=lambda: True)  # type: ignore[arg-type]
+        queued(recorder, EVENT_POSTERS)
+        poster = asyncio.create_task(recorder.post())
+        while len(api.posted) < EVENT_POSTERS:  # no until(): it sleeps too
+            await real_sleep(0)
+        poster.cancel()
+        await asyncio.gather(poster, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert paused and set(paused) == {0.05 * EVENT_POSTERS}
+
+
+def test_an_event_is_posted_into_its_workloads_namespace() -> None:
+    class Where(GatedApi):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate.set()
+            self.namespaces: list[str] = []
+
+        async def create_event(self, namespace: str, event: Mapping[str, Any]) -> dict[str, Any]:
+            self.namespaces.append(namespace)
+            return await super().create_event(namespace, event)
+
+    async def scenario() -> list[str]:
+        api = Where()
+        recorder = EventRecorder(api)  # type: ignore[arg-type]
+        event = PendingEvent("web", "shop", None, "1", "Scheduled", "placed", False, "", "me")
+        recorder.queue.put_nowait(event)
+        await recorder.flush(within=5)
+        return api.namespaces
+
+    assert asyncio.run(scenario()) == ["shop"]
+
+
+def test_a_stop_leaves_no_poster_running_and_says_what_it_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> set[asyncio.Task[Any]]:
+        recorder = EventRecorder(GatedApi())  # type: ignore[arg-type]
+        queued(recorder, 3)
+        await recorder.flush(within=0.05, posters=2)
+        return asyncio.all_tasks() - {asyncio.current_task()}
+
+    with caplog.at_level(logging.WARNING, logger="orca.events"):
+        assert asyncio.run(scenario()) == set()
+    lines = [r.getMessage() for r in caplog.records if r.name == "orca.events"]
+    assert lines == ["stopping: 3 queued Events not posted within 0.05s"]

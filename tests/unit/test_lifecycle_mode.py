@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from controller.operator.app import Operator
 from controller.operator.lifecycle import (
@@ -145,3 +146,136 @@ def test_stop_while_waiting_for_the_lease_ends_at_once() -> None:
         await operator.api.close()
 
     run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [(429, "TooManyRequests"), (500, "InternalError"), (504, "Timeout")],
+)
+def test_a_lease_read_the_api_server_could_not_answer_is_asked_again(
+    status: int, reason: str
+) -> None:
+    """Priority and fairness' 429, a 5xx: the API server did not say whether the Lease
+    exists, so it is not read as "no Lease" (which would decide ``ready`` for good): asked
+    again, and the Lease, once read, decides."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("leases", lease("host_1a2b", 1.0))
+        server.refuse("GET", LEASE_PATH, status, reason, times=1)
+        async with server.client() as api:
+            assert await resolve(api, NodeLifecycle.AUTO, clock=lambda: NOW) is False
+        assert len(server.seen("GET", LEASE_PATH)) == 2
+
+    run(scenario)
+
+
+@pytest.mark.parametrize(("status", "reason"), [(401, "Unauthorized"), (403, "Forbidden")])
+def test_a_refusal_is_an_answer_asked_once(
+    status: int, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """401 and 403 will not change by asking again: the ready rule, at once, with one
+    warning that names the status and the flag that decides instead."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("leases", lease("host_1a2b", 1.0))
+        server.refuse("GET", LEASE_PATH, status, reason)
+        async with server.client() as api:
+            assert await asyncio.wait_for(resolve(api, NodeLifecycle.AUTO), 10) is True
+        assert len(server.seen("GET", LEASE_PATH)) == 1
+
+    with caplog.at_level(logging.INFO, logger="orca.lifecycle"):
+        run(scenario)
+    (record,) = [r for r in caplog.records if r.name == "orca.lifecycle"]
+    assert record.levelno == logging.WARNING
+    assert f"{status} {reason}" in record.getMessage()
+    assert "--node-lifecycle=taints" in record.getMessage()
+
+
+def test_a_lease_that_is_there_is_logged_once_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("leases", lease("host_1a2b", 1.0))
+        async with server.client() as api:
+            assert await resolve(api, NodeLifecycle.AUTO, clock=lambda: NOW) is False
+
+    with caplog.at_level(logging.DEBUG, logger="orca.lifecycle"):
+        run(scenario)
+    lines = [r for r in caplog.records if r.name == "orca.lifecycle"]
+    assert [(r.levelno, r.getMessage()[:45]) for r in lines] == [
+        (logging.INFO, "node lifecycle: kube-controller-manager holds")
+    ]
+
+
+def test_the_lease_is_asked_again_after_a_pause_that_doubles_up_to_ten_seconds(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    paused: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:  # asyncio's own, for everyone: the lifecycle's
+        if seconds:  # pauses are the ones that are not a mere yield
+            paused.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr("controller.operator.lifecycle.asyncio.sleep", sleep)
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("leases", lease("host_1a2b", 1.0))
+        server.refuse("GET", LEASE_PATH, 503, "ServiceUnavailable", times=7)
+        async with server.client() as api:
+            assert await resolve(api, NodeLifecycle.AUTO, clock=lambda: NOW) is False
+
+    with caplog.at_level(logging.WARNING, logger="orca.lifecycle"):
+        run(scenario)
+    assert paused == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    first = next(r.getMessage() for r in caplog.records if r.name == "orca.lifecycle")
+    assert first.startswith("node lifecycle: cannot read the Lease yet (503 ")
+    assert first.endswith("); retrying")
+
+
+def test_a_lease_renewed_exactly_fresh_seconds_ago_still_counts() -> None:
+    """Stale is strictly older than ``FRESH_SECONDS``."""
+    assert verdict_of_lease(lease("host_1a2b", FRESH_SECONDS), NOW).imply is False
+    assert verdict_of_lease(lease("host_1a2b", FRESH_SECONDS + 0.001), NOW).imply is True
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        (
+            NodeLifecycle.TAINTS,
+            "node lifecycle: --node-lifecycle=taints: only the node lifecycle controller's "
+            "NoExecute taints move replicas",
+        ),
+        (
+            NodeLifecycle.READY,
+            "node lifecycle: --node-lifecycle=ready: a NotReady Node without a lifecycle taint "
+            "counts as tainted from its Ready change",
+        ),
+    ],
+)
+def test_a_mode_given_is_said_in_the_log(
+    mode: NodeLifecycle, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario(server: FakeApiServer) -> None:
+        async with server.client() as api:
+            await resolve(api, mode)
+
+    with caplog.at_level(logging.INFO, logger="orca.lifecycle"):
+        run(scenario)
+    assert [r.getMessage() for r in caplog.records if r.name == "orca.lifecycle"] == [said]
+
+
+def test_the_lease_is_read_with_a_get_counted_as_one() -> None:
+    def count() -> float:
+        labels = {"verb": "GET", "resource": "leases", "code": "200"}
+        return REGISTRY.get_sample_value("orca_api_requests_total", labels) or 0.0
+
+    before = count()
+
+    async def scenario(server: FakeApiServer) -> None:
+        server.put("leases", lease("host_1a2b", 1.0))
+        async with server.client() as api:
+            await read_verdict(api, clock=lambda: NOW)
+
+    run(scenario)
+    assert count() - before == 1.0

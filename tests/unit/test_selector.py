@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.inputs.selector import SelectorError, parse_selector
+from controller.inputs.selector import Op, SelectorError, parse_selector
 
 # TestSelectorParse's testGoodStrings and testBadStrings.
 GOOD = ["x=a,y=b,z=c", "", "x!=a,y=b", "x=", "x= ", "x=,z= ", "x= ,z= ", "!x", "x>1", "x>1,z<5"]
@@ -99,3 +99,103 @@ def test_mistakes_are_one_line(text: str, message: str) -> None:
         parse_selector(text)
     assert str(caught.value).startswith(message)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "labels", "expected"),
+    [
+        # Gt and Lt are strict (Requirement.Matches: `lsValue > rValue`): `--drain 'gpus>4'`
+        # drains Nodes with 5 GPUs and more, never those with 4.
+        ("gpus>4", {"gpus": "4"}, False),
+        ("gpus>4", {"gpus": "5"}, True),
+        ("gpus<4", {"gpus": "4"}, False),
+        ("gpus<4", {"gpus": "3"}, True),
+        ("gpus>4", {}, False),  # a missing label is not a number
+        ("gpus<4", {}, False),
+        ("gpus>4", {"gpus": "04"}, False),  # the label's value in base 10: 4
+        ("gpus>0", {"gpus": "1"}, True),
+        ("gpus<1", {"gpus": "-1"}, True),  # a label's value parsed as kube parses it
+        ("gpus>4", {"gpus": "4.5"}, False),  # not an integer: no match
+        ("gpus>9", {"gpus": "a"}, False),  # a letter is no digit in base 10
+        ("gpus>10", {"gpus": "10"}, False),  # ten, in base 10, on both sides
+        ("gpus<10", {"gpus": "10"}, False),
+        ("x==y", {"x": "y"}, True),
+        ("x==y", {"x": "z"}, False),
+        ("x==y", {}, False),
+        ("x!=y", {}, True),  # a missing key satisfies !=
+        ("x in (a,b)", {"x": "c"}, False),
+        ("x notin (a,b)", {"x": "c"}, True),
+        ("x", {"x": ""}, True),  # exists, empty value
+        ("!x", {"x": ""}, False),
+        ("x=", {"x": ""}, True),
+        ("x=", {}, False),
+    ],
+)
+def test_each_operator_at_its_boundaries(text: str, labels: dict[str, str], expected: bool) -> None:
+    assert parse_selector(text).matches(labels) is expected
+
+
+# Each of kube's parse errors (k8s.io/apimachinery/pkg/labels/selector.go, Parser.parse,
+# parseRequirement, parseKeyAndInferOperator, parseOperator, parseValues,
+# parseIdentifiersList, parseExactValue), in its words, with the token it found.
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (",", "found ',', expected: !, identifier, or 'end of string'"),
+        ("=a", "found '=', expected: !, identifier, or 'end of string'"),
+        ("x=a,,", "found ',', expected: identifier after ','"),
+        ("x=a=", "found '=', expected: ',' or 'end of string'"),
+        ("x in (a) y", "found 'y', expected: ',' or 'end of string'"),
+        ("!x=a", "found '=', expected: ',' or 'end of string'"),
+        ("! =", "found '=', expected: identifier"),
+        ("x(", "found '(', expected: in, notin, =, ==, !=, gt, lt"),
+        ("x!", "found '!', expected: in, notin, =, ==, !=, gt, lt"),
+        ("x in", "found '' expected: '('"),
+        ("x in (=)", "found '=', expected: ',', ')' or identifier"),
+        ("x in (a", "found '', expected: ',' or ')'"),
+        ("x in (a b)", "found 'b', expected: ',' or ')'"),
+        ("x in (a,=)", "found '=', expected: ',', or identifier"),
+        ("x in (,=", "found '=', expected: ',', or identifier"),
+        ("x=(a)", "found '(', expected: identifier"),
+        ("x >= 1", "found '=', expected: identifier"),
+        ("x>", "for 'Gt', 'Lt' operators, the value must be an integer: x"),
+        ("a" * 4097, "is longer than 4096 characters"),
+    ],
+)
+def test_each_parse_error_names_what_it_found(text: str, message: str) -> None:
+    with pytest.raises(SelectorError) as caught:
+        parse_selector(text)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("text", "requirements"),
+    [
+        ("x=y", [("x", Op.EQUALS, {"y"})]),
+        ("x==y", [("x", Op.DOUBLE_EQUALS, {"y"})]),
+        ("x!=y", [("x", Op.NOT_EQUALS, {"y"})]),
+        ("x!=", [("x", Op.NOT_EQUALS, {""})]),
+        ("x>1", [("x", Op.GREATER_THAN, {"1"})]),
+        ("x<1", [("x", Op.LESS_THAN, {"1"})]),
+        ("x", [("x", Op.EXISTS, set())]),
+        ("!x,y", [("x", Op.DOES_NOT_EXIST, set()), ("y", Op.EXISTS, set())]),
+        # in and notin are keywords only where an operator is due: as keys and values they
+        # are names (kube's lexer reads them as identifiers there).
+        ("x notin (in,notin)", [("x", Op.NOT_IN, {"in", "notin"})]),
+        ("in in (in)", [("in", Op.IN, {"in"})]),
+        ("x=in", [("x", Op.EQUALS, {"in"})]),
+        ("x in (a,,)", [("x", Op.IN, {"a", ""})]),
+        # Whitespace is a space, a tab, a carriage return or a newline, anywhere between.
+        ("\tx\n=\ry ", [("x", Op.EQUALS, {"y"})]),
+        ("a" * 63 + "=b", [("a" * 63, Op.EQUALS, {"b"})]),
+    ],
+)
+def test_what_each_form_parses_to(text: str, requirements: list[tuple[str, Op, set[str]]]) -> None:
+    parsed = parse_selector(text).requirements
+    assert [(r.key, r.op, set(r.values)) for r in parsed] == requirements
+
+
+def test_a_selector_of_the_longest_length_parses() -> None:
+    text = ",".join(f"k{i:03d}=v" for i in range(700))[:4096].rsplit(",", 1)[0]
+    assert len(parse_selector(text).requirements) == text.count(",") + 1
+    assert len(parse_selector("x=" + "a" * 63 + " " * (4096 - 65)).requirements) == 1

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from controller.api.models import Workload
+from controller.cli.whatif import AddNodes, parse_add_nodes
 from controller.scheduler.ledger import Booking, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, NodeTable, unreadable_node_info
 from controller.scheduler.plugins.taints import DefaultTolerations
@@ -871,3 +872,41 @@ def test_the_no_count_line_keeps_the_reason_whole_but_its_final_period() -> None
         f"shop/odd-0 still has no place with 1: 0/2 nodes are available: 2 {reason}; "
         f"a big node cannot take it: {reason} (CelConstraints)"
     )
+
+
+def test_auto_when_nothing_waits_adds_nothing_and_exits_0(tmp_path: Path, orca: Orca) -> None:
+    """Every replica has a place: ``auto`` answers 0 nodes, and that is an answer found (exit
+    0), not a count it could not find (exit 1)."""
+    nodes, workloads = full_cluster(tmp_path, [])
+    code, answer, _ = plan(
+        orca, nodes, workloads, "--add-nodes", f"{template(tmp_path)}:auto", "-o", "json"
+    )
+    assert code == 0
+    assert answer["nodesToAdd"]["count"] == 0
+    assert answer["nodesToAdd"]["names"] == []
+
+
+def test_a_template_path_may_hold_colons(tmp_path: Path, orca: Orca) -> None:
+    """The last colon splits FILE from COUNT (a path such as ``C:/nodes/big.yaml`` or
+    ``nodes:v2/big.yaml`` keeps its own)."""
+    pending = [wl("j", kind="Job", resources={"cpu": "1"})]
+    nodes, workloads = full_cluster(tmp_path, pending)
+    folder = tmp_path / "nodes:v2"
+    folder.mkdir()
+    big = write(folder, "big.yaml", [zone_node("big", "b")])
+    code, answer, _ = plan(orca, nodes, workloads, "--add-nodes", f"{big}:1", "-o", "json")
+    assert code == 0
+    assert answer["nodesToAdd"]["names"] == ["big-1"]
+    assert parse_add_nodes("a:b:c.yaml:auto") == AddNodes(Path("a:b:c.yaml"), None)
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [("big.yaml:0", 0), ("big.yaml:1", 1), (f"big.yaml:{MAX_ADDED_NODES}", MAX_ADDED_NODES)],
+)
+def test_a_count_takes_both_ends_of_its_range(text: str, count: int) -> None:
+    assert parse_add_nodes(text) == AddNodes(Path("big.yaml"), count)
+    with pytest.raises(ValueError, match=r"out of range \(0\.\.10000\)"):
+        parse_add_nodes(f"big.yaml:{MAX_ADDED_NODES + 1}")
+    with pytest.raises(ValueError, match="is not FILE:COUNT or FILE:auto"):
+        parse_add_nodes(":3")

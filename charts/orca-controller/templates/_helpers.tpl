@@ -75,7 +75,8 @@ podAntiAffinity:
 {{- end -}}
 
 {{/* `orca run`'s flags, in the kustomize base's order (manifests/manager/deployment.yaml;
-     manifests/cert-manager swaps --tls-secret for --tls-cert-dir in place). */}}
+     manifests/cert-manager drops --webhook-service and swaps --tls-secret for --tls-cert-dir
+     in place). */}}
 {{- define "orca.args" -}}
 - run
 - --log-format=json
@@ -83,9 +84,11 @@ podAntiAffinity:
 - --metrics-port=9090
 {{- if .Values.webhook.enabled }}
 - --webhook-port=9443
+{{- if not .Values.certManager.enabled }}
 - --webhook-service=$(POD_NAMESPACE)/{{ include "orca.webhookService" . }}
 {{- if ne (include "orca.fullname" .) "orca-controller" }}
 - --webhook-configuration={{ include "orca.fullname" . }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- if .Values.certManager.enabled }}
