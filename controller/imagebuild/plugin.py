@@ -151,10 +151,8 @@ def build_plugin(
 
 def write_checksums(out: Path, files: Iterable[Path]) -> Path:
     """``out/SHA256SUMS``: ``<sha256>  <name>`` per file, by name (``sha256sum -c`` reads it)."""
-    lines = sorted(
-        f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(out)}\n"
-        for path in files
-    )
+    names = sorted((str(path.relative_to(out)), path) for path in files)
+    lines = [f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {name}\n" for name, path in names]
     sums = out / "SHA256SUMS"
     sums.write_text("".join(lines))
     return sums

@@ -136,3 +136,21 @@ def test_kubectl_completes_kubectl_orca_through_kubectl_complete_orca(tmp_path: 
         "json",
         "yaml",
     ]
+
+
+def test_sha256sums_lists_the_files_by_name_whatever_their_digests(tmp_path: Path) -> None:
+    """Two files whose digests sort the other way round from their names (the lines were
+    once sorted whole, so by digest: the order changed with every build's timestamp)."""
+    first, second = tmp_path / "a.tar.gz", tmp_path / "b.yaml"
+    second.write_text("manifest")
+    content = next(
+        str(i)
+        for i in range(1000)
+        if hashlib.sha256(str(i).encode()).hexdigest() > hashlib.sha256(b"manifest").hexdigest()
+    )
+    first.write_text(content)
+    sums = plugin.write_checksums(tmp_path, [second, first])
+    assert [line.split("  ", 1)[1] for line in sums.read_text().splitlines()] == [
+        "a.tar.gz",
+        "b.yaml",
+    ]
