@@ -51,6 +51,8 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "bench_operator",
             "bench_vs_kube_scheduler",
+            "bench_scale",
+            "bench_failover",
             "bench_server_cost",
             "bench_heartbeats",
             "bench_living_cluster",
@@ -61,7 +63,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Other", ()),
 )
 #: Modules of bench/ that are not benches (``chaos`` has a page of its own).
-NOT_BENCHES = {"__init__", "common", "report", "chaos"}
+NOT_BENCHES = {"__init__", "common", "report", "chaos", "stacks"}
 
 #: The words a figure's unit suffix is made of, as shown (``cpu_s_per_s`` -> "CPU s/s").
 UNIT_WORDS = {

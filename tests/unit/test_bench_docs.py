@@ -189,3 +189,27 @@ def test_groups_of_two_shapes_are_two_tables_of_alike_groups() -> None:
         "| lowest | 0.9 x |",
         "",
     ]
+
+
+def test_a_profiles_top_functions_by_own_and_inclusive_time() -> None:
+    """``bench.stacks`` reads py-spy's collapsed stacks: a function's own time is where it is
+    innermost, its inclusive time where it is anywhere (once per stack, recursion or not);
+    ``under`` keeps only the stacks through a function, from it down."""
+    from bench import stacks
+
+    lines = [
+        "main (/r/a.py:1);run (/r/loop.py:10);decide (/r/s.py:5);decide (/r/s.py:9) 30\n",
+        "main (/r/a.py:1);run (/r/loop.py:10);write (/r/tx.py:7) 10\n",
+        "main (/r/a.py:2);idle (/r/io.py:3) 60\n",
+    ]
+    whole = stacks.read(lines)
+    assert whole.total == 100
+    assert whole.own == {"decide (s.py)": 30, "write (tx.py)": 10, "idle (io.py)": 60}
+    assert whole.inclusive["main (a.py)"] == 100 and whole.inclusive["decide (s.py)"] == 30
+    under = stacks.read(lines, under="run")
+    assert under.total == 40 and "main (a.py)" not in under.inclusive
+    assert stacks.show(under, 1).splitlines()[:3] == [
+        "40 samples",
+        "-- own time",
+        "  75.0 %  decide (s.py)",
+    ]
