@@ -152,6 +152,24 @@ def node_objects(count: int, seed: int, extended: str | None = None) -> list[dic
     return nodes
 
 
+def capacity(nodes: list[dict[str, Any]]) -> int:
+    """How many of the bench's objects (without ``--extended``) the Nodes hold: on each Node
+    passing both constraints, as many as its cpu, memory and Pods allow (each asks the same)."""
+    cpu, memory = quantity_to_int(CPU, scale=1000), quantity_to_int(MEMORY)
+    total = 0
+    for node in nodes:
+        labels = node["metadata"]["labels"]
+        if SSD_LABEL not in labels or labels.get(ZONE_LABEL) not in ALLOWED_ZONES:
+            continue
+        allocatable = node["status"]["allocatable"]
+        total += min(
+            quantity_to_int(allocatable["cpu"], scale=1000) // cpu,
+            quantity_to_int(allocatable["memory"]) // memory,
+            int(allocatable["pods"]),
+        )
+    return total
+
+
 def pod_object(name: str, namespace: str, extended: str | None = None) -> dict[str, Any]:
     term = {
         "matchExpressions": [
@@ -569,6 +587,8 @@ async def _run_side(
             await create_all(api, objects, args.concurrency)
             print(f"  [{side.name}] {count} objects stored", flush=True)
             server_before = sum(cpu_seconds(p) for p in servers.values())
+            everyone = {**plane.pids, "this bench": os.getpid()}
+            cluster_before = {n: cpu_seconds(p) for n, p in everyone.items()}
             clock = time.perf_counter()
             scheduler = start(side, plane, workdir, args.py_spy, pod)
             done = await wait_decided(api, side, NAMESPACE, count, args.timeout, placed)
@@ -583,6 +603,8 @@ async def _run_side(
                 wait_decided(api, side, NAMESPACE, count, args.timeout, placed)
             )
             server_before = sum(cpu_seconds(p) for p in servers.values())
+            everyone = {**plane.pids, "this bench": os.getpid()}
+            cluster_before = {n: cpu_seconds(p) for n, p in everyone.items()}
             cpu_before = cpu_seconds(scheduler.process.pid)
             clock = time.perf_counter()
             if args.mode == "burst":
@@ -594,6 +616,10 @@ async def _run_side(
             lag = done - last_create
             scheduler_cpu = cpu_seconds(scheduler.process.pid) - cpu_before
         server_cpu = sum(cpu_seconds(p) for p in servers.values()) - server_before
+        cluster = {n: cpu_seconds(p) - cluster_before[n] for n, p in everyone.items()}
+        cluster[side.name] = scheduler_cpu
+        shares = ", ".join(f"{n} {c / (done - clock):.2f}" for n, c in cluster.items())
+        print(f"  [{side.name}] CPU s/s over the placements' window: {shares}", flush=True)
         with contextlib.suppress(TimeoutError):  # then say how many were posted
             await asyncio.wait_for(asyncio.shield(events), args.events_timeout)
         with_events = Events(
