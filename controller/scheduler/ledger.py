@@ -18,11 +18,20 @@ returns an ``Assumption``; ``confirm``, ``hold`` and ``forget`` take it, each se
 bookings are still the assumed ones, so a newer decision is never undone by an older failure.
 While an assumption is not settled its status write is in flight: ``assumed`` says so, and
 that is the one place the operator keeps that fact.
+
+Every change of a node's usage is also noted in a journal of rows (``position``,
+``rows_changed``), so a reader that computed something per node from the free capacity (the
+capacity scores of a request, kept from one cycle to the next) redoes the rows that changed
+since, not the whole table: at 15,000 nodes comparing every row's free capacity per replica
+placed was a seventh of ``orca plan``'s time. The journal starts over, in a new epoch, when the
+rows themselves change (``rebind`` to other nodes, ``copy``) and when it grows past
+``JOURNAL_LIMIT``; a position of another epoch says "read every row".
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -43,6 +52,10 @@ from controller.api.resources import Scalars
 from controller.scheduler.nodes import BoolArray, IntArray, NodeInfo, NodeTable
 
 MAX_INDEX_DIGITS = 9
+#: Rows a ledger's journal notes before it starts over in a new epoch (``Ledger.position``).
+JOURNAL_LIMIT = 1 << 16
+#: Journal epochs, unique across ledgers: a position is only ever compared with its own.
+_EPOCHS = itertools.count()
 
 
 def alloc_id(namespace: str, name: str, index: int) -> str:
@@ -150,6 +163,9 @@ class Ledger:
         #: Node name -> {Workload key: its replicas there}: who a node change concerns,
         #: without walking every booking (``keys_on``).
         self._on_node: dict[str, dict[str, int]] = {}
+        #: The rows whose usage changed, in order, in this epoch (see the module).
+        self._journal: list[int] = []
+        self._epoch = next(_EPOCHS)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -176,6 +192,25 @@ class Ledger:
 
     def __len__(self) -> int:
         return sum(len(b) for b in self._bookings.values())
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """Where the usage stands now: (epoch, rows noted so far). Free capacity copied now
+        differs from the ledger's at a later position only in ``rows_changed`` between them."""
+        return self._epoch, len(self._journal)
+
+    def rows_changed(self, a: tuple[int, int], b: tuple[int, int]) -> list[int] | None:
+        """The rows whose usage may differ between positions ``a`` and ``b`` of this ledger
+        (in either order, rows repeated); None when either is not of its current epoch: any
+        row may then differ."""
+        if a[0] != self._epoch or b[0] != self._epoch:
+            return None
+        low, high = (a[1], b[1]) if a[1] <= b[1] else (b[1], a[1])
+        return self._journal[low:high]
+
+    def _new_epoch(self) -> None:
+        self._journal = []
+        self._epoch = next(_EPOCHS)
 
     def free(self) -> tuple[IntArray, IntArray]:
         """Free cpu and memory per node of the bound table (allocatable minus bookings)."""
@@ -276,6 +311,7 @@ class Ledger:
         self.table = table
         if same_rows:
             return
+        self._new_epoch()  # rows moved: a position of the old rows means nothing here
         if rows is not None and None not in rows:
             # No node is new: each row's usage is still the sum of the bookings on its node.
             taken = np.array(rows, dtype=np.intp)
@@ -362,9 +398,11 @@ class Ledger:
 
     def _apply(self, bookings: Iterable[Booking], sign: int) -> None:
         index = self.table.index
+        journal = self._journal
         for b in bookings:
             i = index.get(b.node)
             if i is not None:
+                journal.append(i)
                 self.used_cpu[i] += sign * b.cpu
                 self.used_memory[i] += sign * b.memory
                 self.replicas[i] += sign
@@ -373,6 +411,8 @@ class Ledger:
                     if used is None:
                         used = self.used_scalars[name] = np.zeros(len(self.table), np.int64)
                     used[i] += sign * amount
+        if len(journal) > JOURNAL_LIMIT:
+            self._new_epoch()
 
 
 #: Where ``Ledger.what_if`` records what a node replaced in the same change held: no node's
