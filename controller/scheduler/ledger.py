@@ -166,6 +166,14 @@ class Ledger:
         #: The rows whose usage changed, in order, in this epoch (see the module).
         self._journal: list[int] = []
         self._epoch = next(_EPOCHS)
+        #: Allocatable less the usage, kept row by row beside it: every scheduling cycle
+        #: copies these (``free``, ``free_pods``) rather than subtract the whole table again.
+        self._free_cpu, self._free_memory, self._free_pods = self._computed_free()
+
+    def _computed_free(self) -> tuple[IntArray, IntArray, IntArray]:
+        table = self.table
+        pods = table.pods - self.replicas
+        return table.cpu - self.used_cpu, table.memory - self.used_memory, pods
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -213,12 +221,14 @@ class Ledger:
         self._epoch = next(_EPOCHS)
 
     def free(self) -> tuple[IntArray, IntArray]:
-        """Free cpu and memory per node of the bound table (allocatable minus bookings)."""
-        return self.table.cpu - self.used_cpu, self.table.memory - self.used_memory
+        """Free cpu and memory per node of the bound table (allocatable minus bookings): the
+        caller's own copies."""
+        return self._free_cpu.copy(), self._free_memory.copy()
 
     def free_pods(self) -> IntArray:
-        """Pods each node still takes (allocatable ``pods`` minus the replicas booked)."""
-        return self.table.pods - self.replicas
+        """Pods each node still takes (allocatable ``pods`` minus the replicas booked): the
+        caller's own copy."""
+        return self._free_pods.copy()
 
     def free_scalar(self, name: str) -> IntArray:
         """Free ``name`` per node: allocatable minus bookings (negative where a node offers
@@ -250,6 +260,8 @@ class Ledger:
         other.replicas = self.replicas.copy()
         other.used_scalars = {name: used.copy() for name, used in self.used_scalars.items()}
         other._on_node = {node: dict(keys) for node, keys in self._on_node.items()}
+        other._free_cpu, other._free_memory = self.free()
+        other._free_pods = self.free_pods()
         return other
 
     def what_if(
@@ -310,6 +322,8 @@ class Ledger:
         rows = None if same_rows else list(map(self.table.index.get, table.hostnames))
         self.table = table
         if same_rows:
+            # A node's allocatable may have changed: free capacity is read from it again.
+            self._free_cpu, self._free_memory, self._free_pods = self._computed_free()
             return
         self._new_epoch()  # rows moved: a position of the old rows means nothing here
         if rows is not None and None not in rows:
@@ -318,11 +332,13 @@ class Ledger:
             self.used_cpu, self.used_memory = self.used_cpu[taken], self.used_memory[taken]
             self.replicas = self.replicas[taken]
             self.used_scalars = {name: used[taken] for name, used in self.used_scalars.items()}
+            self._free_cpu, self._free_memory, self._free_pods = self._computed_free()
             return
         self.used_cpu = np.zeros(len(table), dtype=np.int64)
         self.used_memory = np.zeros(len(table), dtype=np.int64)
         self.replicas = np.zeros(len(table), dtype=np.int64)
         self.used_scalars = {}
+        self._free_cpu, self._free_memory, self._free_pods = self._computed_free()
         for bookings in self._bookings.values():
             self._apply(bookings, +1)
 
@@ -406,6 +422,9 @@ class Ledger:
                 self.used_cpu[i] += sign * b.cpu
                 self.used_memory[i] += sign * b.memory
                 self.replicas[i] += sign
+                self._free_cpu[i] -= sign * b.cpu
+                self._free_memory[i] -= sign * b.memory
+                self._free_pods[i] -= sign
                 for name, amount in b.scalars:
                     used = self.used_scalars.get(name)
                     if used is None:
