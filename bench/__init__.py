@@ -7,7 +7,10 @@ the machine (cores, CPU model, kernel, Python), the load average at the start an
 the exact command line and the date (``bench.common.record``). This page is made from those
 files and from each bench's docstring (``make bench-docs``), so the figures below are the
 latest recorded run's, never typed by hand; a run overwrites its file and git keeps the
-history. After a run: ``make bench-docs`` and commit the result with the page.
+history. A bench run one size or mode at a time (``bench_scale``, ``bench_vs_kube_scheduler``)
+merges its figures into its file instead, and each group of figures keeps the command, commit
+and load of the run that measured it. After a run: ``make bench-docs`` and commit the result
+with the page.
 
 How to read the figures:
 

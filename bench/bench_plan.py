@@ -24,7 +24,8 @@ before. ``--mix plain`` (the default) is the usual mix, on Nodes without GPUs.
 
 ``--runs N`` gives the best of N by wall time (the machine is shared: the fastest run is the one
 least disturbed). ``--save DIR`` keeps each run's JSON output and ``--compare DIR`` checks the
-placements against a saved run (e.g. made on another commit): same inputs, same plan.
+placements against a saved run (e.g. made on another commit): same inputs, same plan. Each
+size (Nodes, Workloads, mix) is recorded apart, merged with the other sizes' latest runs.
 
     python bench/bench_plan.py                        # 5,000 nodes; 5,000 and 20,000 Workloads
     python bench/bench_plan.py --workloads 5000 --runs 3 --compare /tmp/before
@@ -308,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                     (args.save / out.name).write_bytes(out.read_bytes())
                 if args.compare:
                     print("       " + compare(out, args.compare / out.name))
-    record("bench_plan", figures, command_line(argv))
+    record("bench_plan", figures, command_line(argv), merge=True)
     return 0
 
 

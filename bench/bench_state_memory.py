@@ -78,7 +78,7 @@ def measure(nodes_count: int, workloads_count: int, distinct: bool) -> dict[str,
     workloads = [r.workload for r in records if r is not None and r.workload is not None]
     results = plan(state.nodes.values(), workloads, now=rfc3339_now())
     for result in results:
-        state.records[result.workload.key].status = result.status
+        state.set_status(state.records[result.workload.key], result.status)
     del results, workloads, records
     after_statuses = traced_mb()
     tracemalloc.stop()

@@ -11,9 +11,14 @@ with the same requests (100m cpu, 128Mi) and the same two hard constraints:
 - orca: Workloads (kind Job) with the equivalent CEL; placed when ``status.phase`` is set.
 
 Modes: ``backlog`` stores every object first, then starts the scheduler (the clock starts
-when its process does); ``burst`` starts the scheduler, waits until it placed a probe object,
-then creates every object with ``--concurrency`` concurrent POSTs (the clock starts at the
-first create; the lag after the last create is printed too).
+when its process does; the first decision's time after it is printed too); ``burst`` starts
+the scheduler, waits until it placed a probe object, then creates every object with
+``--concurrency`` concurrent POSTs (the clock starts at the first create; the lag after the
+last create is printed too); ``steady`` does the same at ``--rate`` creates a second, evenly
+spaced, for ``--seconds``, each create sent on time however long the others take to answer
+(users, not one client). In ``burst`` and ``steady`` every object's latency is timed, the
+one users feel: from its create (the POST sent) to its placement (seen on this bench's watch:
+kube-scheduler's bind, orca's status write), p50 and p99 (nearest rank).
 
 Per side it prints: objects/s; the scheduler process's CPU per placement (utime + stime from
 /proc, start-up included in backlog mode); API server + etcd CPU per placement over the same
@@ -46,6 +51,20 @@ the admin kubeconfig. ``--orca-as kubeconfig`` gives orca that kubeconfig too.
     python bench/bench_vs_kube_scheduler.py --side orca --mode backlog --nodes 500 --objects 1000
     python bench/bench_vs_kube_scheduler.py --mode backlog --nodes 5000 --objects 10000 \
         --extended example.com/gpu
+    python bench/bench_vs_kube_scheduler.py --mode burst --nodes 200 --objects 500 --runs 5
+    python bench/bench_vs_kube_scheduler.py --mode steady --nodes 5000 --rate 50 --seconds 120
+    python bench/bench_vs_kube_scheduler.py --mode backlog --nodes 15000 --objects 30000 \
+        --lease-seconds 600
+
+``--runs N`` runs each side N times, each on a fresh control plane, the sides' order
+alternating from one run to the next (the shared machine's load drifts); the recorded figures
+are each side's median run by rate, and every run's rate ratio. ``--lease-seconds`` slows
+kwok's heartbeats, the same on both sides: a Node's Lease (renewed every quarter of it) and
+the controller manager's grace periods scaled with it (``NodeTiming.scaled``): at the default
+40 s, 15,000 Nodes renew 1,500 Leases a second, more writes than the two cores can take
+besides the schedulers; at 600 s, 100/s, what 1,000 Nodes cost at the default. Each setting
+(mode, sizes, Lease) is recorded apart (``record(merge=True)``), so a burst run does not
+replace the backlog's figures, and every group says which command measured it.
 
 ``--extended NAME`` adds one extended resource: every other Node offers 16 of it, every other
 object asks one (a Pod as its request and limit, a Workload in ``spec.resources``), and the
@@ -60,6 +79,7 @@ import contextlib
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,7 +93,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import command_line, cpu_seconds, peak_rss_mb, record
 from controller.api.models import quantity_to_int
-from controller.devcluster.controlplane import LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS, ControlPlane
+from controller.devcluster.controlplane import (
+    LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS,
+    ControlPlane,
+    NodeTiming,
+)
 from controller.operator.kube import KubeApi, load_configuration
 from tests.support.harness import RBAC, REPO_ROOT, OperatorProcess, as_a_pod
 
@@ -126,6 +150,24 @@ def node_objects(count: int, seed: int, extended: str | None = None) -> list[dic
             }
         )
     return nodes
+
+
+def capacity(nodes: list[dict[str, Any]]) -> int:
+    """How many of the bench's objects (without ``--extended``) the Nodes hold: on each Node
+    passing both constraints, as many as its cpu, memory and Pods allow (each asks the same)."""
+    cpu, memory = quantity_to_int(CPU, scale=1000), quantity_to_int(MEMORY)
+    total = 0
+    for node in nodes:
+        labels = node["metadata"]["labels"]
+        if SSD_LABEL not in labels or labels.get(ZONE_LABEL) not in ALLOWED_ZONES:
+            continue
+        allocatable = node["status"]["allocatable"]
+        total += min(
+            quantity_to_int(allocatable["cpu"], scale=1000) // cpu,
+            quantity_to_int(allocatable["memory"]) // memory,
+            int(allocatable["pods"]),
+        )
+    return total
 
 
 def pod_object(name: str, namespace: str, extended: str | None = None) -> dict[str, Any]:
@@ -299,15 +341,37 @@ def py_spy_command() -> str:
 # -- talking to the API server ------------------------------------------------------------------
 
 
-async def create_all(api: KubeApi, objects: list[tuple[str, dict[str, Any]]], width: int) -> None:
-    """POST every (path, object), ``width`` at a time."""
+async def create_all(
+    api: KubeApi,
+    objects: list[tuple[str, dict[str, Any]]],
+    width: int,
+    sent: dict[str, float] | None = None,
+) -> None:
+    """POST every (path, object), ``width`` at a time; ``sent``: each object's name -> when its
+    POST was sent (``time.perf_counter()``)."""
     pending = iter(objects)
 
     async def worker() -> None:
         for path, obj in pending:
+            if sent is not None:
+                sent[obj["metadata"]["name"]] = time.perf_counter()
             await api.request("POST", path, obj)
 
     await asyncio.gather(*(worker() for _ in range(width)))
+
+
+async def create_at_rate(
+    api: KubeApi, objects: list[tuple[str, dict[str, Any]]], rate: float, sent: dict[str, float]
+) -> None:
+    """POST the objects at ``rate`` a second, evenly spaced (each on time however long the ones
+    before take to answer: a steady stream of users, not a client waiting its turn)."""
+    begun = time.perf_counter()
+    posts = []
+    for i, (path, obj) in enumerate(objects):
+        await asyncio.sleep(max(0.0, begun + i / rate - time.perf_counter()))
+        sent[obj["metadata"]["name"]] = time.perf_counter()
+        posts.append(asyncio.create_task(api.request("POST", path, obj)))
+    await asyncio.gather(*posts)
 
 
 async def wait_not_ready_lifted(api: KubeApi, timeout: float) -> int:
@@ -343,15 +407,21 @@ def _taints(node: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def wait_decided(
-    api: KubeApi, side: Side, namespace: str, count: int, timeout: float
+    api: KubeApi,
+    side: Side,
+    namespace: str,
+    count: int,
+    timeout: float,
+    stamps: dict[str, float] | None = None,
 ) -> float:
     """Follow the objects of ``namespace`` until ``count`` are decided; returns
-    ``time.perf_counter()`` then."""
+    ``time.perf_counter()`` then. ``stamps``: each object's name -> when it was first seen
+    decided."""
 
     def decided(obj: dict[str, Any]) -> str | None:
         return str(obj["metadata"]["name"]) if side.decided(obj) else None
 
-    await follow(api, side.collection(namespace), decided, count, timeout, "decided")
+    await follow(api, side.collection(namespace), decided, count, timeout, "decided", None, stamps)
     return time.perf_counter()
 
 
@@ -370,15 +440,26 @@ async def follow(
     timeout: float,
     what: str,
     seen: set[str] | None = None,
+    stamps: dict[str, float] | None = None,
 ) -> set[str]:
     """LIST ``path``, then watch from the list's version (again after the watch ends), until
     ``count`` distinct keys were seen (``key``: an object's key, or None to skip it). ``seen``
-    is filled as they come (a caller may read it before this returns)."""
+    is filled as they come (a caller may read it before this returns); ``stamps`` with when
+    each key was first seen (``time.perf_counter()``)."""
     deadline = time.perf_counter() + timeout
     seen = set() if seen is None else seen
+    stamps = {} if stamps is None else stamps
+
+    def saw(k: str) -> None:
+        if k not in seen:
+            seen.add(k)
+            stamps.setdefault(k, time.perf_counter())
+
     while True:
         listed = await api.request("GET", path)
-        seen.update(k for o in listed["items"] if (k := key(o)) is not None)
+        for o in listed["items"]:
+            if (k := key(o)) is not None:
+                saw(k)
         if len(seen) >= count:
             return seen
         version = listed["metadata"]["resourceVersion"]
@@ -386,7 +467,7 @@ async def follow(
             if event.get("type") in ("ADDED", "MODIFIED"):
                 k = key(event.get("object") or {})
                 if k is not None:
-                    seen.add(k)
+                    saw(k)
                     if len(seen) >= count:
                         return seen
             if time.perf_counter() > deadline:
@@ -420,10 +501,21 @@ class Result:
     untainted: int
     events: Events
     problems: list[str] = field(default_factory=list)
+    #: burst and steady: each object's create (sent) to its decision (seen), sorted, seconds
+    latencies: list[float] = field(default_factory=list)
+    #: from the clock's start to the first object seen decided (backlog: the process's start)
+    first: float | None = None
 
     @property
     def rate(self) -> float:
         return self.objects / self.seconds
+
+    def latency(self, quantile: float) -> float | None:
+        """A quantile of ``latencies`` (nearest rank), None without any."""
+        if not self.latencies:
+            return None
+        rank = max(0, min(len(self.latencies) - 1, round(quantile * len(self.latencies)) - 1))
+        return self.latencies[rank]
 
 
 def run_side(name: str, args: argparse.Namespace) -> Result:
@@ -432,7 +524,9 @@ def run_side(name: str, args: argparse.Namespace) -> Result:
         workdir = Path(tmp)
         try:
             with ControlPlane(
-                workdir / "cp", controller_manager_args=LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS
+                workdir / "cp",
+                controller_manager_args=LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS,
+                node_timing=NodeTiming.scaled(args.lease_seconds),
             ) as plane:
                 return asyncio.run(_run_side(side, plane, workdir, args))
         finally:
@@ -467,9 +561,9 @@ async def _run_side(
             flush=True,
         )
         path = side.collection(NAMESPACE)
+        count = objects_of(args)
         objects = [
-            (path, side.make(f"o{i:05d}", NAMESPACE, asks(i, args.extended)))
-            for i in range(args.objects)
+            (path, side.make(f"o{i:05d}", NAMESPACE, asks(i, args.extended))) for i in range(count)
         ]
         # The API server and etcd: what the placements cost the cluster's store (the
         # controller manager's and kwok's own CPU is the same on both sides).
@@ -481,19 +575,23 @@ async def _run_side(
                 api,
                 EVENTS.format(ns=NAMESPACE),
                 scheduled_event,
-                args.objects,
+                count,
                 1e9,
                 "Events",
                 posted,
             )
         )
+        sent: dict[str, float] = {}  # object -> when its create was sent (perf_counter)
+        placed: dict[str, float] = {}  # object -> when the watch saw it decided
         if args.mode == "backlog":
             await create_all(api, objects, args.concurrency)
-            print(f"  [{side.name}] {args.objects} objects stored", flush=True)
+            print(f"  [{side.name}] {count} objects stored", flush=True)
             server_before = sum(cpu_seconds(p) for p in servers.values())
+            everyone = {**plane.pids, "this bench": os.getpid()}
+            cluster_before = {n: cpu_seconds(p) for n, p in everyone.items()}
             clock = time.perf_counter()
             scheduler = start(side, plane, workdir, args.py_spy, pod)
-            done = await wait_decided(api, side, NAMESPACE, args.objects, args.timeout)
+            done = await wait_decided(api, side, NAMESPACE, count, args.timeout, placed)
             cpu_before = 0.0
             scheduler_cpu = cpu_seconds(scheduler.process.pid)
         else:
@@ -502,17 +600,26 @@ async def _run_side(
             await create_all(api, probe, 1)
             await wait_decided(api, side, PROBE_NAMESPACE, 1, args.timeout)
             watcher = asyncio.create_task(
-                wait_decided(api, side, NAMESPACE, args.objects, args.timeout)
+                wait_decided(api, side, NAMESPACE, count, args.timeout, placed)
             )
             server_before = sum(cpu_seconds(p) for p in servers.values())
+            everyone = {**plane.pids, "this bench": os.getpid()}
+            cluster_before = {n: cpu_seconds(p) for n, p in everyone.items()}
             cpu_before = cpu_seconds(scheduler.process.pid)
             clock = time.perf_counter()
-            await create_all(api, objects, args.concurrency)
+            if args.mode == "burst":
+                await create_all(api, objects, args.concurrency, sent)
+            else:
+                await create_at_rate(api, objects, args.rate, sent)
             last_create = time.perf_counter()
             done = await watcher
             lag = done - last_create
             scheduler_cpu = cpu_seconds(scheduler.process.pid) - cpu_before
         server_cpu = sum(cpu_seconds(p) for p in servers.values()) - server_before
+        cluster = {n: cpu_seconds(p) - cluster_before[n] for n, p in everyone.items()}
+        cluster[side.name] = scheduler_cpu
+        shares = ", ".join(f"{n} {c / (done - clock):.2f}" for n, c in cluster.items())
+        print(f"  [{side.name}] CPU s/s over the placements' window: {shares}", flush=True)
         with contextlib.suppress(TimeoutError):  # then say how many were posted
             await asyncio.wait_for(asyncio.shield(events), args.events_timeout)
         with_events = Events(
@@ -524,13 +631,20 @@ async def _run_side(
         events.cancel()
         rss = peak_rss_mb(scheduler.process.pid)
         scheduler.stop()
-        problems = await validate(api, side, args.objects, args.extended)
+        problems = await validate(api, side, count, args.extended)
     finally:
         await api.close()
+    latencies = sorted(placed[k] - sent[k] for k in sent if k in placed)
+    first = min(placed.values()) - clock if placed else None
     return Result(
-        side.name, args.objects, done - clock, lag, scheduler_cpu, server_cpu, rss, untainted,
-        with_events, problems,
+        side.name, count, done - clock, lag, scheduler_cpu, server_cpu, rss, untainted,
+        with_events, problems, latencies, first,
     )  # fmt: skip
+
+
+def objects_of(args: argparse.Namespace) -> int:
+    """How many objects a run creates: ``--objects``, or ``--rate`` x ``--seconds``."""
+    return int(args.rate * args.seconds) if args.mode == "steady" else int(args.objects)
 
 
 def as_deployed(plane: ControlPlane, workdir: Path) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -566,8 +680,14 @@ async def validate(api: KubeApi, side: Side, count: int, extended: str | None = 
     """Every object placed exactly once, on a node that passes both constraints, and no node
     over its allocatable cpu, memory, pods or ``extended``. Returns what is wrong (empty: all
     valid)."""
-    nodes = {n["metadata"]["name"]: n for n in (await api.request("GET", "/api/v1/nodes"))["items"]}
-    listed = (await api.request("GET", side.collection(NAMESPACE)))["items"]
+    nodes: dict[str, dict[str, Any]] = {}
+    listed: list[dict[str, Any]] = []
+
+    def by_name(obj: dict[str, Any]) -> None:
+        nodes[obj["metadata"]["name"]] = obj
+
+    await api.list_objects("/api/v1/nodes", by_name)
+    await api.list_objects(side.collection(NAMESPACE), listed.append)  # in pages: 100,000 fit
     problems: list[str] = []
     if len(listed) != count:
         problems.append(f"{len(listed)} objects listed, {count} created")
@@ -613,13 +733,20 @@ async def validate(api: KubeApi, side: Side, count: int, extended: str | None = 
 def report(result: Result) -> None:
     lag = f", all decided {result.lag:.2f}s after the last create" if result.lag is not None else ""
     valid = "valid" if not result.problems else f"INVALID ({len(result.problems)} problems)"
+    first = f", the first after {result.first:.2f}s" if result.first is not None else ""
     print(
         f"{result.side:>14}: {result.objects} in {result.seconds:.1f}s -> {result.rate:.0f}/s{lag}"
-        f"; scheduler CPU {result.scheduler_cpu / result.objects * 1000:.2f} ms/placement, "
+        f"{first}; scheduler CPU {result.scheduler_cpu / result.objects * 1000:.2f} ms/placement, "
         f"API server + etcd CPU {result.server_cpu / result.objects * 1000:.2f} ms/placement, "
         f"scheduler peak RSS {result.rss_mb:.0f} MB; placements {valid}",
         flush=True,
     )
+    if result.latencies:
+        print(
+            f"{'':>14}  create to placement: p50 {_ms(result.latency(0.5))}, p99 "
+            f"{_ms(result.latency(0.99))}, max {_ms(result.latencies[-1])} ms",
+            flush=True,
+        )
     events = result.events
     print(
         f"{'':>14}  with their Events ({events.seen}/{result.objects} posted "
@@ -630,6 +757,10 @@ def report(result: Result) -> None:
     )
     for problem in result.problems[:10]:
         print(f"      {problem}")
+
+
+def _ms(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1000:.0f}"
 
 
 def ratios(kube: Result, orca: Result) -> None:
@@ -653,9 +784,13 @@ def ratios(kube: Result, orca: Result) -> None:
 def figures(result: Result) -> dict[str, float | int | bool | None]:
     """What ``report`` prints, as figures."""
     per = 1000 / result.objects
+    p50, p99 = result.latency(0.5), result.latency(0.99)
     return {
         "placed_per_s": result.rate,
         "all decided after the last create_s": result.lag,
+        "first decided after the start_s": result.first,
+        "create to placement, p50_ms": p50 * 1000 if p50 is not None else None,
+        "create to placement, p99_ms": p99 * 1000 if p99 is not None else None,
         "scheduler CPU per placement_ms": result.scheduler_cpu * per,
         "API server + etcd CPU per placement_ms": result.server_cpu * per,
         "scheduler CPU per placement, with its Events_ms": result.events.scheduler_cpu * per,
@@ -666,12 +801,58 @@ def figures(result: Result) -> dict[str, float | int | bool | None]:
     }
 
 
+def median_run(runs: list[Result]) -> Result:
+    """The run of median rate (the lower middle one of an even count)."""
+    return sorted(runs, key=lambda r: r.rate)[(len(runs) - 1) // 2]
+
+
+def recorded_figures(
+    setting: str, runs: list[dict[str, Result]]
+) -> dict[str, dict[str, float | int | bool | str | None]]:
+    """Per side, one run's figures (the median run by rate of several, with every placement
+    checked in each); with both sides, each run's rate ratio."""
+    out: dict[str, dict[str, float | int | bool | str | None]] = {}
+    for name in runs[0]:
+        mine = [run[name] for run in runs]
+        chosen: dict[str, float | int | bool | str | None] = {**figures(median_run(mine))}
+        chosen["every placement valid"] = not any(r.problems for r in mine)
+        if len(runs) > 1:
+            chosen["runs (the median run's figures)"] = len(runs)
+        out[f"{setting}: {name}"] = chosen
+    if len(runs) > 1 and len(runs[0]) == 2:
+        each = [run[ORCA].rate / run[KUBE].rate for run in runs]
+        out[f"{setting}: orca / kube-scheduler, run by run"] = {
+            "rate ratio, lowest_x": min(each),
+            "rate ratio, median_x": statistics.median(each),
+            "rate ratio, highest_x": max(each),
+            "rate ratio of each run": ", ".join(f"{r:.2f}" for r in each),
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=("backlog", "burst"), default="backlog")
+    parser.add_argument("--mode", choices=("backlog", "burst", "steady"), default="backlog")
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--objects", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=32, help="concurrent creates")
+    parser.add_argument("--rate", type=float, default=50, help="steady: creates per second")
+    parser.add_argument("--seconds", type=float, default=120, help="steady: for how long")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="fresh control planes per side, one run after the other, the sides' order "
+        "alternating (recorded: the median run's figures, every run's ratio)",
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=int,
+        default=NodeTiming.lease_seconds,
+        help="kwok's Node Lease (renewed every quarter of it) and the controller manager's "
+        "grace periods scaled with it (NodeTiming.scaled), the same on both sides "
+        "(default: a real cluster's, %(default)s)",
+    )
     parser.add_argument("--side", choices=("both", KUBE, ORCA), default="both")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per side")
@@ -703,27 +884,45 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds to wait, after the last placement, for every Scheduled Event",
     )
     args = parser.parse_args(argv)
-    if args.nodes < 1 or args.objects < 1 or args.concurrency < 1:
-        parser.error("--nodes, --objects and --concurrency must be at least 1")
+    if min(args.nodes, args.objects, args.concurrency, args.runs) < 1 or objects_of(args) < 1:
+        parser.error("--nodes, --objects, --concurrency, --runs, --rate x --seconds: at least 1")
+    steady = f"rate={args.rate:g}/s seconds={args.seconds:g} " if args.mode == "steady" else ""
     print(
-        f"mode={args.mode} nodes={args.nodes} objects={args.objects} "
+        f"mode={args.mode} nodes={args.nodes} objects={objects_of(args)} {steady}"
         f"concurrency={args.concurrency} orca-as={args.orca_as} "
-        f"extended={args.extended or '-'} on {os.cpu_count()} cores "
-        f"(load average {os.getloadavg()[0]:.2f})",
+        f"extended={args.extended or '-'} lease={args.lease_seconds}s runs={args.runs} on "
+        f"{os.cpu_count()} cores (load average {os.getloadavg()[0]:.2f})",
         flush=True,
     )
     names = (KUBE, ORCA) if args.side == "both" else (args.side,)
-    results = {name: run_side(name, args) for name in names}
-    for result in results.values():
-        report(result)
-    if len(results) == 2:
-        ratios(results[KUBE], results[ORCA])
-    setting = f"{args.mode}, {args.nodes} nodes, {args.objects} objects"
+    runs: list[dict[str, Result]] = []
+    for i in range(args.runs):  # the sides' order alternates: the machine's load drifts
+        order = names if i % 2 == 0 else tuple(reversed(names))
+        results = {name: run_side(name, args) for name in order}
+        print(f"run {i + 1}/{args.runs} (load average {os.getloadavg()[0]:.2f}):", flush=True)
+        for name in names:
+            report(results[name])
+        if len(results) == 2:
+            ratios(results[KUBE], results[ORCA])
+        runs.append({name: results[name] for name in names})
+    setting = setting_of(args)
+    recorded = recorded_figures(setting, runs)
+    record("bench_vs_kube_scheduler", recorded, command_line(argv), merge=True)
+    return 1 if any(r.problems for run in runs for r in run.values()) else 0
+
+
+def setting_of(args: argparse.Namespace) -> str:
+    """The recorded groups' name: the mode and the sizes (what a later run of the same
+    setting replaces)."""
+    if args.mode == "steady":
+        setting = f"steady {args.rate:g} creates/s for {args.seconds:g} s, {args.nodes} nodes"
+    else:
+        setting = f"{args.mode}, {args.nodes} nodes, {args.objects} objects"
     if args.extended:
         setting += f", {args.extended} on half the nodes and objects"
-    recorded = {f"{setting}: {name}": figures(r) for name, r in results.items()}
-    record("bench_vs_kube_scheduler", recorded, command_line(argv))
-    return 1 if any(r.problems for r in results.values()) else 0
+    if args.lease_seconds != NodeTiming.lease_seconds:
+        setting += f", Node Leases of {args.lease_seconds} s"
+    return setting
 
 
 if __name__ == "__main__":

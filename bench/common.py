@@ -11,6 +11,10 @@ figures and what they were measured on (the commit and whether the tree had chan
 machine, the load average at the bench's start and end, the command line, the date).
 ``python -m bench.report`` makes docs/benchmarks.md and docs/faults.md from those files, so a
 figure in the docs is never typed by hand. Each run overwrites its file: the history is git's.
+A bench whose sizes or modes are run one at a time (the scaling table, a burst beside a
+backlog) records with ``merge=True`` instead: the groups this run measured replace those of
+the same name, the others stay, and ``runs`` keeps each group's own command, commit, machine,
+load and date, so every figure on the page still says how it was made.
 
 Figures are a flat mapping of name to number (or short text), or a mapping of group (one size
 of a run, one side of a comparison) to such a mapping. Every name carries its unit as a suffix
@@ -28,7 +32,7 @@ import resource
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -128,11 +132,19 @@ def command_line(argv: Sequence[str] | None = None) -> str:
     return shlex.join(["python", str(shown), *args])
 
 
-def record(name: str, figures: Figures, command: str, directory: Path = RESULTS) -> Path:
-    """Write ``<directory>/<name>.json``: the figures and what they were measured on."""
-    result = {
-        "bench": name,
-        "figures": _rounded(figures),
+def record(
+    name: str,
+    figures: Figures,
+    command: str,
+    directory: Path = RESULTS,
+    merge: bool = False,
+    order: Callable[[str], Any] | None = None,
+) -> Path:
+    """Write ``<directory>/<name>.json``: the figures and what they were measured on.
+
+    ``merge``: ``figures`` is a mapping of groups, merged into the file's (see the module's
+    docstring); ``order`` sorts the merged groups by their names (default: where they were)."""
+    provenance = {
         "command": command,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": COMMIT_AT_START,
@@ -140,9 +152,31 @@ def record(name: str, figures: Figures, command: str, directory: Path = RESULTS)
     }
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.json"
+    result: dict[str, Any] = {"bench": name, "figures": _rounded(figures), **provenance}
+    if merge:
+        if not all(isinstance(group, Mapping) for group in figures.values()):
+            raise ValueError("record(merge=True) takes groups of figures, not figures")
+        groups, runs = _earlier_runs(path)
+        groups.update(result["figures"])
+        runs.update({group: provenance for group in figures})
+        names = sorted(groups, key=order) if order is not None else list(groups)
+        result["figures"] = {group: groups[group] for group in names}
+        result["runs"] = {group: runs[group] for group in names}
     path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     print(f"(figures recorded in {_shown(path)})", flush=True)
     return path
+
+
+def _earlier_runs(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The groups a results file holds, and each one's provenance (a file written without
+    ``merge``: its run's, for every group)."""
+    if not path.exists():
+        return {}, {}
+    earlier = json.loads(path.read_text())
+    groups = {k: v for k, v in earlier["figures"].items() if isinstance(v, Mapping)}
+    same = {k: earlier[k] for k in ("command", "date", "commit", "machine") if k in earlier}
+    runs = earlier.get("runs") or {}
+    return groups, {group: runs.get(group, same) for group in groups}
 
 
 def _rounded(figures: Any) -> Any:

@@ -51,6 +51,8 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "bench_operator",
             "bench_vs_kube_scheduler",
+            "bench_scale",
+            "bench_failover",
             "bench_server_cost",
             "bench_heartbeats",
             "bench_living_cluster",
@@ -61,7 +63,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Other", ()),
 )
 #: Modules of bench/ that are not benches (``chaos`` has a page of its own).
-NOT_BENCHES = {"__init__", "common", "report", "chaos"}
+NOT_BENCHES = {"__init__", "common", "report", "chaos", "stacks"}
 
 #: The words a figure's unit suffix is made of, as shown (``cpu_s_per_s`` -> "CPU s/s").
 UNIT_WORDS = {
@@ -139,26 +141,29 @@ def cell(value: Any) -> str:
 
 def figure_tables(figures: Mapping[str, Any]) -> Iterator[str]:
     """Markdown tables of a result's figures: the top-level ones in one table; groups (one
-    size, one side) side by side when they hold the same figures, else one table each."""
+    size, one side) side by side when they hold the same figures (each set of groups that
+    do, in the order they come), else one table each."""
     scalars = {k: v for k, v in figures.items() if not isinstance(v, Mapping)}
     groups = {k: v for k, v in figures.items() if isinstance(v, Mapping)}
     if scalars:
         yield from _value_table(scalars)
-    shapes = {tuple(g) for g in groups.values()}
-    if len(groups) > 1 and len(shapes) == 1:
-        (keys,) = shapes
-        yield "| figure | unit | " + " | ".join(_escape(g) for g in groups) + " |"
-        yield "|---|---|" + "---:|" * len(groups)
+    shapes: dict[tuple[str, ...], dict[str, Mapping[str, Any]]] = {}
+    for title, group in groups.items():
+        shapes.setdefault(tuple(group), {})[title] = group
+    for keys, alike in shapes.items():
+        if len(alike) == 1:
+            ((title, group),) = alike.items()
+            yield f"*{_escape(title)}*"
+            yield ""
+            yield from _value_table(group)
+            continue
+        yield "| figure | unit | " + " | ".join(_escape(g) for g in alike) + " |"
+        yield "|---|---|" + "---:|" * len(alike)
         for key in keys:
             label, unit = split_unit(key)
-            values = " | ".join(cell(g[key]) for g in groups.values())
+            values = " | ".join(cell(g[key]) for g in alike.values())
             yield f"| {_escape(label)} | {unit} | {values} |"
         yield ""
-        return
-    for title, group in groups.items():
-        yield f"*{_escape(title)}*"
-        yield ""
-        yield from _value_table(group)
 
 
 def _value_table(figures: Mapping[str, Any]) -> Iterator[str]:
@@ -177,6 +182,11 @@ def _escape(text: str) -> str:
 
 def provenance(result: Mapping[str, Any]) -> str:
     """Where and how the figures were measured, in one paragraph."""
+    return f"Latest recorded run: {_how(result)}"
+
+
+def _how(result: Mapping[str, Any]) -> str:
+    """The command, the commit, the date, the machine and its load of one run."""
     commit = result.get("commit") or {}
     sha = commit.get("sha")
     tree = " with uncommitted changes" if commit.get("dirty") else ""
@@ -197,7 +207,19 @@ def provenance(result: Mapping[str, Any]) -> str:
         f"{m.get('load_average_end')} at the end"
     )
     date = str(result.get("date", ""))[:10]
-    return f"Latest recorded run: `{result.get('command')}` on {where}, {date}; {machine}; {load}."
+    return f"`{result.get('command')}` on {where}, {date}; {machine}; {load}."
+
+
+def provenances(runs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A results file merged from runs of one size or mode at a time (``record(merge=True)``):
+    one line per run, naming the groups it measured."""
+    by_run: dict[str, list[str]] = {}
+    for group, run in runs.items():
+        by_run.setdefault(_how(run), []).append(group)
+    out = ["Recorded runs, each with the groups of figures it measured:", ""]
+    for how, groups in by_run.items():
+        out.append(f"- {', '.join(f'*{_escape(g)}*' for g in groups)}: {how}")
+    return out
 
 
 def demote(text: str) -> str:
@@ -238,7 +260,9 @@ def benchmarks_page(bench_dir: Path = BENCH, results: Path = RESULTS) -> str:
 def _latest(result: Mapping[str, Any] | None) -> list[str]:
     if result is None:
         return ["No recorded run.", ""]
-    return [provenance(result), "", *figure_tables(result["figures"])]
+    runs = result.get("runs")
+    heading = provenances(runs) if runs else [provenance(result)]
+    return [*heading, "", *figure_tables(result["figures"])]
 
 
 def faults_page(results: Path = RESULTS) -> str:

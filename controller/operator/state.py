@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,6 +129,39 @@ class WorkloadRecord:
         return self.workload is not None and self.workload.spec.kind is WorkloadKind.DAEMONSET
 
 
+#: The phases of a Workload decided but not wholly placed: parked until something changes.
+PARKED = frozenset({Phase.UNSCHEDULABLE, Phase.PARTIALLY_SCHEDULED})
+
+
+@dataclass
+class WorkloadCounts:
+    """What the snapshot gauges read of the Workload records (``telemetry.gauges``), counted
+    as the records change rather than by a walk of every record per refresh: 100,000
+    Workloads walked every 5 s were 5 % of a core at rest. A namespace, phase or plugin
+    whose count falls to 0 is dropped, as if it had never been counted."""
+
+    #: (namespace, phase) -> Workloads; a Workload not decided yet is ``Pending``.
+    phases: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: Workloads in a ``PARKED`` phase, and per plugin how many of them it rejected somewhere.
+    parked: int = 0
+    plugins: Counter[str] = field(default_factory=Counter)
+
+    def add(self, record: WorkloadRecord, sign: int) -> None:
+        """Count ``record`` in (``sign`` 1) or out (-1)."""
+        phase = record.phase or Phase.PENDING
+        _tally(self.phases, (record.namespace, phase.value), sign)
+        if phase in PARKED and record.status:
+            self.parked += sign
+            for plugin in {r.plugin or metrics.PLUGIN_OTHER for r in record.status.unschedulable}:
+                _tally(self.plugins, plugin, sign)
+
+
+def _tally(counter: Counter[Any], key: object, sign: int) -> None:
+    counter[key] += sign
+    if not counter[key]:
+        del counter[key]
+
+
 @dataclass
 class ClusterState:
     """NodeInfos by name, the node table built from them, the ledger, Workload records."""
@@ -158,6 +192,9 @@ class ClusterState:
     _waiting_capacity: set[str] = field(default_factory=set)
     _waiting_nodes: set[str] = field(default_factory=set)
     specs: SharedSpecs = field(default_factory=SharedSpecs)
+    #: The records counted by namespace, phase and rejecting plugin, kept with ``records``
+    #: (a record's status changes through ``set_status``).
+    counts: WorkloadCounts = field(default_factory=WorkloadCounts)
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -307,7 +344,11 @@ class ClusterState:
             code=record.code if record else None,
             seen=record.seen if record and record.seen is not None else time.monotonic(),
         )
+        replaced = self.records.get(key)
+        if replaced is not None:
+            self.counts.add(replaced, -1)
         self.records[key] = record
+        self.counts.add(record, +1)
         self._index_code(key, record.code)
         if record.daemon:
             self._daemons.add(key)
@@ -324,9 +365,20 @@ class ClusterState:
             self.ledger.load(key, bookings)
         return record
 
+    def set_status(self, record: WorkloadRecord, status: WorkloadStatus | None) -> None:
+        """``record`` now holds ``status`` (our write of it landed), counted anew."""
+        counted = self.records.get(record.key) is record
+        if counted:
+            self.counts.add(record, -1)
+        record.status = status
+        if counted:
+            self.counts.add(record, +1)
+
     def delete_workload(self, key: str) -> bool:
         """A Workload is gone: forget it and free its capacity. True if it held any."""
-        self.records.pop(key, None)
+        gone = self.records.pop(key, None)
+        if gone is not None:
+            self.counts.add(gone, -1)
         self._daemons.discard(key)
         self._waiting_capacity.discard(key)
         self._waiting_nodes.discard(key)

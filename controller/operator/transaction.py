@@ -201,7 +201,7 @@ class StatusWrites:
             # The record holds what was written: the echo of this write is then a no-op.
             current.written_version = version
             current.resource_version = version
-            current.status = write.status
+            state.set_status(current, write.status)
         self.queue.forget(key)  # its next failure starts the back-off from the beginning
         if write.event is not None:
             event = write.event

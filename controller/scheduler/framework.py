@@ -155,6 +155,11 @@ class CycleState:
     results: tuple[FilterResult, ...] = ()
     #: ``room()``, once asked: kept up to date node by node by ``take`` and ``give``.
     _room: BoolArray | None = field(default=None, repr=False)
+    #: Where the ledger stood when the free capacity was copied from it (``Ledger.position``),
+    #: and the rows ``take`` and ``give`` changed since: the free capacity here is the
+    #: ledger's at ``origin`` but in ``touched`` (what a score kept per row redoes).
+    origin: tuple[int, int] = (-1, 0)
+    touched: set[int] = field(default_factory=set, repr=False)
 
     @property
     def table(self) -> NodeTable:
@@ -180,6 +185,7 @@ class CycleState:
         self.free_cpu[i] -= cpu
         self.free_memory[i] -= memory
         self.free_pods[i] -= 1
+        self.touched.add(i)
         for name, amount in scalars:
             free = self.free_scalars.get(name)
             if free is not None:
@@ -196,6 +202,7 @@ class CycleState:
         self.free_cpu[i] += cpu
         self.free_memory[i] += memory
         self.free_pods[i] += 1
+        self.touched.add(i)
         for name, amount in scalars:
             free = self.free_scalars.get(name)
             if free is not None:
@@ -275,6 +282,7 @@ class CycleState:
         other.free_scalars = {name: free.copy() for name, free in self.free_scalars.items()}
         other.own = self.own.copy()
         other._room = None if self._room is None else self._room.copy()
+        other.touched = set(self.touched)
         other.data = dict(self.data)
         return other
 

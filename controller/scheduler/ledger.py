@@ -18,11 +18,20 @@ returns an ``Assumption``; ``confirm``, ``hold`` and ``forget`` take it, each se
 bookings are still the assumed ones, so a newer decision is never undone by an older failure.
 While an assumption is not settled its status write is in flight: ``assumed`` says so, and
 that is the one place the operator keeps that fact.
+
+Every change of a node's usage is also noted in a journal of rows (``position``,
+``rows_changed``), so a reader that computed something per node from the free capacity (the
+capacity scores of a request, kept from one cycle to the next) redoes the rows that changed
+since, not the whole table: at 15,000 nodes comparing every row's free capacity per replica
+placed was a seventh of ``orca plan``'s time. The journal starts over, in a new epoch, when the
+rows themselves change (``rebind`` to other nodes, ``copy``) and when it grows past
+``JOURNAL_LIMIT``; a position of another epoch says "read every row".
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -43,6 +52,10 @@ from controller.api.resources import Scalars
 from controller.scheduler.nodes import BoolArray, IntArray, NodeInfo, NodeTable
 
 MAX_INDEX_DIGITS = 9
+#: Rows a ledger's journal notes before it starts over in a new epoch (``Ledger.position``).
+JOURNAL_LIMIT = 1 << 16
+#: Journal epochs, unique across ledgers: a position is only ever compared with its own.
+_EPOCHS = itertools.count()
 
 
 def alloc_id(namespace: str, name: str, index: int) -> str:
@@ -150,6 +163,17 @@ class Ledger:
         #: Node name -> {Workload key: its replicas there}: who a node change concerns,
         #: without walking every booking (``keys_on``).
         self._on_node: dict[str, dict[str, int]] = {}
+        #: The rows whose usage changed, in order, in this epoch (see the module).
+        self._journal: list[int] = []
+        self._epoch = next(_EPOCHS)
+        #: Allocatable less the usage, kept row by row beside it: every scheduling cycle
+        #: copies these (``free``, ``free_pods``) rather than subtract the whole table again.
+        self._free_cpu, self._free_memory, self._free_pods = self._computed_free()
+
+    def _computed_free(self) -> tuple[IntArray, IntArray, IntArray]:
+        table = self.table
+        pods = table.pods - self.replicas
+        return table.cpu - self.used_cpu, table.memory - self.used_memory, pods
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -177,13 +201,34 @@ class Ledger:
     def __len__(self) -> int:
         return sum(len(b) for b in self._bookings.values())
 
+    @property
+    def position(self) -> tuple[int, int]:
+        """Where the usage stands now: (epoch, rows noted so far). Free capacity copied now
+        differs from the ledger's at a later position only in ``rows_changed`` between them."""
+        return self._epoch, len(self._journal)
+
+    def rows_changed(self, a: tuple[int, int], b: tuple[int, int]) -> list[int] | None:
+        """The rows whose usage may differ between positions ``a`` and ``b`` of this ledger
+        (in either order, rows repeated); None when either is not of its current epoch: any
+        row may then differ."""
+        if a[0] != self._epoch or b[0] != self._epoch:
+            return None
+        low, high = (a[1], b[1]) if a[1] <= b[1] else (b[1], a[1])
+        return self._journal[low:high]
+
+    def _new_epoch(self) -> None:
+        self._journal = []
+        self._epoch = next(_EPOCHS)
+
     def free(self) -> tuple[IntArray, IntArray]:
-        """Free cpu and memory per node of the bound table (allocatable minus bookings)."""
-        return self.table.cpu - self.used_cpu, self.table.memory - self.used_memory
+        """Free cpu and memory per node of the bound table (allocatable minus bookings): the
+        caller's own copies."""
+        return self._free_cpu.copy(), self._free_memory.copy()
 
     def free_pods(self) -> IntArray:
-        """Pods each node still takes (allocatable ``pods`` minus the replicas booked)."""
-        return self.table.pods - self.replicas
+        """Pods each node still takes (allocatable ``pods`` minus the replicas booked): the
+        caller's own copy."""
+        return self._free_pods.copy()
 
     def free_scalar(self, name: str) -> IntArray:
         """Free ``name`` per node: allocatable minus bookings (negative where a node offers
@@ -215,6 +260,8 @@ class Ledger:
         other.replicas = self.replicas.copy()
         other.used_scalars = {name: used.copy() for name, used in self.used_scalars.items()}
         other._on_node = {node: dict(keys) for node, keys in self._on_node.items()}
+        other._free_cpu, other._free_memory = self.free()
+        other._free_pods = self.free_pods()
         return other
 
     def what_if(
@@ -275,18 +322,23 @@ class Ledger:
         rows = None if same_rows else list(map(self.table.index.get, table.hostnames))
         self.table = table
         if same_rows:
+            # A node's allocatable may have changed: free capacity is read from it again.
+            self._free_cpu, self._free_memory, self._free_pods = self._computed_free()
             return
+        self._new_epoch()  # rows moved: a position of the old rows means nothing here
         if rows is not None and None not in rows:
             # No node is new: each row's usage is still the sum of the bookings on its node.
             taken = np.array(rows, dtype=np.intp)
             self.used_cpu, self.used_memory = self.used_cpu[taken], self.used_memory[taken]
             self.replicas = self.replicas[taken]
             self.used_scalars = {name: used[taken] for name, used in self.used_scalars.items()}
+            self._free_cpu, self._free_memory, self._free_pods = self._computed_free()
             return
         self.used_cpu = np.zeros(len(table), dtype=np.int64)
         self.used_memory = np.zeros(len(table), dtype=np.int64)
         self.replicas = np.zeros(len(table), dtype=np.int64)
         self.used_scalars = {}
+        self._free_cpu, self._free_memory, self._free_pods = self._computed_free()
         for bookings in self._bookings.values():
             self._apply(bookings, +1)
 
@@ -362,17 +414,24 @@ class Ledger:
 
     def _apply(self, bookings: Iterable[Booking], sign: int) -> None:
         index = self.table.index
+        journal = self._journal
         for b in bookings:
             i = index.get(b.node)
             if i is not None:
+                journal.append(i)
                 self.used_cpu[i] += sign * b.cpu
                 self.used_memory[i] += sign * b.memory
                 self.replicas[i] += sign
+                self._free_cpu[i] -= sign * b.cpu
+                self._free_memory[i] -= sign * b.memory
+                self._free_pods[i] -= sign
                 for name, amount in b.scalars:
                     used = self.used_scalars.get(name)
                     if used is None:
                         used = self.used_scalars[name] = np.zeros(len(self.table), np.int64)
                     used[i] += sign * amount
+        if len(journal) > JOURNAL_LIMIT:
+            self._new_epoch()
 
 
 #: Where ``Ledger.what_if`` records what a node replaced in the same change held: no node's

@@ -447,6 +447,7 @@ class SlicedFilter:
         other = copy.copy(cycle)
         other.ledger = base
         other.free_cpu, other.free_memory = base.free()
+        other.origin, other.touched = base.position, set()
         other.own = np.zeros(len(base.table), dtype=np.int64)
         return other
 

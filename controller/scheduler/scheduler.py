@@ -172,6 +172,7 @@ class Scheduler:
             scalars=scalars,
             free_scalars={name: ledger.free_scalar(name) for name, _ in scalars},
             now=now,
+            origin=ledger.position,
         )
 
 

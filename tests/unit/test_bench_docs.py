@@ -124,3 +124,92 @@ def test_process_counters_are_read_from_proc() -> None:
     assert common.cpu_seconds(pid) > 0
     assert common.peak_rss_mb(pid) > 1
     assert common.own_peak_rss_mb() >= common.peak_rss_mb(pid) * 0.5
+
+
+def test_merged_runs_keep_each_groups_figures_and_provenance(tmp_path: Path) -> None:
+    """A bench run one size at a time (``record(merge=True)``): a run replaces the groups it
+    measured and keeps the others, each group with the command that measured it, and the page
+    names every run beside its groups."""
+    first = {"1000 nodes": {"cpu_ms": 1.0}, "5000 nodes": {"cpu_ms": 2.0}}
+    common.record("bench_x", first, "python bench/bench_x.py --nodes 1000,5000", tmp_path)
+    common.record(
+        "bench_x",
+        {"15000 nodes": {"cpu_ms": 3.0}, "5000 nodes": {"cpu_ms": 2.5}},
+        "python bench/bench_x.py --nodes 5000,15000",
+        tmp_path,
+        merge=True,
+        order=lambda group: int(group.split()[0]),
+    )
+    result = json.loads((tmp_path / "bench_x.json").read_text())
+    assert result["figures"] == {
+        "1000 nodes": {"cpu_ms": 1.0},
+        "5000 nodes": {"cpu_ms": 2.5},
+        "15000 nodes": {"cpu_ms": 3.0},
+    }
+    commands = {group: run["command"] for group, run in result["runs"].items()}
+    assert commands == {
+        "1000 nodes": "python bench/bench_x.py --nodes 1000,5000",
+        "5000 nodes": "python bench/bench_x.py --nodes 5000,15000",
+        "15000 nodes": "python bench/bench_x.py --nodes 5000,15000",
+    }
+    assert result["command"] == "python bench/bench_x.py --nodes 5000,15000"  # the latest
+    lines = report._latest(result)
+    runs = [line for line in lines if line.startswith("- *")]
+    assert len(runs) == 2
+    assert runs[0].startswith("- *1000 nodes*: `python bench/bench_x.py --nodes 1000,5000`")
+    assert runs[1].startswith(
+        "- *5000 nodes*, *15000 nodes*: `python bench/bench_x.py --nodes 5000,15000`"
+    )
+    assert "| cpu | ms | 1.00 | 2.50 | 3.00 |" in lines
+
+
+def test_a_merge_takes_only_groups(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="groups"):
+        common.record("bench_x", {"cpu_ms": 1.0}, "python bench/bench_x.py", tmp_path, merge=True)
+
+
+def test_groups_of_two_shapes_are_two_tables_of_alike_groups() -> None:
+    """A backlog's sides and a burst's ratio recorded together: the sides side by side, the
+    ratio on its own under its name."""
+    figures = {
+        "backlog: kube": {"rate_per_s": 100.0, "ok": True},
+        "ratio": {"lowest_x": 0.9},
+        "backlog: orca": {"rate_per_s": 300.0, "ok": True},
+    }
+    assert list(report.figure_tables(figures)) == [
+        "| figure | unit | backlog: kube | backlog: orca |",
+        "|---|---|---:|---:|",
+        "| rate | per s | 100 | 300 |",
+        "| ok |  | yes | yes |",
+        "",
+        "*ratio*",
+        "",
+        "| figure | value |",
+        "|---|---:|",
+        "| lowest | 0.9 x |",
+        "",
+    ]
+
+
+def test_a_profiles_top_functions_by_own_and_inclusive_time() -> None:
+    """``bench.stacks`` reads py-spy's collapsed stacks: a function's own time is where it is
+    innermost, its inclusive time where it is anywhere (once per stack, recursion or not);
+    ``under`` keeps only the stacks through a function, from it down."""
+    from bench import stacks
+
+    lines = [
+        "main (/r/a.py:1);run (/r/loop.py:10);decide (/r/s.py:5);decide (/r/s.py:9) 30\n",
+        "main (/r/a.py:1);run (/r/loop.py:10);write (/r/tx.py:7) 10\n",
+        "main (/r/a.py:2);idle (/r/io.py:3) 60\n",
+    ]
+    whole = stacks.read(lines)
+    assert whole.total == 100
+    assert whole.own == {"decide (s.py)": 30, "write (tx.py)": 10, "idle (io.py)": 60}
+    assert whole.inclusive["main (a.py)"] == 100 and whole.inclusive["decide (s.py)"] == 30
+    under = stacks.read(lines, under="run")
+    assert under.total == 40 and "main (a.py)" not in under.inclusive
+    assert stacks.show(under, 1).splitlines()[:3] == [
+        "40 samples",
+        "-- own time",
+        "  75.0 %  decide (s.py)",
+    ]

@@ -35,6 +35,20 @@ def test_fast_keeps_five_renewals_of_margin() -> None:
     assert fast.grace_period < NodeTiming().grace_period
 
 
+def test_scaled_keeps_the_defaults_proportions() -> None:
+    """A slower heartbeat for a large cluster (the scaling benches' 15,000 Nodes): the grace
+    periods grow with the Lease, so a Node has as many missed renewals of margin as at the
+    defaults (a renewal every quarter of the Lease; Unknown after 5 of them, 6 at start-up)."""
+    slow = NodeTiming.scaled(600)
+    assert slow.controller_manager_args() == [
+        "--node-monitor-period=5s",
+        "--node-monitor-grace-period=750s",
+        "--node-startup-grace-period=900s",
+    ]
+    assert slow.lease_seconds == 600
+    assert NodeTiming.scaled(40) == NodeTiming()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -181,6 +181,39 @@ def test_a_standby_judges_expiry_on_its_own_clock_and_takes_over_as_client_go_do
     run(scenario)
 
 
+def test_a_standby_looks_every_half_round_and_wakes_when_the_lease_expires() -> None:
+    """A leader killed outright: its standby reads the Lease every half ``retry_period`` (it
+    sees the last renewal at most 1 s late) and sleeps no further than the instant the Lease
+    it waits for expires on its own clock, rather than up to a whole round past it; once it
+    leads it renews every ``retry_period``. The rounds here run at once: the waits asked
+    for are what is checked, against the fake clock."""
+
+    async def scenario(server: FakeApiServer) -> None:
+        held_by(server, "old")
+        b = Replica(server, "b")
+        b.elector.retry_period = 2.0
+        waits: list[float] = []
+
+        async def sleep(seconds: float) -> None:
+            waits.append(seconds)
+            await asyncio.sleep(RETRY)
+
+        b.elector.sleep = sleep
+        b.start()
+        await rounds(server, b)
+        assert not b.leader and waits[-1] == 1.0  # half a round, the Lease 15 s from expiry
+        b.clock.advance(14.5)
+        await rounds(server, b)
+        assert not b.leader and waits[-1] == pytest.approx(0.5, abs=0.02)  # to its expiry
+        b.clock.advance(0.5)
+        await until(lambda: b.leader, "b takes over at the expiry")
+        await rounds(server, b)
+        assert waits[-1] == 2.0  # the leader renews every round
+        await b.stop()
+
+    run(scenario)
+
+
 def test_a_409_on_renew_means_not_leader_at_once(caplog: pytest.LogCaptureFixture) -> None:
     """Another replica took the Lease between this one's GET and PUT: the server refuses the
     PUT (409), and the replica stops counting as leader at its next read of the Lease (which

@@ -117,6 +117,78 @@ def usage(ledger: Ledger) -> dict[str, Any]:
     return out
 
 
+def test_the_journal_names_every_row_whose_usage_changed_between_two_positions() -> None:
+    """``position`` and ``rows_changed``: each way usage changes (load, assume, forget,
+    remove) notes its rows; the rows between two positions are the same in either order; a
+    rebind that keeps the rows keeps the journal, one that moves them starts a new epoch (a
+    row number means another node there), as does a copy (its own journal): ``None``, read
+    every row."""
+    ledger = Ledger(NodeTable([node(n, cpu="4") for n in "abcd"]))
+    start = ledger.position
+    ledger.load("ns/w", [Booking("b", "ns/w-0", 100, 0)])
+    loaded = ledger.position
+    assumption = ledger.assume("ns/w", [Booking("c", "ns/w-0", 100, 0)])
+    ledger.forget(assumption)
+    ledger.load("ns/x", [Booking("gone", "ns/x-0", 100, 0)])  # on no node of the table
+    ledger.remove("ns/w")
+    end = ledger.position
+    assert ledger.rows_changed(start, loaded) == [1]
+    assert sorted(set(ledger.rows_changed(loaded, end) or ())) == [1, 2]
+    assert ledger.rows_changed(end, start) == ledger.rows_changed(start, end)
+    assert ledger.rows_changed(end, end) == []
+    ledger.rebind(ledger.table.replaced([node("a", cpu="8")]))  # same rows
+    assert ledger.rows_changed(start, ledger.position) == ledger.rows_changed(start, end)
+    ledger.rebind(NodeTable([node(n, cpu="4") for n in "acd"]))  # b left: the rows moved
+    assert ledger.rows_changed(start, ledger.position) is None
+    assert ledger.rows_changed(end, end) is None
+    copy = ledger.copy()
+    assert copy.rows_changed(ledger.position, copy.position) is None
+    assert copy.rows_changed(copy.position, copy.position) == []
+
+
+def test_free_capacity_follows_every_booking_and_every_table() -> None:
+    """The free cpu, memory and Pods the ledger keeps row by row are allocatable less the
+    usage after every change: bookings, a node's allocatable changed in place (the same
+    rows), nodes gone, a new node; a copy's are its own, and a cycle's copy too."""
+    ledger = Ledger(
+        NodeTable([node(n, cpu="4", memory="8Gi", allocatable={"pods": "10"}) for n in "abc"])
+    )
+
+    def agrees() -> None:
+        free_cpu, free_memory = ledger.free()
+        table = ledger.table
+        assert free_cpu.tolist() == (table.cpu - ledger.used_cpu).tolist()
+        assert free_memory.tolist() == (table.memory - ledger.used_memory).tolist()
+        assert ledger.free_pods().tolist() == (table.pods - ledger.replicas).tolist()
+
+    ledger.load("ns/w", [Booking("a", "ns/w-0", 1000, 2**30), Booking("b", "ns/w-1", 500, 0)])
+    agrees()
+    assumption = ledger.assume("ns/w", [Booking("c", "ns/w-0", 1000, 2**30)])
+    agrees()
+    ledger.forget(assumption)
+    agrees()
+    ledger.rebind(
+        ledger.table.replaced([node("a", cpu="8", memory="8Gi", allocatable={"pods": "10"})])
+    )
+    agrees()
+    assert ledger.free()[0].tolist() == [7000, 3500, 4000]
+    ledger.rebind(
+        NodeTable([node(n, cpu="4", memory="8Gi", allocatable={"pods": "10"}) for n in "ab"])
+    )
+    agrees()
+    ledger.rebind(
+        NodeTable([node(n, cpu="4", memory="8Gi", allocatable={"pods": "10"}) for n in "abd"])
+    )
+    agrees()
+    copy = ledger.copy()
+    copy.load("ns/x", [Booking("d", "ns/x-0", 4000, 0)])
+    agrees()
+    assert copy.free()[0].tolist() == [3000, 3500, 0]
+    mine, _ = ledger.free()
+    mine[0] = -1  # the caller's own copy
+    agrees()
+
+
 def test_forget_never_undoes_a_newer_decision() -> None:
     ledger = Ledger(NodeTable([node("a", cpu="4")]))
     old = ledger.assume("ns/w", [Booking("a", "ns/w-0", 1000, 0)])

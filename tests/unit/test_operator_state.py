@@ -6,6 +6,7 @@ import asyncio
 import copy
 import gc
 import logging
+from collections import Counter
 from decimal import Decimal
 from typing import Any, cast
 
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
-from controller.api.models import Phase, Workload
+from controller.api.models import Phase, Workload, WorkloadStatus
 from controller.operator import state as state_module
 from controller.operator.app import Operator
 from controller.operator.handlers import NodeEvents, StartupGate, WorkloadEvents
@@ -352,6 +353,64 @@ def test_a_deleted_node_is_forgotten_whole_and_only_once() -> None:
         {},
         {},
     )
+
+
+def recount(state: ClusterState) -> tuple[dict[tuple[str, str], int], int, dict[str, int]]:
+    """What the gauges read of the records, by a walk of every record (as they once did)."""
+    phases: Counter[tuple[str, str]] = Counter()
+    plugins: Counter[str] = Counter()
+    parked = 0
+    for record in state.records.values():
+        phase = record.phase or Phase.PENDING
+        phases[record.namespace, phase.value] += 1
+        if phase in (Phase.UNSCHEDULABLE, Phase.PARTIALLY_SCHEDULED) and record.status:
+            parked += 1
+            plugins.update({r.plugin or "Other" for r in record.status.unschedulable})
+    return dict(phases), parked, dict(plugins)
+
+
+def test_the_workload_counts_follow_every_change_of_the_records() -> None:
+    """``ClusterState.counts`` (the gauges' per namespace and phase, the parked Workloads and
+    who rejected them) equals a walk of every record after each way a record changes: added
+    with or without a status, a spec orca cannot read, a newer version, our own write landing
+    (``set_status``), a write landing on a record replaced meanwhile, deleted, recreated."""
+    state = ClusterState()
+    refused = {
+        "phase": "Unschedulable",
+        "unschedulable": [
+            {"reason": "Insufficient cpu", "count": 2, "plugin": "ResourcesFit"},
+            {"reason": "no runtime", "count": 1},
+        ],
+    }
+
+    def agrees() -> None:
+        counts = state.counts
+        assert (dict(counts.phases), counts.parked, dict(counts.plugins)) == recount(state)
+
+    state.upsert_workload(stored_workload("pending"))
+    state.upsert_workload(stored_workload("placed", status={"phase": "Scheduled"}))
+    state.upsert_workload(stored_workload("short", status=refused))
+    state.upsert_workload(stored_workload("odd", spec={"kind": "Job", "count": "many"}))
+    other = stored_workload("elsewhere", status=refused)
+    other["metadata"]["namespace"] = "other"
+    state.upsert_workload(other)
+    agrees()
+    assert state.counts.parked == 2 and state.counts.plugins == {"ResourcesFit": 2, "Other": 2}
+    record = state.records["ns/short"]
+    state.set_status(record, WorkloadStatus(phase=Phase.SCHEDULED))
+    agrees()
+    state.upsert_workload(stored_workload("placed", "2", status=refused))
+    agrees()
+    stale = state.records["ns/placed"]
+    state.upsert_workload(stored_workload("placed", "3", status={"phase": "Scheduled"}))
+    state.set_status(stale, WorkloadStatus(phase=Phase.INVALID))  # no longer the record
+    agrees()
+    state.delete_workload("other/elsewhere")
+    state.delete_workload("ns/pending")
+    agrees()
+    assert ("other", "Unschedulable") not in state.counts.phases  # gone, not counted as 0
+    state.upsert_workload(stored_workload("short", "9", status=refused, uid="another"))
+    agrees()
 
 
 def test_a_deleted_workload_frees_its_room_and_says_whether_it_held_any() -> None:

@@ -31,6 +31,13 @@ applied, so the second meets this replica's own write. A request that got no ans
 (``TransportError``: a connection closed mid-renew, the API server down) changes nothing:
 the leader keeps renewing, and steps down only when ``renew_deadline`` has passed.
 
+A standby takes over as soon as the Lease may be taken: it reads the Lease every half
+``retry_period`` (a GET), so it sees the holder's last renewal at most 1 s late (its clock
+starts then), and wakes at the instant the Lease it watches expires rather than at its next
+round. A leader killed outright is replaced within ``lease_duration`` + ``retry_period`` / 2
+of its last renewal (client-go's standby reads every ``retry_period``, jittered, and looks
+again only at its next round: up to ``lease_duration`` + 2 x ``retry_period`` and more).
+
 Standbys keep watching (their in-memory state stays warm) but decide and write nothing; on
 election the loop resyncs every Workload. A graceful stop releases the Lease at once.
 """
@@ -43,7 +50,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,6 +58,10 @@ from controller.operator.kube.client import ApiError, KubeApi, TransportError
 from controller.operator.telemetry import metrics
 
 logger = logging.getLogger("orca.leader")
+
+#: A standby waking for a Lease's expiry wakes this much after it (the event loop's timers
+#: may fire up to a clock tick early, and a round before the expiry would find it valid).
+EXPIRY_MARGIN = 0.01
 
 
 def default_identity() -> str:
@@ -87,7 +98,10 @@ class LeaderElector:
         self.is_leader = False
         self._observed: tuple[str | None, float] = (None, 0.0)
         self._last_renew = 0.0  # time.monotonic() when the last successful renew was sent
+        #: When the Lease another replica holds expires on this replica's clock, if it does.
+        self._expires: float | None = None
         self.clock: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     def holds_lease(self) -> bool:
         """Leader, and the last successful renew started less than ``renew_deadline`` ago.
@@ -128,10 +142,20 @@ class LeaderElector:
                     self._set(True)
                 else:
                     self.holds_lease()  # steps down once the deadline has passed
-                await asyncio.sleep(self.retry_period)
+                await self.sleep(self.until_next_round())
         finally:
             if self.is_leader:
                 await asyncio.shield(self._release())
+
+    def until_next_round(self) -> float:
+        """Seconds to the next round: ``retry_period`` for the leader; for a standby half of
+        it, and never past the instant the Lease it waits for expires (see the module)."""
+        if self.is_leader:
+            return self.retry_period
+        wait = self.retry_period / 2
+        if self._expires is not None:
+            wait = min(wait, max(0.0, self._expires - self.clock()) + EXPIRY_MARGIN)
+        return wait
 
     def _set(self, leader: bool) -> None:
         if leader == self.is_leader:
@@ -168,8 +192,11 @@ class LeaderElector:
         if version != self._observed[0]:
             self._observed = (version, now)
         # client-go's isLeaseValid: valid while observedTime + leaseDuration is after now.
-        expired = now - self._observed[1] >= float(spec.get("leaseDurationSeconds") or 15)
+        duration = float(spec.get("leaseDurationSeconds") or 15)
+        expired = now - self._observed[1] >= duration
+        self._expires = None
         if holder and holder != self.identity and not expired:
+            self._expires = self._observed[1] + duration
             self._lost(f"held by {holder}")
             return False
         transitions = int(spec.get("leaseTransitions") or 0) + (holder != self.identity)

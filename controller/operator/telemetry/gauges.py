@@ -7,9 +7,11 @@ and by the plugin that rejects them, the pending queues, and per Node the placem
 allocatable and free capacity, computed from the ledger (the same numbers the scheduler
 decides on), published as one snapshot (``metrics.PER_NODE``), and per resource (cpu, memory,
 pods and every resource a node offers: ``nvidia.com/gpu``...) the allocatable and free room
-over the eligible nodes. One pass over the records and the node table; a Node that left, a
-resource no node offers any more, or a namespace whose last Workload went, has no series any
-more, so it does not linger on a dashboard with its last values. Without per-Node series
+over the eligible nodes. The Workloads' counts are kept by the state as its records change
+(``ClusterState.counts``), so a refresh is one pass over the node table, not over every
+Workload; a Node that left, a resource no node offers any more, or a namespace whose last
+Workload went, has no series any more, so it does not linger on a dashboard with its last
+values. Without per-Node series
 (``orca run --no-node-metrics``: five series per Node is 5,000 at 1,000 Nodes, and kube-scheduler
 exports none per Node) the snapshot is neither computed nor served; ``orca_nodes`` and the
 per-resource totals stay.
@@ -18,7 +20,6 @@ per-resource totals stay.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 
 import numpy as np
 
@@ -59,16 +60,8 @@ class GaugeExporter:
         self._nodes_from_ledger(state)
 
     def _workloads(self, state: ClusterState, queue: WorkQueue) -> None:
-        phases: Counter[tuple[str, str]] = Counter()
-        plugins: Counter[str] = Counter()
-        parked = 0
-        for record in state.records.values():
-            phase = record.phase or Phase.PENDING
-            phases[record.namespace, phase.value] += 1
-            if phase in (Phase.UNSCHEDULABLE, Phase.PARTIALLY_SCHEDULED) and record.status:
-                parked += 1
-                rejected = {r.plugin or metrics.PLUGIN_OTHER for r in record.status.unschedulable}
-                plugins.update(rejected)
+        counts = state.counts  # kept as the records change: no walk of every record here
+        phases, plugins, parked = counts.phases, counts.plugins, counts.parked
         namespaces = {namespace for namespace, _ in phases}
         for namespace in self._namespaces - namespaces:
             for value in Phase:

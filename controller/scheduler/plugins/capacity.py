@@ -21,8 +21,13 @@ A node's score depends only on its allocatable, its free capacity and the reques
 one replica to the next (of one Workload, or of the next with the same request) the free
 capacity changes on a few nodes: the plugin keeps each request's scores over the whole table
 and recomputes them only where the free capacity differs from what they were computed on
-(``_Scores``), instead of the whole formula over every candidate per replica. The answer is the
-formula's, element for element; only the work differs.
+(``_Scores``), instead of the whole formula over every candidate per replica. Which rows those
+are it asks the ledger (the rows whose usage changed between the position the scores were
+kept at and the one the cycle copied, ``Ledger.rows_changed``) and the cycles (the rows each
+one's ``take`` and ``give`` changed, ``CycleState.touched``), rather than comparing every
+row's free capacity per replica (four passes over the table: at 15,000 nodes a seventh of
+``orca plan``'s time); only a cycle of another ledger or epoch compares them all. The answer is
+the formula's, element for element; only the work differs.
 """
 
 from __future__ import annotations
@@ -111,11 +116,14 @@ MAX_REQUESTS_KEPT: Final = 16
 @dataclass
 class _Scores:
     """Scores of every node of a table for one strategy and request, and the free capacity
-    they were computed on."""
+    they were computed on: the ledger's at ``origin`` but in the rows of ``extra`` (those the
+    cycle that last brought them up to date had changed itself)."""
 
     free_cpu: IntArray
     free_memory: IntArray
     scores: IntArray
+    origin: tuple[int, int]
+    extra: set[int]
 
 
 #: kube's default ``NodeResourcesFitArgs.ScoringStrategy.Resources``: cpu and memory, weight 1.
@@ -190,28 +198,34 @@ class CapacityScore:
                 cycle.free_cpu - cpu,
                 cycle.free_memory - memory,
             )
-            kept = _Scores(cycle.free_cpu.copy(), cycle.free_memory.copy(), scores)
+            kept = _Scores(
+                cycle.free_cpu.copy(),
+                cycle.free_memory.copy(),
+                scores,
+                cycle.origin,
+                set(cycle.touched),
+            )
             self._kept[key] = kept
             if len(self._kept) > MAX_REQUESTS_KEPT:
                 self._kept.popitem(last=False)
             return kept.scores
         self._kept.move_to_end(key)
-        changed = np.flatnonzero(
-            (kept.free_cpu != cycle.free_cpu) | (kept.free_memory != cycle.free_memory)
-        )
-        if changed.size > FEW:
-            free_cpu, free_memory = cycle.free_cpu[changed], cycle.free_memory[changed]
-            kept.scores[changed] = capacity_score(
+        changed = _changed(kept, cycle)
+        kept.origin, kept.extra = cycle.origin, set(cycle.touched)
+        if len(changed) > FEW:
+            rows = np.array(changed, dtype=np.intp)
+            free_cpu, free_memory = cycle.free_cpu[rows], cycle.free_memory[rows]
+            kept.scores[rows] = capacity_score(
                 strategy,
-                table.cpu[changed],
-                table.memory[changed],
+                table.cpu[rows],
+                table.memory[rows],
                 free_cpu - cpu,
                 free_memory - memory,
             )
-            kept.free_cpu[changed] = free_cpu
-            kept.free_memory[changed] = free_memory
+            kept.free_cpu[rows] = free_cpu
+            kept.free_memory[rows] = free_memory
         else:  # the usual case: the node or two booked since; numpy's per-call cost dominates
-            for i in changed.tolist():
+            for i in changed:
                 fc, fm = int(cycle.free_cpu[i]), int(cycle.free_memory[i])
                 kept.scores[i] = capacity_score_of(
                     strategy,
@@ -223,3 +237,13 @@ class CapacityScore:
                 kept.free_cpu[i] = fc
                 kept.free_memory[i] = fm
         return kept.scores
+
+
+def _changed(kept: _Scores, cycle: CycleState) -> list[int]:
+    """The rows where the cycle's free cpu or memory may differ from what ``kept`` was
+    computed on (see the module), some perhaps more than once."""
+    rows = cycle.ledger.rows_changed(kept.origin, cycle.origin)
+    if rows is None:  # another ledger, or another epoch of it: compare every row
+        moved = (kept.free_cpu != cycle.free_cpu) | (kept.free_memory != cycle.free_memory)
+        return np.flatnonzero(moved).tolist()
+    return [*kept.extra.union(rows, cycle.touched)]

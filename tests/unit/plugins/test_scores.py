@@ -97,9 +97,11 @@ def test_kept_scores_follow_the_free_capacity_of_every_cycle() -> None:
         cycle = cycle_for(workload(kind="Job", strategy=strategy), ledger)
         table = cycle.table
         for moved in (0, 1, 2, 20, 40, 1):
-            nodes = rng.choice(len(table), size=moved, replace=False)
-            cycle.free_cpu[nodes] -= rng.integers(0, 5000, size=moved)
-            cycle.free_memory[nodes] -= rng.integers(0, 2**33, size=moved)
+            nodes = rng.choice(len(table), size=moved, replace=False).tolist()
+            cpus = rng.integers(0, 5000, size=moved).tolist()
+            memories = rng.integers(0, 2**33, size=moved).tolist()
+            for i, cpu, memory in zip(nodes, cpus, memories, strict=True):
+                cycle.take(i, cpu, memory)  # the only writers of a cycle's free capacity
             candidates = np.flatnonzero(rng.random(len(table)) < 0.7)
             expected = capacity_score(
                 cycle.spec.strategy,
@@ -235,3 +237,53 @@ def test_kept_scores_follow_each_request_and_each_resource_that_moved() -> None:
         for i in range(2, 12):  # more nodes than are redone one by one
             cycle.take(i, 500, GiB)
         check(cycle)
+
+
+def test_kept_scores_follow_the_ledger_between_cycles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin asks the ledger which rows changed since it kept a request's scores
+    (``Ledger.rows_changed``): after other Workloads are booked, moved and removed, after
+    the journal starts over (``JOURNAL_LIMIT``), after the rows move (``rebind``), on a copy
+    of the ledger and back, on a cycle older than the scores and on its clone, every cycle's
+    scores are the formula's on its own free capacity."""
+    monkeypatch.setattr("controller.scheduler.ledger.JOURNAL_LIMIT", 12)
+    nodes = [node(f"n{i:02d}", cpu="4", memory="8Gi") for i in range(12)]
+    ledger = ledger_for(*nodes)
+    plugin = CapacityScore()
+    spec = workload(kind="Job", resources={"cpu": "500m", "memory": "1Gi"})
+
+    def check(cycle: CycleState) -> None:
+        everyone = np.arange(len(cycle.table))
+        expected = capacity_score(
+            cycle.spec.strategy,
+            cycle.table.cpu,
+            cycle.table.memory,
+            cycle.free_cpu - cycle.cpu,
+            cycle.free_memory - cycle.memory,
+        )
+        assert plugin.score(cycle, everyone).tolist() == expected.tolist()
+
+    def book(key: str, *where: tuple[str, int]) -> None:
+        ledger.load(key, [Booking(n, f"{key}-{i}", cpu, GiB) for i, (n, cpu) in enumerate(where)])
+
+    first = cycle_for(spec, ledger)
+    check(first)
+    first.take(3, 500, GiB)
+    check(first)
+    book("ns/a", ("n01", 1000))
+    check(cycle_for(spec, ledger))  # n01 changed in the ledger, n03 only in the first cycle
+    book("ns/a", ("n02", 1500), ("n05", 200))  # moved: n01 freed, two others taken
+    later = cycle_for(spec, ledger)
+    later.take(7, 100, GiB)
+    check(later)
+    check(first)  # older than the scores: the rows changed since, either way
+    check(first.clone())
+    for i in range(8):  # past the journal's limit: it starts over
+        book(f"ns/b{i}", (f"n{i:02d}", 250), (f"n{i + 1:02d}", 250))
+    check(cycle_for(spec, ledger))
+    check(cycle_for(spec, ledger.copy()))  # another ledger: every row compared
+    check(cycle_for(spec, ledger))
+    ledger.remove("ns/a")
+    ledger.rebind(NodeTable(nodes[:6] + nodes[7:]))  # n06 gone: the rows move
+    check(cycle_for(spec, ledger))
+    book("ns/c", ("n09", 3000))
+    check(cycle_for(spec, ledger))
