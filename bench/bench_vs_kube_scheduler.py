@@ -98,7 +98,7 @@ from controller.devcluster.controlplane import (
     ControlPlane,
     NodeTiming,
 )
-from controller.operator.kube import KubeApi, load_configuration
+from controller.operator.kube import ApiError, KubeApi, load_configuration
 from tests.support.harness import RBAC, REPO_ROOT, OperatorProcess, as_a_pod
 
 ZONES = ["eu-1a", "eu-1b", "eu-1c", "us-2a"]
@@ -432,6 +432,20 @@ def scheduled_event(event: dict[str, Any]) -> str | None:
     return str((event.get("involvedObject") or {}).get("name") or "") or None
 
 
+async def list_when_ready(api: KubeApi, path: str, deadline: float) -> dict[str, Any]:
+    """LIST ``path``; a 429 (a resource's watch cache still initializing, as for a CRD just
+    established: "storage is (re)initializing") is asked again a second later, until
+    ``deadline``."""
+    while True:
+        try:
+            listed: dict[str, Any] = await api.request("GET", path)
+            return listed
+        except ApiError as error:
+            if error.status != 429 or time.perf_counter() > deadline:
+                raise
+        await asyncio.sleep(1.0)
+
+
 async def follow(
     api: KubeApi,
     path: str,
@@ -456,7 +470,7 @@ async def follow(
             stamps.setdefault(k, time.perf_counter())
 
     while True:
-        listed = await api.request("GET", path)
+        listed = await list_when_ready(api, path, deadline)
         for o in listed["items"]:
             if (k := key(o)) is not None:
                 saw(k)

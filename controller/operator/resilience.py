@@ -4,9 +4,9 @@
 ``orca_failure_domain_displaced_replicas``, which the alert ``OrcaZoneLossWouldStrandReplicas``
 reads.
 
-Every interval, on the leader, after the initial listing, and only when the cluster changed
-since the last answer (a Node, a Workload or a placement: the node table's version and every
-Workload's resourceVersion)::
+Every interval, on the leader, after the initial listing, once no key waits for a decision,
+and only when the cluster changed since the last answer (a Node, a Workload or a placement:
+the node table's version and every Workload's resourceVersion)::
 
     snapshot   the node table, a copy of the ledger, the parsed Workloads and the
                PriorityClasses as they are now (copies and immutable values: the loop goes
@@ -125,7 +125,12 @@ class ResilienceLoop:
         )
 
     async def refresh(self) -> Answered | None:
-        """Answer and export if leading and the cluster changed; None when skipped."""
+        """Answer and export if leading and the cluster changed; None when skipped. The
+        snapshot is taken once no key waits for a decision: taken before a backlog was decided
+        (at start, every stored Workload waits), it was stale before its answer was made, and
+        that answer planned the whole backlog a second time."""
+        while len(self.queue):
+            await asyncio.sleep(QUEUE_WAIT)
         if not self.is_leader():
             metrics.FAILURE_DOMAINS.publish(self.key, ())
             self._seen = None

@@ -180,6 +180,32 @@ def test_while_keys_wait_for_a_decision_no_step_runs() -> None:
     assert asyncio.run(scenario()) == [0, 1, 2]
 
 
+def test_the_snapshot_is_taken_once_the_waiting_keys_were_decided() -> None:
+    """At start every stored Workload waits for a decision: the answer is made on the cluster
+    as the scheduling loop left it, not on the one it found (x placed meanwhile on a1: losing
+    a strands it, since b1 is full), so it neither plans the backlog again nor says what no
+    longer holds."""
+    state = ClusterState()
+    for name, zone in (("a1", "a"), ("b1", "b")):
+        state.upsert_node(node_object(name, cpu="4", labels={ZONE: zone}))
+    state.upsert_workload(job("y", cpu="4", node="b1"))
+    loop = resilience(state)
+
+    async def scenario() -> None:
+        loop.queue.add("default/x")
+        answering = asyncio.ensure_future(loop.refresh())
+        await asyncio.sleep(0.2)
+        assert not answering.done()  # a key waits: nothing taken yet
+        key = await loop.queue.get()
+        state.upsert_workload(job("x", cpu="3", node="a1"))  # the loop's decision landed
+        loop.queue.done(key)
+        assert await answering is not None
+
+    asyncio.run(scenario())
+    assert gauges()[("orca_failure_domain_unplaceable_replicas", ZONE, "a")] == 1.0
+    assert gauges()[("orca_failure_domain_displaced_replicas", ZONE, "a")] == 1.0
+
+
 @pytest.fixture(autouse=True)
 def no_domains() -> Iterator[None]:
     metrics.FAILURE_DOMAINS.publish("", ())
