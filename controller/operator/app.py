@@ -208,7 +208,7 @@ class Operator:
         operator.informers = operator.informers_for(namespaces, resync)
         operator.lifecycle = lifecycle
         if elector is not None:
-            elector.on_elected = lambda: queue.add_all(state.records)
+            elector.on_elected = lambda: queue.add_all(state.undecided_first())
             api.fence = elector.holds_lease  # status writes and Events only while the Lease holds
         return operator
 

@@ -423,6 +423,26 @@ class ClusterState:
         now = self.ledger.bookings(key) if after is None else after
         return self.keys_waiting_for_capacity() - {key} if gives_back(before, now) else set()
 
+    def undecided_first(self) -> list[str]:
+        """Every Workload's key, those whose status does not say they are wholly placed for
+        their current generation first, each part in the records' order: a new leader queues
+        them all (the old one may have left any decision half-made), and at equal priority
+        the queue is first in, first out, so the ones waiting for a placement come before the
+        confirmations that nothing needs writing. A standby elected with 7,000 of 10,000
+        placed confirmed those first: 2.2 s from its election to its first placement, 0.9 s
+        with 3,000 (bench_failover)."""
+        undecided: list[str] = []
+        placed: list[str] = []
+        for key, record in self.records.items():
+            status = record.status
+            whole = (
+                status is not None
+                and status.phase is Phase.SCHEDULED
+                and status.observed_generation == record.generation
+            )
+            (placed if whole else undecided).append(key)
+        return undecided + placed
+
     def keys_waiting_for_nodes(self) -> set[str]:
         """Workloads a node change could help: lacking capacity, or rejected for a reason a
         node can change (runtime, constraints, taints, eligibility), or not decided yet."""

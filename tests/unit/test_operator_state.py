@@ -26,7 +26,7 @@ from controller.scheduler.framework import Code
 from controller.scheduler.ledger import Booking, Ledger, gives_back
 from controller.scheduler.nodes import NodeTable
 from controller.scheduler.nodes import node_info_from_node as real_node_info
-from tests.support.factories import node_object, stored_workload, table_columns
+from tests.support.factories import job, node_object, stored_workload, table_columns
 from tests.support.properties import examples
 
 
@@ -925,3 +925,20 @@ def test_a_budget_relaxed_wakes_who_waits_for_capacity() -> None:
         return await drain(queue)
 
     assert asyncio.run(scenario()) == {"ns/web", "ns/boss"}
+
+
+def test_a_new_leader_queues_the_undecided_before_the_placed() -> None:
+    """``undecided_first``: placed for an older generation, unplaced, or never decided come
+    first, in the records' order; then the wholly placed ones, also in order."""
+    state = ClusterState()
+    state.upsert_node(node_object("a", cpu="8"))
+    state.upsert_workload(job("placed-1", cpu="1", node="a", observed=1))
+    state.upsert_workload(job("new", cpu="1"))
+    state.upsert_workload(job("stale", cpu="1", node="a", observed=0))
+    state.upsert_workload(job("placed-2", cpu="1", node="a", observed=1))
+    assert state.undecided_first() == [
+        "ns/new",
+        "ns/stale",
+        "ns/placed-1",
+        "ns/placed-2",
+    ]
