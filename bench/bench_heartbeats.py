@@ -298,10 +298,10 @@ async def backlog(
     )  # fmt: skip
 
 
-async def clear(api: KubeApi, side: Side) -> None:
-    """Delete the backlog's objects (and the namespace's Events), wait until they are gone.
-    A collection's DELETE that outlasts the client's 30 s (1,000 Pods on a busy API server
-    did) goes on in the server: the wait below sees it through."""
+async def clear(api: KubeApi, side: Side, timeout: float = 300) -> None:
+    """Delete the backlog's objects (and the namespace's Events), wait until they are gone,
+    at most ``timeout`` seconds. A collection's DELETE that outlasts the client's 30 s (1,000
+    Pods on a busy API server did) goes on in the server: the wait below sees it through."""
     now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
     path = side.collection(NAMESPACE)
     for collection in (path, f"/api/v1/namespaces/{NAMESPACE}/events"):
@@ -309,10 +309,10 @@ async def clear(api: KubeApi, side: Side) -> None:
             await api.request("DELETE", collection, now)
         except TransportError as exc:
             print(f"  ({exc}: waiting for the deletion to finish)", flush=True)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + timeout
     while (await api.request("GET", path, params={"limit": "1"}))["items"]:
         if time.monotonic() > deadline:
-            raise SystemExit(f"{path}: objects still there 300s after their deletion")
+            raise SystemExit(f"{path}: objects still there {timeout:.0f}s after their deletion")
         await asyncio.sleep(0.5)
 
 

@@ -76,7 +76,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_heartbeats import HeartbeatDriver
+from bench.bench_heartbeats import HeartbeatDriver, clear
 from bench.bench_vs_kube_scheduler import (
     KUBE,
     NAMESPACE,
@@ -155,23 +155,6 @@ class Decided:
             except TransportError:
                 await asyncio.sleep(0.5)  # watch again from the last version seen
         return time.perf_counter()
-
-
-async def clear(api: KubeApi, side: Side, timeout: float) -> None:
-    """Delete the objects and the namespace's Events; wait until the objects are gone (a
-    collection's DELETE of 100,000 outlasts the client's timeout and goes on in the server)."""
-    now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
-    path = side.collection(NAMESPACE)
-    for collection in (path, f"/api/v1/namespaces/{NAMESPACE}/events"):
-        try:
-            await api.request("DELETE", collection, now)
-        except TransportError as exc:
-            print(f"  ({exc}: waiting for the deletion to finish)", flush=True)
-    deadline = time.monotonic() + timeout
-    while (await api.request("GET", path, params={"limit": "1"}))["items"]:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{path}: objects still there {timeout:.0f}s after their deletion")
-        await asyncio.sleep(1)
 
 
 # -- orca's process -------------------------------------------------------------------------
