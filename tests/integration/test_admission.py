@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from controller.devcluster.controlplane import ControlPlane, KubectlRunner
+from tests.support.factories import admission_review as review
 from tests.support.factories import workload_obj
 from tests.support.harness import OperatorProcess, free_port, phase, plain_http
 
@@ -462,27 +463,6 @@ def post(
             return r.status, r.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
-
-
-def review(obj: dict[str, Any] | None = None, **request: Any) -> bytes:
-    payload = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "u-1",
-            "kind": {"group": "orca.cloudinit.dev", "version": "v1alpha1", "kind": "Workload"},
-            "resource": {
-                "group": "orca.cloudinit.dev",
-                "version": "v1alpha1",
-                "resource": "workloads",
-            },
-            "operation": "CREATE",
-            "userInfo": {"username": "alice"},
-            "object": obj,
-            **request,
-        },
-    }
-    return json.dumps(payload).encode()
 
 
 def test_what_the_webhook_is_sent_cannot_crash_or_stall_it(

@@ -50,6 +50,7 @@ from controller.operator import tls
 from controller.operator.listener import DEFAULT_LIMITS
 from controller.operator.serving import CACHE_TTL
 from controller.operator.webhook import MAX_REVIEW_BYTES
+from tests.support.factories import admission_review as review
 from tests.support.factories import workload_obj
 from tests.support.harness import REPO_ROOT, OperatorProcess, free_port
 
@@ -249,27 +250,6 @@ def test_an_update_that_carries_two_large_objects_is_refused(
     assert done.returncode != 0 and DENIED in done.stderr, done.stderr[-500:]
     stored = json.loads(kubectl("get", RESOURCE, name, "-n", doors.namespace, "-o", "json").stdout)
     assert "constraints" not in stored["spec"]
-
-
-def review(obj: dict[str, Any] | None, api_version: str = "admission.k8s.io/v1") -> bytes:
-    return json.dumps(
-        {
-            "apiVersion": api_version,
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": "u-1",
-                "kind": {"group": "orca.cloudinit.dev", "version": "v1alpha1", "kind": "Workload"},
-                "resource": {
-                    "group": "orca.cloudinit.dev",
-                    "version": "v1alpha1",
-                    "resource": "workloads",
-                },
-                "operation": "CREATE",
-                "userInfo": {"username": "alice"},
-                "object": obj,
-            },
-        }
-    ).encode()
 
 
 def test_a_review_of_the_limit_is_read_and_one_byte_more_is_413(doors: Doors) -> None:

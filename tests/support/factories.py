@@ -3,6 +3,7 @@ users write them."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -238,3 +239,28 @@ def free_cpu(state: ClusterState) -> dict[str, int]:
     state.table()
     free = state.ledger.free()[0]
     return {name: int(free[i]) for name, i in state.ledger.table.index.items()}
+
+
+def admission_review(
+    obj: dict[str, Any] | None, api_version: str = "admission.k8s.io/v1", **request: Any
+) -> bytes:
+    """The body the API server POSTs to the webhook for a CREATE of ``obj`` by alice:
+    an AdmissionReview of ``api_version``, ``request`` adding to or replacing its fields."""
+    payload = {
+        "apiVersion": api_version,
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "kind": {"group": "orca.cloudinit.dev", "version": "v1alpha1", "kind": "Workload"},
+            "resource": {
+                "group": "orca.cloudinit.dev",
+                "version": "v1alpha1",
+                "resource": "workloads",
+            },
+            "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": obj,
+            **request,
+        },
+    }
+    return json.dumps(payload).encode()
