@@ -13,12 +13,17 @@ from pydantic import ValidationError
 from controller.api.crd import CRD_NAME, workload_crd, workload_crd_yaml
 from controller.api.messages import validation_message
 from controller.api.models import RENAMED_MODES, DaemonSchedule, ScheduleMode
+from tests.support.cli import Orca
 
 CHECKED_IN = Path(__file__).resolve().parents[2] / "crds" / f"{CRD_NAME}.yaml"
 
 
-def test_checked_in_crd_matches_the_models() -> None:
-    assert CHECKED_IN.read_text() == workload_crd_yaml(), (
+def test_checked_in_crd_matches_the_models(orca: Orca) -> None:
+    """``make crd`` writes crds/ from ``orca crd``: what is checked in is its output."""
+    code, out, err = orca("crd")
+    assert (code, err) == (0, "")
+    assert out == workload_crd_yaml()
+    assert CHECKED_IN.read_text() == out, (
         "crds/ drifted from controller/api/models.py: run `make crd` (it writes crds/ and "
         "the Helm chart's copy)"
     )
@@ -177,14 +182,17 @@ def test_yaml_round_trips() -> None:
     assert yaml.safe_load(text) == workload_crd()
 
 
-def test_the_api_reference_is_generated_from_the_crd() -> None:
+def test_the_api_reference_is_generated_from_the_crd(orca: Orca) -> None:
     """docs/reference/api.md is ``orca crd --markdown``'s output, and every property of spec
     and status is on it with its description (a property added to the models shows up;
     apiVersion, kind and metadata are Kubernetes' own)."""
     from controller.api.reference import api_reference
 
+    code, out, err = orca("crd", "--markdown")
+    assert (code, err) == (0, "")
+    assert out == api_reference(workload_crd())
     page = CHECKED_IN.parents[1] / "docs" / "reference" / "api.md"
-    assert page.read_text() == api_reference(workload_crd()), (
+    assert page.read_text() == out, (
         f"docs/reference/api.md drifted from the CRD: run `orca crd --markdown > {page}`"
     )
     text = page.read_text()

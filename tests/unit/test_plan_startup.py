@@ -4,6 +4,7 @@ from Lark's cache: ``test_celcache``, where mutation runs see it)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from decimal import Decimal
@@ -83,6 +84,18 @@ def test_timings_are_one_line_on_stderr(tmp_path: Path, capsys: pytest.CaptureFi
         "output",
         "total",
     ]
+    # Each "name N.NN s". The phases are consecutive from the process's start and the total
+    # is taken right after the last, so they add up to it (each rounded to 0.01 s); the
+    # first decision is a point in time since the start, within the total.
+    seconds = {}
+    for item in line.removeprefix("orca plan: timings: ").split(", "):
+        name, value, unit = item.rsplit(" ", 2)
+        assert unit == "s" and re.fullmatch(r"\d+\.\d\d", value), item
+        seconds[name] = float(value)
+    total = seconds.pop("total")
+    first = seconds.pop("first decision")
+    assert abs(sum(seconds.values()) - total) <= 0.01 * len(seconds) + 0.01
+    assert 0 < first <= total
 
 
 def test_the_collector_pace_is_given_back(tmp_path: Path) -> None:
