@@ -201,17 +201,19 @@ def _api_names(cls: type[BaseModel]) -> dict[str, str]:
 
 
 def _list_rule(rule: Rule) -> AfterValidator:
-    """A rule on a list field (``self`` is the list): checked as the API server checks it."""
+    """A rule on a list field (``self`` is the list): checked as the API server checks it.
+    The check is a module function bound to its rule, not a closure made here: this runs
+    once, when the models are defined, and the check at every validation."""
+    return AfterValidator(functools.partial(_check_list, rule))
 
-    def check(items: list[Any]) -> list[Any]:
-        def as_json() -> Any:
-            return [i.model_dump(by_alias=True, mode="json", exclude_none=True) for i in items]
 
-        if broken((rule,), lambda _: tuple(items), as_json) is not None:
-            raise ValueError(rule.message)
-        return items
+def _check_list(rule: Rule, items: list[Any]) -> list[Any]:
+    def as_json() -> Any:
+        return [i.model_dump(by_alias=True, mode="json", exclude_none=True) for i in items]
 
-    return AfterValidator(check)
+    if broken((rule,), lambda _: tuple(items), as_json) is not None:
+        raise ValueError(rule.message)
+    return items
 
 
 _QUANTITY_SCHEMA: JsonDict = {
@@ -245,9 +247,7 @@ def quantity_to_int(value: object, scale: int = 1, unit: str | None = None) -> i
 
 @functools.lru_cache(maxsize=4096)
 def _quantity_to_int(value: str | int | float, scale: int, unit: str | None) -> int:
-    shown = (
-        repr(value) if not isinstance(value, str) or len(value) <= 40 else repr(value[:37] + "...")
-    )
+    shown = _shown_value(value)
     if isinstance(value, str) and not _SIGNED_QUANTITY_RE.fullmatch(value):
         raise ValueError(f"{shown} is not a Kubernetes quantity (examples: 500m, 2, 256Mi)")
     try:
@@ -419,6 +419,8 @@ def _parse_amount(name: str, value: object) -> int:
 
 
 def _shown_value(value: object) -> str:
+    """A value as an error line repeats it: whole up to 40 characters, else its first 37 and
+    "...", so a long value does not come back whole in the one line that refuses it."""
     return (
         repr(value) if not isinstance(value, str) or len(value) <= 40 else repr(value[:37] + "...")
     )
@@ -651,8 +653,7 @@ _LABEL_KEY_FORM = (
 def _check_label_key(value: str) -> str:
     """The pattern's verdict in words (pydantic would quote the regex at the user)."""
     if not _LABEL_KEY.fullmatch(value):
-        shown = repr(value) if len(value) <= 40 else repr(value[:37] + "...")
-        raise ValueError(f"{shown} is not a valid label key: {_LABEL_KEY_FORM}")
+        raise ValueError(f"{_shown_value(value)} is not a valid label key: {_LABEL_KEY_FORM}")
     return value
 
 
