@@ -120,6 +120,11 @@ def test_it_is_off_at_zero_and_its_flags_are_checked_in_one_line(
         assert run(args) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+    # A key too long to repeat: its first 80 characters, then why.
+    key = "a" * 80 + "Z" * 300
+    assert run(build_parser().parse_args(["run", "--resilience-key", key])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --resilience-key {'a' * 80!r} ") and "Z" not in err, err
 
 
 # -- pacing -------------------------------------------------------------------------------------

@@ -787,6 +787,91 @@ def test_the_server_kopf_runs_serves_the_path_until_kopf_stops_it() -> None:
     assert (status, json.loads(body)) == (200, answered)
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_server_listens_where_it_is_told_says_so_and_names_itself_when_full(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The log says where the webhook listens (the address and port given, the URL the API
+    server is given), and a refusal at the bound on connections names the webhook's listener
+    (the metrics port has its own)."""
+    cert = serving()
+    port = free_port()
+    release = asyncio.Event()
+
+    async def fn(review: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        await release.wait()  # a review in hand until the test lets it go
+        return {"apiVersion": REVIEW_VERSION, "kind": "AdmissionReview", "response": {"uid": "u"}}
+
+    async def scenario() -> bytes:
+        server = AdmissionServer(
+            cert, addr="127.0.0.1", port=port, limits=Limits(body=2, connections=1)
+        )
+        served = cast(AsyncGenerator[Any, None], server(cast(Any, fn)))
+        await anext(served)
+        context = client_context(cert)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+        body = json.dumps(review_of(workload())).encode()
+        writer.write(post(body) + body)
+        await until(lambda: bool(server.listener and server.listener.open), "a review in hand")
+        await asyncio.sleep(0.2)  # the review reaches its handler: BUSY
+        try:  # the next one is closed before its TLS handshake ends: unanswered
+            refused_reader, refused = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+            refused.write(post(body) + body)
+            assert await asyncio.wait_for(refused_reader.read(), 30) == b""
+            refused.close()
+        except (ConnectionError, ssl.SSLError):
+            pass
+        release.set()
+        answer = await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+        await served.aclose()
+        return answer
+
+    with caplog.at_level(logging.INFO):
+        answer = asyncio.run(scenario())
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    messages = [r.getMessage() for r in caplog.records]
+    assert f"serving the admission webhook at https://127.0.0.1:{port}" in messages
+    assert "webhook: 1 connections with a request in hand: new ones refused (1)" in messages
+
+
+def test_the_server_holds_a_stalled_body_for_its_own_deadline_only() -> None:
+    """The body's deadline is the one the server is given (``--webhook-*`` limits), not the
+    default's 10 s: a review whose body stalls is answered 408 once it passes."""
+    cert = serving()
+
+    async def fn(review: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        raise AssertionError("a review without its body is never reviewed")
+
+    async def scenario() -> bytes:
+        server = AdmissionServer(
+            cert, addr="127.0.0.1", port=0, limits=Limits(body=0.5, connections=8)
+        )
+        served = cast(AsyncGenerator[Any, None], server(cast(Any, fn)))
+        await anext(served)
+        assert server.listener is not None
+        port = server.listener.bound_port
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_context(cert))
+        body = json.dumps(review_of(workload())).encode()
+        writer.write(post(body) + body[:10])
+        # Well before the default's 10 s; the 0.5 s given leave a loaded machine 7 s more.
+        answer = await asyncio.wait_for(reader.read(), 7.5)
+        writer.close()
+        await served.aclose()
+        return answer
+
+    answer = asyncio.run(scenario())
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert answer.endswith(b"Request Timeout: the body did not arrive in time\n")
+
+
 def client_context(cert: ServingCert) -> ssl.SSLContext:
     """A client that trusts ``cert``'s CA, as the API server does with the caBundle."""
     return ssl.create_default_context(cadata=cert.ca.decode())
