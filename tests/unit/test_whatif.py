@@ -366,6 +366,11 @@ def test_the_same_inputs_give_the_same_answer_whatever_the_node_order(
         (("--add-nodes", "big.yaml"), "--add-nodes: 'big.yaml' is not FILE:COUNT or FILE:auto"),
         (("--add-nodes", "big.yaml:many"), "--add-nodes: 'many' is not a whole number"),
         (("--add-nodes", "big.yaml:10001"), "--add-nodes: 10001 is out of range (0..10000)"),
+        # A path too long to repeat: its first 80 characters.
+        (
+            ("--add-nodes", "/" + "d" * 79 + "Z" * 200),
+            f"--add-nodes: {'/' + 'd' * 79!r} is not FILE:COUNT or FILE:auto",
+        ),
     ],
 )
 def test_bad_questions_are_one_line_and_exit_2(
