@@ -915,3 +915,55 @@ def test_a_count_takes_both_ends_of_its_range(text: str, count: int) -> None:
         parse_add_nodes(f"big.yaml:{MAX_ADDED_NODES + 1}")
     with pytest.raises(ValueError, match="is not FILE:COUNT or FILE:auto"):
         parse_add_nodes(":3")
+
+
+def test_the_json_answer_names_each_replica_its_workload_and_who_preempted_it(
+    tmp_path: Path, orca: Orca
+) -> None:
+    # a1 has 8 cores, b1 4, c1 2. a1 holds critical (priority 1000, 3 cores) and big (5);
+    # b1 holds batch (2). Draining a1, critical goes first: 2 cores free on b1 and c1, so it
+    # preempts batch on b1, and batch moves to c1. big then fits nowhere (1 core left on b1,
+    # none on c1).
+    high = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high"},
+        "value": 1000,
+    }
+    nodes = write(
+        tmp_path,
+        "nodes.yaml",
+        [zone_node("a1", "a", cpu="8"), zone_node("b1", "b"), zone_node("c1", "c", cpu="2")],
+    )
+    workloads = write(
+        tmp_path,
+        "workloads.yaml",
+        [
+            high,
+            wl(
+                "critical",
+                placed={0: "a1"},
+                kind="Job",
+                resources={"cpu": "3"},
+                priorityClassName="high",
+            ),
+            wl("batch", placed={0: "b1"}, kind="Job", resources={"cpu": "2"}),
+            wl("big", placed={0: "a1"}, kind="Job", resources={"cpu": "5"}),
+        ],
+    )
+    code, answer, _ = plan(orca, nodes, workloads, "--drain", "a1", "-o", "json")
+    assert code == 1
+    assert answer["moved"] == [
+        {
+            "workload": "shop/batch",
+            "allocId": "shop/batch-0",
+            "from": "b1",
+            "to": "c1",
+            "preemptedBy": "shop/critical",
+        },
+        {"workload": "shop/critical", "allocId": "shop/critical-0", "from": "a1", "to": "b1"},
+    ]
+    [big] = answer["unplaced"]
+    assert set(big) == {"workload", "allocId", "from", "reason"}
+    assert (big["workload"], big["allocId"], big["from"]) == ("shop/big", "shop/big-0", "a1")
+    assert "Insufficient cpu" in big["reason"]
