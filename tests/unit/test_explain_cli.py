@@ -476,6 +476,20 @@ def test_add_nodes_auto_explains_with_the_smallest_count(
     assert result["replicas"][0]["why"] == "moves: the node is gone"
 
 
+def test_what_if_decides_by_the_clusters_priority_classes(three: Cluster, orca: Orca) -> None:
+    """web of a higher PriorityClass is decided first: at its turn, api (displaced from a) has
+    not moved yet, so c still has room."""
+    three.classes = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+         "metadata": {"name": "high"}, "value": 1000},
+    ]  # fmt: skip
+    three.workloads[1]["spec"]["priorityClassName"] = "high"
+    result = document(orca, three, "web", "--drain", "a")
+    assert result["priority"] == 1000
+    verdicts = {n["node"]: n.get("reason", "fits") for n in result["nodes"]}
+    assert verdicts == {"b": "Insufficient cpu", "c": "fits"}
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
