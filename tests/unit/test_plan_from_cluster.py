@@ -376,3 +376,20 @@ def test_resilience_reads_the_clock_from_now(
         "z2": [("ns/db", "b")],
         "z3": [("ns/late", "c")],
     }
+
+
+def test_consolidate_takes_only_the_selected_nodes_of_the_cluster(
+    orca: Orca, server: fakeapi.FakeApiServer, config: str
+) -> None:
+    """Either node could go (its one Job fits on the other); ``--select zone=z2`` lets only
+    ``b`` go, its Job moving to ``a``."""
+    zones_cluster(server)
+    code, out, err = orca(
+        *cluster_args(config), "--consolidate", "--select", "zone=z2", "-o", "json"
+    )
+    assert code == 0, err
+    consolidation = json.loads(out)["consolidation"]
+    assert consolidation["removable"] == ["b"]
+    assert [(m["workload"], m["from"], m["to"]) for m in consolidation["moves"]] == [
+        ("ns/db", "b", "a")
+    ]
