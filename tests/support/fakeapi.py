@@ -621,7 +621,7 @@ def in_thread(ssl_context: ssl.SSLContext | None = None) -> Iterator[FakeApiServ
     once. No watches: their wake-ups belong to the server's loop."""
     started = threading.Event()
     box: list[FakeApiServer | BaseException] = []
-    stop: list[Callable[[], None]] = []
+    stop: list[Callable[[], object]] = []
 
     async def serve() -> None:
         ending = asyncio.Event()

@@ -106,6 +106,7 @@ def test_without_the_controller_managers_lease_a_not_ready_node_reads_as_tainted
 def test_with_a_fresh_lease_only_the_controllers_taints_count() -> None:
     """kube-controller-manager holds its Lease (renewed just now): it taints NotReady Nodes
     itself, so none is implied, and nothing is warned of."""
+
     def prepare(server: fakeapi.FakeApiServer) -> None:
         populate(server)
         server.put("leases", lease("kcm-1", rfc3339_now()))
