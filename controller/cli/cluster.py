@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import ssl
 from typing import Any
 
 from controller.api.models import GROUP, PLURAL, workload_path
@@ -93,9 +94,11 @@ async def _list(api: KubeApi, path: str) -> list[dict[str, Any]]:
 
 def _why(exc: TransportError) -> str:
     """What went wrong, in the words a user knows: the socket's own (``Connection refused``)
-    where there is one, else the error's (a TLS failure, a timeout)."""
+    where there is one, else the error's (a TLS failure, a timeout). A TLS error's ``errno``
+    is OpenSSL's error code, not the socket's (a certificate that does not verify has 1,
+    which ``strerror`` reads as "Operation not permitted"): its own text says it."""
     cause = getattr(exc.cause, "os_error", exc.cause)
     errno = getattr(cause, "errno", None)
-    if isinstance(errno, int) and errno > 0:
+    if isinstance(errno, int) and errno > 0 and not isinstance(cause, ssl.SSLError):
         return os.strerror(errno)
     return str(exc.cause).strip() or type(exc.cause).__name__

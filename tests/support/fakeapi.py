@@ -39,11 +39,13 @@ the client sees one failure for two ``drop``s. An answer ``cut`` short is not se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
 import re
 import ssl
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -607,6 +609,45 @@ def run(scenario: Callable[[FakeApiServer], Awaitable[None]]) -> None:
             await asyncio.wait_for(scenario(server), 120)
 
     asyncio.run(main())
+
+
+@contextlib.contextmanager
+def in_thread(ssl_context: ssl.SSLContext | None = None) -> Iterator[FakeApiServer]:
+    """A ``FakeApiServer`` whose event loop runs in a thread of its own, for code that runs
+    its own loop and so cannot share the test's (``asyncio.run``: ``read_cluster``, the
+    ``orca`` commands run in-process). Give it objects (``put``) and faults (``refuse``,
+    ``drop``) before that code runs, and read ``requests`` after it returned: the server's
+    loop is then idle, waiting on its socket, so the two threads never touch its lists at
+    once. No watches: their wake-ups belong to the server's loop."""
+    started = threading.Event()
+    box: list[FakeApiServer | BaseException] = []
+    stop: list[Callable[[], object]] = []
+
+    async def serve() -> None:
+        ending = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        stop.append(lambda: loop.call_soon_threadsafe(ending.set))
+        try:
+            async with FakeApiServer(ssl_context) as server:
+                box.append(server)
+                started.set()
+                await ending.wait()
+        except BaseException as exc:  # failed to start: the test's thread raises it
+            box.append(exc)
+            started.set()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), name="fakeapi", daemon=True)
+    thread.start()
+    if not started.wait(30):
+        raise AssertionError("the fake API server did not start within 30 s")
+    served = box[0]
+    if isinstance(served, BaseException):
+        raise served
+    try:
+        yield served
+    finally:
+        stop[0]()
+        thread.join(30)
 
 
 class FakeClock:
