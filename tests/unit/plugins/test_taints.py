@@ -138,6 +138,35 @@ def test_the_score_counts_again_the_rows_a_node_change_replaced() -> None:
     assert plugin.score(cycle_for(web, ledger), np.arange(2)) is None  # no node has any
 
 
+def test_a_cycle_counts_the_preferred_taints_once_for_all_its_replicas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The score asks the rows once per cycle, whatever the candidates: the same counts for
+    every replica (normalised over each call's candidates), a cycle without any untolerated
+    PreferNoSchedule taint remembers that too, and a new cycle asks again."""
+    ledger = ledger_for(node("a"), node("b", taints=[SOFT]))
+    plugin = TaintToleration()
+    asked: list[str] = []
+    real = plugin._rows_for
+
+    def counting(cycle: Any) -> Any:
+        asked.append(cycle.name)
+        return real(cycle)
+
+    monkeypatch.setattr(plugin, "_rows_for", counting)
+    web = cycle_for(workload("web", kind="Job"), ledger)
+    scored = [plugin.score(web, np.arange(2)), plugin.score(web, np.arange(1, 2))]
+    assert [s.tolist() for s in scored if s is not None] == [[0, -100], [-100]]
+    tolerant = cycle_for(
+        workload("tolerant", kind="Job", tolerations=[{"operator": "Exists"}]), ledger
+    )
+    assert plugin.score(tolerant, np.arange(2)) is None
+    assert plugin.score(tolerant, np.arange(2)) is None
+    again = plugin.score(cycle_for(workload("web", kind="Job"), ledger), np.arange(2))
+    assert again is not None and again.tolist() == [0, -100]
+    assert asked == ["web", "tolerant", "web"]
+
+
 @pytest.fixture
 def judged(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Taint, ...]]:
     """Every taints tuple the plugin judges (``_judge``: the work its caches spare), in order."""
