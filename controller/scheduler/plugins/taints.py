@@ -232,6 +232,10 @@ class _TaintRows:
     expired: IntArray
     floating: set[int]
     prefer: IntArray
+    #: Whether some row's ``prefer`` is not 0, once asked (None: not asked yet). Rows are
+    #: changed in place only for a row counted from ``now`` again, whose ``prefer`` the clock
+    #: does not change; a table with rows replaced gets a ``copy``, asked afresh.
+    preferred: bool | None = None
 
     def copy(self, version: int) -> _TaintRows:
         return _TaintRows(
@@ -412,10 +416,13 @@ class TaintToleration:
         Asked once per cycle (``cycle.data``): the table, the tolerations and so the counts
         are the cycle's for its whole life, and looking them up again per replica (the
         signature, the rows, a pass over every node for ``any``) was 5 % of ``orca plan``'s
-        planning at 15,000 Nodes."""
+        planning at 15,000 Nodes. Whether any node has one is kept with the rows
+        (``_TaintRows.preferred``), asked again only of a table with rows replaced."""
         key = f"{self.name}/prefer"
         if key not in cycle.data:
-            counts = self._rows_for(cycle).prefer
-            cycle.data[key] = counts if counts.any() else None
+            rows = self._rows_for(cycle)
+            if rows.preferred is None:
+                rows.preferred = bool(rows.prefer.any())
+            cycle.data[key] = rows.prefer if rows.preferred else None
         found: IntArray | None = cycle.data[key]
         return found
