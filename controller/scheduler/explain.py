@@ -20,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from controller.api.models import Workload
 from controller.scheduler.decision import Decision, format_time, pending_why
 from controller.scheduler.framework import FilterResult
@@ -108,7 +106,7 @@ def explain(
         else:
             why = "moves: its node cannot hold the new size"
         replicas.append(ReplicaVerdict(b.alloc_id, b.node, b.score, b.alloc_id in kept_ids, why))
-    candidates = np.flatnonzero(framework.fits(cycle, filtered))
+    candidates = framework.candidates(cycle, filtered)
     parts = framework.score_parts(cycle, candidates)
     totals = framework.score(cycle, candidates)
     passing = {

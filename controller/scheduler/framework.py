@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -390,6 +391,11 @@ class Framework:
     ``orca plan`` run or the operator's lifetime (not thread-safe: one loop owns it)."""
 
     MAX_CACHED_FILTERS: Final = 4096
+    #: Static verdicts whose passing nodes are kept as indexes (``candidates``), the least
+    #: recently used let go first, all of them with the memoised verdicts: 8 bytes per passing
+    #: node each (15,000 nodes: 120 KB at most), so bounded apart from the memo (whose
+    #: verdicts hold 2 bytes per node each).
+    MAX_CACHED_NODES: Final = 256
 
     def __init__(self, profile: Profile) -> None:
         self._pre_filters = profile.pre_filters
@@ -402,6 +408,9 @@ class Framework:
         self._shaped: dict[Hashable, FilterResult] = {}
         self._shape_only = {f.name for f in self._static if getattr(f, "shape_only", False)}
         self._folded: dict[Hashable, Filtered] = {}
+        # ``passing`` of the verdicts asked last, by identity (each entry holds its verdict,
+        # so no other object can take its id while it is here).
+        self._nodes: OrderedDict[int, tuple[Filtered, IndexArray]] = OrderedDict()
         self._table_version = -1
         self._table_shape = -1
 
@@ -430,6 +439,7 @@ class Framework:
         if table.version != self._table_version or len(self._memo) > self.MAX_CACHED_FILTERS:
             self._memo.clear()
             self._folded.clear()
+            self._nodes.clear()  # only for the verdicts memoised, not those let go
             self._table_version = table.version
         if table.shape != self._table_shape or len(self._shaped) > self.MAX_CACHED_FILTERS:
             self._shaped.clear()
@@ -503,6 +513,30 @@ class Framework:
                 fit = fit & rejection.passed
         return fit
 
+    def candidates(self, cycle: CycleState, filtered: Filtered) -> IndexArray:
+        """``fits`` as node indexes, ascending (the order ties are broken in), worked out on
+        the nodes that pass the static filters only (``passing``, kept per verdict: the
+        engine memoises verdicts, so Workloads alike share them): once per replica, the
+        per-replica filters' masks are read at those nodes rather than combined and searched
+        over the whole table (at 15,000 nodes, 8 % of ``orca plan``'s planning). Read only:
+        without per-replica filters it is the array kept."""
+        kept = self._nodes.get(id(filtered))
+        if kept is None:
+            kept = self._nodes[id(filtered)] = (filtered, passing(filtered))
+            if len(self._nodes) > self.MAX_CACHED_NODES:
+                self._nodes.popitem(last=False)
+        else:
+            self._nodes.move_to_end(id(filtered))
+        nodes = kept[1]
+        for plugin in self._per_replica:
+            quick = getattr(plugin, "fit", None)
+            if quick is not None:
+                nodes = nodes[quick(cycle)[nodes]]
+                continue
+            for rejection in plugin.filter(cycle).rejections:
+                nodes = nodes[rejection.passed[nodes]]
+        return nodes
+
     # -- Score ---------------------------------------------------------------------------------
 
     def score(self, cycle: CycleState, candidates: IndexArray) -> IntArray:
@@ -574,6 +608,11 @@ class Framework:
             name: zeros if part is None else part * w
             for (name, part), (_, w) in zip(parts.items(), self._scores, strict=True)
         }
+
+
+def passing(filtered: Filtered) -> IndexArray:
+    """The indexes of the nodes that pass every static filter, ascending."""
+    return np.flatnonzero(filtered.passes)
 
 
 def _run_filter(plugin: FilterPlugin, cycle: CycleState) -> FilterResult:

@@ -99,7 +99,7 @@ def place_replicas(
     for index in range(desired):
         if index in kept:
             continue
-        candidates = np.flatnonzero(framework.fits(cycle, filtered))
+        candidates = framework.candidates(cycle, filtered)
         if candidates.size == 0:
             break
         if new or kept:

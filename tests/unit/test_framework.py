@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from controller.api.models import Phase
+from controller.scheduler import framework as framework_module
 from controller.scheduler.celexpr import CelEvaluator
 from controller.scheduler.framework import (
     Code,
@@ -497,3 +498,86 @@ def test_a_filter_that_evicts_keeps_a_replica_only_where_it_passes(
     filtered = framework.filter(cycle_for(workload(kind="Job"), ledger))
     assert filtered.passes.tolist() == [False, True]
     assert filtered.keeps.tolist() == keeps
+
+
+class EvenOwnRow:
+    """A per-replica filter written for the test, without a ``fit`` of its own: it rejects
+    the odd rows while the cycle holds a replica on row 0, and rejects nothing otherwise."""
+
+    name = "EvenOwnRow"
+    code = Code.UNSCHEDULABLE
+    evicts = False
+    selects = False
+    per_replica = True
+
+    def signature(self, cycle: CycleState) -> Hashable | None:
+        return None
+
+    def filter(self, cycle: CycleState) -> Verdict:
+        if not cycle.own[0]:
+            return Verdict(())
+        even = np.arange(len(cycle.table)) % 2 == 0
+        return Verdict((Rejection("odd row", even),))
+
+
+def test_the_candidates_are_the_nodes_that_fit_now_in_the_order_of_the_table() -> None:
+    """``candidates`` is ``fits`` as indexes: the static filters' nodes, narrowed by each
+    per-replica filter as the cycle stands (``ResourcesFit``'s ``fit``, a plugin's rejections),
+    lowest index first, whatever the cycle took since the static verdict was memoised."""
+    base = default_profile(Scheduler().cel).plugins
+    framework = Framework(Profile((*base[:4], (OddCpu(), 0), (EvenOwnRow(), 0), *base[4:])))
+    ledger = ledger_for(
+        *(node(f"n{i}", cpu="2" if i % 3 else "3") for i in range(7)),  # odd cores on n0, n3, n6
+    )
+    cycle = cycle_for(workload(kind="Job", resources={"cpu": "1"}), ledger)
+    filtered = framework.filter(cycle)
+    assert framework.candidates(cycle, filtered).tolist() == [1, 2, 4, 5]  # even cores only
+    steps = []
+    for taken in (2, 2, 0, 4):  # two replicas fill n2; one on n0 (rejected) turns EvenOwnRow on
+        cycle.take_one(taken)
+        got = framework.candidates(cycle, filtered)
+        assert got.tolist() == np.flatnonzero(framework.fits(cycle, filtered)).tolist()
+        steps.append(got.tolist())
+    assert steps == [[1, 2, 4, 5], [1, 4, 5], [4], [4]]
+    fresh = cycle_for(workload(kind="Job", resources={"cpu": "1"}), ledger)
+    assert framework.candidates(fresh, framework.filter(fresh)).tolist() == [1, 2, 4, 5]
+
+
+def test_the_passing_nodes_are_found_once_per_verdict_for_the_few_verdicts_asked_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Workloads alike share a memoised verdict and with it the indexes of the nodes it
+    passes; past ``MAX_CACHED_NODES`` verdicts the one asked least recently is let go (found
+    again if asked again), and every answer is the verdict's own."""
+    found: list[list[bool]] = []
+    real = framework_module.passing
+
+    def counting(filtered: Filtered) -> Any:
+        found.append(filtered.passes.tolist())
+        return real(filtered)
+
+    monkeypatch.setattr(framework_module, "passing", counting)
+    monkeypatch.setattr(Framework, "MAX_CACHED_NODES", 2)
+    framework = Framework(profile_with(OddCpu()))
+    ledger = ledger_for(
+        node("a", cpu="2"), node("b", cpu="3"), node("c", cpu="4", runtimes=("process",))
+    )
+    runtimes = {"oneOf": ["process"]}
+    specs = {  # three verdicts: odd cores rejected, or not (BinPack), or a runtime asked too
+        "spread": workload(kind="Job"),
+        "binpack": workload(kind="Job", strategy="BinPack"),
+        "process": workload(kind="Job", runtime=runtimes),
+    }
+    expected = {"spread": [0, 2], "binpack": [0, 1, 2], "process": [2]}
+
+    def ask(name: str) -> None:
+        cycle = cycle_for(specs[name], ledger)
+        assert framework.candidates(cycle, framework.filter(cycle)).tolist() == expected[name]
+
+    for name in ("spread", "spread", "binpack", "spread", "process", "spread", "binpack"):
+        ask(name)
+    # binpack was let go for process (spread had been asked since), then found again
+    assert found == [[True, False, True], [True] * 3, [False, False, True], [True] * 3]
+    ledger.rebind(ledger.table.replaced([node("a", cpu="4")]))  # a new table: verdicts anew
+    ask("binpack")
+    assert len(framework._nodes) == 1  # those of the verdicts let go are let go with them
