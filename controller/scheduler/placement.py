@@ -106,7 +106,7 @@ def place_replicas(
             own = cycle.own[candidates]
             candidates = candidates[own == own.min()]
         scores = framework.score(cycle, candidates)
-        best = int(np.argmax(scores))  # the first maximum: lowest hostname wins ties
+        best = int(scores.argmax())  # the first maximum: lowest hostname wins ties
         i = int(candidates[best])
         booking_id = alloc_id(cycle.namespace, cycle.name, index)
         new[index] = Booking(
