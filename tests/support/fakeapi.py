@@ -148,7 +148,11 @@ class FakeApiServer:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
         # A handler still running at the end (a test that failed mid-way) is cut, not awaited.
-        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
+        # No access log: on its own thread (``in_thread``) the server would log each request
+        # into whatever handler an earlier test left on the stderr the test under way reads.
+        self._runner = web.AppRunner(
+            app, handle_signals=False, shutdown_timeout=1.0, access_log=None
+        )
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context).start()
         scheme = "https" if self.ssl_context is not None else "http"
