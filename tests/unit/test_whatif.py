@@ -43,6 +43,13 @@ from tests.support.factories import workload_obj as wl
 ZONE = "topology.kubernetes.io/zone"
 GiB = 1 << 30
 NOW = "2026-12-01T10:00:00Z"
+#: A PriorityClass above the default's 0, as a user writes one.
+HIGH = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "high"},
+    "value": 1000,
+}
 
 
 def zone_node(
@@ -164,17 +171,11 @@ def test_after_a_drain_a_higher_priority_replica_preempts_a_lower_one(
     # critical preempts it (DefaultPreemption: removing batch frees 4) and moves to b1.
     # batch, planned after it, finds 1 free core on b1: no place.
     nodes = write(tmp_path, "nodes.yaml", [zone_node("a1", "a"), zone_node("b1", "b")])
-    high = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": "high"},
-        "value": 1000,
-    }
     workloads = write(
         tmp_path,
         "workloads.yaml",
         [
-            high,
+            HIGH,
             wl(
                 "critical",
                 placed={0: "a1"},
@@ -924,12 +925,6 @@ def test_the_json_answer_names_each_replica_its_workload_and_who_preempted_it(
     # b1 holds batch (2). Draining a1, critical goes first: 2 cores free on b1 and c1, so it
     # preempts batch on b1, and batch moves to c1. big then fits nowhere (1 core left on b1,
     # none on c1).
-    high = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": "high"},
-        "value": 1000,
-    }
     nodes = write(
         tmp_path,
         "nodes.yaml",
@@ -939,7 +934,7 @@ def test_the_json_answer_names_each_replica_its_workload_and_who_preempted_it(
         tmp_path,
         "workloads.yaml",
         [
-            high,
+            HIGH,
             wl(
                 "critical",
                 placed={0: "a1"},

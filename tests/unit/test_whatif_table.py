@@ -14,6 +14,7 @@ from typing import Any
 from tests.support.cli import Orca, write
 from tests.support.factories import node_object
 from tests.support.factories import workload_obj as wl
+from tests.unit.test_whatif import HIGH
 
 ZONE = "topology.kubernetes.io/zone"
 NOW = "2026-12-01T10:00:00Z"
@@ -117,15 +118,9 @@ def test_a_replica_moved_because_it_was_preempted_says_by_whom(tmp_path: Path, o
     # a1 and b1 have 4 cores, c1 2. critical (priority 1000, 3 cores) on a1, batch (2 cores) on
     # b1. Draining a1, critical fits nowhere (2 cores free on b1 and c1) but preempts batch on
     # b1; batch then moves to c1. Both moved; batch's note says why it moved.
-    high = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": "high"},
-        "value": 1000,
-    }
     nodes = [zone_node("a1", "a"), zone_node("b1", "b"), zone_node("c1", "c", cpu="2")]
     workloads = [
-        high,
+        HIGH,
         wl(
             "critical",
             placed={0: "a1"},
