@@ -34,6 +34,40 @@ def test_help_names_the_command_as_called_and_the_resource(
     assert "kubectl get orcawl -n NS" in out
 
 
+def test_help_says_what_orca_is_and_each_command_in_a_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.argv", ["/usr/local/bin/orca"])
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps at the terminal's width
+    assert out.startswith("usage: orca [-h] [--version] COMMAND ...")
+    assert (
+        "orca-controller: workload placement for Kubernetes. Workloads are "
+        "workloads.orca.cloudinit.dev (short name orcawl): kubectl get orcawl -A."
+    ) in out
+    assert "crd print the Workload CRD generated from the API models" in out
+    assert "--version show program's version number and exit" in out
+
+
+def test_version_and_a_missing_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from controller.version import version_line
+
+    monkeypatch.setattr("sys.argv", ["/usr/local/bin/orca"])
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == version_line() + "\n"
+    with pytest.raises(SystemExit) as exited:
+        main([])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.endswith("error: the following arguments are required: COMMAND\n"), err
+
+
 def test_the_command_line_reference_is_generated_from_the_parser() -> None:
     """docs/reference/cli.md is what ``make docs`` writes: every command and option, with the
     help ``--help`` prints (an option added to a command is documented by being added)."""

@@ -4,9 +4,11 @@ from Lark's cache: ``test_celcache``, where mutation runs see it)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,8 @@ import yaml
 from controller.api.quantity import parse_quantity
 from controller.cli import main
 from tests.support.factories import node_object
+
+MODULE_IMPORTED = time.monotonic()
 
 
 @pytest.mark.parametrize(
@@ -106,3 +110,30 @@ def test_the_collector_pace_is_given_back(tmp_path: Path) -> None:
     before = gc.get_threshold()
     assert main(["plan", "--nodes", str(nodes), "--workloads", str(workloads)]) == 2
     assert gc.get_threshold() == before
+
+
+def test_the_process_age_is_read_from_proc_even_when_its_name_holds_a_parenthesis() -> None:
+    """The timings count from the process's start (``/proc/self/stat``'s starttime): at least
+    as long as this module has been imported, and what ``ps`` says it has run.
+    The name field (2) may hold ``)`` and spaces (a process renames itself with prctl): the
+    fields are counted after its last ``)``."""
+    import ctypes
+
+    from controller.cli.timings import _process_age
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_name, pr_get_name = 15, 16
+    before = ctypes.create_string_buffer(16)
+    assert libc.prctl(pr_get_name, before, 0, 0, 0) == 0
+    assert libc.prctl(pr_set_name, b"a) b c d e f", 0, 0, 0) == 0
+    try:
+        assert Path("/proc/self/comm").read_bytes() == b"a) b c d e f\n"
+        age = _process_age()
+    finally:
+        libc.prctl(pr_set_name, before.value, 0, 0, 0)
+    # procps's own reading of the same start time, in whole seconds
+    ps = subprocess.run(["ps", "-o", "etimes=", "-p", str(os.getpid())], capture_output=True)
+    elapsed = int(ps.stdout)
+    assert age is not None
+    assert time.monotonic() - MODULE_IMPORTED <= age
+    assert elapsed - 2 <= age <= elapsed + 2
