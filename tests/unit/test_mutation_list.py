@@ -27,12 +27,16 @@ def _entries() -> list[tuple[str, str]]:
 
 
 def _mutated_modules() -> list[str]:
-    """``only_mutate`` of pyproject's ``[tool.mutmut]`` as module prefixes."""
+    """``only_mutate`` of pyproject's ``[tool.mutmut]`` as prefixes of mutant names: a
+    module's ``controller.cli.plan.``; a package's ``__init__.py`` is the package, whose
+    mutants mutmut names ``controller.cli.x_main__mutmut_1`` (or ``xǁClassǁ...``)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
-    return [
-        pattern.removesuffix("*").removesuffix(".py").replace("/", ".")
-        for pattern in config["only_mutate"]
-    ]
+    prefixes = []
+    for pattern in config["only_mutate"]:
+        module = pattern.removesuffix("*").removesuffix(".py").replace("/", ".").rstrip(".")
+        package = module.removesuffix(".__init__")
+        prefixes.append(f"{package}.x" if package != module else f"{module}.")
+    return prefixes
 
 
 def test_each_listed_mutant_is_one_of_a_mutated_module_listed_once_with_its_reason() -> None:
