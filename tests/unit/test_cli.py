@@ -48,6 +48,9 @@ def test_help_says_what_orca_is_and_each_command_in_a_line(
         "workloads.orca.cloudinit.dev (short name orcawl): kubectl get orcawl -A."
     ) in out
     assert "crd print the Workload CRD generated from the API models" in out
+    assert (
+        "explain why a Workload is where it is, or why it is not placed (live cluster, read-only)"
+    ) in out
     assert "--version show program's version number and exit" in out
 
 

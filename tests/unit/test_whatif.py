@@ -280,6 +280,7 @@ def test_a_template_that_can_never_help_says_why_in_one_line(tmp_path: Path, orc
         "offered; a big node cannot take it: runtime wasm not offered (Runtime)"
     )
     assert c["plans"] == 2  # the question without nodes, then the largest count: no search
+    assert c["tried"] == 1  # that largest count, one per waiting replica
     code, _, table = plan(orca, nodes, workloads, "--add-nodes", f"{big}:auto")
     assert code == 1
     [line] = [x for x in table.splitlines() if x.startswith("no count of big")]
@@ -367,6 +368,15 @@ def test_the_same_inputs_give_the_same_answer_whatever_the_node_order(
         (("--add-nodes", "big.yaml"), "--add-nodes: 'big.yaml' is not FILE:COUNT or FILE:auto"),
         (("--add-nodes", "big.yaml:many"), "--add-nodes: 'many' is not a whole number"),
         (("--add-nodes", "big.yaml:10001"), "--add-nodes: 10001 is out of range (0..10000)"),
+        # A selector too long to repeat: its first 80 characters (valid, matching nothing).
+        (
+            ("--drain", "a" * 30 + ".com/" + "k" * 50 + "=v"),
+            f"--drain {'a' * 30 + '.com/' + 'k' * 45!r}: matches no Node (2 in all)",
+        ),
+        (
+            ("--drain", "=" + "Z" * 100),
+            f"--drain {'=' + 'Z' * 79!r}: found '=', expected: !, identifier, or 'end of string'",
+        ),
         # A path too long to repeat: its first 80 characters.
         (
             ("--add-nodes", "/" + "d" * 79 + "Z" * 200),
