@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.cli import Orca, write
 from tests.support.factories import node_object
 from tests.support.factories import workload_obj as wl
@@ -230,11 +232,16 @@ def test_five_copies_are_all_named_and_none_needed_says_so(tmp_path: Path, orca:
     assert section(lines, "NODES TO ADD") == ["0 x big: none needed (1 plans)"]
 
 
-def test_every_long_section_is_cut_at_fifty_rows(tmp_path: Path, orca: Orca) -> None:
+@pytest.mark.parametrize(
+    ("jobs", "more"), [(51, []), (52, ["... and 1 more (-o json lists them all)"])]
+)
+def test_every_long_section_is_cut_at_fifty_rows(
+    tmp_path: Path, orca: Orca, jobs: int, more: list[str]
+) -> None:
     # d00..d51 (zone a) and k1 (zone b), 2 cores each, each running the DaemonSet agent
-    # (10m); a 1-core Job on each d node but the last. Draining zone a: one Job moves to k1
-    # (1.99 cores free, then 0.99), the other 50 find no place: all listed; 52 agent replicas
-    # end: 50 listed.
+    # (10m); a 1-core Job on each of the first ``jobs`` d nodes. Draining zone a: one Job
+    # moves to k1 (1.99 cores free, then 0.99), the others find no place: 50 are all listed,
+    # 51 are 50 and a line; 52 agent replicas end: 50 listed.
     drained = [f"d{i:02}" for i in range(52)]
     nodes = [zone_node(name, "a", cpu="2") for name in drained] + [zone_node("k1", "b", cpu="2")]
     agent = wl(
@@ -243,22 +250,23 @@ def test_every_long_section_is_cut_at_fifty_rows(tmp_path: Path, orca: Orca) -> 
         kind="DaemonSet",
         resources={"cpu": "10m"},
     )
-    jobs = [
+    placed = [
         wl(f"j{i:02}", placed={0: d}, kind="Job", resources={"cpu": "1"})
-        for i, d in enumerate(drained[:51])
+        for i, d in enumerate(drained[:jobs])
     ]
     code, lines = table(
         orca,
         write(tmp_path, "nodes.yaml", nodes),
-        write(tmp_path, "workloads.yaml", [agent, *jobs]),
+        write(tmp_path, "workloads.yaml", [agent, *placed]),
         "--drain",
         f"{ZONE}=a",
     )
     assert code == 1
-    unplaced = section(lines, "UNPLACED (50)")
-    assert len(unplaced) == 1 + 50  # the header and all fifty: nothing more to say
+    unplaced = section(lines, f"UNPLACED ({jobs - 1})")
     assert unplaced[0] == "REPLICA FROM REASON"
-    assert all(row.startswith("shop/j") for row in unplaced[1:])
+    assert len(unplaced) == 1 + 50 + len(more)
+    assert all(row.startswith("shop/j") for row in unplaced[1:51])
+    assert unplaced[51:] == more
     ended = section(lines, "ENDED: DaemonSet replicas on drained nodes (52)")
     assert ended[0] == "REPLICA NODE"
     assert ended[1:51] == [f"shop/agent-{i} d{i:02}" for i in range(50)]
