@@ -162,9 +162,7 @@ def answer(whatif: WhatIf, flags: Asked, question: Question) -> Outcome:
         raise ManifestError(f"--add-nodes: {exc}") from None
     capacity: Capacity | None = None
     if question.template is not None:
-        capacity = Capacity(
-            question.template.hostname, question.count, False, names=result.added, plans=1
-        )
+        capacity = Capacity(question.template.hostname, question.count, False, names=result.added)
     return Outcome(result, capacity)
 
 

@@ -148,7 +148,7 @@ class Capacity:
     proof: str | None = None  # auto: what the plan with count - 1 leaves without a place
     why: str | None = None
     tried: int = 0
-    plans: int = 0  # how many plans the search made (the benchmark prints it)
+    plans: int = 0  # auto: how many plans the search made (the benchmark prints it)
 
 
 @dataclass
