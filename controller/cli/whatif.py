@@ -86,12 +86,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def asked(args: argparse.Namespace) -> Asked | None:
     """The question on the command line, or None; ``ValueError`` (one line) for a bad value."""
-    drain = tuple(getattr(args, "drain", None) or ())
+    drain = tuple(args.drain)
     for value in drain:
         if not value.strip():
             raise ValueError("--drain: give a Node name or a label selector, not ''")
-    raw = getattr(args, "add_nodes", None)
-    add = parse_add_nodes(raw) if raw is not None else None
+    add = parse_add_nodes(args.add_nodes) if args.add_nodes is not None else None
     return Asked(drain, add) if drain or add else None
 
 

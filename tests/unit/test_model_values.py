@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from controller.api.messages import validation_message
-from controller.api.models import Workload
+from controller.api.models import Workload, key_of
 from tests.support.factories import workload
 
 
@@ -67,3 +67,14 @@ def test_a_time_with_a_zone_keeps_its_instant() -> None:
 
 def test_no_time_is_none() -> None:
     assert metadata(None).metadata.creation_timestamp is None
+
+
+@pytest.mark.parametrize("metadata", [None, "web", ["web"]])
+def test_a_watched_object_without_usable_metadata_still_has_a_key(metadata: Any) -> None:
+    # The operator keys every listed or watched object, parseable or not, to report it
+    # (handlers, state): metadata missing or not a mapping is no name in the default
+    # namespace, never a crash of the watch.
+    obj = {"kind": "Workload"} if metadata is None else {"kind": "Workload", "metadata": metadata}
+    assert key_of(obj) == key_of({"metadata": {}}) == "default/None"
+    assert key_of({"metadata": {"name": "web"}}) == "default/web"
+    assert key_of({"metadata": {"name": "web", "namespace": "team"}}) == "team/web"

@@ -271,3 +271,38 @@ def test_every_long_section_is_cut_at_fifty_rows(
     assert ended[0] == "REPLICA NODE"
     assert ended[1:51] == [f"shop/agent-{i} d{i:02}" for i in range(50)]
     assert ended[51:] == ["... and 2 more (-o json lists them all)"]
+
+
+@pytest.mark.parametrize(
+    ("services", "more"), [(50, []), (52, ["... and 2 more (-o json lists them all)"])]
+)
+def test_the_budgets_section_is_cut_at_fifty_rows_too(
+    tmp_path: Path, orca: Orca, services: int, more: list[str]
+) -> None:
+    # One-replica Services on d1, each with minAvailable 1; d1 drained and nothing else to
+    # go to: every one keeps 0 of the 1 it needs. 50 are all listed; 52 are 50 and a line.
+    workloads = [
+        wl(
+            f"s{i:02}",
+            placed={0: "d1"},
+            kind="Service",
+            count=1,
+            resources={"cpu": "1"},
+            disruption={"minAvailable": 1},
+        )
+        for i in range(services)
+    ]
+    code, lines = table(
+        orca,
+        write(tmp_path, "nodes.yaml", [zone_node("d1", "a", cpu="64")]),
+        write(tmp_path, "workloads.yaml", workloads),
+        "--drain",
+        "d1",
+    )
+    assert code == 1
+    budgets = section(lines, f"BUDGETS: Workloads left below their budget ({services})")
+    assert budgets[0] == "WORKLOAD BUDGET KEEPS NEEDS"
+    rows = budgets[1:51]
+    assert len(set(rows)) == len(rows) == 50
+    assert all(row.startswith("shop/s") and row.endswith(" minAvailable 1 0 1") for row in rows)
+    assert budgets[51:] == more
