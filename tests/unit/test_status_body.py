@@ -74,4 +74,5 @@ def test_what_is_sent_reads_back_as_the_same_status() -> None:
         status = placed(rejected)
         sent = orjson.loads(orjson.dumps(status_body(status)))
         assert WorkloadStatus.model_validate(sent) == status
-        assert sent["phase"] == status.phase.value and sent["placements"][0]["allocId"]
+        assert status.phase is not None and sent["phase"] == status.phase.value
+        assert sent["placements"][0]["allocId"] == "default/web-0"
