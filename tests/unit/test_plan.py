@@ -460,3 +460,48 @@ def test_each_status_is_the_one_the_operator_would_write() -> None:
     assert status.observed_generation == 3
     assert (times["Ready"], times["Scheduled"], times["Audited"]) == (t0, now, t0)
     assert status.selector == "orca.cloudinit.dev/workload=web"
+
+
+def test_the_nodes_come_from_one_place_exactly(tmp_path: Path, orca: Orca) -> None:
+    """``--nodes FILE`` or ``--from-cluster``: neither or both is bad input, said in one line
+    on stderr (stdout stays empty for a script that reads it)."""
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a")])
+    workloads = write(tmp_path, "w.yaml", [wl("j", kind="Job")])
+    for where in ((), ("--nodes", nodes, "--from-cluster")):
+        code, out, err = orca("plan", *where, "--workloads", workloads)
+        assert (code, out) == (2, "")
+        assert err == "error: give exactly one of --nodes FILE and --from-cluster\n"
+
+
+@pytest.mark.parametrize(
+    "question", [("--drain", "a"), ()], ids=["a-what-if-from-files", "a-plan-of-the-cluster"]
+)
+def test_the_workloads_file_is_needed_but_for_a_question_to_the_cluster(
+    tmp_path: Path, orca: Orca, question: tuple[str, ...]
+) -> None:
+    """Only a what-if (or --resilience, --consolidate) asked of the cluster plans the
+    cluster's own Workloads; from files, and for a plain plan of the cluster, there is nothing
+    to plan without --workloads. Refused before anything is read: no cluster is asked."""
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a")])
+    where = ("--nodes", nodes) if question else ("--from-cluster", "--kubeconfig", tmp_path)
+    code, out, err = orca("plan", *where, *question)
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: --workloads FILE is needed (with --from-cluster and --drain, --add-nodes, "
+        "--resilience or --consolidate it may be left out: the cluster's Workloads are "
+        "planned)\n"
+    )
+
+
+def test_one_line_joins_lines_and_cuts_at_the_limit() -> None:
+    """Bad input is one line on stderr whatever the message quotes: its lines joined by a
+    blank, and at most ``limit`` characters, a cut one ending in "..." so it shows."""
+    from controller.cli.plan import MAX_ERROR_CHARS, one_line
+
+    assert one_line("in file.yaml\n  line 3\nbad") == "in file.yaml   line 3 bad"
+    whole = "x" * MAX_ERROR_CHARS
+    assert one_line(whole) == whole
+    cut = one_line("y" * 7 + whole)
+    assert len(cut) == MAX_ERROR_CHARS
+    assert cut == ("y" * 7 + whole)[: MAX_ERROR_CHARS - 3] + "..."
+    assert one_line("abcdefghij", limit=8) == "abcde..."
