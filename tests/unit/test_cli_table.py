@@ -29,6 +29,7 @@ def test_columns_are_padded_to_their_widest_cell_and_lines_end_without_blanks() 
         assert line.split() == " ".join(row).split()  # nothing but blanks between the cells
     assert len(lines[2]) == starts[2] + len(rows[2][2])  # the last column is not padded
 
+
 def test_no_rows_write_nothing() -> None:
     out = io.StringIO()
     write_table(out, [])
