@@ -1,6 +1,7 @@
 """The command-line reference, as Markdown, generated from the ``orca`` argument parser
-(``docs/reference/cli.md``): each command's usage, description and options with their help
-and defaults, exactly what ``orca COMMAND --help`` says, laid out for reading. ``make docs``
+(``docs/reference/cli.md``): the commands, each with its line in ``orca --help``, then each
+command's usage, description and options with their help and defaults, exactly what ``orca
+COMMAND --help`` says, laid out for reading. ``make docs``
 writes it (``python -m controller.cli.reference``) and a test fails when the checked-in page
 differs, so a flag added to a command is documented by being added.
 """
@@ -27,20 +28,36 @@ def cli_reference() -> str:
         "runs it. Every command prints this with `--help`.",
         "",
     ]
-    for name, sub in _commands(parser):
+    commands = list(_commands(parser))
+    out += ["| command | what it does |", "|---|---|"]
+    out += [  # each line as its parent's --help lists it (%(prog)s: the parent)
+        f"| [`{name}`](#{_anchor(name)}) | {_help(summary, name.rpartition(' ')[0])} |"
+        for name, summary, _ in commands
+    ]
+    out.append("")
+    for name, _, sub in commands:
         out += list(_command(name, sub))
     return "\n".join(out).rstrip() + "\n"
 
 
 def _commands(
     parser: argparse.ArgumentParser, prefix: str = "orca"
-) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+) -> Iterator[tuple[str, argparse.Action, argparse.ArgumentParser]]:
+    """Each command's full name, its line in its parent's ``--help`` (argparse keeps it as an
+    action of its own) and its parser, sub-commands after their command."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                full = f"{prefix} {name}"
-                yield full, sub
+            for summary in action._choices_actions:
+                full = f"{prefix} {summary.dest}"
+                sub = action.choices[summary.dest]
+                yield full, summary, sub
                 yield from _commands(sub, full)
+
+
+def _anchor(name: str) -> str:
+    """The link to the heading ``## `name` ``, as GitHub and mkdocs make it: lower case,
+    blanks as hyphens (command names have no other punctuation than ``-``)."""
+    return name.lower().replace(" ", "-")
 
 
 def _command(name: str, parser: argparse.ArgumentParser) -> Iterator[str]:
@@ -64,12 +81,14 @@ def _command(name: str, parser: argparse.ArgumentParser) -> Iterator[str]:
         yield "| option | what it does |"
         yield "|---|---|"
         for action in options:
-            yield f"| {_flags(action)} | {_help(action)} |"
+            yield f"| {_flags(action)} | {_help(action, parser.prog)} |"
         yield ""
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
-    return argparse.HelpFormatter(prog, width=WIDTH, max_help_position=40)
+    """The usage lines wrapped at ``WIDTH``, as ``--help`` wraps them in a terminal that wide
+    (the options' help is not laid out by argparse here, but in the page's table)."""
+    return argparse.HelpFormatter(prog, width=WIDTH)
 
 
 def _flags(action: argparse.Action) -> str:
@@ -87,11 +106,12 @@ def _flags(action: argparse.Action) -> str:
     return ", ".join(f"`{flag}{metavar}`" for flag in action.option_strings)
 
 
-def _help(action: argparse.Action) -> str:
-    """The option's help with ``%(default)s`` and the like filled in, as ``--help`` prints it."""
+def _help(action: argparse.Action, prog: str) -> str:
+    """The option's (or the command's) help with ``%(default)s``, ``%(prog)s`` (``prog``: the
+    command's name) and the like filled in, as ``--help`` prints it, in one table cell."""
     if not action.help:
         return ""
-    text = _formatter("orca")._expand_help(action)
+    text = _formatter(prog)._expand_help(action)
     return " ".join(text.split()).replace("|", "\\|")
 
 

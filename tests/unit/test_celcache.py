@@ -172,3 +172,22 @@ def test_no_cache_path_writes_no_cache_anywhere(
     parser = build_cel_parser(None)
     assert parser.parse(EXPRESSIONS[0]) is not None
     assert list(work.iterdir()) == [] and list(temporary.iterdir()) == []
+
+
+def test_orca_plan_builds_its_parser_through_the_users_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first ``orca plan`` of a user without an installation's cache writes the parser to
+    ``$XDG_CACHE_HOME/orca``, for the next ones to load instead of building it again."""
+    from controller.cli import main
+
+    monkeypatch.setattr(celparser.CELParser, "CEL_PARSER", None)  # a fresh process's state
+    monkeypatch.setenv(celcache.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(celcache, "shipped_cache_path", lambda: tmp_path / "none" / "x.cache")
+    nodes, workloads = tmp_path / "nodes.yaml", tmp_path / "workloads.yaml"
+    nodes.write_text("apiVersion: v1\nkind: List\nitems: []\n")
+    workloads.write_text("apiVersion: v1\nkind: List\nitems: []\n")
+    assert main(["plan", "--nodes", str(nodes), "--workloads", str(workloads)]) == 0
+    (written,) = (tmp_path / "cache" / "orca").iterdir()
+    assert written.stat().st_size > 0
+    assert celparser.CELParser.CEL_PARSER is not None

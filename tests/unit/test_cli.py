@@ -3,6 +3,8 @@ Workload resource the way that cannot collide (``orcawl``, ``workloads.orca.clou
 
 from __future__ import annotations
 
+import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,55 @@ def test_the_exit_code_is_the_commands(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(version_command, "run", lambda args: 7)
     assert main(["version"]) == 7
+
+
+def _cells(row: str) -> list[str]:
+    """A Markdown table row's cells: split at the pipes that are not escaped, unescaped."""
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+
+
+def test_the_reference_says_what_help_says_one_cell_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each command's line and each option's help as argparse prints them (``%(prog)s`` and
+    ``%(default)s`` filled in as ``--help`` fills them), a ``|`` in them kept in its cell, and
+    an option without help an empty cell, on a parser made for it."""
+    from controller.cli import reference
+
+    made: list[argparse.ArgumentParser] = []
+
+    def build_parser() -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser(prog="orca")
+        sub = parser.add_subparsers(metavar="COMMAND")
+        tool = sub.add_parser("tool", help="what %(prog)s's tool | does")
+        tool.add_argument("--level", default=3, help="of %(prog)s: %(default)s | or off")
+        tool.add_argument("--quiet", action="store_true")
+        made[:] = [parser, tool]
+        return parser
+
+    monkeypatch.setattr(reference, "build_parser", build_parser)
+    page = reference.cli_reference().splitlines()
+    parser, tool = made
+    # what `orca --help` and `orca tool --help` print, their wrapping undone
+    top, own = (" ".join(p.format_help().split()) for p in (parser, tool))
+    rows = [_cells(line) for line in page if line.startswith("| ")]
+    (command,) = [r for r in rows if r[0] == "[`orca tool`](#orca-tool)"]
+    assert command[1] == "what orca's tool | does" and command[1] in top
+    (level,) = [r for r in rows if r[0] == "`--level LEVEL`"]
+    assert level[1] == "of orca tool: 3 | or off" and level[1] in own
+    (quiet,) = [r for r in rows if r[0] == "`--quiet`"]
+    assert quiet[1] == ""
+    assert all(len(r) == 2 for r in rows), rows
+
+
+def test_each_command_in_the_references_index_links_to_its_section() -> None:
+    """The links of the commands' table lead to their headings as GitHub and mkdocs name a
+    heading's anchor: lower case, the punctuation but ``-`` and ``_`` dropped, each blank a
+    ``-``."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md").read_text()
+    anchors = {
+        re.sub(r"[^\w\- ]", "", line.removeprefix("## ").lower()).replace(" ", "-")
+        for line in page.splitlines()
+        if line.startswith("## ")
+    }
+    links = re.findall(r"^\| \[`[^`]+`\]\(#([^)]+)\) \|", page, flags=re.M)
+    assert len(links) == len(anchors) > 10  # every command, once
+    assert set(links) == anchors

@@ -132,3 +132,42 @@ def test_kubectl_complete_answers_in_cobras_format() -> None:
         "yaml",
     ]
     assert _plugin("zz") == [":0"]  # nothing starts so: no completion, the directive alone
+
+
+def test_a_completion_request_is_answered_by_orca_itself_from_its_parser(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the shell's script runs at a TAB (``orca`` with ``_ARGCOMPLETE`` and the line
+    typed so far), in-process: the answer is the commands that fit, and no command runs.
+    argcomplete's own exit and output (fd 8) are swapped for ones a test can read."""
+    import functools
+    import io
+
+    import argcomplete
+
+    from controller.cli import main
+
+    class Answered(Exception):
+        pass
+
+    def answered(_code: int = 0) -> None:
+        raise Answered
+
+    answer = io.StringIO()
+    monkeypatch.setattr(
+        argcomplete,
+        "autocomplete",
+        functools.partial(argcomplete.autocomplete, exit_method=answered, output_stream=answer),
+    )
+    line = "orca re"
+    for name, value in {
+        "_ARGCOMPLETE": "1",
+        "_ARGCOMPLETE_IFS": "\n",
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("sys.argv", ["/usr/local/bin/orca"])
+    with pytest.raises(Answered):
+        main(["version"])  # what a TAB never runs
+    assert answer.getvalue().split() == ["rebalance"]

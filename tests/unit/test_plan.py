@@ -460,3 +460,107 @@ def test_each_status_is_the_one_the_operator_would_write() -> None:
     assert status.observed_generation == 3
     assert (times["Ready"], times["Scheduled"], times["Audited"]) == (t0, now, t0)
     assert status.selector == "orca.cloudinit.dev/workload=web"
+
+
+def test_the_nodes_come_from_one_place_exactly(tmp_path: Path, orca: Orca) -> None:
+    """``--nodes FILE`` or ``--from-cluster``: neither or both is bad input, said in one line
+    on stderr (stdout stays empty for a script that reads it)."""
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a")])
+    workloads = write(tmp_path, "w.yaml", [wl("j", kind="Job")])
+    for where in ((), ("--nodes", nodes, "--from-cluster")):
+        code, out, err = orca("plan", *where, "--workloads", workloads)
+        assert (code, out) == (2, "")
+        assert err == "error: give exactly one of --nodes FILE and --from-cluster\n"
+
+
+@pytest.mark.parametrize(
+    "question", [("--drain", "a"), ()], ids=["a-what-if-from-files", "a-plan-of-the-cluster"]
+)
+def test_the_workloads_file_is_needed_but_for_a_question_to_the_cluster(
+    tmp_path: Path, orca: Orca, question: tuple[str, ...]
+) -> None:
+    """Only a what-if (or --resilience, --consolidate) asked of the cluster plans the
+    cluster's own Workloads; from files, and for a plain plan of the cluster, there is nothing
+    to plan without --workloads. Refused before anything is read: no cluster is asked."""
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a")])
+    where = ("--nodes", nodes) if question else ("--from-cluster", "--kubeconfig", tmp_path)
+    code, out, err = orca("plan", *where, *question)
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: --workloads FILE is needed (with --from-cluster and --drain, --add-nodes, "
+        "--resilience or --consolidate it may be left out: the cluster's Workloads are "
+        "planned)\n"
+    )
+
+
+def test_one_line_joins_lines_and_cuts_at_the_limit() -> None:
+    """Bad input is one line on stderr whatever the message quotes: its lines joined by a
+    blank, and at most ``limit`` characters, a cut one ending in "..." so it shows."""
+    from controller.cli.plan import MAX_ERROR_CHARS, one_line
+
+    assert one_line("in file.yaml\n  line 3\nbad") == "in file.yaml   line 3 bad"
+    whole = "x" * MAX_ERROR_CHARS
+    assert one_line(whole) == whole
+    cut = one_line("y" * 7 + whole)
+    assert len(cut) == MAX_ERROR_CHARS
+    assert cut == ("y" * 7 + whole)[: MAX_ERROR_CHARS - 3] + "..."
+    assert one_line("abcdefghij", limit=8) == "abcde..."
+
+
+def _values(obj: object) -> list[object]:
+    """Every value in a JSON document, nested ones included."""
+    if isinstance(obj, dict):
+        return [v for value in obj.values() for v in [value, *_values(value)]]
+    if isinstance(obj, list):
+        return [v for value in obj for v in [value, *_values(value)]]
+    return []
+
+
+def test_json_results_leave_out_the_fields_with_nothing_to_say(tmp_path: Path, orca: Orca) -> None:
+    """No ``null`` for a script to step around: a status field with nothing to say is left
+    out, as in the status the operator writes (``status_body``), so a Workload whose manifest
+    has no ``metadata.generation`` has no observedGeneration."""
+    nodes = write(tmp_path, "nodes.yaml", [node_object("a")])
+    workloads = write(tmp_path, "w.yaml", [wl("web", kind="Service", count=1)])
+    code, out, _ = orca("plan", "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    assert code == 0
+    (result,) = json.loads(out)["results"]
+    assert result["placed"] == 1
+    assert "observedGeneration" not in result  # the manifest has no metadata.generation
+    assert None not in _values(result), result
+
+
+def test_the_nodes_column_names_six_nodes_then_how_many_more(tmp_path: Path, orca: Orca) -> None:
+    """A table row stays readable for a large Workload: its first nodes (six) and how many
+    placements it leaves out (``-o json`` lists them all); a Workload placed nowhere shows
+    ``-`` there, as kubectl shows an empty column."""
+    from controller.cli.plan import MAX_NODES_SHOWN
+
+    names = [f"n{i:02}" for i in range(MAX_NODES_SHOWN + 3)]
+    nodes = write(tmp_path, "nodes.yaml", [node_object(n) for n in names])
+    workloads = write(
+        tmp_path,
+        "w.yaml",
+        [
+            wl("six", kind="Service", count=MAX_NODES_SHOWN, resources={"cpu": "10m"}),
+            wl("nine", kind="Service", count=len(names), resources={"cpu": "10m"}),
+            wl("huge", kind="Job", resources={"cpu": "64"}),
+        ],
+    )
+    code, out, _ = orca("plan", "--nodes", nodes, "--workloads", workloads)
+    assert code == 1  # huge fits nowhere
+    _, js, _ = orca("plan", "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    placed = {
+        r["workload"]: [p["node"] for p in r["placements"]] for r in json.loads(js)["results"]
+    }
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    # WORKLOAD KIND PLACED PHASE NODES..., each node as name(score)
+    six = [cell.split("(")[0] for cell in rows["shop/six"][4:]]
+    assert six == placed["shop/six"]  # all of them: nothing to add
+    nine = rows["shop/nine"][4:]
+    assert [cell.split("(")[0] for cell in nine[:MAX_NODES_SHOWN]] == placed["shop/nine"][
+        :MAX_NODES_SHOWN
+    ]
+    assert nine[MAX_NODES_SHOWN:] == [f"+{len(names) - MAX_NODES_SHOWN}", "more"]
+    assert rows["shop/huge"][4] == "-"
+    assert rows["shop/huge"][5:7] == [f"0/{len(names)}", "nodes"]  # the reason follows

@@ -290,3 +290,20 @@ def test_only_the_selected_nodes_may_go(tmp_path: Path, orca: Orca) -> None:
         ("shop/jq-0", "p"),
         ("shop/jr-0", "p"),
     ]
+
+
+@pytest.mark.parametrize("question", [("--resilience", ZONE), ("--consolidate",)])
+def test_timings_of_a_question_are_one_line_on_stderr(
+    tmp_path: Path, orca: Orca, question: tuple[str, ...]
+) -> None:
+    """``--timings`` (start-up, reading each file, planning, output) holds for these
+    questions too: one line on stderr, its phases in order; there is no first decision to
+    time (no plan of the files is made), and the answer on stdout is the same without it."""
+    nodes, fresh = a_cluster(tmp_path)
+    code, out, err = plan(orca, nodes, fresh, *question, "--timings")
+    assert plan(orca, nodes, fresh, *question) == (code, out, "")
+    (line,) = err.splitlines()
+    assert line.startswith("orca plan: timings: ")
+    items = line.removeprefix("orca plan: timings: ").split(", ")
+    names = [item.rsplit(" ", 2)[0] for item in items]
+    assert names == ["start-up", "nodes", "workloads", "planning", "output", "total"]

@@ -137,3 +137,28 @@ def test_the_process_age_is_read_from_proc_even_when_its_name_holds_a_parenthesi
     assert age is not None
     assert time.monotonic() - MODULE_IMPORTED <= age
     assert elapsed - 2 <= age <= elapsed + 2
+
+
+def test_points_count_from_the_process_start_or_without_proc_from_the_import(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``first decision`` is a point in time since the process started, as /proc tells it;
+    where /proc cannot tell, since ``controller.cli.timings`` was imported (a floor that the
+    imports before it leave out)."""
+    from controller.cli import timings
+
+    hour = 3600.0  # a process an hour old: far more than any run of this test
+    monkeypatch.setattr(timings, "_process_age", lambda: hour)
+    timer = timings.PhaseTimer()
+    timer.point("first decision")
+    ((name, seconds),) = timer.items
+    assert name == "first decision"
+    assert hour <= seconds < hour + 60
+
+    monkeypatch.setattr(timings, "_process_age", lambda: None)
+    before = time.perf_counter() - timings._IMPORTED
+    timer = timings.PhaseTimer()
+    timer.point("first decision")
+    after = time.perf_counter() - timings._IMPORTED
+    ((_, seconds),) = timer.items
+    assert before <= seconds <= after

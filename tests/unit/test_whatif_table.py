@@ -8,6 +8,7 @@ table says them. Cells are compared with their padding collapsed: the column wid
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -306,3 +307,67 @@ def test_the_budgets_section_is_cut_at_fifty_rows_too(
     assert len(set(rows)) == len(rows) == 50
     assert all(row.startswith("shop/s") and row.endswith(" minAvailable 1 0 1") for row in rows)
     assert budgets[51:] == more
+
+
+def test_the_plan_table_has_a_row_for_each_workload_the_what_if_changes(
+    tmp_path: Path, orca: Orca
+) -> None:
+    # a1, b1: 4 cores; c1: 2; d1: 1, held by calm. web (1 core) on a1, batch (3 cores) on b1;
+    # urgent (priority 1000, 4 cores) waits. Draining a1: urgent, planned first, fits only
+    # where batch is and preempts it (it has victims, and moved nowhere); batch then finds
+    # no place (unplaced, preempted); web moves to c1. calm is untouched: no row.
+    nodes = [
+        zone_node("a1", "a"),
+        zone_node("b1", "b"),
+        zone_node("c1", "c", cpu="2"),
+        zone_node("d1", "d", cpu="1"),
+    ]
+    workloads = [
+        HIGH,
+        wl("web", placed={0: "a1"}, kind="Job", resources={"cpu": "1"}),
+        wl("batch", placed={0: "b1"}, kind="Job", resources={"cpu": "3"}),
+        wl("calm", placed={0: "d1"}, kind="Job", resources={"cpu": "1"}),
+        wl("urgent", kind="Job", resources={"cpu": "4"}, priorityClassName="high"),
+    ]
+    code, lines = table(
+        orca,
+        write(tmp_path, "nodes.yaml", nodes),
+        write(tmp_path, "workloads.yaml", workloads),
+        "--drain",
+        "a1",
+    )
+    assert code == 1  # batch finds no place
+    assert section(lines, "MOVED (1)") == ["REPLICA FROM TO NOTE", "shop/web-0 a1 c1"]
+    assert section(lines, "UNPLACED (1)")[1].startswith("shop/batch-0 b1 ")
+    plan_table = lines[: lines.index("")]  # the plan's table comes first
+    assert plan_table[0].split()[0] == "WORKLOAD"
+    assert sorted(row.split()[0] for row in plan_table[1:]) == [
+        "shop/batch",
+        "shop/urgent",
+        "shop/web",
+    ]
+
+
+def test_a_what_if_plans_at_the_given_time(tmp_path: Path, orca: Orca) -> None:
+    """``--now`` is the what-if's clock as it is the plan's: the conditions that change are
+    dated with it, so the same files and ``--now`` answer the same."""
+    nodes = [zone_node("a1", "a"), zone_node("b1", "b")]
+    workloads = [wl("web", placed={0: "a1"}, kind="Job", resources={"cpu": "1"})]
+    code, out, err = orca(
+        "plan",
+        "--nodes",
+        write(tmp_path, "nodes.yaml", nodes),
+        "--workloads",
+        write(tmp_path, "workloads.yaml", workloads),
+        "--drain",
+        "a1",
+        "--now",
+        NOW,
+        "-o",
+        "json",
+    )
+    assert (code, err) == (0, "")
+    (result,) = json.loads(out)["results"]
+    assert [p["node"] for p in result["placements"]] == ["b1"]
+    times = {c["type"]: c["lastTransitionTime"] for c in result["conditions"]}
+    assert times == {"Ready": NOW, "Scheduled": NOW}
