@@ -67,7 +67,8 @@ def zone_a(tmp_path: Path) -> tuple[Path, Path]:
 def documented(command: str) -> str:
     """What docs/workloads.md shows ``command`` printing (the console block it opens)."""
     text = (ROOT / "docs" / "workloads.md").read_text()
-    for block in re.findall(r"^```console\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+    blocks: list[str] = re.findall(r"^```console\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    for block in blocks:
         first, _, printed = block.partition("\n")
         if first == f"$ {command}":
             return printed
