@@ -129,11 +129,7 @@ def run(args: argparse.Namespace) -> int:
             if args.namespace or args.all_namespaces:
                 raise ValueError("-n and -A go with --from-cluster (a file plans all it holds)")
             nodes = load_nodes(Path(args.nodes))
-            workloads = load_workloads(Path(args.workloads))
-            keys = [w.key for w in workloads]
-            if len(set(keys)) != len(keys):
-                duplicate = next(k for k in keys if keys.count(k) > 1)
-                raise ManifestError(f"{args.workloads}: Workload {duplicate} appears twice")
+            workloads = load_workloads(Path(args.workloads))  # a name given twice: an error
             ledger = ledger_from_statuses(nodes, workloads)
             plan = rebalancer.plan(workloads, ledger, now=time.time())
     except (ValueError, ManifestError, ClusterError) as exc:

@@ -53,6 +53,10 @@ def test_help_says_what_orca_is_and_each_command_in_a_line(
     assert (
         "explain why a Workload is where it is, or why it is not placed (live cluster, read-only)"
     ) in out
+    assert (
+        "rebalance the rebalancer's plan: replica moves that would even out or pack the "
+        "cluster (dry run)"
+    ) in out
     assert "--version show program's version number and exit" in out
 
 

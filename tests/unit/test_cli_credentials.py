@@ -43,14 +43,21 @@ def test_an_unknown_context_is_one_line(tmp_path: Path, capsys: pytest.CaptureFi
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--from-cluster", "-n", "a", "-A"], "-n NS or -A"),
-        (["--nodes", "n.yaml", "--workloads", "w.yaml", "-n", "a"], "go with --from-cluster"),
+        (["--from-cluster", "-n", "a", "-A"], "give -n NS or -A, not both"),
+        (
+            ["--nodes", "n.yaml", "--workloads", "w.yaml", "-n", "a"],
+            "-n and -A go with --from-cluster (a file plans all it holds)",
+        ),
+        (
+            ["--nodes", "n.yaml", "--workloads", "w.yaml", "-A"],
+            "-n and -A go with --from-cluster (a file plans all it holds)",
+        ),
     ],
-    ids=["both", "with-files"],
+    ids=["both", "namespace-with-files", "all-with-files"],
 )
 def test_rebalance_namespace_flags_are_checked(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """One line naming both flags as the usage line does, before any file or cluster is read."""
     code = main(["rebalance", *args])
-    err = capsys.readouterr().err
-    assert code == 2 and message in err and err.count("\n") == 1, err
+    assert (code, capsys.readouterr().err) == (2, f"error: {message}\n")

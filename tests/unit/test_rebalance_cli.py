@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,9 @@ import pytest
 
 from tests.support.cli import Orca, write
 from tests.support.factories import node_object
+
+ROOT = Path(__file__).resolve().parents[2]
+ZONE = "topology.kubernetes.io/zone"
 
 
 def placed_service(name: str, nodes: list[str], rebalance: str = "Allowed") -> dict[str, Any]:
@@ -46,6 +50,48 @@ def drifted(tmp_path: Path) -> tuple[Path, Path]:
         placed_service("db", old, rebalance="Never"),
     ]
     return write(tmp_path, "nodes.yaml", nodes), write(tmp_path, "workloads.yaml", workloads)
+
+
+@pytest.fixture
+def zone_a(tmp_path: Path) -> tuple[Path, Path]:
+    """docs/workloads.md's example: four nodes of 4 cpu and 8Gi, two in zone a and two in
+    zone b, and shop/web's four replicas (1 cpu, 1Gi, maxSkew 1 over the zones) all in zone a."""
+    nodes = [node_object(name, labels={ZONE: name[0]}) for name in ("a-1", "a-2", "b-1", "b-2")]
+    web = placed_service("web", ["a-1", "a-2", "a-1", "a-2"])
+    web["spec"]["topologySpread"] = [
+        {"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}
+    ]
+    return write(tmp_path, "nodes.yaml", nodes), write(tmp_path, "workloads.yaml", [web])
+
+
+def documented(command: str) -> str:
+    """What docs/workloads.md shows ``command`` printing (the console block it opens)."""
+    text = (ROOT / "docs" / "workloads.md").read_text()
+    blocks: list[str] = re.findall(r"^```console\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    for block in blocks:
+        first, _, printed = block.partition("\n")
+        if first == f"$ {command}":
+            return printed
+    raise AssertionError(f"docs/workloads.md shows no `{command}`")
+
+
+def test_the_table_is_the_documented_one(zone_a: tuple[Path, Path], orca: Orca) -> None:
+    """Numbered from 1 in the order of the moves, each column under its heading, the objective
+    as the Event says it (``skew 4, utilisationStddev 0.1875``), the totals ``complete``."""
+    nodes, workloads = zone_a
+    code, out, err = orca("rebalance", "--nodes", nodes, "--workloads", workloads)
+    assert (code, err) == (0, "")
+    assert out == documented("orca rebalance --nodes nodes.yaml --workloads workloads.yaml")
+
+
+def test_the_json_is_the_documented_document(zone_a: tuple[Path, Path], orca: Orca) -> None:
+    """A script reads these keys (``totals.nodesFreed``, ``totals.overMaxSkew.after``...):
+    every key and figure as docs/workloads.md shows them for its example."""
+    nodes, workloads = zone_a
+    code, out, err = orca("rebalance", "--nodes", nodes, "--workloads", workloads, "-o", "json")
+    assert (code, err) == (0, "")
+    shown = documented("orca rebalance --nodes nodes.yaml --workloads workloads.yaml -o json")
+    assert json.loads(out) == json.loads(shown)
 
 
 def test_json_lists_the_moves_in_order_with_objectives_and_totals(
@@ -97,17 +143,23 @@ def test_no_moves_is_exit_0_and_says_so(tmp_path: Path, orca: Orca) -> None:
     assert code == 0 and json.loads(out)["moves"] == []
 
 
+#: The one line for a wrong choice of input, naming the flags as the usage line does.
+EITHER = "give either --nodes FILE and --workloads FILE, or --from-cluster"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        pytest.param(["--nodes", "{nodes}"], "give either --nodes", id="nodes-without-workloads"),
-        pytest.param(["--workloads", "{w}"], "give either --nodes", id="workloads-without-nodes"),
-        pytest.param([], "give either --nodes", id="nothing"),
+        pytest.param(["--nodes", "{nodes}"], EITHER, id="nodes-without-workloads"),
+        pytest.param(["--workloads", "{w}"], EITHER, id="workloads-without-nodes"),
+        pytest.param([], EITHER, id="nothing"),
         pytest.param(
             ["--nodes", "{nodes}", "--workloads", "{w}", "--from-cluster"],
-            "give either --nodes",
+            EITHER,
             id="files-and-cluster",
         ),
+        pytest.param(["--nodes", "{nodes}", "--from-cluster"], EITHER, id="nodes-and-cluster"),
+        pytest.param(["--workloads", "{w}", "--from-cluster"], EITHER, id="workloads-and-cluster"),
         pytest.param(
             ["--nodes", "{nodes}", "--workloads", "{w}", "--max-moves", "ten"],
             "--max-moves: 'ten' is not a whole number",
@@ -123,7 +175,9 @@ def test_no_moves_is_exit_0_and_says_so(tmp_path: Path, orca: Orca) -> None:
         ),
         pytest.param(["--nodes", "{nodes}", "--workloads", "{bad}"], "bad.yaml", id="bad-yaml"),
         pytest.param(
-            ["--nodes", "{nodes}", "--workloads", "{twice}"], "appears twice", id="duplicate"
+            ["--nodes", "{nodes}", "--workloads", "{twice}"],
+            "twice.yaml: document 3: Workload shop/web appears twice",
+            id="duplicate",
         ),
     ],
 )
@@ -140,7 +194,11 @@ def test_bad_input_is_one_line_and_exit_2(
         "w": workloads,
         "missing": tmp_path / "missing.yaml",
         "bad": write(tmp_path, "bad.yaml", "kind: [unclosed"),
-        "twice": write(tmp_path, "twice.yaml", [placed_service("web", ["old-0"])] * 2),
+        "twice": write(
+            tmp_path,
+            "twice.yaml",
+            [placed_service("api", ["old-0"]), *[placed_service("web", ["old-0"])] * 2],
+        ),
     }
     code, out, err = orca("rebalance", *[a.format(**paths) for a in args])
     assert code == 2 and out == ""
