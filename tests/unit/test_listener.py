@@ -701,3 +701,32 @@ def test_refusals_past_the_first_thousand_are_logged_at_the_thousand_and_first(
         "test: 1 connections with a request in hand: new ones refused (1)",
         "test: 1 connections with a request in hand: new ones refused (1001)",
     ]
+
+
+def test_a_listener_listens_on_its_address_only() -> None:
+    """``--metrics-bind-address 127.0.0.1`` (``make demo``): nothing is served on the machine's
+    other addresses. On Linux all of 127.0.0.0/8 is the loopback interface, so 127.0.0.2 stands
+    for another address of this machine; a listener on every address (0.0.0.0) answers there,
+    which shows the probe can reach one."""
+
+    async def reachable(host: str, port: int) -> bool:
+        try:
+            _, writer = await asyncio.open_connection(host, port)
+        except ConnectionRefusedError:
+            return False
+        writer.close()
+        return True
+
+    async def run() -> list[bool]:
+        seen: list[bool] = []
+        for address in ("127.0.0.1", "0.0.0.0"):
+            listener = Listener(app(), address, 0, None, Limits(connections=3))
+            await listener.start()
+            try:
+                port = listener.bound_port
+                seen += [await reachable("127.0.0.1", port), await reachable("127.0.0.2", port)]
+            finally:
+                await listener.stop()
+        return seen
+
+    assert asyncio.run(run()) == [True, False, True, True]
