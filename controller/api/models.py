@@ -467,7 +467,7 @@ def _check_resources(asked: dict[str, Any]) -> dict[str, Any]:
             f"asks for {len(asked)} resources; at most {names.MAX_RESOURCES} are allowed"
         )
     for name, value in asked.items():
-        problem = names.name_problem(name) if isinstance(name, str) else "is not a string"
+        problem = names.name_problem(name)
         if problem is not None:
             raise ValueError(f"resource {_shown_value(name)} {problem}")
         try:
