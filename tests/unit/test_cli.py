@@ -198,3 +198,18 @@ def test_each_command_in_the_references_index_links_to_its_section() -> None:
     links = re.findall(r"^\| \[`[^`]+`\]\(#([^)]+)\) \|", page, flags=re.M)
     assert len(links) == len(anchors) > 10  # every command, once
     assert set(links) == anchors
+
+
+def test_orca_run_help_puts_the_failure_domain_flags_under_their_own_heading(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # orca run has some fifty flags; the --resilience-* ones are read together, under a
+    # heading that says what they are about.
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "\nfailure domains:\n" in out
+    section = out.split("\nfailure domains:\n", 1)[1].split("\n\n", 1)[0]
+    flags = re.findall(r"^  (--[a-z-]+)", section, flags=re.M)
+    assert flags == ["--resilience-key", "--resilience-interval"]
