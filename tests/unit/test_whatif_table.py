@@ -34,6 +34,18 @@ def table(orca: Orca, nodes: Path, workloads: Path, *args: str) -> tuple[int, li
     return code, [" ".join(line.split()) for line in out.splitlines()]
 
 
+def planned(
+    orca: Orca, tmp_path: Path, nodes: list[Any], workloads: list[Any], *args: str
+) -> tuple[int, list[str]]:
+    """``table`` on these Nodes and Workloads, written to files first."""
+    return table(
+        orca,
+        write(tmp_path, "nodes.yaml", nodes),
+        write(tmp_path, "workloads.yaml", workloads),
+        *args,
+    )
+
+
 def section(lines: list[str], heading: str) -> list[str]:
     """The lines of the section that starts with ``heading`` (heading excluded), up to the
     blank line that ends it."""
@@ -61,13 +73,7 @@ def test_a_zone_drain_says_each_outcome_in_its_own_section(tmp_path: Path, orca:
         wl("big", placed={0: "d04"}, kind="Job", resources={"cpu": "4"}),
         wl("agent", placed={0: "d05", 1: "k1"}, kind="DaemonSet", resources={"cpu": "100m"}),
     ]
-    code, lines = table(
-        orca,
-        write(tmp_path, "nodes.yaml", nodes),
-        write(tmp_path, "workloads.yaml", workloads),
-        "--drain",
-        f"{ZONE}=a",
-    )
+    code, lines = planned(orca, tmp_path, nodes, workloads, "--drain", f"{ZONE}=a")
     assert code == 1  # some replica finds no place
     # Eleven drained nodes: the first ten by name, then how many more.
     names = ", ".join(f"d{i:02}" for i in range(1, 11))
@@ -101,13 +107,7 @@ def test_a_zone_drain_says_each_outcome_in_its_own_section(tmp_path: Path, orca:
 def test_ten_drained_nodes_are_all_named(tmp_path: Path, orca: Orca) -> None:
     nodes = [zone_node(f"d{i:02}", "a") for i in range(1, 11)] + [zone_node("k1", "b")]
     workloads = [wl("web", placed={0: "d01"}, kind="Job", resources={"cpu": "1"})]
-    code, lines = table(
-        orca,
-        write(tmp_path, "nodes.yaml", nodes),
-        write(tmp_path, "workloads.yaml", workloads),
-        "--drain",
-        f"{ZONE}=a",
-    )
+    code, lines = planned(orca, tmp_path, nodes, workloads, "--drain", f"{ZONE}=a")
     assert code == 0
     names = ", ".join(f"d{i:02}" for i in range(1, 11))
     assert f"DRAIN 10 node(s): {names}" in lines
@@ -133,13 +133,7 @@ def test_a_replica_moved_because_it_was_preempted_says_by_whom(tmp_path: Path, o
         ),
         wl("batch", placed={0: "b1"}, kind="Job", resources={"cpu": "2"}),
     ]
-    code, lines = table(
-        orca,
-        write(tmp_path, "nodes.yaml", nodes),
-        write(tmp_path, "workloads.yaml", workloads),
-        "--drain",
-        "a1",
-    )
+    code, lines = planned(orca, tmp_path, nodes, workloads, "--drain", "a1")
     assert code == 0
     assert "DRAIN 1 node(s): a1" in lines
     assert section(lines, "MOVED (2)") == [
@@ -155,13 +149,7 @@ def test_a_long_section_lists_fifty_rows_and_says_how_many_more(tmp_path: Path, 
     workloads = [
         wl(f"j{i:02}", placed={0: "d1"}, kind="Job", resources={"cpu": "1"}) for i in range(52)
     ]
-    code, lines = table(
-        orca,
-        write(tmp_path, "nodes.yaml", nodes),
-        write(tmp_path, "workloads.yaml", workloads),
-        "--drain",
-        "d1",
-    )
+    code, lines = planned(orca, tmp_path, nodes, workloads, "--drain", "d1")
     assert code == 0
     moved = section(lines, "MOVED (52)")
     assert moved[0] == "REPLICA FROM TO NOTE"
@@ -255,13 +243,7 @@ def test_every_long_section_is_cut_at_fifty_rows(
         wl(f"j{i:02}", placed={0: d}, kind="Job", resources={"cpu": "1"})
         for i, d in enumerate(drained[:jobs])
     ]
-    code, lines = table(
-        orca,
-        write(tmp_path, "nodes.yaml", nodes),
-        write(tmp_path, "workloads.yaml", [agent, *placed]),
-        "--drain",
-        f"{ZONE}=a",
-    )
+    code, lines = planned(orca, tmp_path, nodes, [agent, *placed], "--drain", f"{ZONE}=a")
     assert code == 1
     unplaced = section(lines, f"UNPLACED ({jobs - 1})")
     assert unplaced[0] == "REPLICA FROM REASON"
@@ -293,12 +275,8 @@ def test_the_budgets_section_is_cut_at_fifty_rows_too(
         )
         for i in range(services)
     ]
-    code, lines = table(
-        orca,
-        write(tmp_path, "nodes.yaml", [zone_node("d1", "a", cpu="64")]),
-        write(tmp_path, "workloads.yaml", workloads),
-        "--drain",
-        "d1",
+    code, lines = planned(
+        orca, tmp_path, [zone_node("d1", "a", cpu="64")], workloads, "--drain", "d1"
     )
     assert code == 1
     budgets = section(lines, f"BUDGETS: Workloads left below their budget ({services})")
@@ -329,13 +307,7 @@ def test_the_plan_table_has_a_row_for_each_workload_the_what_if_changes(
         wl("calm", placed={0: "d1"}, kind="Job", resources={"cpu": "1"}),
         wl("urgent", kind="Job", resources={"cpu": "4"}, priorityClassName="high"),
     ]
-    code, lines = table(
-        orca,
-        write(tmp_path, "nodes.yaml", nodes),
-        write(tmp_path, "workloads.yaml", workloads),
-        "--drain",
-        "a1",
-    )
+    code, lines = planned(orca, tmp_path, nodes, workloads, "--drain", "a1")
     assert code == 1  # batch finds no place
     assert section(lines, "MOVED (1)") == ["REPLICA FROM TO NOTE", "shop/web-0 a1 c1"]
     assert section(lines, "UNPLACED (1)")[1].startswith("shop/batch-0 b1 ")
