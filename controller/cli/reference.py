@@ -1,9 +1,9 @@
 """The command-line reference, as Markdown, generated from the ``orca`` argument parser
 (``docs/reference/cli.md``): the commands, each with its line in ``orca --help``, then each
 command's usage, description and options with their help and defaults, exactly what ``orca
-COMMAND --help`` says, laid out for reading. ``make docs``
-writes it (``python -m controller.cli.reference``) and a test fails when the checked-in page
-differs, so a flag added to a command is documented by being added.
+COMMAND --help`` says, laid out for reading. ``make docs`` writes it (``python -m
+controller.cli.reference``) and a test fails when the checked-in page differs, so a flag
+added to a command is documented by being added.
 """
 
 from __future__ import annotations
