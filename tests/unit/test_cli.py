@@ -12,6 +12,14 @@ import pytest
 from controller.cli import main
 
 
+def exit_of(args: list[str]) -> int | str | None:
+    """How ``orca ARGS`` ends when argparse ends it (``--help``, ``--version``, bad usage):
+    the code of its ``SystemExit``."""
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    return exited.value.code
+
+
 @pytest.mark.parametrize(
     ("argv0", "usage"),
     [
@@ -23,14 +31,11 @@ def test_help_names_the_command_as_called_and_the_resource(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv0: str, usage: str
 ) -> None:
     monkeypatch.setattr("sys.argv", [argv0])
-    with pytest.raises(SystemExit) as exited:
-        main(["--help"])
-    assert exited.value.code == 0
+    assert exit_of(["--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(usage)
     assert "kubectl get orcawl -A" in out
-    with pytest.raises(SystemExit):
-        main(["explain", "--help"])
+    assert exit_of(["explain", "--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(usage + "explain")
     assert "kubectl get orcawl -n NS" in out
@@ -40,9 +45,7 @@ def test_help_says_what_orca_is_and_each_command_in_a_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr("sys.argv", ["/usr/local/bin/orca"])
-    with pytest.raises(SystemExit) as exited:
-        main(["--help"])
-    assert exited.value.code == 0
+    assert exit_of(["--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps at the terminal's width
     assert out.startswith("usage: orca [-h] [--version] COMMAND ...")
     assert (
@@ -66,13 +69,9 @@ def test_version_and_a_missing_command(
     from controller.version import version_line
 
     monkeypatch.setattr("sys.argv", ["/usr/local/bin/orca"])
-    with pytest.raises(SystemExit) as exited:
-        main(["--version"])
-    assert exited.value.code == 0
+    assert exit_of(["--version"]) == 0
     assert capsys.readouterr().out == version_line() + "\n"
-    with pytest.raises(SystemExit) as exited:
-        main([])
-    assert exited.value.code == 2
+    assert exit_of([]) == 2
     err = capsys.readouterr().err
     assert err.endswith("error: the following arguments are required: COMMAND\n"), err
 
@@ -205,9 +204,7 @@ def test_orca_run_help_puts_the_failure_domain_flags_under_their_own_heading(
 ) -> None:
     # orca run has some fifty flags; the --resilience-* ones are read together, under a
     # heading that says what they are about.
-    with pytest.raises(SystemExit) as done:
-        main(["run", "--help"])
-    assert done.value.code == 0
+    assert exit_of(["run", "--help"]) == 0
     out = capsys.readouterr().out
     assert "\nfailure domains:\n" in out
     section = out.split("\nfailure domains:\n", 1)[1].split("\n\n", 1)[0]

@@ -19,6 +19,7 @@ from controller.scheduler.priority import PriorityClass, PriorityClasses
 from tests.support.cli import Orca, write
 from tests.support.factories import node, node_object, workload
 from tests.support.factories import workload_obj as wl
+from tests.unit.test_status_body import nulls
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -507,15 +508,6 @@ def test_one_line_joins_lines_and_cuts_at_the_limit() -> None:
     assert one_line("abcdefghij", limit=8) == "abcde..."
 
 
-def _values(obj: object) -> list[object]:
-    """Every value in a JSON document, nested ones included."""
-    if isinstance(obj, dict):
-        return [v for value in obj.values() for v in [value, *_values(value)]]
-    if isinstance(obj, list):
-        return [v for value in obj for v in [value, *_values(value)]]
-    return []
-
-
 def test_json_results_leave_out_the_fields_with_nothing_to_say(tmp_path: Path, orca: Orca) -> None:
     """No ``null`` for a script to step around: a status field with nothing to say is left
     out, as in the status the operator writes (``status_body``), so a Workload whose manifest
@@ -527,7 +519,7 @@ def test_json_results_leave_out_the_fields_with_nothing_to_say(tmp_path: Path, o
     (result,) = json.loads(out)["results"]
     assert result["placed"] == 1
     assert "observedGeneration" not in result  # the manifest has no metadata.generation
-    assert None not in _values(result), result
+    assert nulls(result, "result") == []
 
 
 def test_the_nodes_column_names_six_nodes_then_how_many_more(tmp_path: Path, orca: Orca) -> None:
