@@ -49,10 +49,17 @@ def archive_name(version: str) -> str:
 def build_executable(wheels: Iterable[Path], out: Path) -> Path:
     """A PEX of ``wheels`` alone (no resolution: they are the lock), running ``kubectl-orca``
     (orca's entry point) in a virtualenv it makes on first run (later starts take what
-    ``orca`` takes), with the first ``python3.11`` on PATH."""
+    ``orca`` takes), with the first ``python3.11`` on PATH.
+
+    The build resolves for this interpreter alone (``--python-path`` its directory): given
+    ``--python`` and the constraint, pex resolves once per matching interpreter it finds on
+    PATH, and two of the same version (a virtualenv's and pyenv's 3.11.7) ran two ``pip
+    download`` runs into one directory at once, one reading a wheel the other was still copying
+    (``BadZipFile``, now and then)."""
     command = [
         sys.executable, "-m", "pex", "--intransitive", "--no-pypi",
-        "--python", sys.executable, "--interpreter-constraint", "CPython==3.11.*",
+        "--python-path", str(Path(sys.executable).parent),
+        "--interpreter-constraint", "CPython==3.11.*",
         "--entry-point", "controller.cli:main", "--venv", "--sh-boot",
         "--python-shebang", f"/usr/bin/env {INTERPRETER}",
         "-o", str(out), *map(str, wheels),

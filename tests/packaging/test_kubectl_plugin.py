@@ -8,11 +8,15 @@ completion asks it; ``SHA256SUMS`` read back by ``sha256sum -c``."""
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,6 +92,29 @@ def test_krew_installs_the_released_plugin_and_kubectl_runs_it(
     assert (ran.returncode, ran.stdout.strip()) == (0, f"orca {version()}"), ran.stderr
     usage = _run(env, "kubectl", "orca", "plan", "--help")
     assert usage.stdout.startswith("usage: kubectl orca plan"), usage.stdout[:200]
+
+
+def _project(name: str) -> str:
+    """A project's name as a lock line and a wheel's file name both reduce to."""
+    return name.strip().lower().replace("_", "-")
+
+
+def test_the_plugin_runs_only_on_the_locks_interpreter(released: tuple[Path, Path, Path]) -> None:
+    """The PEX carries the lock's interpreter constraint (its wheels are CPython 3.11's), and
+    each locked wheel once: the build resolved for one interpreter."""
+    archive, _, _ = released
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile(plugin.BIN)
+        assert member is not None
+        executable = io.BytesIO(member.read())
+    with zipfile.ZipFile(executable) as pex:
+        info = json.loads(pex.read("PEX-INFO"))
+    assert info["interpreter_constraints"] == ["CPython==3.11.*"]
+    locked = (REPO_ROOT / "requirements.lock").read_text().splitlines()
+    pins = {_project(line.split("==")[0]) for line in locked if "==" in line}
+    wheels = {_project(name.split("-")[0]) for name in info["distributions"]}
+    assert wheels == pins | {"orca-controller"}
+    assert len(info["distributions"]) == len(wheels)
 
 
 def test_krew_refuses_an_archive_whose_sha256_is_not_the_manifests(
