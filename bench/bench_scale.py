@@ -426,7 +426,8 @@ async def orca_run(
                 api, side, count, functools.partial(OrcaProcess, plane, workdir, pod, spy), args
             )
             orca.stop()
-            orca = OrcaProcess(plane, workdir, pod)
+            spy = args.py_spy.with_suffix(f".{count}.restart.txt") if args.py_spy else None
+            orca = OrcaProcess(plane, workdir, pod, spy)
             try:
                 size.restart = await restart(orca, count, args)
                 again = size.restart
@@ -574,7 +575,8 @@ def main(argv: list[str] | None = None) -> int:
         "--py-spy",
         type=Path,
         metavar="FILE",
-        help="profile orca's backlogs with py-spy: FILE.<count>.txt, collapsed stacks",
+        help="profile orca with py-spy (collapsed stacks): each backlog into FILE.<count>.txt, "
+        "each restart and its rest after into FILE.<count>.restart.txt",
     )
     args = parser.parse_args(argv)
     if args.lease_seconds is None:
