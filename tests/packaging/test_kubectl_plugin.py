@@ -100,8 +100,9 @@ def _project(name: str) -> str:
 
 
 def test_the_plugin_runs_only_on_the_locks_interpreter(released: tuple[Path, Path, Path]) -> None:
-    """The PEX carries the lock's interpreter constraint (its wheels are CPython 3.11's), and
-    each locked wheel once: the build resolved for one interpreter."""
+    """The PEX carries the lock's interpreter constraint (its wheels are CPython 3.11's),
+    although the build now names only the directory of its interpreter, and every locked
+    wheel once, with orca's own."""
     archive, _, _ = released
     with tarfile.open(archive) as tar:
         member = tar.extractfile(plugin.BIN)
