@@ -22,11 +22,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.utils import parse_wheel_filename
 
 from controller.devcluster.binaries import find_bin_dir
 from controller.imagebuild import plugin
 from controller.version import version
 from tests.packaging.dockerfile import REPO_ROOT
+from tests.packaging.test_lock import pins
 
 # The plugin is a PEX of every locked wheel (the first build downloads them).
 pytestmark = pytest.mark.timeout(1200)
@@ -94,11 +96,6 @@ def test_krew_installs_the_released_plugin_and_kubectl_runs_it(
     assert usage.stdout.startswith("usage: kubectl orca plan"), usage.stdout[:200]
 
 
-def _project(name: str) -> str:
-    """A project's name as a lock line and a wheel's file name both reduce to."""
-    return name.strip().lower().replace("_", "-")
-
-
 def test_the_plugin_runs_only_on_the_locks_interpreter(released: tuple[Path, Path, Path]) -> None:
     """The PEX carries the lock's interpreter constraint (its wheels are CPython 3.11's),
     although the build now names only the directory of its interpreter, and every locked
@@ -111,11 +108,13 @@ def test_the_plugin_runs_only_on_the_locks_interpreter(released: tuple[Path, Pat
     with zipfile.ZipFile(executable) as pex:
         info = json.loads(pex.read("PEX-INFO"))
     assert info["interpreter_constraints"] == ["CPython==3.11.*"]
-    locked = (REPO_ROOT / "requirements.lock").read_text().splitlines()
-    pins = {_project(line.split("==")[0]) for line in locked if "==" in line}
-    wheels = {_project(name.split("-")[0]) for name in info["distributions"]}
-    assert wheels == pins | {"orca-controller"}
-    assert len(info["distributions"]) == len(wheels)
+    wheels = [parse_wheel_filename(name)[:2] for name in info["distributions"]]
+    locked = {name: version for name, (version, _) in pins(REPO_ROOT / "requirements.lock").items()}
+    assert {str(name): str(release) for name, release in wheels} == {
+        **locked,
+        "orca-controller": version(),
+    }
+    assert len(wheels) == len(locked) + 1
 
 
 def test_krew_refuses_an_archive_whose_sha256_is_not_the_manifests(
