@@ -426,6 +426,56 @@ def test_a_list_is_asked_for_page_by_page_and_handed_on_whole() -> None:
     ]
 
 
+def test_the_next_page_is_asked_for_while_this_one_is_handed_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While the objects of page n are handed on, the request for page n+1 has already
+    reached the API server, so it serves that page while orca reads this one (asked for one
+    after the other, each side waited for the other). Here every object is a turn of the
+    event loop (``LIST_TURN`` 1), and by each page's last object the next page was asked for.
+    A failure while a page is handed on leaves no request of the next page running."""
+    monkeypatch.setattr(kube, "LIST_TURN", 1)
+    size, pages = 20, 3
+    items = [{"metadata": {"name": f"n{i}"}} for i in range(size * pages)]
+    queries: list[dict[str, str]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        queries.append(dict(request.query))
+        start = int(request.query.get("continue", "0"))
+        end = start + int(request.query["limit"])
+        metadata = {"resourceVersion": "7"} | ({"continue": str(end)} if end < len(items) else {})
+        return web.json_response({"items": items[start:end], "metadata": metadata})
+
+    def qualname(coroutine: Any) -> str:
+        return str(getattr(coroutine, "__qualname__", ""))
+
+    async def scenario() -> tuple[list[int], int, int]:
+        asked: list[int] = []  # requests the server had seen as each object was handed on
+        async with RawServer(handle) as served:
+            configuration = k8s_client.Configuration()
+            configuration.host = served.host
+            async with KubeApi(configuration) as api:
+                await api.list_objects(NODES, lambda _: asked.append(len(queries)), page=size)
+
+                def broken(obj: dict[str, Any]) -> None:
+                    if obj["metadata"]["name"] == "n0":
+                        raise RuntimeError("a bug in the handler")
+
+                before = len(queries)
+                with pytest.raises(RuntimeError):
+                    await api.list_objects(NODES, broken, page=size)
+                await asyncio.sleep(0)  # the cancelled request's task ends
+                requests = [
+                    task for task in asyncio.all_tasks() if "KubeApi" in qualname(task.get_coro())
+                ]
+        return asked, len(queries) - before, len(requests)
+
+    asked, after_failure, requests = asyncio.run(scenario())
+    assert len(asked) == size * pages
+    assert [asked[size * n - 1] for n in range(1, pages + 1)] == [2, 3, 3]
+    assert after_failure <= 2 and requests == 0
+
+
 def test_a_401_on_a_watch_loads_the_credentials_again_and_watches_with_them() -> None:
     async def scenario(server: FakeApiServer) -> None:
         server.put("nodes", {"metadata": {"name": "a"}})

@@ -61,6 +61,8 @@ METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 NO_FIELD_VALIDATION = "?fieldValidation=Ignore"
 #: Objects per page of a LIST (``KubeApi.list_objects``).
 LIST_PAGE = 500
+#: Objects of a listed page handed on between two turns of the event loop (``list_objects``).
+LIST_TURN = 100
 #: Seconds a session replaced after a 401 lives on for the requests it carries (their
 #: timeout is 30 s).
 RETIRED_SESSION_GRACE = 35.0
@@ -445,18 +447,33 @@ class KubeApi:
         ``managedFields`` (nothing in orca reads them, and they are a third to a half of a
         Workload with a status); returns the list's resourceVersion. Each page is handed on as
         it arrives: the whole list never sits in memory at once (10,000 Workloads as dicts
-        were the operator's peak of memory)."""
+        were the operator's peak of memory).
+
+        The next page is asked for before this one is handed on, and the event loop gets a
+        turn every ``LIST_TURN`` objects, so that the API server serves page n+1 while orca
+        reads page n. Asked for one after the other, the two took turns: at 5,000 Nodes and
+        30,000 Workloads orca's own CPU was about 3 s of the 7.9 s its listing took."""
         params = {"limit": str(page)}
-        while True:
-            answer = await self.request("GET", path, params=params)
-            for obj in answer.get("items") or []:
-                (obj.get("metadata") or {}).pop("managedFields", None)
-                each(obj)
-            metadata = answer.get("metadata") or {}
-            if not metadata.get("continue"):
-                version: str | None = metadata.get("resourceVersion")
-                return version
-            params = {"limit": str(page), "continue": metadata["continue"]}
+        pending = asyncio.ensure_future(self.request("GET", path, params=params))
+        try:
+            while True:
+                answer = await pending
+                metadata = answer.get("metadata") or {}
+                token = metadata.get("continue")
+                if token:
+                    params = {"limit": str(page), "continue": token}
+                    pending = asyncio.ensure_future(self.request("GET", path, params=params))
+                for index, obj in enumerate(answer.get("items") or []):
+                    if index % LIST_TURN == 0:
+                        await asyncio.sleep(0)  # the next page's request sent, its answer read
+                    (obj.get("metadata") or {}).pop("managedFields", None)
+                    each(obj)
+                if not token:
+                    version: str | None = metadata.get("resourceVersion")
+                    return version
+        finally:
+            if not pending.done():
+                pending.cancel()  # ``each`` raised, or the listing was cancelled
 
     async def watch(
         self, path: str, version: str | None, timeout: int
