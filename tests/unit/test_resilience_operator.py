@@ -6,6 +6,7 @@ living cluster, scraped by a real Prometheus: tests/integration/test_prometheus.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Generator, Iterator
 from typing import cast
 
@@ -105,6 +106,35 @@ def test_nodes_without_the_label_are_a_domain_of_their_own() -> None:
     state.upsert_workload(job("x", cpu="1", node="loose"))
     asyncio.run(resilience(state).refresh())
     assert gauges()[("orca_failure_domain_unplaceable_replicas", ZONE, "<none>")] == 1.0
+
+
+def kept_between_answers(loop: ResilienceLoop) -> int:
+    """How many objects the loop keeps reachable from what it holds between two answers (its
+    last answer and the fingerprint of the cluster it answered for)."""
+    seen: set[int] = set()
+    todo: list[object] = [loop.answered, loop._seen]
+    while todo:
+        obj = todo.pop()
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            todo.extend(gc.get_referents(obj))
+    return len(seen)
+
+
+def test_what_it_keeps_between_answers_does_not_grow_with_the_workloads() -> None:
+    """Its answers' decisions (a status for each Workload a domain's loss plans) are let go
+    once the gauges are read: 1.6 KiB per stored Workload, kept until the next answer."""
+    kept = []
+    for count in (2, 40):
+        state = ClusterState()
+        zoned(state)
+        for i in range(count):
+            state.upsert_workload(job(f"small-{i}", cpu="10m", node=("a1", "b1", "b2")[i % 3]))
+        loop = resilience(state)
+        answered = asyncio.run(loop.refresh())
+        assert answered is not None and len(answered.domains) == 2
+        kept.append(kept_between_answers(loop))
+    assert kept[0] == kept[1]
 
 
 def test_it_is_off_at_zero_and_its_flags_are_checked_in_one_line(
