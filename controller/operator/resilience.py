@@ -44,6 +44,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
+from controller.operator import heap
 from controller.operator.priorities import PriorityIndex
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
@@ -162,6 +163,7 @@ class ResilienceLoop:
         if seen == self._seen:
             return None
         answered = await self.answer()
+        heap.give_back()  # what the answer's plans freed (``heap``)
         self._seen = seen
         self.answered = answered
         metrics.FAILURE_DOMAINS.publish(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import types
 from collections.abc import Generator, Iterator
 from typing import cast
 
@@ -15,6 +16,7 @@ from prometheus_client import REGISTRY
 
 from controller.cli import build_parser
 from controller.cli.run import run
+from controller.operator import heap
 from controller.operator.app import Operator
 from controller.operator.kube import KubeApi
 from controller.operator.resilience import SLICE, ResilienceLoop, _Pacer
@@ -109,16 +111,21 @@ def test_nodes_without_the_label_are_a_domain_of_their_own() -> None:
 
 
 def kept_between_answers(loop: ResilienceLoop) -> int:
-    """How many objects the loop keeps reachable from what it holds between two answers (its
-    last answer and the fingerprint of the cluster it answered for)."""
+    """How many containers (scalars are counted by value) the loop keeps reachable from what
+    it holds between two answers (its last answer and the fingerprint of the cluster it
+    answered for), the classes and modules they lead to not followed (they lead to
+    everything the process has loaded)."""
     seen: set[int] = set()
+    containers = 0
     todo: list[object] = [loop.answered, loop._seen]
     while todo:
         obj = todo.pop()
         if id(obj) not in seen:
             seen.add(id(obj))
-            todo.extend(gc.get_referents(obj))
-    return len(seen)
+            if not isinstance(obj, type | types.ModuleType):
+                todo.extend(gc.get_referents(obj))
+                containers += gc.is_tracked(obj)
+    return containers
 
 
 def test_what_it_keeps_between_answers_does_not_grow_with_the_workloads() -> None:
@@ -135,6 +142,23 @@ def test_what_it_keeps_between_answers_does_not_grow_with_the_workloads() -> Non
         assert answered is not None and len(answered.domains) == 2
         kept.append(kept_between_answers(loop))
     assert kept[0] == kept[1]
+
+
+def test_what_an_answer_freed_is_given_back_to_the_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[int] = []
+
+    def trim(pad: int) -> int:
+        trims.append(pad)
+        return 1
+
+    monkeypatch.setattr(heap, "_TRIM", trim)
+    state = ClusterState()
+    zoned(state)
+    loop = resilience(state)
+    assert asyncio.run(loop.refresh()) is not None
+    assert trims == [0]
+    assert asyncio.run(loop.refresh()) is None  # nothing changed, nothing answered or freed
+    assert trims == [0]
 
 
 def test_it_is_off_at_zero_and_its_flags_are_checked_in_one_line(
