@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import types
+import weakref
 from collections.abc import Generator, Iterator
 from typing import cast
 
@@ -23,6 +24,8 @@ from controller.operator.resilience import SLICE, ResilienceLoop, _Pacer
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
 from controller.operator.workqueue import WorkQueue
+from controller.scheduler.resilience import DomainLoss
+from controller.scheduler.whatif import Answer
 from tests.support.factories import job, node_object
 
 ZONE = "topology.kubernetes.io/zone"
@@ -142,6 +145,29 @@ def test_what_it_keeps_between_answers_does_not_grow_with_the_workloads() -> Non
         assert answered is not None and len(answered.domains) == 2
         kept.append(kept_between_answers(loop))
     assert kept[0] == kept[1]
+
+
+def test_each_domains_answer_is_let_go_before_the_next_domain_is_planned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only one domain's decisions are alive at a time: the answer's peak of memory."""
+    answers: list[weakref.ref[Answer]] = []
+    alive_when_planned: list[int] = []
+    steps = DomainLoss.steps
+
+    def watched(loss: DomainLoss, drain: frozenset[str]) -> Generator[object, None, Answer]:
+        gc.collect()
+        alive_when_planned.append(sum(ref() is not None for ref in answers))
+        answer = yield from steps(loss, drain)
+        answers.append(weakref.ref(answer))
+        return answer
+
+    monkeypatch.setattr(DomainLoss, "steps", watched)
+    state = ClusterState()
+    zoned(state)
+    state.upsert_node(node_object("c1", cpu="4", labels={ZONE: "c"}))
+    assert asyncio.run(resilience(state).refresh()) is not None
+    assert alive_when_planned == [0, 0, 0]
 
 
 def test_what_an_answer_freed_is_given_back_to_the_system(monkeypatch: pytest.MonkeyPatch) -> None:
