@@ -12,7 +12,8 @@ the node table's version and every Workload's resourceVersion)::
                PriorityClasses as they are now (copies and immutable values: the loop goes
                on changing the live ones)
     answer     one ``DomainLoss`` over the snapshot (``orca plan --resilience``'s what-if,
-               exact and incremental), a step at a time: a step is one decision
+               exact and incremental), a step at a time: a step is one decision, counted
+               and let go (``DomainLoss.figure_steps``: what the gauges read, no status)
     export     the gauges, replaced as a whole (a domain that went has no series)
 
 Between answers it keeps what the gauges and the log read of each domain (``DomainFigures``),
@@ -52,8 +53,9 @@ from controller.operator.workqueue import WorkQueue
 from controller.scheduler.plugins.taints import DefaultTolerations
 from controller.scheduler.resilience import (
     ZONE_KEY,
-    DomainAnswer,
+    Domain,
     DomainLoss,
+    LossFigures,
     domains_of,
 )
 from controller.scheduler.status import rfc3339_now
@@ -74,8 +76,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class DomainFigures:
-    """What the gauges and the log read of one domain's loss (its ``DomainAnswer``, whose
-    results are let go once these are read)."""
+    """What the gauges and the log read of one domain's loss: its drain's answer counted
+    (``DomainLoss.figure_steps``, which keeps no decision past the step that makes it)."""
 
     domain: str
     unplaced: int  # replicas left without a place
@@ -83,9 +85,8 @@ class DomainFigures:
     settled: bool  # every replica has a place and no budget is broken
 
     @classmethod
-    def of(cls, answer: DomainAnswer) -> DomainFigures:
-        found = answer.answer
-        return cls(answer.domain.name, len(found.unplaced), found.displaced, found.settled)
+    def of(cls, domain: Domain, figures: LossFigures) -> DomainFigures:
+        return cls(domain.name, figures.unplaced, figures.displaced, figures.settled)
 
 
 @dataclass(frozen=True)
@@ -202,12 +203,10 @@ class ResilienceLoop:
         await pacer.drive(loss.settling())
         answers = []
         for domain in domains_of(self.key, table.nodes):
-            # Read, and let go before the next domain is planned: held in a variable, the
-            # last answer's decisions stayed alive while the next one's were made, two
-            # domains' worth at the answer's peak.
-            answers.append(
-                DomainFigures.of(DomainAnswer(domain, await pacer.drive(loss.steps(domain.nodes))))
-            )
+            # Counted as it is planned: the full answer (``loss.steps``) held every decided
+            # status of the domain until its end, 110 MB of the peak on 100,000 Workloads.
+            figures = await pacer.drive(loss.figure_steps(domain.nodes))
+            answers.append(DomainFigures.of(domain, figures))
         return Answered(self.key, tuple(answers), pacer.cpu, time.monotonic() - pacer.started)
 
 

@@ -15,6 +15,7 @@ from typing import cast
 import pytest
 from prometheus_client import REGISTRY
 
+from controller.api.models import Workload, WorkloadStatus
 from controller.cli import build_parser
 from controller.cli.run import run
 from controller.operator import heap
@@ -24,8 +25,7 @@ from controller.operator.resilience import SLICE, ResilienceLoop, _Pacer
 from controller.operator.state import ClusterState
 from controller.operator.telemetry import metrics
 from controller.operator.workqueue import WorkQueue
-from controller.scheduler.resilience import DomainLoss
-from controller.scheduler.whatif import Answer
+from controller.scheduler.plan import PlanResult, Turns
 from tests.support.factories import job, node_object
 
 ZONE = "topology.kubernetes.io/zone"
@@ -147,27 +147,38 @@ def test_what_it_keeps_between_answers_does_not_grow_with_the_workloads() -> Non
     assert kept[0] == kept[1]
 
 
-def test_each_domains_answer_is_let_go_before_the_next_domain_is_planned(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Only one domain's decisions are alive at a time: the answer's peak of memory."""
-    answers: list[weakref.ref[Answer]] = []
-    alive_when_planned: list[int] = []
-    steps = DomainLoss.steps
+def test_no_decided_status_outlives_the_step_that_made_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gauges read three figures of a domain: its answer keeps none of its decisions past
+    the step that made it (the full answer held them all to the domain's end, the answer's
+    peak of memory on 100,000 Workloads), and nothing of them once it is done."""
+    made: list[weakref.ref[WorkloadStatus]] = []
+    alive_when_deciding: list[int] = []
+    decide = Turns.decide
 
-    def watched(loss: DomainLoss, drain: frozenset[str]) -> Generator[object, None, Answer]:
+    def watched(turns: Turns, workload: Workload) -> PlanResult:
         gc.collect()
-        alive_when_planned.append(sum(ref() is not None for ref in answers))
-        answer = yield from steps(loss, drain)
-        answers.append(weakref.ref(answer))
-        return answer
+        alive_when_deciding.append(sum(ref() is not None for ref in made))
+        result = decide(turns, workload)
+        made.append(weakref.ref(result.status))
+        return result
 
-    monkeypatch.setattr(DomainLoss, "steps", watched)
+    monkeypatch.setattr(Turns, "decide", watched)
     state = ClusterState()
-    zoned(state)
-    state.upsert_node(node_object("c1", cpu="4", labels={ZONE: "c"}))
-    assert asyncio.run(resilience(state).refresh()) is not None
-    assert alive_when_planned == [0, 0, 0]
+    # Zone a: a1 and a2, four 1-core Jobs on them; zone b: b1, b2, with room for all four.
+    for name, zone in (("a1", "a"), ("a2", "a"), ("b1", "b"), ("b2", "b")):
+        state.upsert_node(node_object(name, cpu="4", labels={ZONE: zone}))
+    for i in range(4):
+        state.upsert_workload(job(f"x{i}", cpu="1", node=f"a{i % 2 + 1}"))
+    answered = asyncio.run(resilience(state).refresh())
+    assert answered is not None
+    assert [(d.domain, d.unplaced, d.displaced, d.settled) for d in answered.domains] == [
+        ("a", 0, 4, True),
+        ("b", 0, 0, True),
+    ]
+    assert len(made) == 4  # zone a's loss decided each Job again
+    assert max(alive_when_deciding) <= 1  # the step before's, until that step ends
+    gc.collect()
+    assert [ref() for ref in made] == [None] * len(made)
 
 
 def test_what_an_answer_freed_is_given_back_to_the_system(monkeypatch: pytest.MonkeyPatch) -> None:
