@@ -44,6 +44,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "bench_metrics",
             "bench_priorityclass_watch",
             "bench_state_memory",
+            "bench_restart_memory",
         ),
     ),
     (

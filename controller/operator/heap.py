@@ -1,4 +1,5 @@
-"""The collector's pace around the operator's initial LIST.
+"""The collector's pace around the operator's initial LIST, and the memory given back to the
+system after the operator's bursts of short-lived objects.
 
 The operator's heap is mostly its view of the cluster (Nodes, Workloads, the ledger), built
 once by the initial LIST and long-lived after. At the collector's default pace that build is
@@ -12,16 +13,47 @@ later are still freed by reference counting; only cyclic garbage among them is n
 collected. The view holds no cycles (``tests/unit/test_heap.py`` drops one and finds nothing
 left for the collector), and nothing that was garbage already is frozen, so what can stay is
 what was alive at start-up and dropped in a cycle later (its own tasks, at most).
+
+Memory freed is not given back by itself: Python passes every block over 512 bytes to the C
+library's ``malloc``, and glibc keeps what such blocks freed inside its heap, below the blocks
+still in use, for later allocations. The LIST's pages (decoded a page at a time) and the
+failure domains' answer (``resilience``: a plan of every Workload a domain's loss moves) are
+such bursts, and each left the resident set grown: at 5,000 Nodes and 30,000 Workloads the
+answer left 12 MB behind that ``malloc_trim`` gives back (``bench_restart_memory``).
+``give_back`` asks glibc to return its free pages to the system, after the view is built and
+after each answer; elsewhere (musl, macOS) it does nothing.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 YOUNG_THRESHOLD = 10_000
 """Allocations between young collections once the view is built (Python's default: 700)."""
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None where the C library has none."""
+    name = ctypes.util.find_library("c")
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):  # no C library by that name, or not glibc
+        return None
+    return trim
+
+
+_TRIM = _malloc_trim()
+
+
+def give_back() -> None:
+    """Return the C library's free pages to the system (``malloc_trim(0)``: every free page,
+    at the heap's top and between the blocks in use), where glibc is the C library."""
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 @contextmanager
@@ -38,6 +70,7 @@ def building_the_view() -> Iterator[None]:
     finally:
         gc.collect()
         gc.freeze()
+        give_back()
         _, older, oldest = gc.get_threshold()
         gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
         if enabled:

@@ -53,16 +53,19 @@ def expected(workload: Workload) -> int:
     return workload.spec.replicas
 
 
-def budget_of(workload: Workload, placed: int, *, gang: bool = True) -> Budget | None:
+def budget_of(
+    workload: Workload, placed: int, *, gang: bool = True, desired: int | None = None
+) -> Budget | None:
     """The budget of ``workload`` with ``placed`` replicas placed: its disruption budget, or
     (with ``gang``: what preemption and a drain ask; a move leaves the count as it is) a
-    gang's ``minCount``, the stricter of the two when it has both; None when it has none."""
+    gang's ``minCount``, the stricter of the two when it has both; None when it has none.
+    ``desired``, when given, is the count its percentages are of instead of ``expected``'s
+    (a DaemonSet's after a what-if's plan, which keeps no status for it)."""
     spec = workload.spec
     needs: list[tuple[int, str]] = []
     if spec.disruption is not None:
-        needs.append(
-            (spec.disruption.desired_healthy(expected(workload)), spec.disruption.describe())
-        )
+        of = expected(workload) if desired is None else desired
+        needs.append((spec.disruption.desired_healthy(of), spec.disruption.describe()))
     if gang and spec.gang is not None:
         needs.append((spec.gang.min_count, f"gang minCount {spec.gang.min_count}"))
     if not needs:

@@ -59,6 +59,7 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.api.models import Phase, Workload, WorkloadKind
+from controller.scheduler.budgets import budget_of
 from controller.scheduler.celexpr import CelCompileError, CelEvaluator
 from controller.scheduler.celexpr import compile_expression as compile_cel
 from controller.scheduler.decision import Decision
@@ -71,7 +72,7 @@ from controller.scheduler.framework import (
     ScorePlugin,
     Verdict,
 )
-from controller.scheduler.ledger import Ledger
+from controller.scheduler.ledger import Ledger, alloc_id
 from controller.scheduler.nodes import NodeInfo, NodeTable, label_key_problem, rfc3339_to_epoch
 from controller.scheduler.plan import Batch, PlanResult, Turns
 from controller.scheduler.plugins import default_profile
@@ -110,6 +111,35 @@ class DomainAnswer:
     @property
     def settled(self) -> bool:
         return self.answer.settled
+
+
+@dataclass(frozen=True, slots=True)
+class LossFigures:
+    """The loss of a set of nodes, counted (``DomainLoss.figures``): ``len(answer.unplaced)``,
+    ``answer.displaced`` and ``answer.settled`` of its drain's answer."""
+
+    unplaced: int  # replicas left without a place
+    displaced: int  # Job and Service replicas that were on the lost nodes
+    settled: bool  # every replica has a place and no budget is broken
+
+
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    """What counting a loss reads of one planned Workload's decision: whether it is Invalid,
+    and a budgeted DaemonSet's desired count (its budget's percentages are of it); the rest is
+    read from the ledgers."""
+
+    workload: Workload
+    invalid: bool
+    desired: int | None
+
+    @classmethod
+    def of(cls, result: PlanResult) -> _Decided:
+        workload, status = result.workload, result.status
+        desired = None
+        if workload.spec.kind is WorkloadKind.DAEMONSET and _budgeted(workload):
+            desired = status.desired or 0
+        return cls(workload, status.phase is Phase.INVALID, desired)
 
 
 class ResilienceError(ValueError):
@@ -237,7 +267,10 @@ class DomainLoss:
             trial = self._without(drain)
             self.slices.add(trial.table)
             try:
-                results = yield from self._plan(queue, trial)
+                for result in self._plan(queue, trial):
+                    if result is not None:
+                        results.append(result)
+                    yield result
             finally:
                 self.slices.forget(trial.table)
         answer = whatif._compare(Question(drain=drain), results, trial, ())
@@ -252,6 +285,35 @@ class DomainLoss:
         if ended:
             answer = replace(answer, ended=tuple(sorted((*answer.ended, *ended), key=_sort_key)))
         return answer
+
+    def figures(self, drain: frozenset[str]) -> LossFigures:
+        """What ``answer(drain)`` comes to, counted: its replicas without a place, its
+        displaced and whether it settled, each decision let go once counted."""
+        return finish(self.figure_steps(drain))
+
+    def figure_steps(self, drain: frozenset[str]) -> Generator[None, None, LossFigures]:
+        """``figures``, yielding where ``steps`` does. The same plan as ``steps``; of each
+        decision it keeps only what the count reads (``_Decided``: no status, no result), so
+        what one domain's answer holds does not grow with the decided statuses (the operator's
+        gauges read nothing else). The count is made at the end, on the trial ledger as the
+        plan leaves it, as ``WhatIf._compare`` makes it: a later preemption can still take a
+        replica from a Workload already decided."""
+        if self._always is None:
+            yield from self.settling()
+        queue = self._queue(self._touched(drain))
+        if not queue:  # nothing planned: nothing moves, nothing is left without a place
+            return LossFigures(0, 0, True)
+        trial = self._without(drain)
+        self.slices.add(trial.table)
+        decided: list[_Decided] = []
+        try:
+            for result in self._plan(queue, trial):
+                if result is not None:
+                    decided.append(_Decided.of(result))
+                yield None
+        finally:
+            self.slices.forget(trial.table)
+        return _count(drain, decided, self.whatif.ledger, trial)
 
     def first_stranded(self, drain: frozenset[str]) -> Unplaced | None:
         """The first replica, in planning order, that the loss of ``drain`` leaves without a
@@ -301,31 +363,26 @@ class DomainLoss:
                 queue.append(turn)
         return queue
 
-    def _plan(
-        self, queue: list[int], trial: Ledger
-    ) -> Generator[PlanResult | None, None, list[PlanResult]]:
+    def _plan(self, queue: list[int], trial: Ledger) -> Generator[PlanResult | None, None, None]:
         """Decide the Workloads of ``queue``, and each preemption victim, at their turns on
-        ``trial``; yields None once, then each result."""
+        ``trial``; yields None once, then each result (kept by the caller, or not)."""
         yield None
         batch = self.batch
         position = batch.position
         heapq.heapify(queue)
         turns = Turns(batch, trial, self.whatif.scheduler, self.whatif.now)
         planned: set[int] = set()
-        results: list[PlanResult] = []
         while queue:
             turn = heapq.heappop(queue)
             if turn in planned:
                 continue
             planned.add(turn)
             result = turns.decide(batch.order[turn])
-            results.append(result)
             for p in result.victims:
                 victim = position.get(p.victim.key)
                 if victim is not None and victim not in planned:
                     heapq.heappush(queue, victim)
             yield result
-        return results
 
     def domains(self, key: str) -> Iterator[DomainAnswer]:
         """Each domain of label ``key`` lost alone, in the domains' order."""
@@ -341,6 +398,44 @@ def finish(steps: Generator[object, None, T]) -> T:
         except StopIteration as stop:
             value: T = stop.value
             return value
+
+
+def _count(
+    drain: frozenset[str], decided: Sequence[_Decided], base: Ledger, after: Ledger
+) -> LossFigures:
+    """``WhatIf._compare``'s counts for the drain of ``drain`` (no pending replica is counted),
+    from what the plan decided and the two ledgers: the cluster as it is, and as the plan
+    leaves it. ``tests/unit/test_resilience.py`` holds the two equal."""
+    unplaced = displaced = 0
+    broken = False
+    for one in decided:
+        if one.invalid:
+            continue  # waits for a spec change, not for room: not the question's
+        workload = one.workload
+        key = workload.key
+        before = {b.alloc_id: b.node for b in base.bookings(key)}
+        daemon = workload.spec.kind is WorkloadKind.DAEMONSET
+        held = sum(node not in drain for node in before.values()) if daemon else len(before)
+        broken = broken or _breaks_budget(workload, one.desired, held, after.placed(key))
+        if daemon:
+            continue  # its replicas on lost nodes end with them
+        displaced += sum(node in drain for node in before.values())
+        now = {b.alloc_id for b in after.bookings(key)}
+        name, namespace = workload.metadata.name, workload.metadata.namespace
+        unplaced += sum(
+            a not in now and a in before
+            for a in (alloc_id(namespace, name, i) for i in range(workload.spec.replicas))
+        )
+    return LossFigures(unplaced, displaced, not unplaced and not broken)
+
+
+def _breaks_budget(workload: Workload, desired: int | None, before: int, after: int) -> bool:
+    """Whether ``workload``, holding ``after`` replicas of the ``before`` it held, is below its
+    budget (``whatif._broken_budget``'s test; ``desired``: a DaemonSet's count after the plan)."""
+    if after >= before or not _budgeted(workload):
+        return False
+    budget = budget_of(workload, after, desired=desired)
+    return budget is not None and after < budget.needs
 
 
 def _reads_free(workload: Workload) -> bool:

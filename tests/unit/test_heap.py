@@ -5,11 +5,13 @@ collections."""
 from __future__ import annotations
 
 import gc
+import platform
 import weakref
 from collections.abc import Iterator
 
 import pytest
 
+from controller.operator import heap
 from controller.operator.heap import YOUNG_THRESHOLD, building_the_view
 from controller.operator.state import ClusterState
 from tests.support.factories import node_object, stored_workload
@@ -104,3 +106,24 @@ def test_garbage_from_before_the_view_is_collected_not_frozen() -> None:
     with building_the_view():
         pass
     assert ref() is None
+
+
+def test_the_c_librarys_free_pages_are_given_back_once_the_view_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    trims: list[int] = []
+
+    def trim(pad: int) -> int:
+        trims.append(pad)
+        return 1
+
+    monkeypatch.setattr(heap, "_TRIM", trim)
+    with building_the_view():
+        assert trims == []
+    assert trims == [0]  # every free page, none kept as padding
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_glibcs_malloc_trim_is_found_where_glibc_is_the_c_library() -> None:
+    assert heap._TRIM is not None
+    heap.give_back()

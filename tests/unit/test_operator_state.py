@@ -10,12 +10,15 @@ from collections import Counter
 from decimal import Decimal
 from typing import Any, cast
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
+from pydantic import ValidationError
 
-from controller.api.models import Phase, Workload, WorkloadStatus
+from controller.api.messages import validation_message
+from controller.api.models import Phase, Workload, WorkloadStatus, key_of
 from controller.operator import state as state_module
 from controller.operator.app import Operator
 from controller.operator.handlers import NodeEvents, StartupGate, WorkloadEvents
@@ -854,17 +857,17 @@ def test_workloads_with_the_same_spec_share_one_parsed_spec() -> None:
     # Shared or not, each record says what a parse of its own object says.
     assert b.workload == Workload.model_validate(b_body)
     assert b.workload.metadata.name == "b" and a.workload.metadata.name == "a"
-    assert len(state.specs) == 2
+    assert len(state.parts) == 2
 
 
 def test_a_spec_no_workload_holds_is_let_go() -> None:
     state = ClusterState()
     state.upsert_workload(wl_obj("a", "1"))
     state.upsert_workload(stored_workload("c", "3", {"kind": "Job"}, {}))
-    assert len(state.specs) == 2
+    assert len(state.parts) == 2
     state.delete_workload("ns/c")
     gc.collect()
-    assert len(state.specs) == 1
+    assert len(state.parts) == 1
 
 
 def test_a_shared_spec_does_not_hide_an_invalid_one() -> None:
@@ -877,6 +880,89 @@ def test_a_shared_spec_does_not_hide_an_invalid_one() -> None:
     assert bad.error is not None and "spec.resources[cpu]" in bad.error
 
 
+def placed_as_listed(name: str, node: str, since: str, generation: Any = 1) -> dict[str, Any]:
+    """A Job placed on ``node`` with orca's Ready condition changed at ``since``, read as a
+    LIST's page is read (orjson): every string a copy of its own."""
+    condition = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "AllPlaced",
+        "message": "1/1 replicas placed",
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }
+    status = {
+        "phase": "Scheduled",
+        "placements": [{"node": node, "allocId": f"ns/{name}-0", "score": 9}],
+        "conditions": [condition],
+        "message": "1/1 replicas placed",
+        "nodes": node,
+        "resources": {"cpu": "1"},
+    }
+    body = stored_workload(name, "1", {"kind": "Job", "resources": {"cpu": "1"}}, status)
+    parsed: dict[str, Any] = orjson.loads(orjson.dumps(body))
+    return parsed
+
+
+def test_what_equal_statuses_hold_alike_is_held_once() -> None:
+    state = ClusterState()
+    bodies = [
+        placed_as_listed("a", "node-1", "2026-12-01T10:00:00Z"),
+        placed_as_listed("b", "node-1", "2026-12-01T10:00:00Z"),
+        placed_as_listed("c", "node-2", "2026-12-01T10:00:01Z"),
+    ]
+    a, b, c = (state.upsert_workload(body) for body in bodies)
+    assert a is not None and b is not None and c is not None
+    assert a.status is not None and b.status is not None and c.status is not None
+    assert a.status.conditions[0] is b.status.conditions[0]
+    assert a.status.conditions[0] is not c.status.conditions[0]  # another time: its own
+    assert a.status.resources is b.status.resources is c.status.resources
+    assert a.status.placements[0].node is b.status.placements[0].node
+    assert a.status.nodes is b.status.nodes and a.status.message is c.status.message
+    assert a.workload is not None and c.workload is not None
+    assert a.workload.api_version is c.workload.api_version
+    assert a.workload.kind is c.workload.kind
+    assert a.workload.metadata.namespace is c.workload.metadata.namespace is c.namespace
+    assert c.name is c.workload.metadata.name
+    # Shared or not, each record says what a parse of its own object says.
+    for record, body in zip((a, b, c), bodies, strict=True):
+        assert record.workload == Workload.model_validate(body)
+        assert (record.key, record.namespace, record.name) == (
+            key_of(body),
+            "ns",
+            body["metadata"]["name"],
+        )
+
+
+def test_a_shared_part_reads_as_its_own_parse_whatever_its_values_types() -> None:
+    """``1``, ``1.0``, ``True`` and ``"1"`` are read alike by pydantic's lax parse (and the
+    first three are one key in a Python dict): a shared condition is what the Workload's own
+    parse makes of each."""
+    state = ClusterState()
+    for i, generation in enumerate((1, 1.0, True, "1", 2)):
+        body = placed_as_listed(f"w{i}", "node-1", "2026-12-01T10:00:00Z", generation)
+        record = state.upsert_workload(body)
+        assert record is not None and record.workload == Workload.model_validate(body)
+
+
+def test_a_status_part_that_does_not_parse_is_refused_as_before() -> None:
+    """A condition or ``status.resources`` that does not parse is left to the Workload's own
+    parse: the record says what that parse says, beside a valid one shared."""
+    state = ClusterState()
+    state.upsert_workload(placed_as_listed("good", "node-1", "2026-12-01T10:00:00Z"))
+    no_type = placed_as_listed("no-type", "node-1", "2026-12-01T10:00:00Z")
+    del no_type["status"]["conditions"][0]["type"]
+    lots = placed_as_listed("lots", "node-1", "2026-12-01T10:00:00Z")
+    lots["status"]["resources"] = {"cpu": "lots"}
+    for body, where in ((no_type, "status.conditions[0].type"), (lots, "status.resources")):
+        record = state.upsert_workload(body)
+        assert record is not None and record.workload is None
+        with pytest.raises(ValidationError) as refused:
+            Workload.model_validate(body)
+        assert record.error == validation_message(refused.value)
+        assert record.error.startswith(where), record.error
+
+
 def test_a_spec_that_is_not_json_is_parsed_on_its_own() -> None:
     """A body built in Python (not read from the API server) may hold a value JSON has no
     form for, such as a Decimal quantity: it cannot be keyed, and is parsed as it is."""
@@ -886,7 +972,7 @@ def test_a_spec_that_is_not_json_is_parsed_on_its_own() -> None:
     assert record is not None and record.error is None and record.workload is not None
     assert record.workload.spec.resources is not None
     assert record.workload.spec.resources.cpu_millis == 2000
-    assert len(state.specs) == 0  # nothing to share it by
+    assert len(state.parts) == 0  # nothing to share it by
 
 
 def budgeted_web(version: str, generation: int, minimum: int) -> dict[str, Any]:

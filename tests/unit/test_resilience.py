@@ -21,7 +21,12 @@ from controller.api.models import Workload
 from controller.scheduler.ledger import Ledger, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, NodeTable, node_info_from_node
 from controller.scheduler.plan import plan
-from controller.scheduler.priority import PreemptionPolicy, PriorityClass, PriorityClasses
+from controller.scheduler.priority import (
+    NO_CLASSES,
+    PreemptionPolicy,
+    PriorityClass,
+    PriorityClasses,
+)
 from controller.scheduler.resilience import (
     MAX_DOMAINS,
     UNLABELLED,
@@ -147,6 +152,44 @@ def test_a_domains_loss_is_exactly_the_drain_of_its_nodes(
         same_answer(loss.answer(drain), oracle.answer(Question(drain=drain)), ledger)
 
 
+def counted(answer: Answer) -> tuple[int, int, bool]:
+    """What the operator's gauges read of an answer: replicas without a place, displaced,
+    settled."""
+    return len(answer.unplaced), answer.displaced, answer.settled
+
+
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    clusters,
+    st.lists(prioritised_specs, min_size=1, max_size=8),
+    st.lists(st.integers(0, 3), max_size=8),
+    st.data(),
+)
+def test_a_losss_figures_are_the_full_answers_counts(
+    objects: list[dict[str, Any]],
+    batch: list[dict[str, Any]],
+    changes: list[int],
+    data: st.DataObject,
+) -> None:
+    """``figures`` (the operator's, which keeps no decision) counts what the full answer and
+    the full drain list, on the same clusters as the property above (preemption, budgets,
+    DaemonSets, gangs, Invalid Workloads)."""
+    nodes, workloads = placed_cluster(objects, batch, changes)
+    ledger = ledger_from_statuses(nodes, workloads)
+    loss = DomainLoss(ledger, workloads, now=NOW, classes=CLASSES)
+    oracle = WhatIf(ledger, workloads, Scheduler(gang_grace=False), CLASSES, NOW)
+    names = sorted(n.hostname for n in nodes)
+    drains = [frozenset({n}) for n in names]
+    for key in ("zone", "rack"):
+        drains += [d.nodes for d in domains_of(key, nodes)]
+    drains.append(frozenset(data.draw(st.sets(st.sampled_from(names), min_size=1))))
+    for drain in drains:
+        figures = loss.figures(drain)
+        found = (figures.unplaced, figures.displaced, figures.settled)
+        assert found == counted(loss.answer(drain)), drain
+        assert found == counted(oracle.answer(Question(drain=drain))), drain
+
+
 def test_a_preemption_victim_is_planned_again_though_nothing_of_it_was_drained() -> None:
     # a1 and b1, 4 cores each: boss (high, 3 cores) on a1, filler (low, 3 cores) on b1, and
     # rest (low, 1 core) on b1. Losing a1: boss has 1 core free on b1 and preempts filler
@@ -176,6 +219,8 @@ def test_a_preemption_victim_is_planned_again_though_nothing_of_it_was_drained()
         Question(drain=frozenset({"a1"}))
     )
     same_answer(answer, oracle, ledger)
+    figures = DomainLoss(ledger, workloads, now=NOW, classes=CLASSES).figures(frozenset({"a1"}))
+    assert (figures.unplaced, figures.displaced, figures.settled) == (1, 1, False)
 
 
 def held(name: str, cpu: str, *nodes: str) -> dict[str, Any]:
@@ -314,3 +359,33 @@ def columns(table: NodeTable) -> dict[str, Any]:
         for name, value in vars(table).items()
         if name not in ("version", "shape", "changed_since")
     }
+
+
+def test_a_daemonsets_budget_is_of_its_desired_count_after_the_plan_in_the_figures() -> None:
+    # a1 (zone a), b1, b2 (zone b), 4 cores each; ds (maxUnavailable 0%) holds all three at
+    # 1 core (its status: 3 desired), then grows to 2: b2, where filler takes 3 cores, no
+    # longer wants it. Losing zone a, it keeps b1 only, of the 2 it held outside the zone:
+    # below a budget of 3, but its decision wants 1 node, and that is the count its budget is
+    # of: no budget broken, as the full answer says. The figures keep that count of its
+    # decision (and no status): read from the Workload's status, they said unsettled.
+    nodes = [node("a1", labels={"zone": "a"}), node("b1", labels={"zone": "b"})]
+    nodes.append(node("b2", labels={"zone": "b"}))
+    budget: dict[str, Any] = {"disruption": {"maxUnavailable": "0%"}}
+    small = workload("ds", kind="DaemonSet", resources={"cpu": "1"}, **budget)
+    filler = workload("filler", kind="Job", resources={"cpu": "3"})
+    placed = plan(nodes, [small], now=NOW)[0].status
+    assert placed.desired == 3
+    grown = workload("ds", kind="DaemonSet", resources={"cpu": "2"}, **budget)
+    workloads = [
+        grown.model_copy(update={"status": placed}),
+        filler.model_copy(update={"status": plan(nodes[2:], [filler], now=NOW)[0].status}),
+    ]
+    ledger = ledger_from_statuses(nodes, workloads)
+    loss = DomainLoss(ledger, workloads, now=NOW)
+    oracle = WhatIf(ledger, workloads, Scheduler(gang_grace=False), NO_CLASSES, NOW)
+    lost = frozenset({"a1"})
+    full = oracle.answer(Question(drain=lost))
+    ds = next(r for r in full.results if r.workload.key == "shop/ds")
+    assert ([p.node for p in ds.status.placements], ds.status.desired) == (["b1"], 1)
+    figures = loss.figures(lost)
+    assert (figures.unplaced, figures.displaced, figures.settled) == counted(full) == (0, 0, True)
