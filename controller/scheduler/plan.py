@@ -112,6 +112,8 @@ class Batch:
     #: The Workloads a preemption may not take below a budget (a disruption budget or a
     #: gang's minCount: ``controller.scheduler.budgets``).
     budgeted: tuple[Workload, ...] = ()
+    #: Each key of ``order``, in its order (the strings ``position`` holds).
+    keys: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -121,18 +123,23 @@ class Batch:
         known_priorities: Mapping[str, int] | None = None,
         known_started: Mapping[str, datetime] | None = None,
     ) -> Batch:
-        resolved = {w.key: classes.resolve(w.spec.priority_class_name) for w in workloads}
+        # Each key built once and shared by every mapping: ``Workload.key`` builds a new
+        # string per call, four per Workload here (25 MB of the failure domains' answer on
+        # 100,000 Workloads, bench_restart_memory).
+        keyed = [(w.key, w) for w in workloads]
+        resolved = {key: classes.resolve(w.spec.priority_class_name) for key, w in keyed}
         priorities = dict(known_priorities or {})
         priorities.update({key: p.value for key, p in resolved.items() if p.error is None})
         started = dict(known_started or {})
         started.update(
             {
-                w.key: w.metadata.creation_timestamp
-                for w in workloads
+                key: w.metadata.creation_timestamp
+                for key, w in keyed
                 if w.metadata.creation_timestamp
             }
         )
-        order = tuple(sorted(workloads, key=lambda w: -resolved[w.key].value))  # stable
+        ordered = sorted(keyed, key=lambda k: -resolved[k[0]].value)  # stable
+        order = tuple(w for _, w in ordered)
         return cls(
             order=order,
             resolved=resolved,
@@ -140,10 +147,11 @@ class Batch:
             started=started,
             floor=min([classes.lowest, *priorities.values()]),  # nothing preemptible at or below
             classes=classes,
-            position={w.key: i for i, w in enumerate(order)},
+            position={key: i for i, (key, _) in enumerate(ordered)},
             budgeted=tuple(
                 w for w in workloads if w.spec.disruption is not None or w.spec.gang is not None
             ),
+            keys=tuple(key for key, _ in ordered),
         )
 
 

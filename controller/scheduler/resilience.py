@@ -223,8 +223,7 @@ class DomainLoss:
         scheduler, ledger = whatif.scheduler, whatif.ledger
         clock = rfc3339_to_epoch(whatif.now)
         settled, invalid = self._settled, self._invalid
-        for workload in self.batch.order:
-            key = workload.key
+        for workload, key in zip(self.batch.order, self.batch.keys, strict=True):
             prepared = scheduler.prepare(workload, ledger, now=clock)
             if prepared.filtered is None or all(r.cacheable for r in prepared.filtered.results):
                 decision = scheduler.decide(workload, prepared, self.batch.classes)
@@ -234,7 +233,7 @@ class DomainLoss:
                         invalid.add(key)
             # else: a verdict of this cycle only (a CEL budget spent): planned every time
             yield
-        self._always = [i for i, w in enumerate(self.batch.order) if w.key not in settled]
+        self._always = [i for i, key in enumerate(self.batch.keys) if key not in settled]
 
     def _settled_turns(self) -> list[int]:
         """The turns every answer plans, settling first if that was not done."""
