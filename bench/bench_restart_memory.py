@@ -19,8 +19,10 @@ real ``list_objects``: each page parsed by orjson, ``managedFields`` popped), st
                      nothing to write: no request is made)
     answered         the failure domains' answer (``ResilienceLoop.refresh``), once
 
-After each step: the resident set (``VmRSS``) and its peak so far (``VmHWM``), and per
-Workload stored the growth since the Nodes were listed. With ``--trace``, a second process
+After each step: the resident set (``VmRSS``) and its peak so far (``VmHWM``), per
+Workload stored the growth since the Nodes were listed, and the step's CPU seconds (the
+process's, the first process only; a cluster's restart adds the HTTP client's and waits for
+the API server's pages: ``bench_scale`` times that). With ``--trace``, a second process
 runs the same under ``tracemalloc``: the Python memory live after a collection (what stays),
 per Workload too, and the top allocation sites of each step's growth (file:line; a block is
 named by where it was first allocated, so a dict reused from the free list keeps its first
@@ -56,6 +58,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 import tracemalloc
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -188,14 +191,19 @@ class Steps:
         self.sites: dict[str, list[str]] = {}
         self._snapshot: tracemalloc.Snapshot | None = None
         self._nodes_rss = self._nodes_traced = 0.0
+        self._cpu = time.process_time()  # the step's CPU: from the last mark's end
 
     def mark(self, step: str, collect: bool = True) -> None:
+        cpu = time.process_time()
         if collect:
             gc.collect()
         rss = rss_mb()
         if step == "Nodes listed":
             self._nodes_rss = rss
         figures = {"RSS_mb": rss, "peak RSS_mb": rss_mb("VmHWM")}
+        if not self.trace:  # tracemalloc's bookkeeping slows every allocation
+            figures["CPU_s"] = cpu - self._cpu
+        self._cpu = time.process_time()
         if step not in STEPS[:2]:
             figures["RSS per Workload_kib"] = (rss - self._nodes_rss) * 1024 / self.workloads
         if self.trace:
@@ -340,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                 if mode == "RSS" or name.startswith("traced"):
                     figures[f"{step}: {name}"] = value
     print(f"nodes={args.nodes} workloads={args.workloads}")
-    names = ["RSS_mb", "peak RSS_mb", "RSS per Workload_kib"]
+    names = ["RSS_mb", "peak RSS_mb", "RSS per Workload_kib", "CPU_s"]
     names += ["traced_mb", "traced per Workload_kib"] if args.trace else []
     print_table(
         ["step", *names],
