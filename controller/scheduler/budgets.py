@@ -53,6 +53,19 @@ def expected(workload: Workload) -> int:
     return workload.spec.replicas
 
 
+def broken_by(
+    workload: Workload, before: int, after: int, desired: int | None = None
+) -> Budget | None:
+    """The budget ``workload`` breaks holding ``after`` of the ``before`` replicas it held
+    (``budget_of``'s, its percentages of ``desired`` when given); None when it keeps it, or
+    when nothing was taken from it. The what-if's and the failure domains' one test."""
+    spec = workload.spec
+    if after >= before or (spec.disruption is None and spec.gang is None):
+        return None
+    budget = budget_of(workload, after, desired=desired)
+    return budget if budget is not None and after < budget.needs else None
+
+
 def budget_of(
     workload: Workload, placed: int, *, gang: bool = True, desired: int | None = None
 ) -> Budget | None:

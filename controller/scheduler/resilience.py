@@ -59,7 +59,7 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.api.models import Phase, Workload, WorkloadKind
-from controller.scheduler.budgets import budget_of
+from controller.scheduler.budgets import broken_by
 from controller.scheduler.celexpr import CelCompileError, CelEvaluator
 from controller.scheduler.celexpr import compile_expression as compile_cel
 from controller.scheduler.decision import Decision
@@ -415,7 +415,7 @@ def _count(
         before = {b.alloc_id: b.node for b in base.bookings(key)}
         daemon = workload.spec.kind is WorkloadKind.DAEMONSET
         held = sum(node not in drain for node in before.values()) if daemon else len(before)
-        broken = broken or _breaks_budget(workload, one.desired, held, after.placed(key))
+        broken = broken or broken_by(workload, held, after.placed(key), one.desired) is not None
         if daemon:
             continue  # its replicas on lost nodes end with them
         displaced += sum(node in drain for node in before.values())
@@ -426,15 +426,6 @@ def _count(
             for a in (alloc_id(namespace, name, i) for i in range(workload.spec.replicas))
         )
     return LossFigures(unplaced, displaced, not unplaced and not broken)
-
-
-def _breaks_budget(workload: Workload, desired: int | None, before: int, after: int) -> bool:
-    """Whether ``workload``, holding ``after`` replicas of the ``before`` it held, is below its
-    budget (``whatif._broken_budget``'s test; ``desired``: a DaemonSet's count after the plan)."""
-    if after >= before or not _budgeted(workload):
-        return False
-    budget = budget_of(workload, after, desired=desired)
-    return budget is not None and after < budget.needs
 
 
 def _reads_free(workload: Workload) -> bool:

@@ -49,7 +49,7 @@ from datetime import datetime
 from typing import Final
 
 from controller.api.models import MAX_NAME_LENGTH, Phase, Workload, WorkloadKind
-from controller.scheduler.budgets import budget_of
+from controller.scheduler.budgets import broken_by
 from controller.scheduler.ledger import Ledger, alloc_id
 from controller.scheduler.nodes import (
     TAINT_NOT_READY,
@@ -381,12 +381,11 @@ def _broken_budget(result: PlanResult, before: int, after: int) -> BrokenBudget 
     shrinks with its nodes) or its gang's minCount; None when it keeps it, or when the
     question took nothing from it."""
     workload = result.workload
-    if after >= before or (workload.spec.disruption is None and workload.spec.gang is None):
-        return None
+    desired = None
     if workload.spec.kind is WorkloadKind.DAEMONSET:
-        workload = workload.model_copy(update={"status": result.status})
-    budget = budget_of(workload, after)
-    if budget is None or after >= budget.needs:
+        desired = result.status.desired or 0
+    budget = broken_by(workload, before, after, desired)
+    if budget is None:
         return None
     return BrokenBudget(workload.key, budget.text, after, budget.needs)
 
