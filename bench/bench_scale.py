@@ -21,7 +21,9 @@ RBAC; leader election off, as in ``bench_vs_kube_scheduler``), one step after th
    Workload is decided; its CPU and wall time are printed, from orca's log; nothing changes
    after it, so it is not computed again): its CPU over ``--seconds`` (as a share of one
    core), its resident set (VmRSS), and that per stored Workload: less what orca holds on the
-   Nodes alone (measured first, with no Workload), divided by the count.
+   Nodes alone (measured first, with no Workload), divided by the count; after step 4, its
+   peak RSS since its start (VmHWM: the listing, every decision again, the answer, both
+   windows).
 4. **A Node update at rest.** This bench PATCHes the Nodes' status (every condition's
    ``lastHeartbeatTime``, what a kubelet sends: ``bench_heartbeats``' driver) at ``--updates``
    a second for ``--seconds``: orca's CPU over that window less the quiet one's, per update
@@ -244,13 +246,16 @@ class Backlog:
 
 @dataclass
 class Rest:
-    """orca at rest: CPU s/s quiet and with Node updates, the updates' rate, its RSS."""
+    """orca at rest: CPU s/s quiet and with Node updates, the updates' rate, its RSS, and its
+    peak RSS since it started (the listing, every decision again, the failure domains'
+    answer and both windows: VmHWM read at the end)."""
 
     quiet: float
     updating: float
     updates_per_s: float
     rss_mb: float
     answer: tuple[float, float] | None  # the failure domains' answer: CPU s, wall s
+    peak_mb: float
 
     @property
     def per_update(self) -> float:
@@ -304,7 +309,7 @@ async def at_rest(
     if driver.failed:
         print(f"  ({driver.failed} Node updates failed: {driver.first_error})", flush=True)
     answers = orca.answers()
-    return Rest(quiet, updating, updates, rss, answers[0] if answers else None)
+    return Rest(quiet, updating, updates, rss, answers[0] if answers else None, orca.peak_mb())
 
 
 async def restart(orca: OrcaProcess, count: int, args: argparse.Namespace) -> Restart:
@@ -443,7 +448,8 @@ async def orca_run(
             print(
                 f"  [orca] {count} at rest: {size.rest.quiet * 100:.2f} % of a core, "
                 f"{size.rest.per_update * 1e6:.0f} us per Node update "
-                f"({size.rest.updates_per_s:.0f}/s), RSS {size.rest.rss_mb:.0f} MB; failure "
+                f"({size.rest.updates_per_s:.0f}/s), RSS {size.rest.rss_mb:.0f} MB (peak "
+                f"{size.rest.peak_mb:.0f} MB since its start); failure "
                 f"domains' answer (CPU s, wall s) {size.rest.answer}",
                 flush=True,
             )
@@ -528,6 +534,7 @@ def size_figures(
         "orca: restart, every Workload decided again after_s": again.all_decided if again else None,
         "orca: restart, peak RSS_mb": again.peak_mb if again else None,
         "orca: RSS at rest_mb": rest.rss_mb if rest else None,
+        "orca: peak RSS from its start to the end of its rest_mb": rest.peak_mb if rest else None,
         "orca: RSS per stored Workload_kib": per_workload,
         "orca: CPU at rest, share of one core_percent": rest.quiet * 100 if rest else None,
         "orca: CPU per Node update at rest_us": rest.per_update * 1e6 if rest else None,
