@@ -57,6 +57,7 @@ from controller.scheduler.resilience import (
     DomainLoss,
     LossFigures,
     domains_of,
+    worse,
 )
 from controller.scheduler.status import rfc3339_now
 
@@ -173,7 +174,7 @@ class ResilienceLoop:
         )
         metrics.FAILURE_DOMAIN_COMPUTATION.observe(answered.cpu_seconds)
         stranding = [d for d in answered.domains if not d.settled]
-        worst = min(stranding, key=lambda d: (-d.unplaced, -d.displaced, d.domain), default=None)
+        worst = min(stranding, key=lambda d: worse(d.unplaced, d.displaced, d.domain), default=None)
         logger.info(
             "failure domains of %s: %d, of which %d would strand replicas%s; %.2f s of CPU "
             "over %.1f s",

@@ -72,14 +72,23 @@ from controller.scheduler.framework import (
     ScorePlugin,
     Verdict,
 )
-from controller.scheduler.ledger import Ledger, alloc_id
+from controller.scheduler.ledger import Ledger
 from controller.scheduler.nodes import NodeInfo, NodeTable, label_key_problem, rfc3339_to_epoch
 from controller.scheduler.plan import Batch, PlanResult, Turns
 from controller.scheduler.plugins import default_profile
 from controller.scheduler.plugins.taints import DefaultTolerations
 from controller.scheduler.priority import NO_CLASSES, PriorityClasses
 from controller.scheduler.scheduler import Scheduler
-from controller.scheduler.whatif import Answer, Ended, Question, Unplaced, WhatIf, _sort_key
+from controller.scheduler.whatif import (
+    Answer,
+    Ended,
+    Question,
+    Unplaced,
+    WhatIf,
+    _sort_key,
+    held_through,
+    left_without_place,
+)
 
 Rows = npt.NDArray[np.intp]
 T = TypeVar("T")
@@ -169,9 +178,15 @@ def domains_of(key: str, nodes: Iterable[NodeInfo]) -> list[Domain]:
 def worst_first(answers: Iterable[DomainAnswer]) -> list[DomainAnswer]:
     """Most replicas without a place first, then most displaced, then by name."""
     return sorted(
-        answers,
-        key=lambda d: (-len(d.answer.unplaced), -d.answer.displaced, d.domain.name),
+        answers, key=lambda d: worse(len(d.answer.unplaced), d.answer.displaced, d.domain.name)
     )
+
+
+def worse(unplaced: int, displaced: int, domain: str) -> tuple[int, int, str]:
+    """The order domains' losses are reported in, worst first (``worst_first``; the
+    operator's log names the first): most replicas without a place, then most displaced,
+    then by name."""
+    return -unplaced, -displaced, domain
 
 
 class DomainLoss:
@@ -404,7 +419,8 @@ def _count(
 ) -> LossFigures:
     """``WhatIf._compare``'s counts for the drain of ``drain`` (no pending replica is counted),
     from what the plan decided and the two ledgers: the cluster as it is, and as the plan
-    leaves it. ``tests/unit/test_resilience.py`` holds the two equal."""
+    leaves it, with the same rules (``held_through``, ``left_without_place``, ``broken_by``)
+    and without the answer's lists. ``tests/unit/test_resilience.py`` holds the two equal."""
     unplaced = displaced = 0
     broken = False
     for one in decided:
@@ -413,18 +429,13 @@ def _count(
         workload = one.workload
         key = workload.key
         before = {b.alloc_id: b.node for b in base.bookings(key)}
-        daemon = workload.spec.kind is WorkloadKind.DAEMONSET
-        held = sum(node not in drain for node in before.values()) if daemon else len(before)
+        held = held_through(workload, before, drain)
         broken = broken or broken_by(workload, held, after.placed(key), one.desired) is not None
-        if daemon:
+        if workload.spec.kind is WorkloadKind.DAEMONSET:
             continue  # its replicas on lost nodes end with them
         displaced += sum(node in drain for node in before.values())
         now = {b.alloc_id for b in after.bookings(key)}
-        name, namespace = workload.metadata.name, workload.metadata.namespace
-        unplaced += sum(
-            a not in now and a in before
-            for a in (alloc_id(namespace, name, i) for i in range(workload.spec.replicas))
-        )
+        unplaced += sum(1 for _ in left_without_place(workload, before, now, pending=False))
     return LossFigures(unplaced, displaced, not unplaced and not broken)
 
 

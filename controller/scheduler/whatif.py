@@ -43,7 +43,7 @@ give the same answer.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Final
@@ -208,11 +208,7 @@ class WhatIf:
             before = {b.alloc_id: b.node for b in self.ledger.bookings(key)}
             if result.status.phase is Phase.INVALID:
                 continue  # waits for a spec change, not for room: not the question's
-            # A DaemonSet's replicas on drained nodes end with them (kubectl drain leaves them
-            # too): they take nothing from its budget, which counts the nodes it keeps.
-            held = len(before)
-            if workload.spec.kind is WorkloadKind.DAEMONSET:
-                held = sum(node not in question.drain for node in before.values())
+            held = held_through(workload, before, question.drain)
             broken = _broken_budget(result, held, after.placed(key))
             if broken is not None:
                 budgets.append(broken)
@@ -227,13 +223,9 @@ class WhatIf:
                 source = before.get(a)
                 if source is not None and source != target:
                     moved.append(Moved(key, a, source, target, preempted_by.get(a)))
-            for index in range(workload.spec.replicas):
-                a = alloc_id(workload.metadata.namespace, workload.metadata.name, index)
-                if a in now:
-                    continue
-                source = before.get(a)
-                if source is not None or question.counts_pending:
-                    unplaced.append(Unplaced(key, a, source, result.status.message or ""))
+            reason = result.status.message or ""
+            for a in left_without_place(workload, before, now, question.counts_pending):
+                unplaced.append(Unplaced(key, a, before.get(a), reason))
         order = _sort_key
         return Answer(
             question,
@@ -373,6 +365,30 @@ class WhatIf:
         if first.workload in refused:
             why += f"; a {template.hostname} node cannot take it: {refused[first.workload]}"
         return Capacity(template.hostname, None, True, why=why, tried=cap, plans=self.plans - start)
+
+
+def held_through(workload: Workload, before: Mapping[str, str], drain: frozenset[str]) -> int:
+    """The replicas of ``workload`` (``before``: AllocID to node) its budget counts as held
+    through the drain of ``drain``: all of them, but a DaemonSet's replicas on drained nodes
+    end with them (kubectl drain leaves them too), so they take nothing from its budget,
+    which counts the nodes it keeps. What ``WhatIf`` answers and the failure domains' counts
+    (``controller.scheduler.resilience``) both read."""
+    if workload.spec.kind is WorkloadKind.DAEMONSET:
+        return sum(node not in drain for node in before.values())
+    return len(before)
+
+
+def left_without_place(
+    workload: Workload, before: Mapping[str, str], after: Container[str], pending: bool
+) -> Iterator[str]:
+    """The replicas (AllocIDs, by index) of a Job or Service the question leaves without a
+    place: not placed ``after``, and placed ``before`` (or, with ``pending``, waiting
+    already: a question that counts those too)."""
+    namespace, name = workload.metadata.namespace, workload.metadata.name
+    for index in range(workload.spec.replicas):
+        a = alloc_id(namespace, name, index)
+        if a not in after and (pending or a in before):
+            yield a
 
 
 def _broken_budget(result: PlanResult, before: int, after: int) -> BrokenBudget | None:

@@ -91,6 +91,20 @@ def test_the_gauges_say_what_each_zones_loss_would_strand_and_follow_the_cluster
     assert {domain for _, _, domain in gauges()} == {"a"}
 
 
+def test_the_log_names_the_domain_whose_loss_strands_the_most(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    state = ClusterState()
+    zoned(state)
+    state.upsert_workload(job("z", cpu="4", node="b2"))
+    # Losing a strands x (3 cores: b1 and b2 are full); losing b strands y and z (a1 has 1 core
+    # free): b strands more, though a comes first by name.
+    with caplog.at_level("INFO", logger="orca.resilience"):
+        assert asyncio.run(resilience(state).refresh()) is not None
+    (line,) = [r.getMessage() for r in caplog.records if "would strand" in r.getMessage()]
+    assert "2, of which 2 would strand replicas (most: b, 2)" in line
+
+
 def test_only_the_leader_answers_and_a_replica_that_stops_leading_exports_nothing() -> None:
     state = ClusterState()
     zoned(state)
