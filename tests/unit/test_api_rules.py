@@ -118,3 +118,34 @@ def test_a_memo_key_is_the_value_with_lists_and_maps_made_hashable() -> None:
     assert hash(key) == hash(frozen({"a": "x", "b": [1, {"c": [2, 3]}]}))  # order of keys
     assert frozen([1, [2]]) != frozen([1, 2])
     assert frozen("s") == "s" and frozen(None) is None
+
+
+def test_a_models_rules_are_remembered_by_every_field_any_of_them_reads() -> None:
+    """The spec's rules share one memo key, of the fields they read together: a verdict
+    remembered for one spec is never taken for a spec that differs in a field one rule reads
+    (a Service's count, under ``gang.minCount <= count``), nor for another kind."""
+    from pydantic import ValidationError
+
+    from controller.api.models import WorkloadSpec, _read_together
+
+    read = {field for rule in WorkloadSpec.RULES for field in rule.reads or ()}
+    assert (
+        set(_read_together(WorkloadSpec))
+        == read
+        == {
+            "kind",
+            "count",
+            "schedule",
+            "topologySpread",
+            "gang",
+        }
+    )
+    fits = {"kind": "Service", "count": 5, "gang": {"minCount": 3}}
+    assert WorkloadSpec.model_validate(fits).gang is not None
+    for broken_spec, message in (
+        ({**fits, "count": 2}, "gang.minCount must not be more than count"),
+        ({**fits, "kind": "Job"}, "count is only allowed when kind is Service"),
+    ):
+        with pytest.raises(ValidationError, match=message):
+            WorkloadSpec.model_validate(broken_spec)
+    assert WorkloadSpec.model_validate(fits).gang is not None  # and remembered as it was
