@@ -203,7 +203,8 @@ def _api_names(cls: type[BaseModel]) -> dict[str, str]:
 def _read_together(cls: type[_Ruled]) -> tuple[str, ...]:
     """The API names of the fields any of ``cls``'s rules reads (``Rule.reads``), in the
     order first read; every field when one rule reads ``self`` as a whole. A rule's verdict
-    depends on its own fields only, so keyed on more it is remembered the same, apart."""
+    depends on its own fields only: under a key of more fields it is the same verdict,
+    remembered for fewer specs at a time (each rule's memo is bounded: ``MAX_MEMO``)."""
     if any(rule.reads is None for rule in cls.RULES):
         return tuple(_api_names(cls))
     return tuple(dict.fromkeys(field for rule in cls.RULES for field in rule.reads or ()))

@@ -97,8 +97,8 @@ def test_the_log_names_the_domain_whose_loss_strands_the_most(
     state = ClusterState()
     zoned(state)
     state.upsert_workload(job("z", cpu="4", node="b2"))
-    # Losing a strands x (3 cores: b1 and b2 are full); losing b strands y and z (a1 has 1 core
-    # free): b strands more, though a comes first by name.
+    # Losing a strands x (3 cores: b1 has 1 free, b2 none); losing b strands y and z (a1 has 1
+    # core free): b strands more, though a comes first by name.
     with caplog.at_level("INFO", logger="orca.resilience"):
         assert asyncio.run(resilience(state).refresh()) is not None
     (line,) = [r.getMessage() for r in caplog.records if "would strand" in r.getMessage()]
