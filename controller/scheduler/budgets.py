@@ -53,14 +53,20 @@ def expected(workload: Workload) -> int:
     return workload.spec.replicas
 
 
+def budgeted(workload: Workload) -> bool:
+    """Whether the Workload has a budget a preemption or a drain may break: a disruption
+    budget or a gang (``spec.disruption``, ``spec.gang``)."""
+    spec = workload.spec
+    return spec.disruption is not None or spec.gang is not None
+
+
 def broken_by(
     workload: Workload, before: int, after: int, desired: int | None = None
 ) -> Budget | None:
     """The budget ``workload`` breaks holding ``after`` of the ``before`` replicas it held
     (``budget_of``'s, its percentages of ``desired`` when given); None when it keeps it, or
     when nothing was taken from it. The what-if's and the failure domains' one test."""
-    spec = workload.spec
-    if after >= before or (spec.disruption is None and spec.gang is None):
+    if after >= before or not budgeted(workload):
         return None
     budget = budget_of(workload, after, desired=desired)
     return budget if budget is not None and after < budget.needs else None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from controller.api.models import Phase, Workload, WorkloadStatus, workload_selector
-from controller.scheduler.budgets import budgets_of
+from controller.scheduler.budgets import budgeted, budgets_of
 from controller.scheduler.ledger import Ledger, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, rfc3339_to_epoch
 from controller.scheduler.plugins.topology_spread import ConstraintVerdict, explain_spread
@@ -148,9 +148,7 @@ class Batch:
             floor=min([classes.lowest, *priorities.values()]),  # nothing preemptible at or below
             classes=classes,
             position={key: i for i, (key, _) in enumerate(ordered)},
-            budgeted=tuple(
-                w for w in workloads if w.spec.disruption is not None or w.spec.gang is not None
-            ),
+            budgeted=tuple(w for w in workloads if budgeted(w)),
             keys=tuple(key for key, _ in ordered),
         )
 

@@ -59,7 +59,7 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.api.models import Phase, Workload, WorkloadKind
-from controller.scheduler.budgets import broken_by
+from controller.scheduler.budgets import broken_by, budgeted
 from controller.scheduler.celexpr import CelCompileError, CelEvaluator
 from controller.scheduler.celexpr import compile_expression as compile_cel
 from controller.scheduler.decision import Decision
@@ -146,7 +146,7 @@ class _Decided:
     def of(cls, result: PlanResult) -> _Decided:
         workload, status = result.workload, result.status
         desired = None
-        if workload.spec.kind is WorkloadKind.DAEMONSET and _budgeted(workload):
+        if workload.spec.kind is WorkloadKind.DAEMONSET and budgeted(workload):
             desired = status.desired or 0
         return cls(workload, status.phase is Phase.INVALID, desired)
 
@@ -219,7 +219,7 @@ class DomainLoss:
         #: budget or a gang: then how many it holds is read by preemption's budgets and by the
         #: answer's, so it is planned like the displaced.
         self._ends_alone = [
-            w.spec.kind is WorkloadKind.DAEMONSET and not _budgeted(w) for w in order
+            w.spec.kind is WorkloadKind.DAEMONSET and not budgeted(w) for w in order
         ]
         self._settled: set[str] = set()
         self._invalid: set[str] = set()
@@ -570,10 +570,3 @@ def _settles(workload: Workload, decision: Decision) -> bool:
     if daemon:
         return decision.code is not Code.UNSCHEDULABLE
     return decision.phase is Phase.SCHEDULED or decision.code is Code.UNRESOLVABLE
-
-
-def _budgeted(workload: Workload) -> bool:
-    """Whether the Workload has a disruption budget or a gang (``spec.disruption``,
-    ``spec.gang``)."""
-    spec = workload.spec
-    return spec.disruption is not None or spec.gang is not None
