@@ -31,10 +31,11 @@ within a round). Printed per row: kube-apiserver and etcd CPU per request (from 
 and orca's client CPU (this process: orca's own ``KubeApi``, aiohttp, TLS, orjson).
 
 ``--pprof DIR`` also takes a kube-apiserver CPU profile (``/debug/pprof/profile``) of the
-first ``--pprof-seconds`` of each placement write and Event, saves it in ``DIR/round<N>`` and
-prints where the server's CPU went, by category (``apiserver_profile.CATEGORIES``), in ms per
-request, and the medians over the rounds. Read them further with ``go tool pprof -top BINARY
-DIR/round0/FILE``. ``--fresh`` deletes each row's namespace before the next row starts.
+first ``--pprof-seconds`` of each create, placement write and Event, saves it in
+``DIR/round<N>`` and prints where the server's CPU went, by category
+(``apiserver_profile.CATEGORIES``), in ms per request, and the medians over the rounds.
+Read them further with ``go tool pprof -top BINARY DIR/round0/FILE``. ``--fresh`` deletes
+each row's namespace before the next row starts.
 
     python bench/bench_server_cost.py --objects 2000 --rounds 2
     python bench/bench_server_cost.py --objects 6000 --rounds 1 --pprof /tmp/pprof \\
@@ -427,7 +428,7 @@ async def kube_scheduler_row(
         event = scheduled_event(name, namespace, meta["uid"], meta["resourceVersion"], NODE)
         await post_protobuf(api, EVENTS_V1.format(ns=namespace), event)
 
-    costs = {"create": await each(plane, api, names, create)}
+    costs = {"create": await each(plane, api, names, create, _profile(profiling, "pod-create"))}
     costs["placement write"] = await each(plane, api, names, bind, _profile(profiling, "binding"))
     costs["Event"] = await each(plane, api, names, post, _profile(profiling, "binding-event"))
     if pod_event == "kube-scheduler":
@@ -575,7 +576,7 @@ async def orca_row(
         )
 
     slug = label.strip("+? ").replace(" ", "-").replace("=", "-").replace(":", "")
-    costs = {"create": await each(plane, api, names, create)}
+    costs = {"create": await each(plane, api, names, create, _profile(profiling, f"{slug}-create"))}
     if writes is not None and writes.bare:  # encoded before the clock
         for name in names:
             put = put_body(name, writes.status(namespace, name))
@@ -616,7 +617,7 @@ def report(round_: int, label: str, costs: dict[str, Cost], reference: float | N
             f"{write.client_ms:.2f} + {event.client_ms:.2f} ms",
             flush=True,
         )
-    for what, cost in (("placement write", write), ("Event", event)):
+    for what, cost in (("create", costs["create"]), ("placement write", write), ("Event", event)):
         if cost.profile:
             parts = ", ".join(f"{k} {v:.2f}" for k, v in cost.profile.items() if v >= 0.005)
             print(f"          kube-apiserver profile, {what}, ms per request: {parts}", flush=True)
@@ -724,7 +725,7 @@ def summary(every: list[dict[str, dict[str, Cost]]]) -> dict[str, float]:
             writes = [per(r[label])[0] / per(r[BEFORE])[0] for r in every]
             line += f"; its write {100 * (median(writes) - 1):+.0f}% vs before's"
         print(line, flush=True)
-        for what in ("placement write", "Event"):
+        for what in ("create", "placement write", "Event"):
             profiles = [p for r in every if (p := r[label][what].profile)]
             if len(profiles) == len(every):
                 parts = {k: median(p.get(k, 0.0) for p in profiles) for k in profiles[0]}
