@@ -204,7 +204,7 @@ def run(
     operator.stop()
     backlog = decide_backlog(plane, workdir, baseline_ns, workloads)
     floor_wall, floor_cpu = status_write_cost(plane, baseline_ns, baseline)
-    patches = after["status_write"] - before["status_write"]
+    writes = after["status_write"] - before["status_write"]
     events = after["event_post"] - before["event_post"]
     decisions = sum(v for k, v in own.items() if k.startswith("orca_schedule_attempts_total"))
     own_requests = sum(
@@ -218,8 +218,8 @@ def run(
     print(
         f"nodes={nodes} workloads={workloads}: created in {burst:.1f}s, all decided after "
         f"{elapsed:.1f}s -> {workloads / elapsed:.0f} workloads/s end to end; phases {phases}\n"
-        f"  status writes {patches:.0f} ({patches / workloads:.2f}/workload, "
-        f"{patches / max(decisions, 1):.2f}/decision), Events {events:.0f}, "
+        f"  status writes {writes:.0f} ({writes / workloads:.2f}/workload, "
+        f"{writes / max(decisions, 1):.2f}/decision), Events posted by anyone {events:.0f}, "
         f"operator API requests {own_requests:.0f} ({own_requests / workloads:.2f}/workload, "
         f"Lease traffic excluded)\n"
         f"  operator peak RSS {peak:.0f} MB; CPU seconds during the run: "
@@ -238,8 +238,8 @@ def run(
     return {
         "burst: all decided after_s": elapsed,
         "burst: end to end_workloads_per_s": workloads / elapsed,
-        "burst: status PATCHes per workload": patches / workloads,
-        "burst: Events": events,
+        "burst: status writes per workload": writes / workloads,
+        "burst: Events posted in the cluster, by every source": events,
         "burst: operator API requests per workload": own_requests / workloads,
         "burst: operator peak RSS_mb": peak,
         "burst: operator_cpu_s": cpu_after["operator"] - cpu_before["operator"],
@@ -262,7 +262,7 @@ def status_write_cost(
     own, ``KubeApi.write_workload_status``), sent by a plain client at 32 concurrent requests:
     what a status write costs the server by itself."""
 
-    async def patch_all() -> None:
+    async def write_all() -> None:
         api = KubeApi(load_configuration(str(plane.kubeconfig_path)), max_connections=32)
         slots = asyncio.Semaphore(32)
         listed = await api.request("GET", workload_path(namespace))
@@ -284,7 +284,7 @@ def status_write_cost(
     pids = store_pids(plane).values()
     before = sum(cpu_seconds(pid) for pid in pids)
     started = time.perf_counter()
-    asyncio.run(patch_all())
+    asyncio.run(write_all())
     return time.perf_counter() - started, sum(cpu_seconds(p) for p in pids) - before
 
 
