@@ -46,12 +46,21 @@ orca runs as its Deployment's Pod does (``--orca-as pod``, the default): the shi
 ServiceAccount and RBAC, a token file and the service variables; kube-scheduler, as built, with
 the admin kubeconfig. ``--orca-as kubeconfig`` gives orca that kubeconfig too.
 
+``--floor`` adds a third side, each run on its own control plane like the others: no
+scheduler at all, ``status_writer.py`` writing each Workload's status (orca's write, orca's
+status, a Node in turn among those that pass the constraints) as soon as its watch shows the
+Workload, with the admin kubeconfig and no Events. It is the floor under any controller that
+records its placements in a custom resource's status on this server: where it is slower than
+kube-scheduler, no such controller is faster, whatever it decides and however.
+
     python bench/bench_vs_kube_scheduler.py --mode backlog --nodes 1000 --objects 5000
     python bench/bench_vs_kube_scheduler.py --mode burst --nodes 1000 --objects 2000
     python bench/bench_vs_kube_scheduler.py --side orca --mode backlog --nodes 500 --objects 1000
     python bench/bench_vs_kube_scheduler.py --mode backlog --nodes 5000 --objects 10000 \
         --extended example.com/gpu
     python bench/bench_vs_kube_scheduler.py --mode burst --nodes 200 --objects 500 --runs 5
+    python bench/bench_vs_kube_scheduler.py --mode burst --nodes 200 --objects 500 --runs 5 \
+        --floor
     python bench/bench_vs_kube_scheduler.py --mode steady --nodes 5000 --rate 50 --seconds 120
     python bench/bench_vs_kube_scheduler.py --mode backlog --nodes 15000 --objects 30000 \
         --lease-seconds 600
@@ -109,6 +118,7 @@ NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 CPU, MEMORY = "100m", "128Mi"
 NAMESPACE, PROBE_NAMESPACE = "bench", "bench-probe"
 KUBE, ORCA = "kube-scheduler", "orca"
+WRITER = "status writer"  # ``--floor``: ``status_writer.py``, no scheduler
 WORKLOADS = "/apis/orca.cloudinit.dev/v1alpha1"
 EVENTS = "/api/v1/namespaces/{ns}/events"
 
@@ -250,6 +260,7 @@ class Side:
 SIDES = {
     KUBE: Side(KUBE, pod_object, lambda ns: f"/api/v1/namespaces/{ns}/pods"),
     ORCA: Side(ORCA, workload_object, lambda ns: f"{WORKLOADS}/namespaces/{ns}/workloads"),
+    WRITER: Side(WRITER, workload_object, lambda ns: f"{WORKLOADS}/namespaces/{ns}/workloads"),
 }
 
 
@@ -327,6 +338,35 @@ class Orca:
             except subprocess.TimeoutExpired:
                 self.profiler.terminate()
                 self.profiler.wait()
+
+
+class StatusWriter:
+    """``status_writer.py`` (``--floor``): each Workload's status written as soon as the
+    watch shows it, with the admin kubeconfig, as kube-scheduler runs."""
+
+    def __init__(self, plane: ControlPlane, workdir: Path) -> None:
+        self._log = open(workdir / "status-writer.log", "ab")  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.status_writer",
+                "--kubeconfig",
+                str(plane.kubeconfig_path),
+            ],
+            cwd=REPO_ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
 
 
 def py_spy_command() -> str:
@@ -556,7 +596,7 @@ async def _run_side(
     kubectl = plane.kubectl
     for namespace in (NAMESPACE, PROBE_NAMESPACE):
         kubectl("create", "namespace", namespace, check=True)
-    if side.name == ORCA:
+    if side.name != KUBE:  # Workloads
         kubectl("apply", "-k", str(REPO_ROOT / "crds"), check=True)
         kubectl("wait", "--for=condition=established", "crd/workloads.orca.cloudinit.dev")
     pod = as_deployed(plane, workdir) if side.name == ORCA and args.orca_as == "pod" else None
@@ -635,7 +675,9 @@ async def _run_side(
         shares = ", ".join(f"{n} {c / (done - clock):.2f}" for n, c in cluster.items())
         print(f"  [{side.name}] CPU s/s over the placements' window: {shares}", flush=True)
         with contextlib.suppress(TimeoutError):  # then say how many were posted
-            await asyncio.wait_for(asyncio.shield(events), args.events_timeout)
+            # The status writer posts none.
+            wait = 0 if side.name == WRITER else args.events_timeout
+            await asyncio.wait_for(asyncio.shield(events), wait)
         with_events = Events(
             len(posted),
             time.perf_counter() - done,
@@ -679,9 +721,11 @@ def start(
     workdir: Path,
     py_spy: Path | None = None,
     pod: tuple[tuple[str, ...], dict[str, str]] | None = None,
-) -> KubeScheduler | Orca:
+) -> KubeScheduler | Orca | StatusWriter:
     if side.name == KUBE:
         return KubeScheduler(plane, workdir)
+    if side.name == WRITER:
+        return StatusWriter(plane, workdir)
     return Orca(plane, workdir, py_spy, pod)
 
 
@@ -778,8 +822,10 @@ def _ms(seconds: float | None) -> str:
 
 
 def ratios(kube: Result, orca: Result) -> None:
+    """``orca`` (or the status writer) against kube-scheduler, in one run."""
+    label = "orca / kube" if orca.side == ORCA else "writer / kube"
     print(
-        f"{'orca / kube':>14}: throughput {orca.rate / kube.rate:.2f}x, scheduler CPU per "
+        f"{label:>14}: throughput {orca.rate / kube.rate:.2f}x, scheduler CPU per "
         f"placement {orca.scheduler_cpu / kube.scheduler_cpu * kube.objects / orca.objects:.2f}, "
         f"API server + etcd CPU per placement {orca.server_cpu / kube.server_cpu:.2f}, "
         f"peak RSS {orca.rss_mb / kube.rss_mb:.2f}",
@@ -833,14 +879,15 @@ def recorded_figures(
         if len(runs) > 1:
             chosen["runs (the median run's figures)"] = len(runs)
         out[f"{setting}: {name}"] = chosen
-    if len(runs) > 1 and len(runs[0]) == 2:
-        each = [run[ORCA].rate / run[KUBE].rate for run in runs]
-        out[f"{setting}: orca / kube-scheduler, run by run"] = {
-            "rate ratio, lowest_x": min(each),
-            "rate ratio, median_x": statistics.median(each),
-            "rate ratio, highest_x": max(each),
-            "rate ratio of each run": ", ".join(f"{r:.2f}" for r in each),
-        }
+    if len(runs) > 1 and KUBE in runs[0]:
+        for name in (n for n in runs[0] if n != KUBE):
+            each = [run[name].rate / run[KUBE].rate for run in runs]
+            out[f"{setting}: {name} / kube-scheduler, run by run"] = {
+                "rate ratio, lowest_x": min(each),
+                "rate ratio, median_x": statistics.median(each),
+                "rate ratio, highest_x": max(each),
+                "rate ratio of each run": ", ".join(f"{r:.2f}" for r in each),
+            }
     return out
 
 
@@ -868,6 +915,12 @@ def main(argv: list[str] | None = None) -> int:
         "(default: a real cluster's, %(default)s)",
     )
     parser.add_argument("--side", choices=("both", KUBE, ORCA), default="both")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="a third side, each run: no scheduler, each Workload's status written as soon as "
+        "it is seen (status_writer.py), the floor under any controller that writes a status",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--timeout", type=float, default=900, help="seconds per side")
     parser.add_argument("--logs", type=Path, help="keep each scheduler's log in this directory")
@@ -900,6 +953,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.nodes, args.objects, args.concurrency, args.runs) < 1 or objects_of(args) < 1:
         parser.error("--nodes, --objects, --concurrency, --runs, --rate x --seconds: at least 1")
+    if args.floor and args.extended:
+        parser.error("--floor places round-robin on the constraints alone: not with --extended")
     steady = f"rate={args.rate:g}/s seconds={args.seconds:g} " if args.mode == "steady" else ""
     print(
         f"mode={args.mode} nodes={args.nodes} objects={objects_of(args)} {steady}"
@@ -908,7 +963,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} cores (load average {os.getloadavg()[0]:.2f})",
         flush=True,
     )
-    names = (KUBE, ORCA) if args.side == "both" else (args.side,)
+    names: tuple[str, ...] = (KUBE, ORCA) if args.side == "both" else (args.side,)
+    names += (WRITER,) if args.floor else ()
     runs: list[dict[str, Result]] = []
     for i in range(args.runs):  # the sides' order alternates: the machine's load drifts
         order = names if i % 2 == 0 else tuple(reversed(names))
@@ -916,8 +972,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run {i + 1}/{args.runs} (load average {os.getloadavg()[0]:.2f}):", flush=True)
         for name in names:
             report(results[name])
-        if len(results) == 2:
-            ratios(results[KUBE], results[ORCA])
+        for name in (n for n in (ORCA, WRITER) if n in results and KUBE in results):
+            ratios(results[KUBE], results[name])
         runs.append({name: results[name] for name in names})
     setting = setting_of(args)
     recorded = recorded_figures(setting, runs)
