@@ -79,8 +79,8 @@ from bench.bench_vs_kube_scheduler import (
     ORCA,
     PROBE_NAMESPACE,
     SIDES,
-    KubeScheduler,
     Orca,
+    Scheduler,
     Side,
     create_all,
     node_objects,
@@ -235,7 +235,7 @@ def orca_counters(orca: Orca) -> dict[str, float]:
 
 async def idle_window(
     plane: ControlPlane,
-    schedulers: dict[str, KubeScheduler | Orca],
+    schedulers: dict[str, Scheduler],
     driver: HeartbeatDriver | None,
     seconds: float,
 ) -> Window:

@@ -369,6 +369,10 @@ class StatusWriter:
         self._log.close()
 
 
+#: What ``start`` runs for a side: a process to measure (``.process``) and stop (``.stop()``).
+Scheduler = KubeScheduler | Orca | StatusWriter
+
+
 def py_spy_command() -> str:
     """py-spy beside this interpreter (the virtualenv's) or on PATH."""
     beside = Path(sys.executable).with_name("py-spy")
@@ -721,7 +725,7 @@ def start(
     workdir: Path,
     py_spy: Path | None = None,
     pod: tuple[tuple[str, ...], dict[str, str]] | None = None,
-) -> KubeScheduler | Orca | StatusWriter:
+) -> Scheduler:
     if side.name == KUBE:
         return KubeScheduler(plane, workdir)
     if side.name == WRITER:
