@@ -53,7 +53,9 @@ what reaches it of a heartbeat is a Node update (step 3).
 
 Figures are recorded per size (N nodes, W workloads; "no workloads" for orca on the Nodes
 alone) and merged with the other sizes' runs (``record(merge=True)``): each column below says
-which command measured it.
+which command measured it. A size's column is replaced whole, so a run that leaves out a side
+the recorded column holds (kube-scheduler beside orca, say) is refused before it starts,
+naming what it would blank; ``--replace`` records it all the same.
 
     python bench/bench_scale.py --nodes 1000 --workloads 10000,30000 --kube 10000,30000
     python bench/bench_scale.py --nodes 5000 --workloads 10000,30000,100000 --kube 30000
@@ -66,12 +68,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
 import os
 import re
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +98,7 @@ from bench.bench_vs_kube_scheduler import (
     wait_default_service_account,
     wait_not_ready_lifted,
 )
-from bench.common import command_line, cpu_seconds, load_average, peak_rss_mb, record
+from bench.common import RESULTS, command_line, cpu_seconds, load_average, peak_rss_mb, record
 from controller.devcluster.controlplane import (
     LARGE_CLUSTER_CONTROLLER_MANAGER_ARGS,
     ControlPlane,
@@ -548,6 +551,23 @@ def group(nodes: int, workloads: int | None) -> str:
     return f"{nodes:,} nodes, {shown}"
 
 
+def blanked(args: argparse.Namespace, recorded: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The recorded figures this run would blank: a size it measures again without a side that
+    the recorded size holds (orca's, or kube-scheduler's beside it). ``record(merge=True)``
+    replaces a size's column whole, so that every column comes from one command."""
+    orca = set(args.workloads) if args.side in ("both", ORCA) else set()
+    kube = set(args.kube) if args.side in ("both", KUBE) else set()
+    lost = []
+    for count in sorted(orca | kube):
+        name = group(args.nodes, count)
+        earlier = recorded.get(name) or {}
+        for side, measured in ((ORCA, orca), (KUBE, kube)):
+            held = any(v is not None for k, v in earlier.items() if k.startswith(f"{side}: "))
+            if held and count not in measured:
+                lost.append(f"{side}'s figures at {name}")
+    return lost
+
+
 def order(name: str) -> tuple[int, int]:
     """Groups by Node count, then Workload count ("no workloads" first)."""
     numbers = [int(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?= )", name)]
@@ -570,6 +590,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the counts at which kube-scheduler's backlog runs beside (none by default)",
     )
     parser.add_argument("--side", choices=("both", KUBE, ORCA), default="both")
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="record even where a size's recorded figures hold a side this run leaves out "
+        "(that side's figures go)",
+    )
     parser.add_argument("--seconds", type=float, default=60, help="each window at rest")
     parser.add_argument("--updates", type=float, default=100, help="Node updates a second")
     parser.add_argument(
@@ -588,6 +614,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.lease_seconds is None:
         args.lease_seconds = default_lease(args.nodes)
+    results = RESULTS / "bench_scale.json"
+    recorded = json.loads(results.read_text())["figures"] if results.exists() else {}
+    lost = blanked(args, recorded)
+    if lost and not args.replace:
+        parser.error(
+            f"this run would blank {'; '.join(lost)} (each size is recorded whole): measure "
+            "that side too (--side both, the count in --workloads and in --kube), or pass "
+            "--replace"
+        )
     room = capacity(node_objects(args.nodes, args.seed))
     too_many = [n for n in args.workloads + args.kube if n > room]
     if too_many:
