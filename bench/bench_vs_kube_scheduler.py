@@ -267,22 +267,13 @@ SIDES = {
 # -- processes ----------------------------------------------------------------------------------
 
 
-class KubeScheduler:
-    """kube-scheduler from ``hack/testcp``'s build: no leader election, client QPS 5,000."""
+class LoggedProcess:
+    """A child process with a log file of its own, stopped with SIGTERM (SIGKILL 20 s on)."""
 
-    def __init__(self, plane: ControlPlane, workdir: Path) -> None:
-        config = workdir / "kube-scheduler.yaml"
-        config.write_text(
-            "apiVersion: kubescheduler.config.k8s.io/v1\n"
-            "kind: KubeSchedulerConfiguration\n"
-            f"clientConnection: {{kubeconfig: {plane.kubeconfig_path}, qps: 5000, burst: 5000}}\n"
-            "leaderElection: {leaderElect: false}\n"
-        )
-        self._log = open(workdir / "kube-scheduler.log", "ab")  # noqa: SIM115 (closed in stop)
+    def __init__(self, command: list[str], log: Path, cwd: Path | None = None) -> None:
+        self._log = open(log, "ab")  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
-            [str(plane.bin_dir / "kube-scheduler"), f"--config={config}", "--secure-port=0"],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+            command, cwd=cwd, stdout=self._log, stderr=subprocess.STDOUT
         )
 
     def stop(self) -> None:
@@ -293,6 +284,22 @@ class KubeScheduler:
             self.process.kill()
             self.process.wait()
         self._log.close()
+
+
+class KubeScheduler(LoggedProcess):
+    """kube-scheduler from ``hack/testcp``'s build: no leader election, client QPS 5,000."""
+
+    def __init__(self, plane: ControlPlane, workdir: Path) -> None:
+        config = workdir / "kube-scheduler.yaml"
+        config.write_text(
+            "apiVersion: kubescheduler.config.k8s.io/v1\n"
+            "kind: KubeSchedulerConfiguration\n"
+            f"clientConnection: {{kubeconfig: {plane.kubeconfig_path}, qps: 5000, burst: 5000}}\n"
+            "leaderElection: {leaderElect: false}\n"
+        )
+        binary = plane.bin_dir / "kube-scheduler"
+        command = [str(binary), f"--config={config}", "--secure-port=0"]
+        super().__init__(command, workdir / "kube-scheduler.log")
 
 
 class Orca:
@@ -340,33 +347,14 @@ class Orca:
                 self.profiler.wait()
 
 
-class StatusWriter:
+class StatusWriter(LoggedProcess):
     """``status_writer.py`` (``--floor``): each Workload's status written as soon as the
     watch shows it, with the admin kubeconfig, as kube-scheduler runs."""
 
     def __init__(self, plane: ControlPlane, workdir: Path) -> None:
-        self._log = open(workdir / "status-writer.log", "ab")  # noqa: SIM115 (closed in stop)
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench.status_writer",
-                "--kubeconfig",
-                str(plane.kubeconfig_path),
-            ],
-            cwd=REPO_ROOT,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self._log.close()
+        kubeconfig = str(plane.kubeconfig_path)
+        command = [sys.executable, "-m", "bench.status_writer", "--kubeconfig", kubeconfig]
+        super().__init__(command, workdir / "status-writer.log", cwd=REPO_ROOT)
 
 
 #: What ``start`` runs for a side: a process to measure (``.process``) and stop (``.stop()``).
