@@ -69,7 +69,14 @@ class Writer:
         self.written.add(key)
         task = asyncio.create_task(self.write(key, meta["resourceVersion"], next(self.nodes)))
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(self.done)
+
+    def done(self, task: asyncio.Task[None]) -> None:
+        """A write ended: a failed one is said on stderr (its Workload stays without a phase,
+        and the bench's wait for every decision runs out)."""
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            print(f"status writer: {task.exception()!r}", file=sys.stderr, flush=True)
 
     async def write(self, key: tuple[str, str], version: str, node: str) -> None:
         namespace, name = key
