@@ -162,14 +162,21 @@ def node_objects(count: int, seed: int, extended: str | None = None) -> list[dic
     return nodes
 
 
+def passes(node: dict[str, Any]) -> bool:
+    """Whether a Node passes the bench's two constraints (the ``ssd`` tag, an allowed zone):
+    the Nodes ``capacity`` counts and the status writer places on. ``validate`` states the
+    rule again on its own: an oracle does not share the code it checks."""
+    labels = node["metadata"].get("labels") or {}
+    return SSD_LABEL in labels and labels.get(ZONE_LABEL) in ALLOWED_ZONES
+
+
 def capacity(nodes: list[dict[str, Any]]) -> int:
     """How many of the bench's objects (without ``--extended``) the Nodes hold: on each Node
     passing both constraints, as many as its cpu, memory and Pods allow (each asks the same)."""
     cpu, memory = quantity_to_int(CPU, scale=1000), quantity_to_int(MEMORY)
     total = 0
     for node in nodes:
-        labels = node["metadata"]["labels"]
-        if SSD_LABEL not in labels or labels.get(ZONE_LABEL) not in ALLOWED_ZONES:
+        if not passes(node):
             continue
         allocatable = node["status"]["allocatable"]
         total += min(
@@ -813,22 +820,23 @@ def _ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1000:.0f}"
 
 
-def ratios(kube: Result, orca: Result) -> None:
-    """``orca`` (or the status writer) against kube-scheduler, in one run."""
-    label = "orca / kube" if orca.side == ORCA else "writer / kube"
+def ratios(kube: Result, other: Result) -> None:
+    """orca (or the status writer) against kube-scheduler, in one run."""
+    label = "orca / kube" if other.side == ORCA else "writer / kube"
+    per = kube.objects / other.objects  # CPU totals to CPU per placement
     print(
-        f"{label:>14}: throughput {orca.rate / kube.rate:.2f}x, scheduler CPU per "
-        f"placement {orca.scheduler_cpu / kube.scheduler_cpu * kube.objects / orca.objects:.2f}, "
-        f"API server + etcd CPU per placement {orca.server_cpu / kube.server_cpu:.2f}, "
-        f"peak RSS {orca.rss_mb / kube.rss_mb:.2f}",
+        f"{label:>14}: throughput {other.rate / kube.rate:.2f}x, scheduler CPU per "
+        f"placement {other.scheduler_cpu / kube.scheduler_cpu * per:.2f}, "
+        f"API server + etcd CPU per placement {other.server_cpu / kube.server_cpu:.2f}, "
+        f"peak RSS {other.rss_mb / kube.rss_mb:.2f}",
         flush=True,
     )
-    kube_events, orca_events = kube.events, orca.events
+    kube_events, other_events = kube.events, other.events
     print(
         f"{'':>14}  with their Events: scheduler CPU per placement "
-        f"{orca_events.scheduler_cpu / kube_events.scheduler_cpu * kube.objects / orca.objects:.2f}"
+        f"{other_events.scheduler_cpu / kube_events.scheduler_cpu * per:.2f}"
         f", API server + etcd CPU per placement "
-        f"{orca_events.server_cpu / kube_events.server_cpu * kube.objects / orca.objects:.2f}",
+        f"{other_events.server_cpu / kube_events.server_cpu * per:.2f}",
         flush=True,
     )
 

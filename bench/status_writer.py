@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_server_cost import current_status
-from bench.bench_vs_kube_scheduler import ALLOWED_ZONES, SSD_LABEL, WORKLOADS, ZONE_LABEL
+from bench.bench_vs_kube_scheduler import SIDES, WORKLOADS, WRITER, passes
 from controller.operator.kube import KubeApi, load_configuration
 
 #: Status writes in flight at once: orca's ``--max-in-flight`` default.
@@ -37,13 +37,8 @@ WATCH_SECONDS = 300
 
 
 def eligible(nodes: list[dict[str, Any]]) -> list[str]:
-    """The Nodes that pass the bench's two constraints, by name."""
-    names = []
-    for node in nodes:
-        labels = node["metadata"].get("labels") or {}
-        if SSD_LABEL in labels and labels.get(ZONE_LABEL) in ALLOWED_ZONES:
-            names.append(node["metadata"]["name"])
-    return sorted(names)
+    """The Nodes that pass the bench's two constraints (``passes``), by name."""
+    return sorted(node["metadata"]["name"] for node in nodes if passes(node))
 
 
 class Writer:
@@ -64,7 +59,7 @@ class Writer:
         started already."""
         meta = obj["metadata"]
         key = (meta["namespace"], meta["name"])
-        if (obj.get("status") or {}).get("phase") or key in self.written:
+        if SIDES[WRITER].decided(obj) or key in self.written:
             return
         self.written.add(key)
         task = asyncio.create_task(self.write(key, meta["resourceVersion"], next(self.nodes)))
