@@ -450,11 +450,15 @@ class ClusterState:
         return record
 
     def set_status(self, record: WorkloadRecord, status: WorkloadStatus | None) -> None:
-        """``record`` now holds ``status`` (our write of it landed), counted anew."""
+        """``record`` now holds ``status`` (our write of it landed), counted anew. Its parsed
+        Workload holds it too: the next decision reads its previous status there (a gang's
+        ``BelowMinCount`` since), and the echo of this write is dropped as already known."""
         counted = self.records.get(record.key) is record
         if counted:
             self.counts.add(record, -1)
         record.status = status
+        if record.workload is not None:
+            record.workload = record.workload.model_copy(update={"status": status})
         if counted:
             self.counts.add(record, +1)
 

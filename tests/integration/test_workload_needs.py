@@ -325,6 +325,13 @@ def test_a_gang_that_loses_a_node_is_held_for_its_timeout_then_released_then_pla
             assert sorted(s.allocs) == on_a, (s, deleted)
     # Never half placed in any other way: 2 (held) or 0 (released), never 1 or 3.
     assert {len(s.allocs) for s in seen} <= {0, 2}, seen
+    # The hold never starts again: every read while held says it began when the condition
+    # turned True (a decision that did not see the condition it wrote set "since" to its
+    # own now and moved the release on, once a deadline at a time).
+    for s in seen:
+        if s.below is not None:
+            since = s.message.split(" since ", 1)[1].split(";", 1)[0]
+            assert since == s.below["lastTransitionTime"], s
 
     cluster.apply(gpu_node("c", 2))
     again = placed(cluster, namespace, "train", 4, timeout=60)
