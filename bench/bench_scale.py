@@ -19,7 +19,9 @@ RBAC; leader election off, as in ``bench_vs_kube_scheduler``), one step after th
 3. **At rest**, that restarted orca, once its failure domains' answer is made
    (``--resilience-interval``, on by default: a start always computes one, after every
    Workload is decided; its CPU and wall time are printed, from orca's log; nothing changes
-   after it, so it is not computed again): its CPU over ``--seconds`` (as a share of one
+   after it, so it is not computed again: every answer in the log by the end of step 4 is
+   printed, with the decisions orca made meanwhile, both of which would be in the windows'
+   CPU, and are none at rest): its CPU over ``--seconds`` (as a share of one
    core), its resident set (VmRSS), and that per stored Workload: less what orca holds on the
    Nodes alone (measured first, with no Workload), divided by the count; after step 4, its
    peak RSS since its start (VmHWM: the listing, every decision again, the answer, both
@@ -35,7 +37,7 @@ RBAC; leader election off, as in ``bench_vs_kube_scheduler``), one step after th
 
 Reading orca's counters means a scrape of its ``/metrics`` (5 series per Node): step 2
 scrapes every ``METRICS_POLL`` seconds until every Workload is decided again; the windows of
-3 and 4 scrape nothing.
+3 and 4 scrape nothing (the decisions are read before the first and after the second).
 
 kube-scheduler (``--kube``: the counts at which it runs beside) gets a control plane of its own
 with the same Nodes and the same heartbeats, and the same objects as Pods with the equivalent
@@ -259,6 +261,12 @@ class Rest:
     rss_mb: float
     answer: tuple[float, float] | None  # the failure domains' answer: CPU s, wall s
     peak_mb: float
+    #: Every answer in its log by the end of the windows: one when nothing changed after the
+    #: first (a second one inside a window is in that window's CPU).
+    answers: list[tuple[float, float]] = field(default_factory=list)
+    #: Decisions orca made from the answer to the end of the windows: 0 at rest (a Node that
+    #: changed for real, not a heartbeat, has its Workloads decided again, in the window).
+    decided: int = 0
 
     @property
     def per_update(self) -> float:
@@ -294,6 +302,7 @@ async def at_rest(
     """Wait until orca's failure domains are answered, then a quiet window and one with Node
     updates (see the module's docstring)."""
     await orca.wait_for(lambda _: bool(orca.answers()), "failure domains' answer", args.timeout)
+    decided = orca.counter(DECISIONS)  # a scrape, outside the windows' clocks
     await asyncio.sleep(2)
     before, clock = orca.cpu(), time.perf_counter()
     await asyncio.sleep(args.seconds)
@@ -312,7 +321,9 @@ async def at_rest(
     if driver.failed:
         print(f"  ({driver.failed} Node updates failed: {driver.first_error})", flush=True)
     answers = orca.answers()
-    return Rest(quiet, updating, updates, rss, answers[0] if answers else None, orca.peak_mb())
+    first = answers[0] if answers else None
+    again = orca.counter(DECISIONS) - decided
+    return Rest(quiet, updating, updates, rss, first, orca.peak_mb(), answers, int(again))
 
 
 async def restart(orca: OrcaProcess, count: int, args: argparse.Namespace) -> Restart:
@@ -453,7 +464,8 @@ async def orca_run(
                 f"{size.rest.per_update * 1e6:.0f} us per Node update "
                 f"({size.rest.updates_per_s:.0f}/s), RSS {size.rest.rss_mb:.0f} MB (peak "
                 f"{size.rest.peak_mb:.0f} MB since its start); failure "
-                f"domains' answer (CPU s, wall s) {size.rest.answer}",
+                f"domains' answers (CPU s, wall s) {size.rest.answers}; decisions during the "
+                f"windows {size.rest.decided}",
                 flush=True,
             )
             size.problems = size.orca.problems
