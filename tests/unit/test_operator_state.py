@@ -25,9 +25,9 @@ from controller.operator.handlers import NodeEvents, StartupGate, WorkloadEvents
 from controller.operator.kube import KubeApi
 from controller.operator.state import ClusterState
 from controller.operator.workqueue import WorkQueue
-from controller.scheduler.budgets import expected
+from controller.scheduler.budgets import budget_of, expected
 from controller.scheduler.framework import Code
-from controller.scheduler.ledger import Booking, Ledger, bookings_from_status, gives_back
+from controller.scheduler.ledger import Booking, Ledger, gives_back
 from controller.scheduler.nodes import NodeTable
 from controller.scheduler.nodes import node_info_from_node as real_node_info
 from tests.support.factories import job, node_object, stored_workload, table_columns
@@ -847,11 +847,11 @@ def test_a_late_echo_of_our_own_write_is_dropped_even_with_opaque_versions() -> 
 def test_a_landed_write_is_what_the_next_decision_reads_of_the_workload() -> None:
     """The echo of our own status write is dropped as already known, so the write landing
     (``set_status``) is the only way the parsed Workload learns what it now records, and the
-    decisions read it there: a DaemonSet's disruption budget counts its percentages of the
-    ``desired`` it records (``budgets.expected``), a write that did not land restores the
-    placements it records (``bookings_from_status``), a gang's hold starts at its recorded
-    ``BelowMinCount``. Before, the record's status moved and the parsed Workload kept the one
-    from before: a budget of 50 % of 6 agents was counted as 50 % of 2."""
+    decisions read it there: a preemption counts a DaemonSet's disruption budget in
+    percentages of the ``desired`` it records (``budget_of(record.workload, ...)``, through
+    ``budgets.expected``), a gang's hold starts at its recorded ``BelowMinCount``
+    (``gang.below_since``). Before, the record's status moved and the parsed Workload kept the
+    one from before: a budget of 50 % of 6 agents was counted as 50 % of 2."""
     state = ClusterState()
     spec = {"kind": "DaemonSet", "disruption": {"minAvailable": "50%"}}
     before = {
@@ -862,6 +862,8 @@ def test_a_landed_write_is_what_the_next_decision_reads_of_the_workload() -> Non
     record = state.upsert_workload(stored_workload("agents", "1", spec, before))
     assert record is not None and record.workload is not None
     assert expected(record.workload) == 2
+    budget = budget_of(record.workload, 2)
+    assert budget is not None and budget.needs == 1
     nodes = "abcdef"
     written = WorkloadStatus.model_validate(
         {
@@ -873,9 +875,8 @@ def test_a_landed_write_is_what_the_next_decision_reads_of_the_workload() -> Non
     state.set_status(record, written)
     assert record.workload.status == written == record.status
     assert expected(record.workload) == 6
-    assert record.workload.spec.disruption is not None
-    assert record.workload.spec.disruption.desired_healthy(expected(record.workload)) == 3
-    assert [b.node for b in bookings_from_status(record.workload)] == list(nodes)
+    budget = budget_of(record.workload, 6)  # as the preemption asks it
+    assert budget is not None and budget.needs == 3
 
 
 def test_workloads_with_the_same_spec_share_one_parsed_spec() -> None:
