@@ -194,7 +194,9 @@ class WorkloadRecord:
     generation: int | None
     workload: Workload | None  # None when the object does not parse
     error: str | None = None  # why it does not parse, in the user's field names
-    status: WorkloadStatus | None = None
+    #: What could be read of the status of an object that does not parse (``_status_of``);
+    #: a parsed one's status is its Workload's alone (``status``).
+    unparsed_status: WorkloadStatus | None = None
     written_version: str | None = None  # resourceVersion our last status write produced
     #: Who can cure what the last decision lacked (None: not decided). Set it through
     #: ``ClusterState.decided``, which keeps the indexes of who waits for what.
@@ -202,8 +204,17 @@ class WorkloadRecord:
     seen: float | None = None  # monotonic time of the first event not yet answered by a write
 
     @property
+    def status(self) -> WorkloadStatus | None:
+        """What its status records, held once: in the parsed Workload, which the decisions
+        read (a gang's ``BelowMinCount`` since, a DaemonSet's ``desired`` for its budget).
+        Held twice, our own writes moved one copy and not the other (their echo is dropped as
+        known), and a gang's hold started again at each deadline."""
+        return self.workload.status if self.workload is not None else self.unparsed_status
+
+    @property
     def phase(self) -> Phase | None:
-        return self.status.phase if self.status else None
+        status = self.status
+        return status.phase if status else None
 
     @property
     def daemon(self) -> bool:
@@ -413,7 +424,6 @@ class ClusterState:
             namespace, name = workload.metadata.namespace, workload.metadata.name
         else:
             namespace, _, name = key.partition("/")
-        status = workload.status if workload is not None else _status_of(body)
         record = WorkloadRecord(
             key=key,
             namespace=namespace,
@@ -423,7 +433,7 @@ class ClusterState:
             generation=metadata.get("generation"),
             workload=workload,
             error=error,
-            status=status,
+            unparsed_status=_status_of(body) if workload is None else None,
             written_version=record.written_version if record else None,
             code=record.code if record else None,
             seen=record.seen if record and record.seen is not None else time.monotonic(),
@@ -450,15 +460,16 @@ class ClusterState:
         return record
 
     def set_status(self, record: WorkloadRecord, status: WorkloadStatus | None) -> None:
-        """``record`` now holds ``status`` (our write of it landed), counted anew. Its parsed
-        Workload holds it too: the next decision reads its previous status there (a gang's
-        ``BelowMinCount`` since), and the echo of this write is dropped as already known."""
+        """``record`` now holds ``status`` (our write of it landed), counted anew: in its
+        parsed Workload, which the next decision reads (the echo of this write is dropped as
+        already known)."""
         counted = self.records.get(record.key) is record
         if counted:
             self.counts.add(record, -1)
-        record.status = status
         if record.workload is not None:
             record.workload = record.workload.model_copy(update={"status": status})
+        else:
+            record.unparsed_status = status
         if counted:
             self.counts.add(record, +1)
 
