@@ -259,14 +259,19 @@ class Rest:
     updating: float
     updates_per_s: float
     rss_mb: float
-    answer: tuple[float, float] | None  # the failure domains' answer: CPU s, wall s
     peak_mb: float
-    #: Every answer in its log by the end of the windows: one when nothing changed after the
-    #: first (a second one inside a window is in that window's CPU).
+    #: Every failure domains' answer in its log by the end of the windows (CPU s, wall s):
+    #: one when nothing changed after the first (a second one inside a window is in that
+    #: window's CPU).
     answers: list[tuple[float, float]] = field(default_factory=list)
     #: Decisions orca made from the answer to the end of the windows: 0 at rest (a Node that
     #: changed for real, not a heartbeat, has its Workloads decided again, in the window).
     decided: int = 0
+
+    @property
+    def answer(self) -> tuple[float, float] | None:
+        """The first answer, which the windows waited for."""
+        return self.answers[0] if self.answers else None
 
     @property
     def per_update(self) -> float:
@@ -320,10 +325,8 @@ async def at_rest(
         await driver.stop()
     if driver.failed:
         print(f"  ({driver.failed} Node updates failed: {driver.first_error})", flush=True)
-    answers = orca.answers()
-    first = answers[0] if answers else None
     again = orca.counter(DECISIONS) - decided
-    return Rest(quiet, updating, updates, rss, first, orca.peak_mb(), answers, int(again))
+    return Rest(quiet, updating, updates, rss, orca.peak_mb(), orca.answers(), int(again))
 
 
 async def restart(orca: OrcaProcess, count: int, args: argparse.Namespace) -> Restart:
