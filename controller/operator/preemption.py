@@ -41,13 +41,14 @@ from controller.operator.state import ClusterState, WorkloadRecord
 from controller.operator.telemetry import metrics
 from controller.operator.transaction import EventSpec, Result, StatusWrite, StatusWrites
 from controller.operator.workqueue import WorkQueue
-from controller.scheduler.budgets import Budget, budget_of
+from controller.scheduler.budgets import Budget
 from controller.scheduler.decision import Decision
 from controller.scheduler.preemption import (
     may_preempt,
     preempt_within_budgets,
     preempted_status,
     preemption_message,
+    victim_budget,
     with_budget_note,
 )
 from controller.scheduler.scheduler import Scheduler
@@ -115,7 +116,9 @@ class Preemption:
                 preemptible[key] = value
                 if (created := other.workload.metadata.creation_timestamp) is not None:
                     started[key] = created
-                budget = budget_of(other.workload, ledger.placed(key))
+                budget = victim_budget(
+                    self.scheduler, other.workload, ledger, ledger.placed(key), now=clock
+                )
                 if budget is not None:
                     budgets[key] = budget
         found, blockers = preempt_within_budgets(

@@ -19,7 +19,6 @@ Pure: the numbers come from the spec, the desired count and the replicas placed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from controller.api.models import Workload, WorkloadKind
@@ -45,8 +44,9 @@ class Budget:
 
 
 def expected(workload: Workload) -> int:
-    """The replicas a budget's percentages are of: the desired count (a DaemonSet's from its
-    status, the nodes it wants; kube's ``getExpectedScale`` reads the controller's scale)."""
+    """The replicas a budget's percentages are of: the desired count (kube's
+    ``getExpectedScale`` reads the controller's scale). A DaemonSet's is read from its status
+    here; a preemption passes the nodes it is for instead (``preemption.victim_budget``)."""
     if workload.spec.kind is WorkloadKind.DAEMONSET:
         status = workload.status
         return (status.desired or 0) if status is not None else 0
@@ -91,14 +91,3 @@ def budget_of(
         return None
     count, text = max(needs, key=lambda n: n[0])
     return Budget(workload.key, placed, count, text)
-
-
-def budgets_of(workloads: Iterable[Workload], placed: Mapping[str, int]) -> dict[str, Budget]:
-    """The budget of each Workload that has one, by key, ``placed`` giving its replicas placed
-    (a key absent: none)."""
-    out = {}
-    for workload in workloads:
-        budget = budget_of(workload, placed.get(workload.key, 0))
-        if budget is not None:
-            out[workload.key] = budget
-    return out

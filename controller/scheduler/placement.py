@@ -122,6 +122,18 @@ def place_replicas(
     return decide(phase_of(placed, desired), desired, bookings, message, diagnosis, code)
 
 
+def selected(filtered: Filtered, size: int) -> BoolArray:
+    """The nodes a DaemonSet is for: those that pass every filter that selects (its node
+    eligibility and taints, and unless ``EveryNode`` its constraints), whatever their room or
+    runtime. A ``Mandatory`` DaemonSet's desired count, and the count any DaemonSet's budget
+    percentages are of (``Scheduler.selected``)."""
+    wanted = np.ones(size, dtype=np.bool_)
+    for result in filtered.results:
+        if result.selects:
+            wanted &= result.passes
+    return wanted
+
+
 def place_daemonset(
     framework: Framework, cycle: CycleState, filtered: Filtered, kept: dict[int, Booking]
 ) -> Decision:
@@ -160,10 +172,7 @@ def place_daemonset(
         return decide(
             Phase.SCHEDULED, placed, bookings, f"{placed}/{placed} nodes placed", diagnosis, code
         )
-    wanted = np.ones(len(table), dtype=np.bool_)
-    for result in filtered.results:
-        if result.selects:
-            wanted &= result.passes
+    wanted = selected(filtered, len(table))
     desired = int(wanted.sum())
     if desired and placed >= desired:
         return decide(

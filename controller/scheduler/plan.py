@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from controller.api.models import Phase, Workload, WorkloadStatus, workload_selector
-from controller.scheduler.budgets import budgeted, budgets_of
+from controller.scheduler.budgets import budgeted
 from controller.scheduler.ledger import Ledger, ledger_from_statuses
 from controller.scheduler.nodes import NodeInfo, rfc3339_to_epoch
 from controller.scheduler.plugins.topology_spread import ConstraintVerdict, explain_spread
@@ -22,6 +22,7 @@ from controller.scheduler.preemption import (
     Victim,
     may_preempt,
     preempt_within_budgets,
+    victim_budget,
     with_budget_note,
 )
 from controller.scheduler.priority import NO_CLASSES, Priority, PriorityClasses
@@ -178,10 +179,13 @@ class Turns:
             preemptible = {
                 k: v for k, v in batch.priorities.items() if k != key and ledger.bookings(k)
             }
-            budgets = budgets_of(
-                (w for w in batch.budgeted if w.key in preemptible),
-                {w.key: ledger.placed(w.key) for w in batch.budgeted},
-            )
+            budgets = {
+                w.key: budget
+                for w in batch.budgeted
+                if w.key in preemptible
+                and (budget := victim_budget(scheduler, w, ledger, ledger.placed(w.key), now=clock))
+                is not None
+            }
             found, blockers = preempt_within_budgets(
                 scheduler,
                 workload,

@@ -362,6 +362,21 @@ def preempt(
     return None
 
 
+def victim_budget(
+    scheduler: Scheduler, victim: Workload, ledger: Ledger, placed: int, *, now: float
+) -> Budget | None:
+    """The budget a preemption keeps for ``victim``, which holds ``placed`` replicas in
+    ``ledger`` (``budgets.budget_of``). A DaemonSet's percentages are of the nodes it is for
+    now (``Scheduler.selected``), not of its status's ``desired``: unless it is
+    ``Mandatory``, that counts only the nodes it fits, so each replica a preemption took
+    shrank it and the next preemption's allowance with it (a DaemonSet of 6 with
+    ``minAvailable: 50%`` went down to 1, five preemptions in a row)."""
+    desired = None
+    if victim.spec.kind is WorkloadKind.DAEMONSET and victim.spec.disruption is not None:
+        desired = scheduler.selected(victim, ledger, now=now)
+    return budget_of(victim, placed, desired=desired)
+
+
 def preempt_within_budgets(
     scheduler: Scheduler,
     workload: Workload,
@@ -431,7 +446,7 @@ def preemption_outlook(
         preemptible[key] = value
         if other.metadata.creation_timestamp is not None:
             started[key] = other.metadata.creation_timestamp
-        budget = budget_of(other, booked)
+        budget = victim_budget(scheduler, other, ledger, booked, now=now)
         if budget is not None:
             budgets[key] = budget
     found, blockers = preempt_within_budgets(

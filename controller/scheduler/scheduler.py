@@ -32,7 +32,13 @@ from controller.scheduler.decision import Decision, PendingMove, invalid
 from controller.scheduler.framework import CycleState, Filtered, Framework, Profile
 from controller.scheduler.gang import gang_rule
 from controller.scheduler.ledger import Booking, Ledger
-from controller.scheduler.placement import keep, place_daemonset, place_replicas, release
+from controller.scheduler.placement import (
+    keep,
+    place_daemonset,
+    place_replicas,
+    release,
+    selected,
+)
 from controller.scheduler.plugins import default_profile
 from controller.scheduler.plugins.taints import DefaultTolerations
 from controller.scheduler.priority import NO_CLASSES, Priority, PriorityClasses
@@ -135,6 +141,20 @@ class Scheduler:
         filtered = self.framework.filter(cycle)
         kept = keep(cycle, existing, filtered.keeps)
         return PreparedCycle(cycle, existing, (), filtered, kept)
+
+    def selected(self, workload: Workload, ledger: Ledger, *, now: float) -> int:
+        """How many nodes of ``ledger`` a DaemonSet ``workload`` is for, whatever their room
+        (``placement.selected``); 0 when its spec is Invalid. Kube's DaemonSet controller
+        counts its desired Pods the same way (``desiredNumberScheduled``: the nodes that
+        should run it, ``NodeShouldRunDaemonPod``, which reads the node's name, affinity and
+        taints, never its resources), and a PodDisruptionBudget's percentages of a DaemonSet
+        are of that count: the room a preemption takes from it does not shrink it. Its
+        status's ``desired`` does shrink unless it is ``Mandatory``: there a node without
+        room is not counted."""
+        prepared = self.prepare(workload, ledger, now=now)
+        if prepared.filtered is None:
+            return 0
+        return int(selected(prepared.filtered, len(prepared.cycle.table)).sum())
 
     def invalid_because(
         self, workload: Workload, classes: PriorityClasses | None

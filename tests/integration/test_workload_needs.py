@@ -431,6 +431,83 @@ def test_a_high_priority_job_refused_by_a_budget_is_placed_once_the_budget_allow
     preempted_within_the_budget(cluster, namespace, timeout=60)
 
 
+def test_a_daemonsets_percentage_budget_is_of_the_nodes_it_is_for(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, classes: dict[str, str]
+) -> None:
+    """agents, a DaemonSet of 2 cpu (priority 10, minAvailable 50%), placed on a and b, then
+    on c, d, e, f as they join (2 cpu each, so one agent fills a Node). Its budget is of the
+    Nodes it is for, whatever their room (as kube's DaemonSet controller counts its
+    desiredNumberScheduled): 50 % of 6 rounded up is 3, so 6 - 3 = 3 agents may be
+    preempted. Five Jobs of 2 cpu at priority 1000 then fit only by preempting agents: three
+    are placed, two wait with the budget in their message, and agents never has fewer than 3
+    placed, read at every poll.
+
+    Before, the budget was of the DaemonSet's status's ``desired``, which for an EveryNode
+    DaemonSet counts only the nodes it fits: each preemption shrank it (6, 5, 4...) and the
+    next one's allowance with it, and all five Jobs took an agent, leaving 1. The same
+    process makes every write and every decision here (no restart)."""
+    budget = {"minAvailable": "50%"}
+    cluster.apply(*(node_object(n, cpu="2") for n in ("a", "b")))
+    agents = workload_obj(
+        "agents",
+        namespace,
+        kind="DaemonSet",
+        resources={"cpu": "2"},
+        priorityClassName=classes["low"],
+        disruption=budget,
+    )
+    cluster.apply(agents)
+    assert placed(cluster, namespace, "agents", 2)["status"]["desired"] == 2
+    cluster.apply(*(node_object(n, cpu="2") for n in ("c", "d", "e", "f")))
+    grown = placed(cluster, namespace, "agents", 6)
+    assert grown["status"]["desired"] == 6 and nodes_of(grown) == list("abcdef")
+
+    bosses = [f"boss-{i}" for i in range(5)]
+    high = classes["high"]
+    cluster.apply(
+        *(
+            workload_obj(b, namespace, kind="Job", resources={"cpu": "2"}, priorityClassName=high)
+            for b in bosses
+        )
+    )
+    waits = (
+        "0/6 nodes are available: 6 Insufficient cpu. Preempting would break the disruption"
+        f" budget of {namespace}/agents (minAvailable 50%)."
+    )
+
+    def settled(seen: dict[str, dict[str, Any]]) -> bool:
+        jobs = [seen[b] for b in bosses]
+        return (
+            all(observed(j) for j in jobs)
+            and sum(phase(j) == "Scheduled" for j in jobs) == 3
+            and sum(j["status"].get("message") == waits for j in jobs) == 2
+            and len(placements(seen["agents"])) == 3
+        )
+
+    # Each poll reads the namespace's Workloads in one LIST (one resourceVersion), so the
+    # count of agents and the Jobs placed are of the same moment. 120 s bounds five
+    # preemptions (each a decision, the victim's status write and the Job's) and the
+    # decisions after them on a loaded machine.
+    deadline = time.monotonic() + 120
+    polls = 0
+    while True:
+        seen = {w["metadata"]["name"]: w for w in cluster.workloads(namespace)}
+        polls += 1
+        held = len(placements(seen["agents"]))
+        assert held >= 3, f"poll {polls}: agents has {held} placed, its budget needs 3"
+        if all(b in seen for b in bosses) and settled(seen):
+            break
+        assert time.monotonic() < deadline, {
+            n: (phase(w), len(placements(w)), (w.get("status") or {}).get("message"))
+            for n, w in seen.items()
+        }
+        time.sleep(0.2)
+    taken = sorted(node for b in bosses for node in nodes_of(seen[b]))
+    assert sorted([*nodes_of(seen["agents"]), *taken]) == list("abcdef")
+    preempted = conditions(seen["agents"]).get("Preempted")
+    assert preempted is not None and f"{namespace}/boss-" in preempted["message"], preempted
+
+
 # -- 5. at the door: the CRD, the webhook, and orca plan ----------------------------------------
 
 

@@ -206,12 +206,14 @@ def nothing_overbooked(
     return fullest
 
 
-def needs(spec: Spec, status_desired: int | None) -> int:
+def needs(spec: Spec, daemon_nodes: int) -> int:
     """The replicas a preemption must leave a Workload: its disruption budget's desired
-    healthy count of the desired replicas (a DaemonSet's from its status, as kube's
-    ``getExpectedScale`` reads the controller's), and a gang's ``minCount``, the larger."""
+    healthy count of the desired replicas, and a gang's ``minCount``, the larger. A
+    DaemonSet's desired replicas are ``daemon_nodes``, the nodes it is for whatever their
+    room, as kube's DaemonSet controller counts ``desiredNumberScheduled`` (its
+    ``NodeShouldRunDaemonPod`` reads no resources)."""
     kind = spec["kind"]
-    expected = spec.get("count", 1) if kind != "DaemonSet" else (status_desired or 0)
+    expected = spec.get("count", 1) if kind != "DaemonSet" else daemon_nodes
     out = 0
     if (disruption := spec.get("disruption")) is not None:
         out = oracles.desired_healthy(disruption, expected)
@@ -222,16 +224,19 @@ def needs(spec: Spec, status_desired: int | None) -> int:
 
 def budgets_hold(
     specs_by_key: Mapping[str, Spec],
-    before: Mapping[str, Workload],
+    nodes: Sequence[dict[str, Any]],
     live: Mapping[str, int],
     results: Sequence[PlanResult],
 ) -> tuple[int, int]:
     """Walking ``results`` in planning order from ``live`` (each Workload's replicas placed
     on a node of the cluster before the plan), every preemption's victims keep at least what
-    they need (``needs``). ``PlanResult.victims`` (what each took) and ``.preempted`` (what
+    they need (``needs``; a DaemonSet's percentages are of ``nodes`` not cordoned: the
+    generated nodes are Ready and untainted, and orca's DaemonSets leave cordoned nodes).
+    ``PlanResult.victims`` (what each took) and ``.preempted`` (what
     each lost) agree. Returns how many replicas were preempted, and how many preemptions left
     their victim with exactly what it needs, those of a percentage twice (to steer hypothesis
     to the budgets' edge, where an off-by-one or a rounding shows)."""
+    daemon_nodes = sum(not o["spec"].get("unschedulable") for o in nodes)
     count = dict(live)
     taken_total: Counter[str] = Counter()
     tight = 0
@@ -240,9 +245,7 @@ def budgets_hold(
         taken_total.update(taken)
         for key, lost in taken.items():
             count[key] = count.get(key, 0) - lost
-            prior = before.get(key)
-            desired = prior.status.desired if prior is not None and prior.status else None
-            needed = needs(specs_by_key[key], desired)
+            needed = needs(specs_by_key[key], daemon_nodes)
             assert count[key] >= needed, (key, specs_by_key[key], count[key], result.workload.key)
             if count[key] == needed > 0:  # no slack left; a rounded percentage counts twice
                 budget = specs_by_key[key].get("disruption") or {}
@@ -323,14 +326,13 @@ def test_preemption_and_drains_keep_gangs_whole_budgets_and_capacity(
     by_key = {w.key: s for w, s in zip([*placing, *arrivals], [*first, *later], strict=True)}
     before = [stored(r) for r in plan(nodes, placing, classes=CLASSES, now=NOW)]
     workloads = [*before, *arrivals]
-    prior = {w.key: w for w in before}
     names = {o["metadata"]["name"] for o in objects}
     live = {w.key: sum(p.node in names for p in w.status.placements) for w in before if w.status}
 
     again = plan(nodes, workloads, classes=CLASSES, now=NOW)
     gangs_are_whole(by_key, again)
     fullest = nothing_overbooked(objects, by_key, again)
-    preempted, tight = budgets_hold(by_key, prior, live, again)
+    preempted, tight = budgets_hold(by_key, objects, live, again)
 
     drained = data.draw(st.sets(st.sampled_from(sorted(names)), max_size=len(names)), label="drain")
     whatif = WhatIf(
@@ -349,7 +351,7 @@ def test_preemption_and_drains_keep_gangs_whole_budgets_and_capacity(
         for w in before
         if w.status
     }
-    more, edge = budgets_hold(by_key, prior, left, answer.results)
+    more, edge = budgets_hold(by_key, remaining, left, answer.results)
     target(float(preempted + more), label="replicas preempted")
     target(float(tight + edge), label="preemptions that left a budget with no slack")
     target(fullest, label="the fullest resource")

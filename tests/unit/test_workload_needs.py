@@ -335,6 +335,65 @@ def test_a_gang_victim_is_never_left_below_its_min_count() -> None:
     assert "gang minCount 3" in (results[0].status.message or "")
 
 
+def test_a_daemonset_is_for_the_nodes_it_selects_whatever_their_room() -> None:
+    """a and b take it (2 cpu each), b full of a Job; c is cordoned; d has a NoSchedule
+    taint it does not tolerate. It is for a and b (kube's DaemonSet controller counts b too:
+    ``NodeShouldRunDaemonPod`` reads no resources), but it fits on a only, so an EveryNode
+    DaemonSet's own decision wants 1."""
+    taint = [{"key": "x", "value": "y", "effect": "NoSchedule"}]
+    nodes = [node("a", cpu="2"), node("b", cpu="2"), node("c", cpu="2", cordoned=True)]
+    nodes.append(node("d", cpu="2", taints=taint))
+    ledger = ledger_for(*nodes)
+    filler = workload(name="filler", kind="Job", resources={"cpu": "2"})
+    scheduler = Scheduler()
+    job = scheduler.schedule(filler, ledger_for(nodes[1]), now=NOW)
+    ledger.load(filler.key, job.bookings)
+    ds = workload(name="ds", kind="DaemonSet", resources={"cpu": "2"})
+    assert scheduler.selected(ds, ledger, now=NOW) == 2
+    assert scheduler.schedule(ds, ledger, now=NOW).desired == 1
+
+
+def test_a_daemonsets_budget_is_of_the_nodes_it_is_for_not_of_those_it_fits() -> None:
+    """a, b, c of 2 cpu: agents (a DaemonSet of 2 cpu, priority 10, maxUnavailable 1) holds a
+    and b, and filler (a Job of 2 cpu, priority 100) holds c, so agents' status wants 2.
+    It is for 3 nodes, though: 3 - 1 = 2 must stay, 2 are placed, none may go. boss (a Job of
+    2 cpu, priority 1000) therefore preempts filler on c, although kube's first rule prefers
+    the node whose highest victim has the lowest priority (agents' 10). Of 2 wanted, 1 could
+    have gone, and boss would have taken a. filler, itself above agents, then finds the same
+    budget in its way."""
+    classes = PriorityClasses.of(
+        [PriorityClass("low", 10), PriorityClass("mid", 100), PriorityClass("high", 1000)]
+    )
+    nodes = [node(n, cpu="2") for n in ("a", "b", "c")]
+    two_cpu: dict[str, Any] = {"resources": {"cpu": "2"}}
+    agents = workload(
+        name="agents",
+        kind="DaemonSet",
+        priorityClassName="low",
+        disruption={"maxUnavailable": 1},
+        **two_cpu,
+    )
+    filler = workload(name="filler", kind="Job", priorityClassName="mid", **two_cpu)
+    placed = {
+        agents.key: plan(nodes[:2], [agents], classes=classes, now=T0)[0].status,
+        filler.key: plan(nodes[2:], [filler], classes=classes, now=T0)[0].status,
+    }
+    assert placed[agents.key].desired == 2
+    incumbents = [w.model_copy(update={"status": placed[w.key]}) for w in (agents, filler)]
+    boss = workload(name="boss", kind="Job", priorityClassName="high", **two_cpu)
+    results = {
+        r.workload.metadata.name: r
+        for r in plan(nodes, [boss, *incumbents], classes=classes, now=T0)
+    }
+    assert [p.node for p in results["boss"].status.placements] == ["c"]
+    assert [v.victim.key for v in results["boss"].victims] == ["shop/filler"]
+    assert sorted(p.node for p in results["agents"].status.placements) == ["a", "b"]
+    assert results["filler"].status.placed == 0
+    assert (results["filler"].status.message or "").endswith(
+        " Preempting would break the disruption budget of shop/agents (maxUnavailable 1)."
+    )
+
+
 def test_the_rebalancer_moves_nothing_a_budget_forbids() -> None:
     """A Spread Service of 2 both on a (b was added empty): moving one to b improves the
     spread; with maxUnavailable 0 it may not move, with 1 it does."""
