@@ -31,9 +31,10 @@ RBAC; leader election off, as in ``bench_vs_kube_scheduler``), one step after th
    a second for ``--seconds``: orca's CPU over that window less the quiet one's, per update
    the API server acknowledged (orca receives each one on its Node watch).
 5. The Workloads deleted (and their Events) before the next count, not after the last (the
-   control plane goes with it): the API server deletes a collection of Workloads at about
-   10 a second here (10,000 took 15 minutes), so 100,000 are best measured on a plane of
-   their own (``--workloads 100000``).
+   control plane goes with it). The API server's pace for that varies by machine: 10,000
+   took 15 minutes on one (ff8771f) and about 32 s on another (3e51191, 15,000 Nodes, read
+   from the log's times), so a run of 100,000 after a smaller count may wait long for it
+   where a plane of its own (``--workloads 100000``) would not.
 
 Reading orca's counters means a scrape of its ``/metrics`` (5 series per Node): step 2
 scrapes every ``METRICS_POLL`` seconds until every Workload is decided again; the windows of
