@@ -841,12 +841,14 @@ class Disruption(_Ruled, json_schema_extra=validations(*_DISRUPTION_RULES)):
     min_available: CountOrPercent | None = Field(
         default=None,
         description="Replicas that must stay placed: a number, or a percentage of the desired "
-        "replicas rounded up. Exactly one of minAvailable and maxUnavailable.",
+        "replicas (a DaemonSet's: the nodes it is for, whatever their room) rounded up. "
+        "Exactly one of minAvailable and maxUnavailable.",
     )
     max_unavailable: CountOrPercent | None = Field(
         default=None,
         description="Replicas that may be missing: a number, or a percentage of the desired "
-        "replicas rounded up. Exactly one of minAvailable and maxUnavailable.",
+        "replicas (a DaemonSet's: the nodes it is for, whatever their room) rounded up. "
+        "Exactly one of minAvailable and maxUnavailable.",
     )
 
     def desired_healthy(self, expected: int) -> int:
