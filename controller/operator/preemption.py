@@ -116,9 +116,7 @@ class Preemption:
                 preemptible[key] = value
                 if (created := other.workload.metadata.creation_timestamp) is not None:
                     started[key] = created
-                budget = victim_budget(
-                    self.scheduler, other.workload, ledger, ledger.placed(key), now=clock
-                )
+                budget = victim_budget(self.scheduler, other.workload, ledger, now=clock)
                 if budget is not None:
                     budgets[key] = budget
         found, blockers = preempt_within_budgets(

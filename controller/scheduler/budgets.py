@@ -3,8 +3,10 @@
 A Workload's ``spec.disruption`` is a PodDisruptionBudget for it, with kube's meaning
 (pkg/controller/disruption/disruption.go): the desired healthy count is ``minAvailable``
 (a number, or a percentage of the desired replicas rounded up), or the desired replicas less
-``maxUnavailable`` (the same rounding); the disruptions allowed are the replicas placed less
-that count, never below 0. kube-scheduler honours budgets only as a preference when it
+``maxUnavailable`` (the same rounding); the disruptions allowed are the replicas available
+less that count, never below 0. Preemption and the rebalancer pass as available the replicas
+on Ready nodes (``Ledger.healthy``: kube counts Ready Pods); the what-ifs, the replicas a
+drain leaves placed. kube-scheduler honours budgets only as a preference when it
 preempts (it prefers victims whose eviction breaks none); orca makes every voluntary move
 itself, so the budget is a rule: preemption never takes a Workload below it, the rebalancer
 never moves a replica it would take below it, and ``orca plan --drain`` names a drain that
@@ -29,7 +31,7 @@ class Budget:
     """How many replicas of Workload ``key`` orca's voluntary moves may take now."""
 
     key: str
-    placed: int
+    placed: int  # the replicas available now (the caller's count: see the module's docstring)
     needs: int  # the replicas that must stay placed
     text: str  # the rule, as messages name it: ``minAvailable 3``, ``gang minCount 4``
 

@@ -190,6 +190,19 @@ class Ledger:
         index = self.table.index
         return sum(b.node in index for b in self._bookings.get(key, ()))
 
+    def healthy(self, key: str) -> int:
+        """How many of Workload ``key``'s replicas are booked on a Ready node of the table:
+        what a disruption budget counts as available. kube's disruption controller counts
+        Ready Pods (``countHealthyPods``), and the node lifecycle controller marks a NotReady
+        node's Pods not ready, so a replica kept on a NotReady node is placed but not
+        available."""
+        index, ready = self.table.index, self.table.ready
+        return sum(
+            bool(ready[i])
+            for b in self._bookings.get(key, ())
+            if (i := index.get(b.node)) is not None
+        )
+
     def keys_on(self, node: str) -> set[str]:
         """Keys of the Workloads with a replica booked on ``node``."""
         return set(self._on_node.get(node, ()))

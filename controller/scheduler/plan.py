@@ -183,8 +183,7 @@ class Turns:
                 w.key: budget
                 for w in batch.budgeted
                 if w.key in preemptible
-                and (budget := victim_budget(scheduler, w, ledger, ledger.placed(w.key), now=clock))
-                is not None
+                and (budget := victim_budget(scheduler, w, ledger, now=clock)) is not None
             }
             found, blockers = preempt_within_budgets(
                 scheduler,

@@ -363,18 +363,20 @@ def preempt(
 
 
 def victim_budget(
-    scheduler: Scheduler, victim: Workload, ledger: Ledger, placed: int, *, now: float
+    scheduler: Scheduler, victim: Workload, ledger: Ledger, *, now: float
 ) -> Budget | None:
-    """The budget a preemption keeps for ``victim``, which holds ``placed`` replicas in
-    ``ledger`` (``budgets.budget_of``). A DaemonSet's percentages are of the nodes it is for
-    now (``Scheduler.selected``), not of its status's ``desired``: unless it is
-    ``Mandatory``, that counts only the nodes it fits, so each replica a preemption took
-    shrank it and the next preemption's allowance with it (a DaemonSet of 6 with
-    ``minAvailable: 50%`` went down to 1, five preemptions in a row)."""
+    """The budget a preemption keeps for ``victim`` in ``ledger`` (``budgets.budget_of``),
+    on its replicas available: those on Ready nodes (``Ledger.healthy``, as kube counts
+    Ready Pods), so a replica kept on a NotReady node leaves no room to take another. A
+    DaemonSet's percentages are of the nodes it is for now (``Scheduler.selected``), not of
+    its status's ``desired``: unless it is ``Mandatory``, that counts only the nodes it
+    fits, so each replica a preemption took shrank it and the next preemption's allowance
+    with it (a DaemonSet of 6 with ``minAvailable: 50%`` went down to 1, five preemptions in
+    a row)."""
     desired = None
     if victim.spec.kind is WorkloadKind.DAEMONSET and victim.spec.disruption is not None:
         desired = scheduler.selected(victim, ledger, now=now)
-    return budget_of(victim, placed, desired=desired)
+    return budget_of(victim, ledger.healthy(victim.key), desired=desired)
 
 
 def preempt_within_budgets(
@@ -446,7 +448,7 @@ def preemption_outlook(
         preemptible[key] = value
         if other.metadata.creation_timestamp is not None:
             started[key] = other.metadata.creation_timestamp
-        budget = victim_budget(scheduler, other, ledger, booked, now=now)
+        budget = victim_budget(scheduler, other, ledger, now=now)
         if budget is not None:
             budgets[key] = budget
     found, blockers = preempt_within_budgets(

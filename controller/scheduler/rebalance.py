@@ -237,7 +237,9 @@ class Rebalancer:
         prepared = self.scheduler.prepare(workload, ledger, now=now)
         if prepared.filtered is None or not _settled(prepared):
             return None
-        budget = budget_of(workload, len(prepared.kept), gang=False)
+        # Counted on the replicas available (``Ledger.healthy``): settled, every replica is
+        # kept, but one kept on a NotReady node is already down.
+        budget = budget_of(workload, ledger.healthy(workload.key), gang=False)
         if budget is not None and budget.allowed < 1:
             return None  # its disruption budget allows no replica in motion
         cycle, filtered = prepared.cycle, prepared.filtered

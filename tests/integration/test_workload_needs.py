@@ -431,6 +431,47 @@ def test_a_high_priority_job_refused_by_a_budget_is_placed_once_the_budget_allow
     preempted_within_the_budget(cluster, namespace, timeout=60)
 
 
+def test_a_replica_on_a_not_ready_node_leaves_its_budget_no_room(
+    cluster: Cluster, namespace: str, operator: OperatorProcess, classes: dict[str, str]
+) -> None:
+    """web (3 of 2 cpu, priority 10, minAvailable 2) on a, b, c; then a goes NotReady and
+    keeps its replica (the not-ready taint is tolerated 300 s, longer than this test). kube's
+    disruption controller counts Ready Pods only (``countHealthyPods``): 2 available, 2 must
+    stay, so boss (2 cpu, priority 1000) waits naming the budget, and web keeps its 3. With
+    a Ready again, 3 are available, one may go, and boss preempts it."""
+    cluster.apply(*(node_object(n, cpu="2") for n in ("a", "b", "c")))
+    web = workload_obj(
+        "web",
+        namespace,
+        kind="Service",
+        count=3,
+        resources={"cpu": "2"},
+        priorityClassName=classes["low"],
+        disruption={"minAvailable": 2},
+    )
+    cluster.apply(web)
+    assert nodes_of(placed(cluster, namespace, "web", 3)) == ["a", "b", "c"]
+    cluster.set_ready("a", False)
+    wait_metrics(operator, {'orca_nodes{eligible="false"}': 1.0})  # orca has seen it
+    boss = workload_obj(
+        "boss", namespace, kind="Job", resources={"cpu": "2"}, priorityClassName=classes["high"]
+    )
+    cluster.apply(boss)
+    waiting = cluster.wait_for(
+        namespace,
+        "boss",
+        lambda w: observed(w) and phase(w) == "Unschedulable",
+        what="Unschedulable",
+    )
+    budget = f" Preempting would break the disruption budget of {namespace}/web (minAvailable 2)."
+    assert waiting["status"]["message"].endswith(budget), waiting["status"]["message"]
+    # A preemption writes its victims before its preemptor, so boss's status, written, is
+    # after any replica of web it took.
+    assert nodes_of(cluster.workload(namespace, "web")) == ["a", "b", "c"]
+    cluster.set_ready("a", True)
+    preempted_within_the_budget(cluster, namespace, timeout=60)
+
+
 def test_a_daemonsets_percentage_budget_is_of_the_nodes_it_is_for(
     cluster: Cluster, namespace: str, operator: OperatorProcess, classes: dict[str, str]
 ) -> None:

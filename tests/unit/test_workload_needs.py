@@ -394,6 +394,62 @@ def test_a_daemonsets_budget_is_of_the_nodes_it_is_for_not_of_those_it_fits() ->
     )
 
 
+def test_a_replica_kept_on_a_not_ready_node_is_placed_but_not_available() -> None:
+    """web (3 of 2 cpu, minAvailable 2) on a, b, c; then a goes NotReady and keeps its
+    replica (the not-ready taint is tolerated 300 s). kube's disruption controller counts
+    Ready Pods only (``countHealthyPods``) and a NotReady node's Pods are marked not ready:
+    2 available, 2 must stay, none may go, so boss (2 cpu, priority 1000) waits, naming the
+    budget. With a Ready, 3 are available and boss preempts one (the test above)."""
+    nodes, web, boss = budget_cluster()
+    assert web.status is not None
+    loose = workload(
+        name="web",
+        kind="Service",
+        count=3,
+        resources={"cpu": "2"},
+        disruption={"minAvailable": 2},
+        status=web.status.model_dump(by_alias=True, mode="json"),
+    )
+    down = [node("a", cpu="2", ready=False, since=T0), *nodes[1:]]
+    results = {
+        r.workload.metadata.name: r for r in plan(down, [boss, loose], classes=CLASSES, now=T0)
+    }
+    assert sorted(p.node for p in results["web"].status.placements) == ["a", "b", "c"]
+    assert (results["boss"].status.placed, results["boss"].victims) == (0, ())
+    assert (results["boss"].status.message or "").endswith(
+        " Preempting would break the disruption budget of shop/web (minAvailable 2)."
+    )
+
+
+def test_the_rebalancer_counts_a_replica_on_a_not_ready_node_as_down() -> None:
+    """A Spread Service of 3 (maxUnavailable 1): two on a, one on c, which is NotReady (kept:
+    the taint is tolerated 300 s); b was added empty. Moving one from a to b evens the spread,
+    but c's is down already: 2 available, 3 - 1 = 2 must stay, no replica may be in motion.
+    With c Ready, one may, and the move is made."""
+    status = {
+        "placements": [
+            {"node": "a", "allocId": "shop/web-0", "score": 90},
+            {"node": "a", "allocId": "shop/web-1", "score": 80},
+            {"node": "c", "allocId": "shop/web-2", "score": 80},
+        ],
+        "resources": {"cpu": "2"},
+    }
+    web = workload(
+        name="web",
+        kind="Service",
+        count=3,
+        resources={"cpu": "2"},
+        rebalance="Allowed",
+        disruption={"maxUnavailable": 1},
+        status=status,
+    )
+    for c_ready, moves in ((True, 1), (False, 0)):
+        c = node("c", cpu="8", ready=c_ready, since=T0)
+        nodes = [node("a", cpu="8"), node("b", cpu="8"), c]
+        planned = Rebalancer().plan([web], ledger_from_statuses(nodes, [web]), now=NOW)
+        assert len(planned.moves) == moves, c_ready
+
+
 def test_the_rebalancer_moves_nothing_a_budget_forbids() -> None:
     """A Spread Service of 2 both on a (b was added empty): moving one to b improves the
     spread; with maxUnavailable 0 it may not move, with 1 it does."""
