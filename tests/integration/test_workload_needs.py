@@ -362,11 +362,11 @@ def classes(cluster: Cluster, namespace: str) -> Iterator[dict[str, str]]:
     cluster.run("delete", "priorityclass", *names.values(), "--ignore-not-found")
 
 
-def refused_by_the_budget(cluster: Cluster, namespace: str, classes: dict[str, str]) -> None:
-    """a, b, c of 2 cpu each, filled by web (3 replicas of 2 cpu, priority 10, minAvailable
-    3). boss (a Job of 2 cpu, priority 1000) could only fit by preempting a replica of web,
-    which would leave web 2 of the 3 its budget needs: boss waits, its message naming the
-    budget, and web keeps its 3. Then web's budget is relaxed to minAvailable 2."""
+def web_on_abc(
+    cluster: Cluster, namespace: str, classes: dict[str, str], min_available: int
+) -> None:
+    """a, b, c of 2 cpu each, filled by web: 3 replicas of 2 cpu, priority 10, with
+    ``minAvailable: min_available``."""
     cluster.apply(*(node_object(n, cpu="2") for n in ("a", "b", "c")))
     web = workload_obj(
         "web",
@@ -375,14 +375,26 @@ def refused_by_the_budget(cluster: Cluster, namespace: str, classes: dict[str, s
         count=3,
         resources={"cpu": "2"},
         priorityClassName=classes["low"],
-        disruption={"minAvailable": 3},
+        disruption={"minAvailable": min_available},
     )
     cluster.apply(web)
     assert nodes_of(placed(cluster, namespace, "web", 3)) == ["a", "b", "c"]
-    boss = workload_obj(
+
+
+def boss_of(namespace: str, classes: dict[str, str]) -> dict[str, Any]:
+    """boss: a Job of 2 cpu at priority 1000, which fits only by preempting."""
+    return workload_obj(
         "boss", namespace, kind="Job", resources={"cpu": "2"}, priorityClassName=classes["high"]
     )
-    cluster.apply(boss)
+
+
+def refused_by_the_budget(cluster: Cluster, namespace: str, classes: dict[str, str]) -> None:
+    """a, b, c of 2 cpu each, filled by web (3 replicas of 2 cpu, priority 10, minAvailable
+    3). boss (a Job of 2 cpu, priority 1000) could only fit by preempting a replica of web,
+    which would leave web 2 of the 3 its budget needs: boss waits, its message naming the
+    budget, and web keeps its 3. Then web's budget is relaxed to minAvailable 2."""
+    web_on_abc(cluster, namespace, classes, min_available=3)
+    cluster.apply(boss_of(namespace, classes))
     budget = f" Preempting would break the disruption budget of {namespace}/web (minAvailable 3)."
     waiting = cluster.wait_for(
         namespace,
@@ -439,24 +451,10 @@ def test_a_replica_on_a_not_ready_node_leaves_its_budget_no_room(
     disruption controller counts Ready Pods only (``countHealthyPods``): 2 available, 2 must
     stay, so boss (2 cpu, priority 1000) waits naming the budget, and web keeps its 3. With
     a Ready again, 3 are available, one may go, and boss preempts it."""
-    cluster.apply(*(node_object(n, cpu="2") for n in ("a", "b", "c")))
-    web = workload_obj(
-        "web",
-        namespace,
-        kind="Service",
-        count=3,
-        resources={"cpu": "2"},
-        priorityClassName=classes["low"],
-        disruption={"minAvailable": 2},
-    )
-    cluster.apply(web)
-    assert nodes_of(placed(cluster, namespace, "web", 3)) == ["a", "b", "c"]
+    web_on_abc(cluster, namespace, classes, min_available=2)
     cluster.set_ready("a", False)
     wait_metrics(operator, {'orca_nodes{eligible="false"}': 1.0})  # orca has seen it
-    boss = workload_obj(
-        "boss", namespace, kind="Job", resources={"cpu": "2"}, priorityClassName=classes["high"]
-    )
-    cluster.apply(boss)
+    cluster.apply(boss_of(namespace, classes))
     waiting = cluster.wait_for(
         namespace,
         "boss",

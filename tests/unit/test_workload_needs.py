@@ -277,6 +277,19 @@ def budget_cluster() -> tuple[list[Any], Any, Any]:
     return nodes, web, boss
 
 
+def relaxed(web: Any) -> Any:
+    """``budget_cluster``'s web, placed as it is, with minAvailable 2: one replica may go."""
+    assert web.status is not None
+    return workload(
+        name="web",
+        kind="Service",
+        count=3,
+        resources={"cpu": "2"},
+        disruption={"minAvailable": 2},
+        status=web.status.model_dump(by_alias=True, mode="json"),
+    )
+
+
 def test_preemption_never_takes_a_workload_below_its_budget_and_says_whose() -> None:
     nodes, web, boss = budget_cluster()
     results = plan(nodes, [boss, web], classes=CLASSES, now=T0)
@@ -293,15 +306,7 @@ def test_preemption_never_takes_a_workload_below_its_budget_and_says_whose() -> 
 def test_preemption_goes_ahead_when_the_budget_allows() -> None:
     """minAvailable 2 of 3: one replica may go, and does."""
     nodes, web, boss = budget_cluster()
-    assert web.status is not None
-    loose = workload(
-        name="web",
-        kind="Service",
-        count=3,
-        resources={"cpu": "2"},
-        disruption={"minAvailable": 2},
-        status=web.status.model_dump(by_alias=True, mode="json"),
-    )
+    loose = relaxed(web)
     results = plan(nodes, [boss, loose], classes=CLASSES, now=T0)
     by_name = {r.workload.metadata.name: r for r in results}
     assert by_name["boss"].status.placed == 1
@@ -401,15 +406,7 @@ def test_a_replica_kept_on_a_not_ready_node_is_placed_but_not_available() -> Non
     2 available, 2 must stay, none may go, so boss (2 cpu, priority 1000) waits, naming the
     budget. With a Ready, 3 are available and boss preempts one (the test above)."""
     nodes, web, boss = budget_cluster()
-    assert web.status is not None
-    loose = workload(
-        name="web",
-        kind="Service",
-        count=3,
-        resources={"cpu": "2"},
-        disruption={"minAvailable": 2},
-        status=web.status.model_dump(by_alias=True, mode="json"),
-    )
+    loose = relaxed(web)
     down = [node("a", cpu="2", ready=False, since=T0), *nodes[1:]]
     results = {
         r.workload.metadata.name: r for r in plan(down, [boss, loose], classes=CLASSES, now=T0)
