@@ -206,7 +206,8 @@ class WorkloadRecord:
     @property
     def status(self) -> WorkloadStatus | None:
         """What its status records, held once: in the parsed Workload, which the decisions
-        read (a gang's ``BelowMinCount`` since, a DaemonSet's ``desired`` for its budget).
+        read (a gang's ``BelowMinCount`` since; ``budgets.expected``, a DaemonSet's
+        ``desired``, for a caller that gives no count of its own).
         Held twice, our own writes moved one copy and not the other (their echo is dropped as
         known), and a gang's hold started again at each deadline."""
         return self.workload.status if self.workload is not None else self.unparsed_status

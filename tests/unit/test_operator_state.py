@@ -847,11 +847,12 @@ def test_a_late_echo_of_our_own_write_is_dropped_even_with_opaque_versions() -> 
 def test_a_landed_write_is_what_the_next_decision_reads_of_the_workload() -> None:
     """The echo of our own status write is dropped as already known, so the write landing
     (``set_status``) is the only way the parsed Workload learns what it now records, and the
-    decisions read it there: a preemption counts a DaemonSet's disruption budget in
-    percentages of the ``desired`` it records (``budget_of(record.workload, ...)``, through
-    ``budgets.expected``), a gang's hold starts at its recorded ``BelowMinCount``
-    (``gang.below_since``). Before, the record's status moved and the parsed Workload kept the
-    one from before: a budget of 50 % of 6 agents was counted as 50 % of 2."""
+    decisions read it there: a gang's hold starts at its recorded ``BelowMinCount``
+    (``gang.below_since``), and ``budget_of`` given no count of its own takes a DaemonSet's
+    percentages of the ``desired`` it records (``budgets.expected``; a preemption now gives
+    the nodes it is for, ``preemption.victim_budget``). Before, the record's status moved and
+    the parsed Workload kept the one from before: a budget of 50 % of 6 agents was read as
+    50 % of 2."""
     state = ClusterState()
     spec = {"kind": "DaemonSet", "disruption": {"minAvailable": "50%"}}
     before = {
@@ -875,7 +876,7 @@ def test_a_landed_write_is_what_the_next_decision_reads_of_the_workload() -> Non
     state.set_status(record, written)
     assert record.workload.status == written == record.status
     assert expected(record.workload) == 6
-    budget = budget_of(record.workload, 6)  # as the preemption asks it
+    budget = budget_of(record.workload, 6)
     assert budget is not None and budget.needs == 3
 
 
