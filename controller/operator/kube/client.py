@@ -34,6 +34,7 @@ import asyncio
 import asyncio.sslproto
 import contextvars
 import logging
+import platform
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from yarl import URL
 from controller.api.models import API_VERSION, KIND, workload_path
 from controller.operator.kube.credentials import ClientConfiguration, CredentialsError
 from controller.operator.telemetry import metrics
+from controller.version import version
 
 MERGE_PATCH = "application/merge-patch+json"
 #: The answer a write asks for when it reads nothing of it but the metadata (the
@@ -59,6 +61,17 @@ METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 #: finds unknown or duplicate fields to warn about; orca's bodies come from the models the
 #: CRD is generated from, and it reads no warnings.
 NO_FIELD_VALIDATION = "?fieldValidation=Ignore"
+#: Go's names for the machines Python names otherwise (client-go's ``(GOOS/GOARCH)``).
+_GOARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+#: Who orca is to the API server, as client-go's binaries say it (``kube-scheduler/v1.36.3
+#: (linux/amd64) ...``): the field manager of every write it makes (the API server takes the
+#: agent up to its first "/"), so ``kubectl get --show-managed-fields`` names orca as the
+#: owner of a Workload's status; and the agent audit logs and the API server's logs and traces
+#: show. aiohttp's own (``Python/3.11 aiohttp/...``) would make every orca write "Python"'s.
+USER_AGENT = (
+    f"orca-controller/{version()} ({platform.system().lower()}/"
+    f"{_GOARCH.get(platform.machine(), platform.machine().lower())})"
+)
 #: Objects per page of a LIST (``KubeApi.list_objects``).
 LIST_PAGE = 500
 #: Objects of a listed page handed on between two turns of the event loop (``list_objects``).
@@ -327,9 +340,9 @@ class KubeApi:
         asyncio.get_running_loop().call_later(RETIRED_SESSION_GRACE, close_old)
 
     def _headers(self, extra: dict[str, str]) -> dict[str, str]:
-        """JSON (unless ``extra`` says otherwise), with the bearer token read now (rotated
-        tokens) when there is one."""
-        headers = {"Accept": "application/json", **extra}
+        """JSON (unless ``extra`` says otherwise), orca's ``USER_AGENT``, with the bearer
+        token read now (rotated tokens) when there is one."""
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT, **extra}
         try:
             token = authorization(self.configuration)  # may re-read a token file or run a plugin
         except (CredentialsError, OSError) as exc:
