@@ -9,9 +9,9 @@ Per row, in a namespace of its own, ``--objects`` objects, 32 requests in flight
   Event in protobuf as its recorder posts it, ``kube_events.py``, each read back and checked;
   or the JSON core/v1 body orca posts);
 - ``orca before``: a Workload's create (the CRD as it was before issue 31: ``conditions`` a
-  map keyed by type), the placement write orca made before issue 31 (a merge PATCH of
-  ``/status`` with the status of ``BEFORE``, preconditioned on the resourceVersion, the whole
-  object answered) and the Event orca posted then (JSON);
+  map keyed by type, each ``status`` field tracked on its own), the placement write orca made
+  before issue 31 (a merge PATCH of ``/status`` with the status of ``BEFORE``, preconditioned
+  on the resourceVersion, the whole object answered) and the Event orca posted then (JSON);
 - one row per lever (``LEVERS``), ``before`` with that lever alone switched on;
 - ``orca now``: every lever on, i.e. the CRD as shipped and what orca's own code sends now
   (``KubeApi``'s ``write_workload_status`` and ``create_event`` with the status orca's
@@ -149,7 +149,18 @@ class Writes:
     accept: str = "application/json"  # the write's answer
     event_params: dict[str, str] = field(default_factory=dict)
     event_accept: str = "application/json"
-    crd: Callable[[dict[str, Any]], dict[str, Any]] = lambda crd: crd
+    #: The CRD before issue 31 (``conditions`` a map keyed by type) and before ``status``
+    #: was one atomic map: ``before`` has both, a lever takes one away.
+    map_conditions: bool = False
+    granular_status: bool = False
+    crd: Callable[[dict[str, Any]], dict[str, Any]] = lambda crd: crd  # a diagnostic's change
+
+    def schema(self, shipped: dict[str, Any]) -> dict[str, Any]:
+        """The CRD this row writes to: the shipped one as ``before`` had it, less the levers
+        on, with the diagnostic's change."""
+        crd = granular_status(shipped) if self.granular_status else shipped
+        return self.crd(map_conditions(crd) if self.map_conditions else crd)
+
     clear_managed_fields: bool = False  # diagnostic: no managedFields on the objects written
     #: Diagnostic: the write and the Event ``now`` sends, as bytes encoded before the clock,
     #: straight through the aiohttp session (no orca code in the way): the client's floor.
@@ -198,7 +209,8 @@ def no_condition_generation(status: dict[str, Any]) -> dict[str, Any]:
 #: Each lever: what it changes of ``before``'s requests, alone (``orca now`` has them all).
 LEVERS: dict[str, Callable[[Writes], Writes]] = {
     "status shape": lambda w: replace(w, status=current_status),
-    "conditions atomic (CRD)": lambda w: replace(w, crd=lambda crd: crd),
+    "conditions atomic (CRD)": lambda w: replace(w, map_conditions=False),
+    "status atomic (CRD)": lambda w: replace(w, granular_status=False),
     "PUT /status": lambda w: replace(w, put=True),
     "metadata answer": lambda w: replace(w, accept=PARTIAL),
     "fieldValidation=Ignore": lambda w: replace(
@@ -231,6 +243,18 @@ def map_conditions(crd: dict[str, Any]) -> dict[str, Any]:
         ]
         conditions["x-kubernetes-list-type"] = "map"
         conditions["x-kubernetes-list-map-keys"] = ["type"]
+    return crd
+
+
+def granular_status(crd: dict[str, Any]) -> dict[str, Any]:
+    """The CRD as orca shipped it before ``status`` was one atomic map: one managedFields path
+    per status field (and per field of each condition when they are a map) instead of
+    ``f:status`` alone."""
+    crd = copy.deepcopy(crd)
+    for version in crd["spec"]["versions"]:
+        version["schema"]["openAPIV3Schema"]["properties"]["status"].pop(
+            "x-kubernetes-map-type", None
+        )
     return crd
 
 
@@ -271,7 +295,7 @@ DIAGNOSTICS: dict[str, Callable[[Writes], Writes]] = {
 def rows(levers: Iterable[str], diagnostics: Iterable[str]) -> dict[str, Writes | None]:
     """The rows in their first round's order: kube-scheduler (None), before, each lever,
     each diagnostic, now."""
-    before = Writes(status=before_status, crd=map_conditions)
+    before = Writes(status=before_status, map_conditions=True, granular_status=True)
     out: dict[str, Writes | None] = {KUBE: None, BEFORE: before}
     out.update({f"+ {name}": LEVERS[name](before) for name in levers})
     out.update({f"? {name}": DIAGNOSTICS[name](before) for name in diagnostics})
@@ -658,7 +682,7 @@ async def run(
                         plane, api, namespace, args.objects, args.pod_event, profiling
                     )
                 else:
-                    crd = writes.crd(shipped) if writes is not None else shipped
+                    crd = writes.schema(shipped) if writes is not None else shipped
                     if crd != installed:
                         install(plane, crd, workdir)
                         installed = crd
