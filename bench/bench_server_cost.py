@@ -154,17 +154,16 @@ class Writes:
     map_conditions: bool = False
     granular_status: bool = False
     crd: Callable[[dict[str, Any]], dict[str, Any]] = lambda crd: crd  # a diagnostic's change
+    clear_managed_fields: bool = False  # diagnostic: no managedFields on the objects written
+    #: Diagnostic: the write and the Event ``now`` sends, as bytes encoded before the clock,
+    #: straight through the aiohttp session (no orca code in the way): the client's floor.
+    bare: bool = False
 
     def schema(self, shipped: dict[str, Any]) -> dict[str, Any]:
         """The CRD this row writes to: the shipped one as ``before`` had it, less the levers
         on, with the diagnostic's change."""
         crd = granular_status(shipped) if self.granular_status else shipped
         return self.crd(map_conditions(crd) if self.map_conditions else crd)
-
-    clear_managed_fields: bool = False  # diagnostic: no managedFields on the objects written
-    #: Diagnostic: the write and the Event ``now`` sends, as bytes encoded before the clock,
-    #: straight through the aiohttp session (no orca code in the way): the client's floor.
-    bare: bool = False
 
 
 def before_status(namespace: str, name: str) -> dict[str, Any]:
