@@ -82,6 +82,24 @@ def test_scaling_a_job_or_a_daemonset_is_refused_with_one_line(
     assert "count" not in stored["spec"]
 
 
+def test_scaling_a_gang_below_its_min_count_is_refused_with_one_line(
+    cluster: Cluster, namespace: str
+) -> None:
+    """A gang (all or nothing, at least minCount) scales down to its minCount and no further:
+    the API server checks the scaled Workload with the CRD's rules, so an HPA or a ``kubectl
+    scale`` cannot leave a gang that could never be placed."""
+    cluster.apply(workload_obj("train", namespace, kind="Service", count=4, gang={"minCount": 3}))
+    result = cluster.kubectl("scale", RESOURCE, "train", "-n", namespace, "--replicas=2")
+    assert result.returncode != 0
+    print(f"kubectl scale below minCount: {result.stderr.strip()}")
+    assert "gang.minCount must not be more than count" in result.stderr
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert cluster.workload(namespace, "train")["spec"]["count"] == 4
+    cluster.run("scale", RESOURCE, "train", "-n", namespace, "--replicas=3")
+    assert cluster.workload(namespace, "train")["spec"]["count"] == 3
+
+
 def test_a_horizontal_pod_autoscaler_can_target_a_service_workload(
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
