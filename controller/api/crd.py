@@ -141,8 +141,9 @@ def workload_crd() -> dict[str, Any]:
     # replaces it whole (a PUT of /status), so per-field ownership buys nothing here. An
     # object written under the granular schema is collapsed to the one path at its next
     # write (structured-merge-diff reconciles managed fields with schema changes). In
-    # bench_server_cost.py it cut kube-apiserver's CPU per status write by 8-11 % with every
-    # other lever on, and by 19 % alone on the write orca made before issue 31.
+    # bench_server_cost.py (its ``status atomic (CRD)`` lever, recorded in docs/benchmarks.md)
+    # it cut kube-apiserver's CPU per status write by 19 % on the write orca made before
+    # issue 31.
     status["x-kubernetes-map-type"] = "atomic"
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
